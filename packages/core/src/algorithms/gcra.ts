@@ -1,0 +1,62 @@
+import { EPS_MS, ceilMs, wholePermits, type RateAlgorithm, type RateState } from './types.js';
+
+/**
+ * Generic cell rate algorithm, stored as the theoretical arrival time and the emission interval
+ * it was computed with: `[2, tat, T]` where `T = windowMs / limit`. A request of `cost` passes if
+ * `max(tat, now) + cost*T - now <= burst*T`.
+ *
+ * Trade-offs: the same admissions as a token bucket with one timestamp of state; retry-after is
+ * exact. When `T` changes, the time still owed is rescaled to the new interval (usage carries
+ * over).
+ */
+export const gcra: RateAlgorithm = {
+  code: 2,
+
+  evaluate(state, cost, now, limit) {
+    const T = limit.windowMs / limit.limit;
+    const tau = limit.burst * T;
+    const tat = state === undefined ? now : Math.max(state[1]!, now);
+    const newTat = tat + cost * T;
+    if (newTat - now <= tau + EPS_MS) {
+      const resetAfterMs = ceilMs(newTat - now);
+      return {
+        allowed: true,
+        remaining: wholePermits((tau - (newTat - now)) / T),
+        retryAfterMs: 0,
+        resetAfterMs,
+        next: [2, newTat, T],
+        ttlMs: resetAfterMs,
+      };
+    }
+    const resetAfterMs = ceilMs(tat - now);
+    return {
+      allowed: false,
+      remaining: wholePermits((tau - (tat - now)) / T),
+      retryAfterMs: ceilMs(newTat - tau - now),
+      resetAfterMs,
+      next: state ?? [2, now, T],
+      ttlMs: resetAfterMs,
+    };
+  },
+
+  adjust(state, delta, now, limit) {
+    const T = limit.windowMs / limit.limit;
+    const tat = state === undefined ? now : Math.max(state[1]!, now);
+    const newTat = Math.max(now, tat + delta * T);
+    const ttlMs = ceilMs(newTat - now);
+    return { next: newTat > now ? [2, newTat, T] : undefined, ttlMs };
+  },
+
+  usage(state, now) {
+    return Math.max(0, state[1]! - now) / state[2]!;
+  },
+
+  fromUsage(used, now, limit) {
+    const T = limit.windowMs / limit.limit;
+    return [2, now + used * T, T];
+  },
+
+  compatible(state: RateState, limit) {
+    return state[2] === limit.windowMs / limit.limit;
+  },
+};

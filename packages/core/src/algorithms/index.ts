@@ -1,0 +1,39 @@
+import type { CompiledLimit } from '../policy.js';
+import { fixedWindow } from './fixed-window.js';
+import { gcra } from './gcra.js';
+import { slidingLog } from './sliding-log.js';
+import { slidingWindow } from './sliding-window.js';
+import { tokenBucket } from './token-bucket.js';
+import type { RateAlgorithm, RateState } from './types.js';
+
+export { concurrency, type ConcurrencyOutcome, type ConcurrencyState, type Lease } from './concurrency.js';
+export { fixedWindow } from './fixed-window.js';
+export { gcra } from './gcra.js';
+export { slidingLog } from './sliding-log.js';
+export { slidingWindow } from './sliding-window.js';
+export { tokenBucket } from './token-bucket.js';
+export * from './types.js';
+
+const BY_CODE = new Map<number, RateAlgorithm>(
+  [tokenBucket, gcra, slidingWindow, fixedWindow, slidingLog].map((a) => [a.code, a]),
+);
+
+/** The rate algorithm for a code, or undefined (concurrency has no rate algorithm). */
+export function rateAlgorithm(code: number): RateAlgorithm | undefined {
+  return BY_CODE.get(code);
+}
+
+/**
+ * Brings a stored state in line with the current policy. A state written by another algorithm
+ * or with other parameters is converted through its usage (permits in use now), so a rule
+ * update carries usage over instead of resetting the key to full.
+ */
+export function normalizeState(state: RateState | undefined, now: number, limit: CompiledLimit): RateState | undefined {
+  if (state === undefined) return undefined;
+  const target = BY_CODE.get(limit.code);
+  if (target === undefined) return undefined;
+  if (state[0] === limit.code && target.compatible(state, limit)) return state;
+  const source = BY_CODE.get(state[0]!);
+  if (source === undefined) return undefined;
+  return target.fromUsage(source.usage(state, now, limit), now, limit);
+}

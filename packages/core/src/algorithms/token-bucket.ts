@@ -1,0 +1,73 @@
+import type { CompiledLimit } from '../policy.js';
+import { EPS_PERMITS, ceilMs, wholePermits, type RateAlgorithm, type RateState } from './types.js';
+
+/**
+ * Token bucket, stored as the permits *used* and when that was measured: `[1, used, ts]`.
+ * Usage drains at `limit / windowMs` per ms; a request passes if `used + cost <= burst`.
+ * Storing usage instead of tokens makes policy changes carry over: the same usage is judged
+ * against the new burst and drains at the new rate. Extra charges may push usage above the
+ * burst (a debt paid back by waiting).
+ *
+ * Trade-offs: O(1) state, smooth refill, allows bursts of `burst`; the admitted count in any
+ * window of length `windowMs` is at most `burst + limit`.
+ */
+export const tokenBucket: RateAlgorithm = {
+  code: 1,
+
+  evaluate(state, cost, now, limit) {
+    const rate = limit.limit / limit.windowMs;
+    const used = state === undefined ? 0 : drained(state, now, rate);
+    const ts = state === undefined ? now : Math.max(now, state[2]!);
+    if (used + cost <= limit.burst + EPS_PERMITS) {
+      const after = used + cost;
+      const resetAfterMs = ceilMs(after / rate);
+      return {
+        allowed: true,
+        remaining: wholePermits(limit.burst - after),
+        retryAfterMs: 0,
+        resetAfterMs,
+        next: [1, after, ts],
+        ttlMs: resetAfterMs,
+      };
+    }
+    const resetAfterMs = ceilMs(used / rate);
+    return {
+      allowed: false,
+      remaining: wholePermits(limit.burst - used),
+      retryAfterMs: ceilMs((used + cost - limit.burst) / rate),
+      resetAfterMs,
+      next: state ?? [1, 0, now],
+      ttlMs: resetAfterMs,
+    };
+  },
+
+  adjust(state, delta, now, limit) {
+    const rate = limit.limit / limit.windowMs;
+    const used = Math.max(0, (state === undefined ? 0 : drained(state, now, rate)) + delta);
+    const ts = state === undefined ? now : Math.max(now, state[2]!);
+    const ttlMs = ceilMs(used / rate);
+    return { next: used > 0 ? [1, used, ts] : undefined, ttlMs };
+  },
+
+  usage(state, now, limit) {
+    return drained(state, now, limit.limit / limit.windowMs);
+  },
+
+  fromUsage(used, now) {
+    return [1, used, now];
+  },
+
+  compatible() {
+    return true;
+  },
+};
+
+function drained(state: RateState, now: number, rate: number): number {
+  const elapsed = Math.max(0, now - state[2]!);
+  return Math.max(0, state[1]! - elapsed * rate);
+}
+
+/** Exposed for the GCRA conversion and tests. */
+export function tokenBucketRate(limit: CompiledLimit): number {
+  return limit.limit / limit.windowMs;
+}

@@ -1,0 +1,61 @@
+import type { CompiledLimit } from '../policy.js';
+
+/**
+ * State of one rate limit on one key: a small array of numbers whose first element is the
+ * algorithm's code. Stores keep it opaque; the same layout is used by the Redis scripts.
+ */
+export type RateState = readonly number[];
+
+/** Result of evaluating one limit for one request. Pure data, no I/O. */
+export interface LimitOutcome {
+  allowed: boolean;
+  /** Whole permits left after this request (when allowed) or now (when denied). */
+  remaining: number;
+  /** Milliseconds until this request could be admitted; 0 when allowed. */
+  retryAfterMs: number;
+  /** Milliseconds until the limit is fully replenished. */
+  resetAfterMs: number;
+  /** The state to store if the request is admitted (all limits of the key allowed it). */
+  next: RateState;
+  /** How long `next` must be kept; after that it is equivalent to no state. */
+  ttlMs: number;
+}
+
+/** Result of an adjustment: the state to store (undefined: none needed) and its lifetime. */
+export interface AdjustOutcome {
+  next: RateState | undefined;
+  ttlMs: number;
+}
+
+/**
+ * A rate algorithm as pure functions of (state, request, now, policy). `now` is milliseconds on
+ * the store's clock. Every function tolerates `now` going backwards (it never refunds time).
+ */
+export interface RateAlgorithm {
+  readonly code: number;
+  /** Decides a request of `cost` permits. */
+  evaluate(state: RateState | undefined, cost: number, now: number, limit: CompiledLimit): LimitOutcome;
+  /** Charges `delta` more permits (or refunds `-delta`) without a decision. */
+  adjust(state: RateState | undefined, delta: number, now: number, limit: CompiledLimit): AdjustOutcome;
+  /** Permits in use at `now` according to a state of this algorithm. */
+  usage(state: RateState, now: number, limit: CompiledLimit): number;
+  /** A state of this algorithm that has `used` permits in use at `now`. */
+  fromUsage(used: number, now: number, limit: CompiledLimit): RateState;
+  /** True when `state` was built with parameters compatible with `limit`. */
+  compatible(state: RateState, limit: CompiledLimit): boolean;
+}
+
+/** Tolerance for floating-point comparisons of permits. */
+export const EPS_PERMITS = 1e-6;
+/** Tolerance for floating-point comparisons of times (store clocks are epoch ms, ulp ~0.25 us). */
+export const EPS_MS = 1e-3;
+
+/** Whole permits in `x`, tolerating float noise just below an integer. */
+export function wholePermits(x: number): number {
+  return Math.max(0, Math.floor(x + EPS_PERMITS));
+}
+
+/** Milliseconds rounded up, never negative. */
+export function ceilMs(x: number): number {
+  return Math.max(0, Math.ceil(x - EPS_MS));
+}

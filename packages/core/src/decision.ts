@@ -1,0 +1,82 @@
+import type { Algorithm } from './policy.js';
+
+/**
+ * Why a decision came out the way it did. Later layers add their own (pre-filter, fallbacks,
+ * circuit breaker); the set only grows.
+ */
+export type DecisionReason =
+  | 'allowed'
+  /** A rate limit has no permits left. */
+  | 'rate_limited'
+  /** A concurrency limit has no free permits. */
+  | 'concurrency_limited'
+  /** `acquire` gave up because its wait bound would be exceeded. */
+  | 'wait_timeout'
+  /** `acquire` found too many waiters already queued on the key. */
+  | 'queue_full';
+
+/** The state of one limit of a key after a decision. */
+export interface LimitStatus {
+  readonly id: string;
+  readonly algorithm: Algorithm;
+  readonly allowed: boolean;
+  readonly limit: number;
+  readonly remaining: number;
+  readonly retryAfterMs: number;
+  readonly resetAfterMs: number;
+}
+
+/**
+ * A rate-limit decision. Being limited is a decision with `allowed: false`, never an exception.
+ * The headline figures (`limit`, `remaining`, `resetAfterMs`) come from the limit that decided:
+ * the denying limit with the longest retry-after, or, when allowed, the one with the fewest
+ * permits left.
+ */
+export interface Decision {
+  readonly allowed: boolean;
+  readonly limit: number;
+  readonly remaining: number;
+  /** Milliseconds until a retry could succeed (0 when allowed). */
+  readonly retryAfterMs: number;
+  /** Milliseconds until the deciding limit is fully replenished. */
+  readonly resetAfterMs: number;
+  readonly reason: DecisionReason;
+  /** Id of the limit the headline figures come from. */
+  readonly limitId: string;
+  /** Every limit of the key, in policy order. */
+  readonly statuses: readonly LimitStatus[];
+  /** The concurrency lease taken, when the key has a concurrency limit and was allowed. */
+  readonly leaseId?: string;
+  /** Milliseconds spent waiting in `acquire`. */
+  readonly waitedMs?: number;
+}
+
+/** Folds per-limit statuses into one decision (all-or-nothing). */
+export function combineStatuses(statuses: readonly LimitStatus[], leaseId?: string): Decision {
+  let decider: LimitStatus | undefined;
+  const allowed = statuses.every((s) => s.allowed);
+  for (const s of statuses) {
+    if (allowed) {
+      if (!decider || s.remaining < decider.remaining) decider = s;
+    } else if (!s.allowed && (!decider || s.retryAfterMs > decider.retryAfterMs)) {
+      decider = s;
+    }
+  }
+  if (!decider) throw new Error('combineStatuses needs at least one status');
+  const base = {
+    allowed,
+    limit: decider.limit,
+    remaining: decider.remaining,
+    retryAfterMs: allowed ? 0 : decider.retryAfterMs,
+    resetAfterMs: decider.resetAfterMs,
+    reason: allowed ? 'allowed' : decider.algorithm === 'concurrency' ? 'concurrency_limited' : 'rate_limited',
+    limitId: decider.id,
+    statuses,
+  } as const;
+  return allowed && leaseId !== undefined ? { ...base, leaseId } : base;
+}
+
+/** A copy of `decision` with another reason and verdict, e.g. when a wait gives up. */
+export function withReason(decision: Decision, reason: DecisionReason, allowed = decision.allowed): Decision {
+  return { ...decision, allowed, reason };
+}

@@ -1,0 +1,72 @@
+/**
+ * Every fault Sluice raises is a {@link SluiceError} with a stable `code`. Being rate limited is
+ * not a fault: it is a denied {@link Decision}. The table below is the single place where codes
+ * are defined and documented; docs/errors.md is checked against it by a test.
+ */
+export const ErrorCodes = {
+  /** A limit policy is malformed (non-positive rate, zero window, burst below 1, ...). */
+  INVALID_POLICY: 'SLUICE_ERR_INVALID_POLICY',
+  /** A cost or adjustment is not a non-negative safe integer within bounds. */
+  INVALID_COST: 'SLUICE_ERR_INVALID_COST',
+  /** A cost can never be admitted because it exceeds what the limit can ever hold. */
+  COST_EXCEEDS_LIMIT: 'SLUICE_ERR_COST_EXCEEDS_LIMIT',
+  /** A key is empty, not a string or longer than the configured bound. */
+  INVALID_KEY: 'SLUICE_ERR_INVALID_KEY',
+  /** Options passed to a constructor or call are malformed. */
+  INVALID_OPTIONS: 'SLUICE_ERR_INVALID_OPTIONS',
+  /** A resource name was used that no policy is configured for. */
+  UNKNOWN_RESOURCE: 'SLUICE_ERR_UNKNOWN_RESOURCE',
+  /** The backing store did not answer within its command timeout. */
+  STORE_TIMEOUT: 'SLUICE_ERR_STORE_TIMEOUT',
+  /** The backing store is unreachable or refused the command. */
+  STORE_UNAVAILABLE: 'SLUICE_ERR_STORE_UNAVAILABLE',
+  /** The backing store answered something the client cannot interpret. */
+  STORE_PROTOCOL: 'SLUICE_ERR_STORE_PROTOCOL',
+  /** A wait was cancelled through its AbortSignal. */
+  ABORTED: 'SLUICE_ERR_ABORTED',
+  /** The limiter or store was used after `close()`. */
+  CLOSED: 'SLUICE_ERR_CLOSED',
+} as const;
+
+/** A stable error code, e.g. `SLUICE_ERR_INVALID_POLICY`. */
+export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
+
+/** Options for {@link SluiceError}. */
+export interface SluiceErrorOptions {
+  /** The underlying error, if any. */
+  cause?: unknown;
+  /** The offending field, as a dotted path (e.g. `limits[0].burst`). */
+  field?: string;
+}
+
+/**
+ * The one error type Sluice throws. Match on `code`, never on `message`.
+ *
+ * @example
+ * try { await limiter.try('api', { key }) } catch (e) {
+ *   if (isSluiceError(e, 'SLUICE_ERR_STORE_TIMEOUT')) { ... }
+ * }
+ */
+export class SluiceError extends Error {
+  /** Stable machine-readable code. */
+  readonly code: ErrorCode;
+  /** The offending field, when the error is about input. */
+  readonly field: string | undefined;
+
+  constructor(code: ErrorCode, message: string, options: SluiceErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'SluiceError';
+    this.code = code;
+    this.field = options.field;
+  }
+}
+
+/** True when `err` is a {@link SluiceError}, optionally with the given code. */
+export function isSluiceError(err: unknown, code?: ErrorCode): err is SluiceError {
+  return err instanceof SluiceError && (code === undefined || err.code === code);
+}
+
+/** Shorthand for an input error that names its field. */
+export function invalid(code: ErrorCode, field: string, message: string): SluiceError {
+  return new SluiceError(code, `${field}: ${message}`, { field });
+}

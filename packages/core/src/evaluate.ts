@@ -1,0 +1,87 @@
+import { concurrency, normalizeState, rateAlgorithm, type ConcurrencyState, type RateState } from './algorithms/index.js';
+import type { LimitStatus } from './decision.js';
+import type { CompiledLimit } from './policy.js';
+
+/** Stored state of one limit: a rate state or the leases of a concurrency limit. */
+export type LimitState = RateState | ConcurrencyState;
+
+/** Result of deciding one request against all limits of a key. */
+export interface KeyOutcome {
+  allowed: boolean;
+  statuses: LimitStatus[];
+  /** States to store, aligned with the limits (only meaningful when `allowed`). */
+  next: (LimitState | undefined)[];
+  /** How long the key's state must be kept. */
+  ttlMs: number;
+}
+
+/**
+ * Decides a request of `cost` against every limit of a key, all-or-nothing: each limit is
+ * evaluated on the current state, and only if all allow is any of them charged. `states` are
+ * aligned with `limits`. Pure: the same function runs in the in-memory store, and the Redis
+ * scripts mirror it step by step.
+ */
+export function evaluateKey(
+  states: readonly (LimitState | undefined)[],
+  limits: readonly CompiledLimit[],
+  cost: number,
+  now: number,
+  leaseId: string,
+): KeyOutcome {
+  const statuses: LimitStatus[] = [];
+  const next: (LimitState | undefined)[] = [];
+  let allowed = true;
+  let ttlMs = 0;
+  limits.forEach((limit, i) => {
+    const stored = states[i];
+    const o =
+      limit.algorithm === 'concurrency'
+        ? concurrency.acquire(stored as ConcurrencyState | undefined, leaseId, cost, now, limit)
+        : rateAlgorithm(limit.code)!.evaluate(normalizeState(stored as RateState | undefined, now, limit), cost, now, limit);
+    allowed &&= o.allowed;
+    ttlMs = Math.max(ttlMs, o.ttlMs);
+    next.push(o.next);
+    statuses.push({
+      id: limit.id,
+      algorithm: limit.algorithm,
+      allowed: o.allowed,
+      limit: limit.limit,
+      remaining: o.remaining,
+      retryAfterMs: o.retryAfterMs,
+      resetAfterMs: o.resetAfterMs,
+    });
+  });
+  if (!allowed) {
+    // Nothing was charged, so limits that would have allowed still have the cost in hand.
+    for (let i = 0; i < statuses.length; i++) {
+      const s = statuses[i]!;
+      if (s.allowed) statuses[i] = { ...s, remaining: s.remaining + cost };
+    }
+  }
+  return { allowed, statuses, next, ttlMs };
+}
+
+/**
+ * Applies an adjustment of `delta` permits (negative: refund) to every rate limit of a key,
+ * unconditionally. Concurrency limits are not affected (a lease's size is fixed).
+ */
+export function adjustKey(
+  states: readonly (LimitState | undefined)[],
+  limits: readonly CompiledLimit[],
+  delta: number,
+  now: number,
+): { next: (LimitState | undefined)[]; ttlMs: number } {
+  let ttlMs = 0;
+  const next = limits.map((limit, i) => {
+    const stored = states[i];
+    if (limit.algorithm === 'concurrency') {
+      const leases = stored as ConcurrencyState | undefined;
+      if (leases !== undefined) ttlMs = Math.max(ttlMs, ...leases.map((l) => Math.ceil(l.expiresAt - now)));
+      return leases;
+    }
+    const o = rateAlgorithm(limit.code)!.adjust(normalizeState(stored as RateState | undefined, now, limit), delta, now, limit);
+    ttlMs = Math.max(ttlMs, o.ttlMs);
+    return o.next;
+  });
+  return { next, ttlMs };
+}

@@ -1,0 +1,43 @@
+/**
+ * Sluice's limiting core: pure algorithms, decisions, the embedded in-memory store and the
+ * limiter. No runtime dependencies.
+ *
+ * @example
+ * import { Limiter } from '@sluice/core';
+ * const limiter = new Limiter({
+ *   resources: {
+ *     'db:user_center': [
+ *       { algorithm: 'token-bucket', limit: 100, burst: 20 },           // 100/s, bursts of 20
+ *       { algorithm: 'fixed-window', limit: 10_000, windowMs: 86_400_000 }, // and 10,000/day
+ *     ],
+ *   },
+ * });
+ * const d = await limiter.try('db:user_center', { key: 'tenant-a' });
+ * if (!d.allowed) console.log(`retry in ${d.retryAfterMs} ms`);
+ * await limiter.close();
+ */
+export * from './algorithms/index.js';
+export { ManualClock, systemClock, type Clock, type TimerHandle } from './clock.js';
+export { combineStatuses, withReason, type Decision, type DecisionReason, type LimitStatus } from './decision.js';
+export { ErrorCodes, SluiceError, isSluiceError, type ErrorCode, type SluiceErrorOptions } from './errors.js';
+export { adjustKey, evaluateKey, type KeyOutcome, type LimitState } from './evaluate.js';
+export { Limiter, type AcquireOptions, type LeaseOptions, type LimiterOptions, type TryOptions } from './limiter.js';
+export { MemoryStore, compileMemoryStoreOptions, type MemoryStoreOptions, type MemoryStoreStats } from './memory-store.js';
+export type { DecisionMode, LimiterObserver } from './observer.js';
+export {
+  ALGORITHMS,
+  ALGORITHM_CODES,
+  DEFAULT_MAX_KEY_LENGTH,
+  MAX_COST,
+  POLICY_BOUNDS,
+  checkCost,
+  checkDelta,
+  checkKey,
+  compileLimit,
+  compileLimits,
+  maxCost,
+  type Algorithm,
+  type CompiledLimit,
+  type LimitPolicy,
+} from './policy.js';
+export type { AdjustRequest, ConsumeRequest, ConsumeResult, LeaseRequest, LimitStore } from './store.js';

@@ -1,0 +1,177 @@
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from './clock.js';
+import type { Decision } from './decision.js';
+import { ErrorCodes } from './errors.js';
+import { Limiter, type LimiterOptions } from './limiter.js';
+import { MemoryStore } from './memory-store.js';
+import type { ConsumeRequest, ConsumeResult, LimitStore } from './store.js';
+
+/** A memory store that counts the round trips the limiter makes. */
+class CountingStore extends MemoryStore {
+  calls = 0;
+  override consume(request: ConsumeRequest): Promise<ConsumeResult> {
+    this.calls++;
+    return super.consume(request);
+  }
+}
+
+function setup(resources: LimiterOptions['resources'], extra: Partial<LimiterOptions> = {}) {
+  const clock = new ManualClock(1000);
+  const store = new CountingStore({ clock });
+  const limiter = new Limiter({ resources, store, clock, random: () => 0, ...extra });
+  return { clock, store, limiter };
+}
+
+const oneEvery100ms = { algorithm: 'gcra', limit: 10, windowMs: 1000, burst: 1 } as const;
+
+describe('Limiter.try', () => {
+  it('returns decisions and never throws when limited', async () => {
+    const { limiter } = setup({ 'api:x': oneEvery100ms });
+    expect((await limiter.try('api:x')).allowed).toBe(true);
+    const d = await limiter.try('api:x');
+    expect(d).toMatchObject({ allowed: false, reason: 'rate_limited', retryAfterMs: 100, limit: 10 });
+    expect((await limiter.try('api:x', { key: 'other-tenant' })).allowed).toBe(true);
+    await limiter.close();
+  });
+
+  it('rejects bad input with typed errors naming the field', async () => {
+    const { limiter } = setup({ 'api:x': oneEvery100ms });
+    await expect(limiter.try('api:nope')).rejects.toMatchObject({ code: ErrorCodes.UNKNOWN_RESOURCE });
+    await expect(limiter.try('api:x', { cost: -1 })).rejects.toMatchObject({ code: ErrorCodes.INVALID_COST, field: 'cost' });
+    await expect(limiter.try('api:x', { key: 'k'.repeat(300) })).rejects.toMatchObject({ code: ErrorCodes.INVALID_KEY });
+    expect(() => new Limiter({ resources: { 'bad|name': oneEvery100ms } })).toThrow(expect.objectContaining({ field: 'resource' }) as Error);
+    expect(() => new Limiter({ resources: { a: { algorithm: 'gcra', limit: 0 } } })).toThrow(
+      expect.objectContaining({ code: ErrorCodes.INVALID_POLICY, field: 'resources.a[0].limit' }) as Error,
+    );
+    await limiter.close();
+  });
+});
+
+describe('Limiter.acquire', () => {
+  it('waits for the retry-after and serves waiters in arrival order, one store call each', async () => {
+    const { clock, store, limiter } = setup({ 'db:a': oneEvery100ms });
+    await limiter.try('db:a');
+    store.calls = 0;
+    const order: number[] = [];
+    const waits = [1, 2, 3].map((n) =>
+      limiter.acquire('db:a', { maxWaitMs: 1000 }).then((d) => {
+        order.push(n);
+        return d;
+      }),
+    );
+    await clock.advanceAsync(350);
+    const decisions = await Promise.all(waits);
+    expect(order).toEqual([1, 2, 3]);
+    expect(decisions.every((d) => d.allowed)).toBe(true);
+    expect(decisions.map((d) => d.waitedMs)).toEqual([100, 200, 300]);
+    // Three direct attempts (nobody was queued yet), then per waiter at most one denied call at
+    // its turn and one granted call: waiters do not poll.
+    expect(store.calls).toBeLessThanOrEqual(9);
+    await limiter.close();
+  });
+
+  it('gives up at once when the retry-after exceeds the wait bound', async () => {
+    const { limiter } = setup({ 'db:a': { algorithm: 'fixed-window', limit: 1, windowMs: 60_000 } });
+    await limiter.try('db:a');
+    const d = await limiter.acquire('db:a', { maxWaitMs: 500 });
+    expect(d).toMatchObject({ allowed: false, reason: 'wait_timeout', waitedMs: 0 });
+    await limiter.close();
+  });
+
+  it('answers queued waiters whose deadline cannot be met', async () => {
+    const { clock, limiter } = setup({ 'db:a': oneEvery100ms });
+    await limiter.try('db:a');
+    const first = limiter.acquire('db:a', { maxWaitMs: 1000 });
+    const second = limiter.acquire('db:a', { maxWaitMs: 150 });
+    await clock.advanceAsync(300);
+    expect((await first).allowed).toBe(true);
+    expect(await second).toMatchObject({ allowed: false, reason: 'wait_timeout' });
+    await limiter.close();
+  });
+
+  it('rejects an aborted wait and serves the next waiter', async () => {
+    const { clock, limiter } = setup({ 'db:a': oneEvery100ms });
+    await limiter.try('db:a');
+    const ctl = new AbortController();
+    const aborted = limiter.acquire('db:a', { signal: ctl.signal });
+    const next = limiter.acquire('db:a');
+    await clock.advanceAsync(10);
+    ctl.abort(new Error('user went away'));
+    await expect(aborted).rejects.toMatchObject({ code: ErrorCodes.ABORTED });
+    await clock.advanceAsync(100);
+    expect((await next).allowed).toBe(true);
+    await expect(limiter.acquire('db:a', { signal: AbortSignal.abort() })).rejects.toMatchObject({ code: ErrorCodes.ABORTED });
+    await limiter.close();
+  });
+
+  it('denies with queue_full past the per-key bound', async () => {
+    const { clock, limiter } = setup({ 'db:a': oneEvery100ms }, { maxWaitersPerKey: 2 });
+    await limiter.try('db:a');
+    const queued = [limiter.acquire('db:a'), limiter.acquire('db:a')];
+    await clock.advanceAsync(1);
+    const third = await limiter.acquire('db:a');
+    expect(third).toMatchObject({ allowed: false, reason: 'queue_full' });
+    await clock.advanceAsync(300);
+    expect((await Promise.all(queued)).every((d) => d.allowed)).toBe(true);
+    await limiter.close();
+  });
+
+  it('wakes a concurrency waiter when a permit is released', async () => {
+    const { clock, limiter } = setup({ 'db:pool': { algorithm: 'concurrency', limit: 1, leaseTtlMs: 60_000 } }, { concurrencyPollMs: 10_000 });
+    const held = await limiter.acquire('db:pool');
+    expect(held.leaseId).toBeDefined();
+    let granted: Decision | undefined;
+    const waiting = limiter.acquire('db:pool', { maxWaitMs: 30_000 }).then((d) => (granted = d));
+    await clock.advanceAsync(5);
+    expect(granted).toBeUndefined();
+    expect(await limiter.release('db:pool', { leaseId: held.leaseId! })).toBe(true);
+    await clock.advanceAsync(0);
+    await waiting;
+    expect(granted).toMatchObject({ allowed: true, waitedMs: 5 });
+    await limiter.close();
+  });
+
+  it('rejects waiters with SLUICE_ERR_CLOSED on close and leaves no timers', async () => {
+    const { clock, limiter } = setup({ 'db:a': oneEvery100ms });
+    await limiter.try('db:a');
+    const waiting = limiter.acquire('db:a');
+    await clock.advanceAsync(1);
+    await limiter.close();
+    await expect(waiting).rejects.toMatchObject({ code: ErrorCodes.CLOSED });
+    // Only the store's sweep timer is left, and it belongs to the store the test created.
+    expect(clock.pendingTimers).toBe(1);
+    await expect(limiter.try('db:a')).rejects.toMatchObject({ code: ErrorCodes.CLOSED });
+  });
+});
+
+describe('Limiter.adjust and setLimits', () => {
+  it('charges the real cost afterwards', async () => {
+    const { limiter } = setup({ llm: { algorithm: 'token-bucket', limit: 1000, windowMs: 60_000 } });
+    await limiter.try('llm', { cost: 100 });
+    await limiter.adjust('llm', { delta: 250 });
+    expect((await limiter.try('llm', { cost: 0 })).remaining).toBe(650);
+    await limiter.adjust('llm', { delta: -50 });
+    expect((await limiter.try('llm', { cost: 0 })).remaining).toBe(700);
+    await limiter.close();
+  });
+
+  it('carries state over a rule update instead of resetting', async () => {
+    const { limiter } = setup({ api: { algorithm: 'fixed-window', limit: 10, windowMs: 60_000 } });
+    await limiter.try('api', { cost: 8 });
+    limiter.setLimits('api', { algorithm: 'fixed-window', limit: 5, windowMs: 60_000 });
+    expect((await limiter.try('api')).allowed).toBe(false);
+    limiter.setLimits('api', { algorithm: 'sliding-log', limit: 20, windowMs: 60_000 });
+    expect((await limiter.try('api')).remaining).toBe(11);
+    await limiter.close();
+  });
+});
+
+describe('owned resources', () => {
+  it('closes the store it created, not one it was given', async () => {
+    const store: LimitStore = new MemoryStore();
+    const limiter = new Limiter({ resources: { a: oneEvery100ms }, store });
+    await limiter.close();
+    expect((await store.consume({ key: 'k', limits: limiter.limitsOf('a'), cost: 1, leaseId: '' })).allowed).toBe(true);
+    await store.close();
+  });
+});

@@ -1,0 +1,400 @@
+import { randomUUID } from 'node:crypto';
+import { systemClock, type Clock } from './clock.js';
+import { combineStatuses, withReason, type Decision } from './decision.js';
+import { ErrorCodes, SluiceError, invalid } from './errors.js';
+import { MemoryStore } from './memory-store.js';
+import type { DecisionMode, LimiterObserver } from './observer.js';
+import {
+  DEFAULT_MAX_KEY_LENGTH,
+  checkCost,
+  checkDelta,
+  checkKey,
+  compileLimits,
+  type CompiledLimit,
+  type LimitPolicy,
+} from './policy.js';
+import type { LimitStore } from './store.js';
+import { WaitQueue, type Waiter } from './wait-queue.js';
+
+/** Options of {@link Limiter}. */
+export interface LimiterOptions {
+  /** Limits per resource (a downstream such as `db:users`): one policy or several. */
+  resources: Record<string, LimitPolicy | readonly LimitPolicy[]>;
+  /**
+   * Where state lives. A store passed in stays the caller's to close.
+   * @default a new MemoryStore owned (and closed) by the limiter
+   */
+  store?: LimitStore;
+  /** @default systemClock */
+  clock?: Clock;
+  /** Randomness for pacing jitter. @default Math.random */
+  random?: () => number;
+  /** @default 256 */
+  maxKeyLength?: number;
+  /** Default wait bound of `acquire`, in ms. @default 30000 */
+  maxWaitMs?: number;
+  /** Most callers queued in `acquire` on one key; more are denied with `queue_full`. @default 1000 */
+  maxWaitersPerKey?: number;
+  /** Most keys with queued callers at once. @default 10000 */
+  maxWaitingKeys?: number;
+  /**
+   * How often a queue re-asks a concurrency limit: permits released by other processes are not
+   * announced, and a denial's retry-after only says when leases would expire.
+   * @default 50
+   */
+  concurrencyPollMs?: number;
+  /** Decision hooks, e.g. Prometheus metrics. */
+  observer?: LimiterObserver;
+}
+
+/** Options of {@link Limiter.try}. */
+export interface TryOptions {
+  /** Sub-key within the resource (a tenant, user, ...). @default '' (the whole resource) */
+  key?: string;
+  /** Permits to take. @default 1 */
+  cost?: number;
+}
+
+/** Options of {@link Limiter.acquire}. */
+export interface AcquireOptions extends TryOptions {
+  /** Longest wait in ms; 0 never waits. @default the limiter's maxWaitMs */
+  maxWaitMs?: number;
+  /** Cancels the wait; the call then rejects with `SLUICE_ERR_ABORTED`. */
+  signal?: AbortSignal;
+}
+
+/** Identifies a concurrency lease for `release` and `renew`. */
+export interface LeaseOptions {
+  key?: string;
+  leaseId: string;
+  /** New lifetime for `renew`. @default the limit's leaseTtlMs */
+  ttlMs?: number;
+}
+
+const RESOURCE_PATTERN = /^[A-Za-z0-9_.:/@-]{1,128}$/;
+const MAX_WAIT_BOUND_MS = 24 * 3600 * 1000;
+
+function intOption(value: unknown, field: string, fallback: number, min: number, max: number): number {
+  const v = value ?? fallback;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, field, `must be an integer between ${min} and ${max}, got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+/**
+ * Decides whether calls to a downstream resource may proceed. `try` answers at once; `acquire`
+ * waits (bounded, cancellable, FIFO per key); `release`/`renew` manage concurrency permits;
+ * `adjust` charges the real cost after the fact.
+ *
+ * @example
+ * const limiter = new Limiter({ resources: { 'api:payments': { algorithm: 'gcra', limit: 100 } } });
+ * const d = await limiter.acquire('api:payments', { key: tenant, maxWaitMs: 2000 });
+ * if (!d.allowed) throw new Error(`busy, retry in ${d.retryAfterMs} ms`);
+ */
+export class Limiter {
+  readonly #store: LimitStore;
+  readonly #ownsStore: boolean;
+  readonly #clock: Clock;
+  readonly #random: () => number;
+  readonly #observer: LimiterObserver | undefined;
+  readonly #maxKeyLength: number;
+  readonly #maxWaitMs: number;
+  readonly #maxWaitersPerKey: number;
+  readonly #maxWaitingKeys: number;
+  readonly #concurrencyPollMs: number;
+  readonly #resources = new Map<string, readonly CompiledLimit[]>();
+  readonly #queues = new Map<string, WaitQueue>();
+  readonly #pumps = new Set<Promise<void>>();
+  #closed = false;
+
+  constructor(options: LimiterOptions) {
+    if (typeof options !== 'object' || options === null || typeof options.resources !== 'object') {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'resources', 'must be an object of resource -> limits');
+    }
+    this.#clock = options.clock ?? systemClock;
+    this.#random = options.random ?? Math.random;
+    this.#observer = options.observer;
+    this.#maxKeyLength = intOption(options.maxKeyLength, 'maxKeyLength', DEFAULT_MAX_KEY_LENGTH, 1, 65_536);
+    this.#maxWaitMs = intOption(options.maxWaitMs, 'maxWaitMs', 30_000, 0, MAX_WAIT_BOUND_MS);
+    this.#maxWaitersPerKey = intOption(options.maxWaitersPerKey, 'maxWaitersPerKey', 1000, 1, 1_000_000);
+    this.#maxWaitingKeys = intOption(options.maxWaitingKeys, 'maxWaitingKeys', 10_000, 1, 10_000_000);
+    this.#concurrencyPollMs = intOption(options.concurrencyPollMs, 'concurrencyPollMs', 50, 1, 60_000);
+    for (const [resource, limits] of Object.entries(options.resources)) this.setLimits(resource, limits);
+    this.#ownsStore = options.store === undefined;
+    this.#store = options.store ?? new MemoryStore({ clock: this.#clock });
+  }
+
+  /**
+   * Sets or replaces a resource's limits (a rule update). Existing state carries over: usage
+   * already counted is judged against the new limits instead of being reset.
+   */
+  setLimits(resource: string, limits: LimitPolicy | readonly LimitPolicy[]): void {
+    if (typeof resource !== 'string' || !RESOURCE_PATTERN.test(resource)) {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', `must match ${RESOURCE_PATTERN}, got ${JSON.stringify(resource)}`);
+    }
+    this.#resources.set(resource, compileLimits(limits, `resources.${resource}`));
+  }
+
+  /** The compiled limits of a resource. Throws `SLUICE_ERR_UNKNOWN_RESOURCE` if none. */
+  limitsOf(resource: string): readonly CompiledLimit[] {
+    const limits = this.#resources.get(resource);
+    if (limits === undefined) {
+      throw new SluiceError(ErrorCodes.UNKNOWN_RESOURCE, `no limits configured for resource ${JSON.stringify(resource)}`, {
+        field: 'resource',
+      });
+    }
+    return limits;
+  }
+
+  /** Decides now, without waiting. Being limited resolves to a denied decision. */
+  async try(resource: string, options: TryOptions = {}): Promise<Decision> {
+    const { key, limits, cost } = this.#prepare(resource, options);
+    return this.#observe(resource, 'try', await this.#consume(key, limits, cost));
+  }
+
+  /**
+   * Waits up to `maxWaitMs` for permits. Callers on one key are served in arrival order and
+   * woken paced by the retry-after of the last denial. Resolves to a denied decision with reason
+   * `wait_timeout` (the wait would exceed its bound) or `queue_full`; rejects with
+   * `SLUICE_ERR_ABORTED` when the signal fires.
+   */
+  async acquire(resource: string, options: AcquireOptions = {}): Promise<Decision> {
+    const { key, limits, cost } = this.#prepare(resource, options);
+    const maxWaitMs = intOption(options.maxWaitMs, 'maxWaitMs', this.#maxWaitMs, 0, MAX_WAIT_BOUND_MS);
+    const signal = options.signal;
+    throwIfAborted(signal);
+    const startedAt = this.#clock.now();
+    const queue = this.#queues.get(key);
+    let last: Decision;
+    if (queue === undefined || queue.waiters.length === 0) {
+      // Nobody is waiting: ask directly, so uncontended keys pay no queueing.
+      last = await this.#consume(key, limits, cost);
+      if (last.allowed) {
+        if (signal?.aborted) {
+          await this.#giveBack(key, limits, cost, last);
+          throwIfAborted(signal);
+        }
+        return this.#observe(resource, 'acquire', last);
+      }
+      // A rate limit's retry-after is exact, so a wait that cannot fit is refused at once. A
+      // concurrency limit's is only the worst case (leases may be released sooner): queue.
+      if (last.reason === 'rate_limited' && last.retryAfterMs > maxWaitMs) {
+        return this.#observe(resource, 'acquire', { ...withReason(last, 'wait_timeout', false), waitedMs: 0 });
+      }
+    } else {
+      last = queue.last;
+    }
+    return this.#enqueue(resource, key, limits, cost, startedAt, startedAt + maxWaitMs, signal, last);
+  }
+
+  /** Frees a concurrency permit. False if it had already expired or been released. */
+  async release(resource: string, options: LeaseOptions): Promise<boolean> {
+    const { key, limits } = this.#prepare(resource, { key: options.key });
+    const found = await this.#store.release({ key, limits, leaseId: checkLeaseId(options.leaseId) });
+    this.#queues.get(key)?.wake();
+    return found;
+  }
+
+  /** Extends a concurrency permit. False if it was lost (expired): stop the work it guards. */
+  async renew(resource: string, options: LeaseOptions): Promise<boolean> {
+    const { key, limits } = this.#prepare(resource, { key: options.key });
+    const ttlMs = options.ttlMs === undefined ? undefined : intOption(options.ttlMs, 'ttlMs', 0, 1, MAX_WAIT_BOUND_MS);
+    return this.#store.renew({ key, limits, leaseId: checkLeaseId(options.leaseId), ...(ttlMs === undefined ? {} : { ttlMs }) });
+  }
+
+  /**
+   * Charges the real cost after the work: `delta` more permits, or a refund when negative.
+   * E.g. a call admitted with cost 100 that used 350 LLM tokens adjusts by +250.
+   */
+  async adjust(resource: string, options: { key?: string; delta: number }): Promise<void> {
+    const { key, limits } = this.#prepare(resource, { key: options.key });
+    await this.#store.adjust({ key, limits, delta: checkDelta(options.delta) });
+    if (options.delta < 0) this.#queues.get(key)?.wake();
+  }
+
+  /**
+   * Ends every wait (they reject with `SLUICE_ERR_CLOSED`), waits for background work and closes
+   * the store if the limiter created it.
+   */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    const err = new SluiceError(ErrorCodes.CLOSED, 'the limiter was closed');
+    for (const queue of this.#queues.values()) {
+      for (const w of queue.waiters.slice()) this.#finish(queue, w, undefined, err);
+      queue.wake();
+    }
+    await Promise.allSettled([...this.#pumps]);
+    if (this.#ownsStore) await this.#store.close();
+  }
+
+  #prepare(resource: string, options: TryOptions): { key: string; limits: readonly CompiledLimit[]; cost: number } {
+    if (this.#closed) throw new SluiceError(ErrorCodes.CLOSED, 'the limiter was closed');
+    const limits = this.limitsOf(resource);
+    const sub = checkKey(options.key ?? '', this.#maxKeyLength);
+    const cost = checkCost(options.cost ?? 1, limits);
+    // Resource names cannot contain '|', so the joined key is unambiguous.
+    return { key: sub === '' ? resource : `${resource}|${sub}`, limits, cost };
+  }
+
+  async #consume(key: string, limits: readonly CompiledLimit[], cost: number): Promise<Decision> {
+    const leaseId = limits.some((l) => l.algorithm === 'concurrency') ? randomUUID() : '';
+    const result = await this.#store.consume({ key, limits, cost, leaseId });
+    return combineStatuses(result.statuses, leaseId === '' ? undefined : leaseId);
+  }
+
+  /** Returns permits granted to a caller that is no longer there (aborted while in flight). */
+  async #giveBack(key: string, limits: readonly CompiledLimit[], cost: number, d: Decision): Promise<void> {
+    if (cost > 0) await this.#store.adjust({ key, limits, delta: -cost });
+    if (d.leaseId !== undefined) await this.#store.release({ key, limits, leaseId: d.leaseId });
+  }
+
+  #enqueue(
+    resource: string,
+    key: string,
+    limits: readonly CompiledLimit[],
+    cost: number,
+    startedAt: number,
+    deadline: number,
+    signal: AbortSignal | undefined,
+    last: Decision,
+  ): Promise<Decision> {
+    let queue = this.#queues.get(key);
+    if (queue === undefined) {
+      if (this.#queues.size >= this.#maxWaitingKeys) {
+        return Promise.resolve(this.#observe(resource, 'acquire', withReason(last, 'queue_full', false)));
+      }
+      queue = new WaitQueue(this.#clock, last);
+      this.#queues.set(key, queue);
+    }
+    if (queue.waiters.length >= this.#maxWaitersPerKey) {
+      return Promise.resolve(this.#observe(resource, 'acquire', withReason(last, 'queue_full', false)));
+    }
+    const q = queue;
+    return new Promise<Decision>((resolve, reject) => {
+      const waiter: Waiter = {
+        cost,
+        deadline,
+        startedAt,
+        inFlight: false,
+        done: false,
+        resolve: (d) => {
+          const waitedMs = Math.max(0, this.#clock.now() - startedAt);
+          this.#observer?.waited?.({ resource, waitedMs, outcome: d.allowed ? 'granted' : 'timeout' });
+          resolve(this.#observe(resource, 'acquire', { ...d, waitedMs }));
+        },
+        reject: (e) => {
+          const waitedMs = Math.max(0, this.#clock.now() - startedAt);
+          const outcome = e instanceof SluiceError && e.code === ErrorCodes.ABORTED ? 'aborted' : 'error';
+          this.#observer?.waited?.({ resource, waitedMs, outcome });
+          reject(e instanceof Error ? e : new Error(String(e)));
+        },
+      };
+      waiter.timer = this.#clock.setTimer(() => {
+        // A waiter whose request is in flight is answered by the pump when the store replies.
+        if (!waiter.inFlight) this.#finish(q, waiter, withReason(q.last, 'wait_timeout', false));
+      }, deadline - this.#clock.now());
+      if (signal !== undefined) {
+        const onAbort = () =>
+          this.#finish(
+            q,
+            waiter,
+            undefined,
+            new SluiceError(ErrorCodes.ABORTED, 'the wait was aborted', { cause: signal.reason }),
+          );
+        signal.addEventListener('abort', onAbort, { once: true });
+        waiter.detach = () => signal.removeEventListener('abort', onAbort);
+      }
+      q.waiters.push(waiter);
+      if (!q.running) this.#startPump(key, limits, q, this.#pacing(last));
+    });
+  }
+
+  #startPump(key: string, limits: readonly CompiledLimit[], queue: WaitQueue, firstDelay: number): void {
+    queue.running = true;
+    const pump = this.#pump(key, limits, queue, firstDelay).finally(() => {
+      queue.running = false;
+      this.#pumps.delete(pump);
+      if (queue.waiters.length === 0) {
+        if (this.#queues.get(key) === queue) this.#queues.delete(key);
+      } else if (!this.#closed) {
+        this.#startPump(key, limits, queue, 0);
+      }
+    });
+    this.#pumps.add(pump);
+  }
+
+  /** Serves one key's waiters in order; only the head asks the store. */
+  async #pump(key: string, limits: readonly CompiledLimit[], queue: WaitQueue, firstDelay: number): Promise<void> {
+    let delay = firstDelay;
+    while (queue.waiters.length > 0 && !this.#closed) {
+      if (delay > 0) await queue.sleep(delay);
+      const head = queue.waiters[0];
+      if (head === undefined || this.#closed) return;
+      head.inFlight = true;
+      let d: Decision;
+      try {
+        d = await this.#consume(key, limits, head.cost);
+      } catch (err) {
+        head.inFlight = false;
+        this.#finish(queue, head, undefined, err);
+        delay = 0;
+        continue;
+      }
+      head.inFlight = false;
+      if (head.done) {
+        if (d.allowed) await this.#giveBack(key, limits, head.cost, d).catch(() => undefined);
+        delay = 0;
+        continue;
+      }
+      if (d.allowed) {
+        this.#finish(queue, head, d);
+        delay = 0;
+        continue;
+      }
+      queue.last = d;
+      // Tell waiters who cannot be served before their deadline now, not at the deadline.
+      if (d.reason === 'rate_limited') {
+        const wakeAt = this.#clock.now() + d.retryAfterMs;
+        for (const w of queue.waiters.slice()) {
+          if (w.deadline < wakeAt) this.#finish(queue, w, withReason(d, 'wait_timeout', false));
+        }
+      }
+      delay = this.#pacing(d);
+    }
+  }
+
+  /** How long the queue sleeps after a denial: its retry-after, plus a little jitter. */
+  #pacing(d: Decision): number {
+    const base = d.reason === 'concurrency_limited' ? Math.min(d.retryAfterMs, this.#concurrencyPollMs) : d.retryAfterMs;
+    // Jitter spreads queues of several processes that were denied at the same moment.
+    return base + this.#random() * Math.min(base * 0.05, 5);
+  }
+
+  #finish(queue: WaitQueue, w: Waiter, decision: Decision | undefined, error?: unknown): void {
+    if (w.done) return;
+    w.done = true;
+    if (w.timer !== undefined) this.#clock.clearTimer(w.timer);
+    w.detach?.();
+    queue.remove(w);
+    if (decision !== undefined) w.resolve(decision);
+    else w.reject(error);
+  }
+
+  #observe(resource: string, mode: DecisionMode, decision: Decision): Decision {
+    this.#observer?.decided?.({ resource, mode, decision });
+    return decision;
+  }
+}
+
+function throwIfAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw new SluiceError(ErrorCodes.ABORTED, 'the wait was aborted', { cause: signal.reason });
+}
+
+function checkLeaseId(leaseId: unknown): string {
+  if (typeof leaseId !== 'string' || leaseId.length === 0 || leaseId.length > 128) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'leaseId', 'must be a non-empty string of at most 128 characters');
+  }
+  return leaseId;
+}

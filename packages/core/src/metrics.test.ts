@@ -1,0 +1,32 @@
+import { Registry } from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from './clock.js';
+import { Limiter } from './limiter.js';
+import { createPrometheusObserver } from './metrics.js';
+
+describe('Prometheus observer', () => {
+  it('counts decisions and rejections and records waits per resource', async () => {
+    const registry = new Registry();
+    const clock = new ManualClock();
+    const limiter = new Limiter({
+      resources: { 'api:pay': { algorithm: 'gcra', limit: 10, windowMs: 1000, burst: 1 } },
+      clock,
+      random: () => 0,
+      observer: createPrometheusObserver({ registry }),
+    });
+    await limiter.try('api:pay');
+    await limiter.try('api:pay');
+    const waited = limiter.acquire('api:pay', { maxWaitMs: 1000 });
+    await clock.advanceAsync(200);
+    await waited;
+    const text = await registry.metrics();
+    expect(text).toContain('sluice_decisions_total{resource="api:pay",mode="try",outcome="allowed"} 1');
+    expect(text).toContain('sluice_decisions_total{resource="api:pay",mode="try",outcome="denied"} 1');
+    expect(text).toContain('sluice_decisions_total{resource="api:pay",mode="acquire",outcome="allowed"} 1');
+    expect(text).toContain('sluice_rejections_total{resource="api:pay",reason="rate_limited"} 1');
+    expect(text).toContain('sluice_wait_seconds_count{resource="api:pay",outcome="granted"} 1');
+    expect(text).toContain('sluice_wait_seconds_bucket{le="0.1",resource="api:pay",outcome="granted"} 1');
+    expect(text).toContain('sluice_wait_seconds_bucket{le="0.05",resource="api:pay",outcome="granted"} 0');
+    await limiter.close();
+  });
+});

@@ -1,0 +1,58 @@
+/**
+ * Prometheus metrics for a limiter, on a registry of the caller's choosing.
+ *
+ * @example
+ * import { Registry } from 'prom-client';
+ * import { createPrometheusObserver } from '@sluice/core/metrics';
+ * const registry = new Registry();
+ * const limiter = new Limiter({ resources, observer: createPrometheusObserver({ registry }) });
+ */
+import { Counter, Histogram, type Registry } from 'prom-client';
+import type { LimiterObserver } from './observer.js';
+
+/** Options of {@link createPrometheusObserver}. */
+export interface PrometheusObserverOptions {
+  /** Where the metrics are registered. */
+  registry: Registry;
+  /** Metric name prefix. @default 'sluice_' */
+  prefix?: string;
+  /** Wait histogram buckets in seconds. @default 1 ms .. 30 s */
+  waitBuckets?: number[];
+}
+
+/**
+ * A {@link LimiterObserver} that counts decisions and rejections and records waits, labelled by
+ * resource. Label values are bounded by the configured resources, never by caller keys.
+ */
+export function createPrometheusObserver(options: PrometheusObserverOptions): LimiterObserver {
+  const prefix = options.prefix ?? 'sluice_';
+  const registers = [options.registry];
+  const decisions = new Counter({
+    name: `${prefix}decisions_total`,
+    help: 'Rate-limit decisions returned to callers',
+    labelNames: ['resource', 'mode', 'outcome'] as const,
+    registers,
+  });
+  const rejections = new Counter({
+    name: `${prefix}rejections_total`,
+    help: 'Denied decisions by reason',
+    labelNames: ['resource', 'reason'] as const,
+    registers,
+  });
+  const waits = new Histogram({
+    name: `${prefix}wait_seconds`,
+    help: 'Time callers spent queued in acquire',
+    labelNames: ['resource', 'outcome'] as const,
+    buckets: options.waitBuckets ?? [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers,
+  });
+  return {
+    decided({ resource, mode, decision }) {
+      decisions.inc({ resource, mode, outcome: decision.allowed ? 'allowed' : 'denied' });
+      if (!decision.allowed) rejections.inc({ resource, reason: decision.reason });
+    },
+    waited({ resource, waitedMs, outcome }) {
+      waits.observe({ resource, outcome }, waitedMs / 1000);
+    },
+  };
+}

@@ -1,0 +1,15 @@
+import type { Decision } from './decision.js';
+
+/** How a decision was asked for. */
+export type DecisionMode = 'try' | 'acquire';
+
+/**
+ * Hooks the limiter calls after each decision; metrics adapters (see `@sluice/core/metrics`)
+ * implement them. Hooks must be cheap and must not throw.
+ */
+export interface LimiterObserver {
+  /** Every decision returned to a caller. */
+  decided?(event: { resource: string; mode: DecisionMode; decision: Decision }): void;
+  /** Every `acquire` that queued, once it ends (granted, timed out, aborted or failed). */
+  waited?(event: { resource: string; waitedMs: number; outcome: 'granted' | 'timeout' | 'aborted' | 'error' }): void;
+}

@@ -1,0 +1,54 @@
+import type { LimitStatus } from './decision.js';
+import type { CompiledLimit } from './policy.js';
+
+/** A request to decide `cost` permits against every limit of `key`, all-or-nothing. */
+export interface ConsumeRequest {
+  /** The storage key (the limiter joins resource and caller key). */
+  readonly key: string;
+  readonly limits: readonly CompiledLimit[];
+  readonly cost: number;
+  /** Id of the concurrency lease to take if the key has a concurrency limit; otherwise ''. */
+  readonly leaseId: string;
+}
+
+/** What a store decided, with the store-clock time it decided at (milliseconds). */
+export interface ConsumeResult {
+  readonly allowed: boolean;
+  /** Aligned with the request's limits. */
+  readonly statuses: readonly LimitStatus[];
+  /** The store's clock when deciding: Redis `TIME` or the in-memory monotonic clock. */
+  readonly now: number;
+}
+
+/** Charge `delta` more permits (negative: refund) on every rate limit of `key`. */
+export interface AdjustRequest {
+  readonly key: string;
+  readonly limits: readonly CompiledLimit[];
+  readonly delta: number;
+}
+
+/** Renew or release a concurrency lease on `key`. */
+export interface LeaseRequest {
+  readonly key: string;
+  readonly limits: readonly CompiledLimit[];
+  readonly leaseId: string;
+  /** New lifetime for a renewal. @default the concurrency limit's leaseTtlMs */
+  readonly ttlMs?: number;
+}
+
+/**
+ * Where limit state lives. Every store implements the same semantics (the algorithms in
+ * `algorithms/`), verified by one conformance suite. Stores own their background work and free
+ * it in `close()`.
+ */
+export interface LimitStore {
+  /** Short name for logs and metrics, e.g. `memory` or `redis`. */
+  readonly name: string;
+  consume(request: ConsumeRequest): Promise<ConsumeResult>;
+  adjust(request: AdjustRequest): Promise<void>;
+  /** True if the lease was live and is now extended. */
+  renew(request: LeaseRequest): Promise<boolean>;
+  /** True if the lease was live and is now freed. */
+  release(request: LeaseRequest): Promise<boolean>;
+  close(): Promise<void>;
+}

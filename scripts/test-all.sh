@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Run every check the project has, the same way locally and in CI:
+#
+#   install Redis (if missing) -> npm ci (if needed) -> build -> start Redis
+#   servers -> lint -> all vitest projects -> stop Redis servers
+#
+# Usage: scripts/test-all.sh [extra vitest args...]
+#
+# The Redis servers are always stopped on exit, whether the tests pass, fail,
+# or the run is interrupted. The exit code is the tests' if they failed,
+# otherwise the linter's, otherwise 0.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO_ROOT"
+
+# Pin the run dir so this script and redis-servers.sh agree on where the env
+# file is, even if the caller did not set it.
+export SLUICE_RUN_DIR="${SLUICE_RUN_DIR:-$REPO_ROOT/.run/redis}"
+
+step() { printf '\n==> %s\n' "$*" >&2; }
+
+step "Redis binaries"
+bash scripts/redis-servers.sh install
+
+# npm ci wipes and reinstalls node_modules, which is slow; locally only do it
+# when the lockfile changed since the last install (npm writes
+# node_modules/.package-lock.json on every install). CI always starts clean.
+if [[ "${CI:-}" == "true" ]]; then
+  step "npm ci (CI)"
+  npm ci --no-audit --no-fund </dev/null
+elif [[ ! -d node_modules || package-lock.json -nt node_modules/.package-lock.json ]]; then
+  step "npm ci (node_modules missing or older than package-lock.json)"
+  npm ci --no-audit --no-fund </dev/null
+else
+  step "npm ci skipped (node_modules up to date)"
+fi
+
+step "build"
+npm run build </dev/null
+
+servers_started=0
+cleanup() {
+  local rc=$?
+  # Disarm first so a signal during cleanup cannot re-enter it.
+  trap - EXIT INT TERM
+  if ((servers_started)); then
+    step "stopping Redis servers"
+    bash scripts/redis-servers.sh stop || true
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+# Turn signals into a normal exit so the EXIT trap (and thus the server
+# shutdown) runs, with the conventional 128+signal exit code.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+step "start Redis servers"
+# Mark as started before the call: a start that fails half-way may have left
+# some servers up, and stop is harmless if nothing is running.
+servers_started=1
+bash scripts/redis-servers.sh start
+
+# Exports SLUICE_REDIS_URL and SLUICE_REDIS_CLUSTER_NODES for the tests.
+set -a
+# shellcheck source=/dev/null
+source "$SLUICE_RUN_DIR/env"
+set +a
+
+# Lint and tests both run even if lint fails, so one CI run reports every
+# problem instead of hiding test failures behind a formatting nit.
+step "lint"
+lint_rc=0
+npm run lint </dev/null || lint_rc=$?
+
+step "tests (all vitest projects)"
+test_rc=0
+# --no-install: never let npx try to download vitest (and prompt for it,
+# which would hang or fail without stdin); it must come from node_modules.
+npx --no-install vitest run "$@" </dev/null || test_rc=$?
+
+if ((test_rc != 0)); then
+  step "tests FAILED (exit $test_rc)"
+  exit "$test_rc"
+fi
+if ((lint_rc != 0)); then
+  step "lint FAILED (exit $lint_rc)"
+  exit "$lint_rc"
+fi
+step "all checks passed"

@@ -1,0 +1,227 @@
+/**
+ * The one conformance suite every store runs: the in-memory store with a manual clock, Redis
+ * and Redis Cluster with real time. Windows are long (60 s) wherever an assertion must not be
+ * disturbed by the milliseconds real calls take; tests that need time to pass use short
+ * windows and `advance`.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ALGORITHMS, combineStatuses, compileLimits, type Algorithm, type Decision, type LimitPolicy, type LimitStore } from '@sluice/core';
+
+/** A store under test and how to let its time pass. */
+export interface ConformanceTarget {
+  name: string;
+  makeStore(): LimitStore | Promise<LimitStore>;
+  /** Lets `ms` of store time pass: a manual clock advances, a real store sleeps. */
+  advance(ms: number): Promise<void>;
+  /** True when time also passes between calls (real servers). */
+  realTime: boolean;
+}
+
+const RATE_ALGORITHMS = ALGORITHMS.filter((a) => a !== 'concurrency');
+const MINUTE = 60_000;
+
+let keySeq = 0;
+
+export function runConformance(target: ConformanceTarget): void {
+  describe(`conformance: ${target.name}`, () => {
+    let store: LimitStore;
+    beforeAll(async () => {
+      store = await target.makeStore();
+    });
+    afterAll(async () => {
+      await store.close();
+    });
+
+    const newKey = () => `conf:${process.pid}:${Date.now().toString(36)}:${keySeq++}`;
+
+    /** Asks the store and folds the statuses like the limiter does. */
+    async function consume(key: string, policies: LimitPolicy[] | LimitPolicy, cost = 1, leaseId = ''): Promise<Decision> {
+      const limits = compileLimits(policies);
+      const hasConcurrency = limits.some((l) => l.algorithm === 'concurrency');
+      const id = hasConcurrency && leaseId === '' ? `lease-${keySeq++}` : leaseId;
+      const r = await store.consume({ key, limits, cost, leaseId: id });
+      expect(r.statuses).toHaveLength(limits.length);
+      expect(Number.isFinite(r.now)).toBe(true);
+      return combineStatuses(r.statuses, hasConcurrency ? id : undefined);
+    }
+
+    describe.each(RATE_ALGORITHMS)('%s', (algorithm: Algorithm) => {
+      const policy = (limit: number, windowMs = MINUTE): LimitPolicy => ({ algorithm, limit, windowMs });
+
+      it('admits up to the limit, then denies with a retry-after within the window', async () => {
+        const key = newKey();
+        for (let i = 0; i < 5; i++) {
+          const d = await consume(key, policy(5));
+          expect(d.allowed).toBe(true);
+          expect(d.remaining).toBe(4 - i);
+          expect(d.limit).toBe(5);
+          expect(d.reason).toBe('allowed');
+        }
+        const denied = await consume(key, policy(5));
+        expect(denied.allowed).toBe(false);
+        expect(denied.reason).toBe('rate_limited');
+        expect(denied.remaining).toBe(0);
+        expect(denied.retryAfterMs).toBeGreaterThan(0);
+        // The sliding window counter assumes a slice's calls were spread over the slice, so its
+        // retry-after may exceed the window by up to one slice.
+        expect(denied.retryAfterMs).toBeLessThanOrEqual(MINUTE * 1.1);
+        expect(denied.resetAfterMs).toBeGreaterThanOrEqual(denied.retryAfterMs);
+      });
+
+      it('charges the cost of a call and never partially', async () => {
+        const key = newKey();
+        expect((await consume(key, policy(5), 3)).remaining).toBe(2);
+        const tooBig = await consume(key, policy(5), 3);
+        expect(tooBig.allowed).toBe(false);
+        expect(tooBig.remaining).toBe(2);
+        expect((await consume(key, policy(5), 2)).allowed).toBe(true);
+        expect((await consume(key, policy(5), 0)).remaining).toBe(0);
+      });
+
+      it('admits again once the retry-after has passed', async () => {
+        const key = newKey();
+        const p = policy(2, 400);
+        await consume(key, p);
+        await consume(key, p);
+        let denied = await consume(key, p);
+        // Real time may refill a little between calls; exhaust whatever came back.
+        while (denied.allowed) denied = await consume(key, p);
+        expect(denied.retryAfterMs).toBeGreaterThan(0);
+        expect(denied.retryAfterMs).toBeLessThanOrEqual(400 * 1.1);
+        await target.advance(denied.retryAfterMs + 5);
+        expect((await consume(key, p)).allowed).toBe(true);
+      });
+
+      it('adjusts by the real cost: extra charges and refunds', async () => {
+        const key = newKey();
+        const limits = compileLimits(policy(10));
+        await consume(key, policy(10), 2);
+        await store.adjust({ key, limits, delta: 2 });
+        expect((await consume(key, policy(10), 1)).remaining).toBe(5);
+        await store.adjust({ key, limits, delta: -3 });
+        expect((await consume(key, policy(10), 1)).remaining).toBe(7);
+      });
+
+      it('carries usage over when the limit changes', async () => {
+        const key = newKey();
+        await consume(key, policy(10), 6);
+        const d = await consume(key, policy(20), 1);
+        expect(d.limit).toBe(20);
+        expect(d.remaining).toBe(13);
+      });
+
+      it.each(RATE_ALGORITHMS.filter((a) => a !== algorithm))('carries usage over when the algorithm changes to %s', async (to) => {
+        const key = newKey();
+        await consume(key, { ...policy(10), id: 'main' }, 6);
+        const d = await consume(key, { algorithm: to, limit: 10, windowMs: MINUTE, id: 'main' }, 1);
+        expect(d.allowed).toBe(true);
+        expect(d.remaining).toBe(3);
+      });
+    });
+
+    describe('several limits on one key', () => {
+      const limits: LimitPolicy[] = [
+        { algorithm: 'token-bucket', limit: 10, windowMs: MINUTE },
+        { algorithm: 'fixed-window', limit: 3, windowMs: 10 * MINUTE },
+      ];
+
+      it('is all-or-nothing: a denial by one limit charges none', async () => {
+        const key = newKey();
+        for (let i = 0; i < 3; i++) expect((await consume(key, limits)).allowed).toBe(true);
+        const denied = await consume(key, limits);
+        expect(denied.allowed).toBe(false);
+        expect(denied.limitId).toBe('1');
+        const bucket = denied.statuses.find((s) => s.algorithm === 'token-bucket')!;
+        expect(bucket.allowed).toBe(true);
+        expect(bucket.remaining).toBe(7);
+        const again = await consume(key, limits);
+        expect(again.statuses.find((s) => s.algorithm === 'token-bucket')!.remaining).toBe(7);
+      });
+
+      it('reports the limit with the fewest permits left when allowed', async () => {
+        const key = newKey();
+        const d = await consume(key, limits);
+        expect(d.limitId).toBe('1');
+        expect(d.remaining).toBe(2);
+        expect(d.statuses.map((s) => s.remaining)).toEqual([9, 2]);
+      });
+    });
+
+    describe('concurrency', () => {
+      const policy: LimitPolicy = { algorithm: 'concurrency', limit: 2, leaseTtlMs: MINUTE };
+
+      it('holds at most the limit, and a release frees a permit', async () => {
+        const key = newKey();
+        const limits = compileLimits(policy);
+        const a = await consume(key, policy, 1, 'a');
+        const b = await consume(key, policy, 1, 'b');
+        expect([a.allowed, b.allowed]).toEqual([true, true]);
+        expect(a.leaseId).toBe('a');
+        expect(b.remaining).toBe(0);
+        const c = await consume(key, policy, 1, 'c');
+        expect(c.allowed).toBe(false);
+        expect(c.reason).toBe('concurrency_limited');
+        expect(c.retryAfterMs).toBeGreaterThan(0);
+        expect(await store.release({ key, limits, leaseId: 'a' })).toBe(true);
+        expect(await store.release({ key, limits, leaseId: 'a' })).toBe(false);
+        expect((await consume(key, policy, 1, 'c')).allowed).toBe(true);
+        expect(await store.renew({ key, limits, leaseId: 'b' })).toBe(true);
+        expect(await store.renew({ key, limits, leaseId: 'nope' })).toBe(false);
+      });
+
+      it('counts the cost of each lease', async () => {
+        const key = newKey();
+        const p: LimitPolicy = { algorithm: 'concurrency', limit: 5, leaseTtlMs: MINUTE };
+        expect((await consume(key, p, 3, 'x')).remaining).toBe(2);
+        expect((await consume(key, p, 3, 'y')).allowed).toBe(false);
+        expect((await consume(key, p, 2, 'z')).allowed).toBe(true);
+      });
+
+      it('frees abandoned leases when they expire, and renewing extends them', async () => {
+        const key = newKey();
+        const p: LimitPolicy = { algorithm: 'concurrency', limit: 1, leaseTtlMs: 300 };
+        const limits = compileLimits(p);
+        expect((await consume(key, p, 1, 'held')).allowed).toBe(true);
+        await target.advance(200);
+        expect(await store.renew({ key, limits, leaseId: 'held' })).toBe(true);
+        await target.advance(200);
+        // Renewed at ~200 ms for 300 ms more: still held at ~400 ms.
+        expect((await consume(key, p, 1, 'other')).allowed).toBe(false);
+        await target.advance(350);
+        expect(await store.renew({ key, limits, leaseId: 'held' })).toBe(false);
+        expect((await consume(key, p, 1, 'other')).allowed).toBe(true);
+      });
+
+      it('takes no lease when a rate limit on the same key denies', async () => {
+        const key = newKey();
+        const both: LimitPolicy[] = [
+          { algorithm: 'concurrency', limit: 5, leaseTtlMs: MINUTE },
+          { algorithm: 'fixed-window', limit: 1, windowMs: 10 * MINUTE },
+        ];
+        expect((await consume(key, both, 1, 'l1')).allowed).toBe(true);
+        const denied = await consume(key, both, 1, 'l2');
+        expect(denied.allowed).toBe(false);
+        expect(denied.statuses[0]!.remaining).toBe(4);
+        expect(await store.release({ key, limits: compileLimits(both), leaseId: 'l2' })).toBe(false);
+      });
+    });
+
+    it('keeps keys apart', async () => {
+      const k1 = newKey();
+      const k2 = newKey();
+      const p: LimitPolicy = { algorithm: 'gcra', limit: 1, windowMs: MINUTE };
+      expect((await consume(k1, p)).allowed).toBe(true);
+      expect((await consume(k1, p)).allowed).toBe(false);
+      expect((await consume(k2, p)).allowed).toBe(true);
+    });
+
+    it('handles keys with unusual characters', async () => {
+      const p: LimitPolicy = { algorithm: 'token-bucket', limit: 1, windowMs: MINUTE };
+      for (const odd of ['{brace}', 'a}b{c', 'space and ünïcödé', 'x'.repeat(200), '']) {
+        const key = `${newKey()}|${odd}`;
+        expect((await consume(key, p)).allowed).toBe(true);
+        expect((await consume(key, p)).allowed).toBe(false);
+      }
+    });
+  });
+}

@@ -1,0 +1,33 @@
+import { fileURLToPath } from 'node:url';
+import { defineConfig } from 'vitest/config';
+
+// Tests import packages by name; point those names at the sources so tests need no build.
+const alias = {
+  '@sluice/core/metrics': fileURLToPath(new URL('./packages/core/src/metrics.ts', import.meta.url)),
+  '@sluice/core': fileURLToPath(new URL('./packages/core/src/index.ts', import.meta.url)),
+  '@sluice/redis': fileURLToPath(new URL('./packages/redis/src/index.ts', import.meta.url)),
+};
+
+export default defineConfig({
+  resolve: { alias },
+  test: {
+    projects: [
+      {
+        resolve: { alias },
+        test: { name: 'unit', include: ['packages/*/src/**/*.test.ts', 'test/unit/**/*.test.ts'] },
+      },
+      {
+        resolve: { alias },
+        test: {
+          name: 'integration',
+          include: ['packages/*/test/**/*.test.ts'],
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+          // Integration files share real servers; running them one at a time keeps timing sane
+          // on small machines.
+          fileParallelism: false,
+        },
+      },
+    ],
+  },
+});
