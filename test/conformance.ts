@@ -5,7 +5,15 @@
  * windows and `advance`.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALGORITHMS, combineStatuses, compileLimits, type Algorithm, type Decision, type LimitPolicy, type LimitStore } from '@sluice/core';
+import {
+  ALGORITHMS,
+  combineStatuses,
+  compileLimits,
+  type Algorithm,
+  type Decision,
+  type LimitPolicy,
+  type LimitStore,
+} from '@sluice/core';
 
 /** A store under test and how to let its time pass. */
 export interface ConformanceTarget {
@@ -110,13 +118,16 @@ export function runConformance(target: ConformanceTarget): void {
         expect(d.remaining).toBe(13);
       });
 
-      it.each(RATE_ALGORITHMS.filter((a) => a !== algorithm))('carries usage over when the algorithm changes to %s', async (to) => {
-        const key = newKey();
-        await consume(key, { ...policy(10), id: 'main' }, 6);
-        const d = await consume(key, { algorithm: to, limit: 10, windowMs: MINUTE, id: 'main' }, 1);
-        expect(d.allowed).toBe(true);
-        expect(d.remaining).toBe(3);
-      });
+      it.each(RATE_ALGORITHMS.filter((a) => a !== algorithm))(
+        'carries usage over when the algorithm changes to %s',
+        async (to) => {
+          const key = newKey();
+          await consume(key, { ...policy(10), id: 'main' }, 6);
+          const d = await consume(key, { algorithm: to, limit: 10, windowMs: MINUTE, id: 'main' }, 1);
+          expect(d.allowed).toBe(true);
+          expect(d.remaining).toBe(3);
+        },
+      );
     });
 
     describe('several limits on one key', () => {

@@ -67,7 +67,9 @@ let second = 0;
 const ticker = setInterval(() => {
   second++;
   for (const [resource, s] of stats) {
-    console.log(`${String(second).padStart(6)}  ${resource.padEnd(22)}${String(s.admitted).padStart(10)}${String(s.rejected).padStart(12)}${String(s.waited).padStart(8)}`);
+    console.log(
+      `${String(second).padStart(6)}  ${resource.padEnd(22)}${String(s.admitted).padStart(10)}${String(s.rejected).padStart(12)}${String(s.waited).padStart(8)}`,
+    );
     s.admitted = s.rejected = s.waited = 0;
   }
   if (seconds > 0 && second >= seconds) void stop();

@@ -29,7 +29,8 @@ export function evaluateKey(
   leaseId: string,
 ): KeyOutcome {
   const statuses: LimitStatus[] = [];
-  const next: (LimitState | undefined)[] = [];
+  // Sized up front: the array is kept as the key's state, and a pushed-to array over-allocates.
+  const next = new Array<LimitState | undefined>(limits.length);
   let allowed = true;
   let ttlMs = 0;
   limits.forEach((limit, i) => {
@@ -40,7 +41,7 @@ export function evaluateKey(
         : rateAlgorithm(limit.code)!.evaluate(normalizeState(stored as RateState | undefined, now, limit), cost, now, limit);
     allowed &&= o.allowed;
     ttlMs = Math.max(ttlMs, o.ttlMs);
-    next.push(o.next);
+    next[i] = o.next;
     statuses.push({
       id: limit.id,
       algorithm: limit.algorithm,

@@ -39,7 +39,9 @@ describe('Limiter.try', () => {
     await expect(limiter.try('api:nope')).rejects.toMatchObject({ code: ErrorCodes.UNKNOWN_RESOURCE });
     await expect(limiter.try('api:x', { cost: -1 })).rejects.toMatchObject({ code: ErrorCodes.INVALID_COST, field: 'cost' });
     await expect(limiter.try('api:x', { key: 'k'.repeat(300) })).rejects.toMatchObject({ code: ErrorCodes.INVALID_KEY });
-    expect(() => new Limiter({ resources: { 'bad|name': oneEvery100ms } })).toThrow(expect.objectContaining({ field: 'resource' }) as Error);
+    expect(() => new Limiter({ resources: { 'bad|name': oneEvery100ms } })).toThrow(
+      expect.objectContaining({ field: 'resource' }) as Error,
+    );
     expect(() => new Limiter({ resources: { a: { algorithm: 'gcra', limit: 0 } } })).toThrow(
       expect.objectContaining({ code: ErrorCodes.INVALID_POLICY, field: 'resources.a[0].limit' }) as Error,
     );
@@ -117,7 +119,10 @@ describe('Limiter.acquire', () => {
   });
 
   it('wakes a concurrency waiter when a permit is released', async () => {
-    const { clock, limiter } = setup({ 'db:pool': { algorithm: 'concurrency', limit: 1, leaseTtlMs: 60_000 } }, { concurrencyPollMs: 10_000 });
+    const { clock, limiter } = setup(
+      { 'db:pool': { algorithm: 'concurrency', limit: 1, leaseTtlMs: 60_000 } },
+      { concurrencyPollMs: 10_000 },
+    );
     const held = await limiter.acquire('db:pool');
     expect(held.leaseId).toBeDefined();
     let granted: Decision | undefined;

@@ -45,10 +45,14 @@ describe('MemoryStore', () => {
     expect(clock.pendingTimers).toBe(1);
     await store.close();
     expect(clock.pendingTimers).toBe(0);
-    await expect(store.consume({ key: 'x', limits: shortLived, cost: 1, leaseId: '' })).rejects.toMatchObject({ code: ErrorCodes.CLOSED });
+    await expect(store.consume({ key: 'x', limits: shortLived, cost: 1, leaseId: '' })).rejects.toMatchObject({
+      code: ErrorCodes.CLOSED,
+    });
   });
 
   it('rejects bad options with a typed error', () => {
-    expect(() => new MemoryStore({ maxKeys: 0 })).toThrow(expect.objectContaining({ code: ErrorCodes.INVALID_OPTIONS, field: 'maxKeys' }) as Error);
+    expect(() => new MemoryStore({ maxKeys: 0 })).toThrow(
+      expect.objectContaining({ code: ErrorCodes.INVALID_OPTIONS, field: 'maxKeys' }) as Error,
+    );
   });
 });

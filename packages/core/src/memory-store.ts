@@ -57,11 +57,24 @@ export function compileMemoryStoreOptions(options: MemoryStoreOptions = {}): Com
   });
 }
 
-/** One key's state: per-limit states aligned with the limits they were written for. */
+/**
+ * One key's state: per-limit states aligned with the limits they were written for. Memory per
+ * key matters (a million keys must fit in a few hundred bytes each), so a key with a single
+ * limit stores that limit's state without a wrapping array, and `expiresAt` is a whole
+ * millisecond (a small integer stays unboxed).
+ */
 interface Entry {
   expiresAt: number;
   limits: readonly CompiledLimit[];
-  states: (LimitState | undefined)[];
+  packed: LimitState | (LimitState | undefined)[] | undefined;
+}
+
+function statesOf(entry: Entry): (LimitState | undefined)[] {
+  return entry.limits.length === 1 ? [entry.packed as LimitState | undefined] : (entry.packed as (LimitState | undefined)[]);
+}
+
+function pack(limits: readonly CompiledLimit[], states: (LimitState | undefined)[]): Entry['packed'] {
+  return limits.length === 1 ? states[0] : states;
 }
 
 /** Counters describing the store's housekeeping, for metrics and tests. */
@@ -106,7 +119,7 @@ export class MemoryStore implements LimitStore {
     this.#checkOpen();
     const now = this.#options.clock.now();
     const entry = this.#read(request.key, request.limits, now);
-    const outcome = evaluateKey(entry?.states ?? [], request.limits, request.cost, now, request.leaseId);
+    const outcome = evaluateKey(entry ? statesOf(entry) : [], request.limits, request.cost, now, request.leaseId);
     if (outcome.allowed) this.#write(request.key, request.limits, outcome.next, now + outcome.ttlMs);
     return { allowed: outcome.allowed, statuses: outcome.statuses, now };
   }
@@ -115,7 +128,7 @@ export class MemoryStore implements LimitStore {
     this.#checkOpen();
     const now = this.#options.clock.now();
     const entry = this.#read(request.key, request.limits, now);
-    const { next, ttlMs } = adjustKey(entry?.states ?? [], request.limits, request.delta, now);
+    const { next, ttlMs } = adjustKey(entry ? statesOf(entry) : [], request.limits, request.delta, now);
     this.#write(request.key, request.limits, next, now + ttlMs);
   }
 
@@ -142,12 +155,12 @@ export class MemoryStore implements LimitStore {
     const now = this.#options.clock.now();
     const entry = this.#read(request.key, request.limits, now);
     if (entry === undefined) return false;
-    const leases = entry.states[index] as ConcurrencyState | undefined;
+    const states = statesOf(entry);
+    const leases = states[index] as ConcurrencyState | undefined;
     const result =
       op === 'renew'
         ? concurrency.renew(leases, request.leaseId, now, limit, request.ttlMs ?? limit.leaseTtlMs)
         : concurrency.release(leases, request.leaseId, now);
-    const states = entry.states.slice();
     states[index] = result.next;
     this.#write(request.key, request.limits, states, Math.max(entry.expiresAt, now + result.ttlMs));
     return result.found;
@@ -165,30 +178,34 @@ export class MemoryStore implements LimitStore {
     if (entry.limits !== limits) {
       // The key's policy changed (or is being used with another limit list): align states by
       // limit id so each limit finds its own state; the algorithms convert what they find.
-      entry.states = limits.map((l) => {
-        const i = entry.limits.findIndex((old) => old.id === l.id);
+      const old = statesOf(entry);
+      const aligned = limits.map((l) => {
+        const i = entry.limits.findIndex((o) => o.id === l.id);
         if (i < 0) return undefined;
         const wasConcurrency = entry.limits[i]!.algorithm === 'concurrency';
-        return wasConcurrency === (l.algorithm === 'concurrency') ? entry.states[i] : undefined;
+        return wasConcurrency === (l.algorithm === 'concurrency') ? old[i] : undefined;
       });
       entry.limits = limits;
+      entry.packed = pack(limits, aligned);
     }
     return entry;
   }
 
-  #write(key: string, limits: readonly CompiledLimit[], states: (LimitState | undefined)[], expiresAt: number): void {
+  #write(key: string, limits: readonly CompiledLimit[], states: (LimitState | undefined)[], expiry: number): void {
+    const expiresAt = Math.ceil(expiry);
+    const packed = pack(limits, states);
     const existing = this.#entries.get(key);
     if (existing !== undefined) {
       // Re-inserting moves the key to the end: the Map stays in least-recently-used order.
       this.#entries.delete(key);
       existing.limits = limits;
-      existing.states = states;
+      existing.packed = packed;
       existing.expiresAt = expiresAt;
       this.#entries.set(key, existing);
       return;
     }
     if (this.#entries.size >= this.#options.maxKeys) this.#evictOne();
-    this.#entries.set(key, { expiresAt, limits, states });
+    this.#entries.set(key, { expiresAt, limits, packed });
   }
 
   /** Drops an expired key near the front if there is one, else the least recently used key. */

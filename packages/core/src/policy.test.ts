@@ -34,10 +34,22 @@ describe('policy validation', () => {
   });
 
   it('rejects duplicate ids, empty lists and two concurrency limits', () => {
-    expect(errorOf(() => compileLimits([{ algorithm: 'gcra', limit: 1, id: 'a' }, { algorithm: 'gcra', limit: 2, id: 'a' }])).field).toBe('limits[1].id');
+    expect(
+      errorOf(() =>
+        compileLimits([
+          { algorithm: 'gcra', limit: 1, id: 'a' },
+          { algorithm: 'gcra', limit: 2, id: 'a' },
+        ]),
+      ).field,
+    ).toBe('limits[1].id');
     expect(errorOf(() => compileLimits([])).code).toBe(ErrorCodes.INVALID_POLICY);
     expect(
-      errorOf(() => compileLimits([{ algorithm: 'concurrency', limit: 1 }, { algorithm: 'concurrency', limit: 2 }])).message,
+      errorOf(() =>
+        compileLimits([
+          { algorithm: 'concurrency', limit: 1 },
+          { algorithm: 'concurrency', limit: 2 },
+        ]),
+      ).message,
     ).toContain('at most one concurrency limit');
   });
 

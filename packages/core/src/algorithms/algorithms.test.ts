@@ -1,6 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { compileLimit, type CompiledLimit, type LimitPolicy } from '../policy.js';
-import { concurrency, fixedWindow, gcra, normalizeState, slidingLog, slidingWindow, tokenBucket, type RateAlgorithm, type RateState } from './index.js';
+import {
+  concurrency,
+  fixedWindow,
+  gcra,
+  normalizeState,
+  slidingLog,
+  slidingWindow,
+  tokenBucket,
+  type RateAlgorithm,
+  type RateState,
+} from './index.js';
 
 const lim = (p: LimitPolicy): CompiledLimit => compileLimit(p);
 
@@ -40,7 +50,16 @@ describe('token bucket', () => {
   const limit = lim({ algorithm: 'token-bucket', limit: 10, windowMs: 1000, burst: 5 });
 
   it('admits a burst, then refills at limit/window', () => {
-    expect(run(tokenBucket, limit, [[0, 1], [0, 1], [0, 1], [0, 1], [0, 1], [0, 1]])).toEqual([true, true, true, true, true, false]);
+    expect(
+      run(tokenBucket, limit, [
+        [0, 1],
+        [0, 1],
+        [0, 1],
+        [0, 1],
+        [0, 1],
+        [0, 1],
+      ]),
+    ).toEqual([true, true, true, true, true, false]);
     const o = tokenBucket.evaluate([1, 5, 0], 1, 0, limit);
     expect(o.retryAfterMs).toBe(100);
     expect(tokenBucket.evaluate([1, 5, 0], 1, 100, limit).allowed).toBe(true);
@@ -65,7 +84,12 @@ describe('gcra', () => {
   it('admits exactly what a token bucket with the same rate and burst admits', () => {
     const rnd = prng(7);
     for (let round = 0; round < 20; round++) {
-      const policy: LimitPolicy = { algorithm: 'gcra', limit: 1 + Math.floor(rnd() * 50), windowMs: 100 + Math.floor(rnd() * 2000), burst: 1 + Math.floor(rnd() * 20) };
+      const policy: LimitPolicy = {
+        algorithm: 'gcra',
+        limit: 1 + Math.floor(rnd() * 50),
+        windowMs: 100 + Math.floor(rnd() * 2000),
+        burst: 1 + Math.floor(rnd() * 20),
+      };
       const g = lim(policy);
       const tb = lim({ ...policy, algorithm: 'token-bucket' });
       let t = 0;
@@ -142,7 +166,15 @@ describe('sliding window counter', () => {
 describe('fixed window', () => {
   it('resets at the window boundary', () => {
     const limit = lim({ algorithm: 'fixed-window', limit: 2, windowMs: 1000 });
-    expect(run(fixedWindow, limit, [[100, 1], [200, 1], [300, 1], [999, 1], [1000, 1]])).toEqual([true, true, false, false, true]);
+    expect(
+      run(fixedWindow, limit, [
+        [100, 1],
+        [200, 1],
+        [300, 1],
+        [999, 1],
+        [1000, 1],
+      ]),
+    ).toEqual([true, true, false, false, true]);
     expect(fixedWindow.evaluate([4, 1000, 2], 1, 300, limit).retryAfterMs).toBe(700);
   });
 });
