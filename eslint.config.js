@@ -8,7 +8,7 @@ export default tseslint.config(
   {
     languageOptions: {
       parserOptions: {
-        projectService: { allowDefaultProject: ['*.js', '*.ts', 'examples/*/*.mjs'] },
+        projectService: { allowDefaultProject: ['*.js', 'examples/*/*.mjs'] },
         tsconfigRootDir: import.meta.dirname,
       },
     },

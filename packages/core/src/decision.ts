@@ -13,7 +13,15 @@ export type DecisionReason =
   /** `acquire` gave up because its wait bound would be exceeded. */
   | 'wait_timeout'
   /** `acquire` found too many waiters already queued on the key. */
-  | 'queue_full';
+  | 'queue_full'
+  /** The resource's circuit breaker is open: the downstream is failing. */
+  | 'circuit_open';
+
+/**
+ * Who made a decision: the store (a global decision), the local pre-filter (a key known to be
+ * over its limit), or a local stand-in when the store is unavailable.
+ */
+export type DecisionSource = 'store' | 'prefilter' | 'lease' | 'fallback' | 'breaker';
 
 /** The state of one limit of a key after a decision. */
 export interface LimitStatus {
@@ -49,6 +57,8 @@ export interface Decision {
   readonly leaseId?: string;
   /** Milliseconds spent waiting in `acquire`. */
   readonly waitedMs?: number;
+  /** Who decided. @default 'store' when absent */
+  readonly source?: DecisionSource;
 }
 
 /** Folds per-limit statuses into one decision (all-or-nothing). */

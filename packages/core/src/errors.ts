@@ -1,3 +1,5 @@
+import type { Decision } from './decision.js';
+
 /**
  * Every fault Sluice raises is a {@link SluiceError} with a stable `code`. Being rate limited is
  * not a fault: it is a denied {@link Decision}. The table below is the single place where codes
@@ -26,6 +28,8 @@ export const ErrorCodes = {
   ABORTED: 'SLUICE_ERR_ABORTED',
   /** The limiter or store was used after `close()`. */
   CLOSED: 'SLUICE_ERR_CLOSED',
+  /** `Limiter.call` was denied; the error's `decision` says why and when to retry. */
+  LIMITED: 'SLUICE_ERR_LIMITED',
 } as const;
 
 /** A stable error code, e.g. `SLUICE_ERR_INVALID_POLICY`. */
@@ -33,6 +37,8 @@ export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
 
 /** Options for {@link SluiceError}. */
 export interface SluiceErrorOptions {
+  /** The denial behind a `SLUICE_ERR_LIMITED`. */
+  decision?: Decision;
   /** The underlying error, if any. */
   cause?: unknown;
   /** The offending field, as a dotted path (e.g. `limits[0].burst`). */
@@ -52,12 +58,15 @@ export class SluiceError extends Error {
   readonly code: ErrorCode;
   /** The offending field, when the error is about input. */
   readonly field: string | undefined;
+  /** The denial, for `SLUICE_ERR_LIMITED`. */
+  readonly decision: Decision | undefined;
 
   constructor(code: ErrorCode, message: string, options: SluiceErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'SluiceError';
     this.code = code;
     this.field = options.field;
+    this.decision = options.decision;
   }
 }
 

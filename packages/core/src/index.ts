@@ -17,8 +17,16 @@
  * await limiter.close();
  */
 export * from './algorithms/index.js';
+export { CircuitBreaker, type CircuitBreakerOptions, type CircuitPermission, type CircuitState } from './circuit-breaker.js';
 export { ManualClock, systemClock, type Clock, type TimerHandle } from './clock.js';
-export { combineStatuses, withReason, type Decision, type DecisionReason, type LimitStatus } from './decision.js';
+export {
+  combineStatuses,
+  withReason,
+  type Decision,
+  type DecisionReason,
+  type DecisionSource,
+  type LimitStatus,
+} from './decision.js';
 export { ErrorCodes, SluiceError, isSluiceError, type ErrorCode, type SluiceErrorOptions } from './errors.js';
 export { adjustKey, evaluateKey, type KeyOutcome, type LimitState } from './evaluate.js';
 export { Limiter, type AcquireOptions, type LeaseOptions, type LimiterOptions, type TryOptions } from './limiter.js';
@@ -40,4 +48,11 @@ export {
   type CompiledLimit,
   type LimitPolicy,
 } from './policy.js';
+export {
+  RESOURCE_PATTERN,
+  compileResource,
+  type CompiledResource,
+  type ResourceConfig,
+  type ResourceOptions,
+} from './resource.js';
 export type { AdjustRequest, ConsumeRequest, ConsumeResult, LeaseRequest, LimitStore } from './store.js';

@@ -1,25 +1,23 @@
 import { randomUUID } from 'node:crypto';
 import { systemClock, type Clock } from './clock.js';
+import type { CircuitBreaker } from './circuit-breaker.js';
 import { combineStatuses, withReason, type Decision } from './decision.js';
 import { ErrorCodes, SluiceError, invalid } from './errors.js';
 import { MemoryStore } from './memory-store.js';
 import type { DecisionMode, LimiterObserver } from './observer.js';
-import {
-  DEFAULT_MAX_KEY_LENGTH,
-  checkCost,
-  checkDelta,
-  checkKey,
-  compileLimits,
-  type CompiledLimit,
-  type LimitPolicy,
-} from './policy.js';
+import { DEFAULT_MAX_KEY_LENGTH, checkCost, checkDelta, checkKey, type CompiledLimit } from './policy.js';
+import { Prefilter } from './prefilter.js';
+import { compileResource, type CompiledResource, type ResourceConfig } from './resource.js';
 import type { LimitStore } from './store.js';
 import { WaitQueue, type Waiter } from './wait-queue.js';
 
 /** Options of {@link Limiter}. */
 export interface LimiterOptions {
-  /** Limits per resource (a downstream such as `db:users`): one policy or several. */
-  resources: Record<string, LimitPolicy | readonly LimitPolicy[]>;
+  /**
+   * Limits per resource (a downstream such as `db:users`): one policy, several, or
+   * `ResourceOptions` with a circuit breaker and pre-filter settings.
+   */
+  resources: Record<string, ResourceConfig>;
   /**
    * Where state lives. A store passed in stays the caller's to close.
    * @default a new MemoryStore owned (and closed) by the limiter
@@ -45,6 +43,8 @@ export interface LimiterOptions {
   concurrencyPollMs?: number;
   /** Decision hooks, e.g. Prometheus metrics. */
   observer?: LimiterObserver;
+  /** Most keys the local pre-filter remembers as over their limit. @default 100000 */
+  prefilterMaxKeys?: number;
 }
 
 /** Options of {@link Limiter.try}. */
@@ -71,7 +71,6 @@ export interface LeaseOptions {
   ttlMs?: number;
 }
 
-const RESOURCE_PATTERN = /^[A-Za-z0-9_.:/@-]{1,128}$/;
 const MAX_WAIT_BOUND_MS = 24 * 3600 * 1000;
 
 function intOption(value: unknown, field: string, fallback: number, min: number, max: number): number {
@@ -103,7 +102,8 @@ export class Limiter {
   readonly #maxWaitersPerKey: number;
   readonly #maxWaitingKeys: number;
   readonly #concurrencyPollMs: number;
-  readonly #resources = new Map<string, readonly CompiledLimit[]>();
+  readonly #resources = new Map<string, CompiledResource>();
+  readonly #prefilter: Prefilter;
   readonly #queues = new Map<string, WaitQueue>();
   readonly #pumps = new Set<Promise<void>>();
   #closed = false;
@@ -120,7 +120,8 @@ export class Limiter {
     this.#maxWaitersPerKey = intOption(options.maxWaitersPerKey, 'maxWaitersPerKey', 1000, 1, 1_000_000);
     this.#maxWaitingKeys = intOption(options.maxWaitingKeys, 'maxWaitingKeys', 10_000, 1, 10_000_000);
     this.#concurrencyPollMs = intOption(options.concurrencyPollMs, 'concurrencyPollMs', 50, 1, 60_000);
-    for (const [resource, limits] of Object.entries(options.resources)) this.setLimits(resource, limits);
+    this.#prefilter = new Prefilter(intOption(options.prefilterMaxKeys, 'prefilterMaxKeys', 100_000, 1, 10_000_000));
+    for (const [resource, config] of Object.entries(options.resources)) this.setLimits(resource, config);
     this.#ownsStore = options.store === undefined;
     this.#store = options.store ?? new MemoryStore({ clock: this.#clock });
   }
@@ -129,28 +130,68 @@ export class Limiter {
    * Sets or replaces a resource's limits (a rule update). Existing state carries over: usage
    * already counted is judged against the new limits instead of being reset.
    */
-  setLimits(resource: string, limits: LimitPolicy | readonly LimitPolicy[]): void {
-    if (typeof resource !== 'string' || !RESOURCE_PATTERN.test(resource)) {
-      throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', `must match ${RESOURCE_PATTERN}, got ${JSON.stringify(resource)}`);
-    }
-    this.#resources.set(resource, compileLimits(limits, `resources.${resource}`));
+  setLimits(resource: string, config: ResourceConfig): void {
+    const compiled = compileResource(resource, config, this.#clock);
+    // Keep a running breaker's history when only the limits change.
+    const breaker = this.#resources.get(resource)?.breaker;
+    this.#resources.set(resource, breaker && compiled.breaker ? { ...compiled, breaker } : compiled);
+    this.#prefilter.clear();
   }
 
   /** The compiled limits of a resource. Throws `SLUICE_ERR_UNKNOWN_RESOURCE` if none. */
   limitsOf(resource: string): readonly CompiledLimit[] {
-    const limits = this.#resources.get(resource);
-    if (limits === undefined) {
+    return this.#resource(resource).limits;
+  }
+
+  /** The circuit breaker of a resource, if it has one. */
+  breakerOf(resource: string): CircuitBreaker | undefined {
+    return this.#resource(resource).breaker;
+  }
+
+  /**
+   * Reports how an admitted call to the resource's downstream went, for its circuit breaker
+   * ({@link call} does this for you).
+   */
+  record(resource: string, outcome: { success: boolean; durationMs: number }): void {
+    this.#resource(resource).breaker?.record(outcome.success, outcome.durationMs);
+  }
+
+  /**
+   * Runs `fn` under the resource's limits: acquires (waiting up to `maxWaitMs`), runs, records
+   * the outcome for the breaker and releases a concurrency permit. A denial rejects with
+   * `SLUICE_ERR_LIMITED`, whose `decision` says why and when to retry.
+   */
+  async call<T>(resource: string, fn: () => Promise<T>, options: AcquireOptions = {}): Promise<T> {
+    const d = await this.acquire(resource, options);
+    if (!d.allowed) {
+      throw new SluiceError(ErrorCodes.LIMITED, `${resource}: ${d.reason}, retry in ${d.retryAfterMs} ms`, { decision: d });
+    }
+    const started = this.#clock.now();
+    try {
+      const result = await fn();
+      this.record(resource, { success: true, durationMs: this.#clock.now() - started });
+      return result;
+    } catch (err) {
+      this.record(resource, { success: false, durationMs: this.#clock.now() - started });
+      throw err;
+    } finally {
+      if (d.leaseId !== undefined) await this.release(resource, { key: options.key, leaseId: d.leaseId });
+    }
+  }
+
+  #resource(resource: string): CompiledResource {
+    const r = this.#resources.get(resource);
+    if (r === undefined) {
       throw new SluiceError(ErrorCodes.UNKNOWN_RESOURCE, `no limits configured for resource ${JSON.stringify(resource)}`, {
         field: 'resource',
       });
     }
-    return limits;
+    return r;
   }
 
   /** Decides now, without waiting. Being limited resolves to a denied decision. */
   async try(resource: string, options: TryOptions = {}): Promise<Decision> {
-    const { key, limits, cost } = this.#prepare(resource, options);
-    return this.#observe(resource, 'try', await this.#consume(key, limits, cost));
+    return this.#observe(resource, 'try', await this.#consume(this.#prepare(resource, options)));
   }
 
   /**
@@ -160,7 +201,8 @@ export class Limiter {
    * `SLUICE_ERR_ABORTED` when the signal fires.
    */
   async acquire(resource: string, options: AcquireOptions = {}): Promise<Decision> {
-    const { key, limits, cost } = this.#prepare(resource, options);
+    const call = this.#prepare(resource, options);
+    const { key, limits, cost } = call;
     const maxWaitMs = intOption(options.maxWaitMs, 'maxWaitMs', this.#maxWaitMs, 0, MAX_WAIT_BOUND_MS);
     const signal = options.signal;
     throwIfAborted(signal);
@@ -169,7 +211,7 @@ export class Limiter {
     let last: Decision;
     if (queue === undefined || queue.waiters.length === 0) {
       // Nobody is waiting: ask directly, so uncontended keys pay no queueing.
-      last = await this.#consume(key, limits, cost);
+      last = await this.#consume(call);
       if (last.allowed) {
         if (signal?.aborted) {
           await this.#giveBack(key, limits, cost, last);
@@ -182,15 +224,17 @@ export class Limiter {
       if (last.reason === 'rate_limited' && last.retryAfterMs > maxWaitMs) {
         return this.#observe(resource, 'acquire', { ...withReason(last, 'wait_timeout', false), waitedMs: 0 });
       }
+      if (last.reason !== 'rate_limited' && last.reason !== 'concurrency_limited')
+        return this.#observe(resource, 'acquire', last);
     } else {
       last = queue.last;
     }
-    return this.#enqueue(resource, key, limits, cost, startedAt, startedAt + maxWaitMs, signal, last);
+    return this.#enqueue(call, startedAt, startedAt + maxWaitMs, signal, last);
   }
 
   /** Frees a concurrency permit. False if it had already expired or been released. */
   async release(resource: string, options: LeaseOptions): Promise<boolean> {
-    const { key, limits } = this.#prepare(resource, { key: options.key });
+    const { key, limits } = this.#prepare(resource, { key: options.key, cost: 0 });
     const found = await this.#store.release({ key, limits, leaseId: checkLeaseId(options.leaseId) });
     this.#queues.get(key)?.wake();
     return found;
@@ -198,7 +242,7 @@ export class Limiter {
 
   /** Extends a concurrency permit. False if it was lost (expired): stop the work it guards. */
   async renew(resource: string, options: LeaseOptions): Promise<boolean> {
-    const { key, limits } = this.#prepare(resource, { key: options.key });
+    const { key, limits } = this.#prepare(resource, { key: options.key, cost: 0 });
     const ttlMs = options.ttlMs === undefined ? undefined : intOption(options.ttlMs, 'ttlMs', 0, 1, MAX_WAIT_BOUND_MS);
     return this.#store.renew({ key, limits, leaseId: checkLeaseId(options.leaseId), ...(ttlMs === undefined ? {} : { ttlMs }) });
   }
@@ -208,7 +252,7 @@ export class Limiter {
    * E.g. a call admitted with cost 100 that used 350 LLM tokens adjusts by +250.
    */
   async adjust(resource: string, options: { key?: string; delta: number }): Promise<void> {
-    const { key, limits } = this.#prepare(resource, { key: options.key });
+    const { key, limits } = this.#prepare(resource, { key: options.key, cost: 0 });
     await this.#store.adjust({ key, limits, delta: checkDelta(options.delta) });
     if (options.delta < 0) this.#queues.get(key)?.wake();
   }
@@ -229,19 +273,30 @@ export class Limiter {
     if (this.#ownsStore) await this.#store.close();
   }
 
-  #prepare(resource: string, options: TryOptions): { key: string; limits: readonly CompiledLimit[]; cost: number } {
+  #prepare(resource: string, options: TryOptions): Call {
     if (this.#closed) throw new SluiceError(ErrorCodes.CLOSED, 'the limiter was closed');
-    const limits = this.limitsOf(resource);
+    const r = this.#resource(resource);
     const sub = checkKey(options.key ?? '', this.#maxKeyLength);
-    const cost = checkCost(options.cost ?? 1, limits);
+    const cost = checkCost(options.cost ?? 1, r.limits);
     // Resource names cannot contain '|', so the joined key is unambiguous.
-    return { key: sub === '' ? resource : `${resource}|${sub}`, limits, cost };
+    return { resource: r, key: sub === '' ? resource : `${resource}|${sub}`, limits: r.limits, cost };
   }
 
-  async #consume(key: string, limits: readonly CompiledLimit[], cost: number): Promise<Decision> {
+  /** One decision: breaker, then the local pre-filter, then the store. */
+  async #consume({ resource, key, limits, cost }: Call): Promise<Decision> {
+    if (resource.breaker !== undefined) {
+      const pass = resource.breaker.tryPass();
+      if (!pass.allowed) return breakerDecision(limits, pass.retryAfterMs);
+    }
+    if (resource.prefilter) {
+      const local = this.#prefilter.check(key, cost, this.#clock.now());
+      if (local !== undefined) return local;
+    }
     const leaseId = limits.some((l) => l.algorithm === 'concurrency') ? randomUUID() : '';
     const result = await this.#store.consume({ key, limits, cost, leaseId });
-    return combineStatuses(result.statuses, leaseId === '' ? undefined : leaseId);
+    const decision = combineStatuses(result.statuses, leaseId === '' ? undefined : leaseId);
+    if (resource.prefilter) this.#prefilter.learn(key, cost, this.#clock.now(), decision);
+    return decision;
   }
 
   /** Returns permits granted to a caller that is no longer there (aborted while in flight). */
@@ -250,16 +305,9 @@ export class Limiter {
     if (d.leaseId !== undefined) await this.#store.release({ key, limits, leaseId: d.leaseId });
   }
 
-  #enqueue(
-    resource: string,
-    key: string,
-    limits: readonly CompiledLimit[],
-    cost: number,
-    startedAt: number,
-    deadline: number,
-    signal: AbortSignal | undefined,
-    last: Decision,
-  ): Promise<Decision> {
+  #enqueue(call: Call, startedAt: number, deadline: number, signal: AbortSignal | undefined, last: Decision): Promise<Decision> {
+    const resource = call.resource.name;
+    const { key, cost } = call;
     let queue = this.#queues.get(key);
     if (queue === undefined) {
       if (this.#queues.size >= this.#maxWaitingKeys) {
@@ -307,26 +355,28 @@ export class Limiter {
         waiter.detach = () => signal.removeEventListener('abort', onAbort);
       }
       q.waiters.push(waiter);
-      if (!q.running) this.#startPump(key, limits, q, this.#pacing(last));
+      if (!q.running) this.#startPump(call, q, this.#pacing(last));
     });
   }
 
-  #startPump(key: string, limits: readonly CompiledLimit[], queue: WaitQueue, firstDelay: number): void {
+  #startPump(call: Call, queue: WaitQueue, firstDelay: number): void {
+    const { key } = call;
     queue.running = true;
-    const pump = this.#pump(key, limits, queue, firstDelay).finally(() => {
+    const pump = this.#pump(call, queue, firstDelay).finally(() => {
       queue.running = false;
       this.#pumps.delete(pump);
       if (queue.waiters.length === 0) {
         if (this.#queues.get(key) === queue) this.#queues.delete(key);
       } else if (!this.#closed) {
-        this.#startPump(key, limits, queue, 0);
+        this.#startPump(call, queue, 0);
       }
     });
     this.#pumps.add(pump);
   }
 
   /** Serves one key's waiters in order; only the head asks the store. */
-  async #pump(key: string, limits: readonly CompiledLimit[], queue: WaitQueue, firstDelay: number): Promise<void> {
+  async #pump(call: Call, queue: WaitQueue, firstDelay: number): Promise<void> {
+    const { key, limits } = call;
     let delay = firstDelay;
     while (queue.waiters.length > 0 && !this.#closed) {
       if (delay > 0) await queue.sleep(delay);
@@ -335,7 +385,7 @@ export class Limiter {
       head.inFlight = true;
       let d: Decision;
       try {
-        d = await this.#consume(key, limits, head.cost);
+        d = await this.#consume({ ...call, cost: head.cost });
       } catch (err) {
         head.inFlight = false;
         this.#finish(queue, head, undefined, err);
@@ -354,6 +404,11 @@ export class Limiter {
         continue;
       }
       queue.last = d;
+      if (d.reason === 'circuit_open') {
+        // The downstream is failing: nobody queued here should wait for it.
+        for (const w of queue.waiters.slice()) this.#finish(queue, w, d);
+        break;
+      }
       // Tell waiters who cannot be served before their deadline now, not at the deadline.
       if (d.reason === 'rate_limited') {
         const wakeAt = this.#clock.now() + d.retryAfterMs;
@@ -397,4 +452,27 @@ function checkLeaseId(leaseId: unknown): string {
     throw invalid(ErrorCodes.INVALID_OPTIONS, 'leaseId', 'must be a non-empty string of at most 128 characters');
   }
   return leaseId;
+}
+
+/** A validated call: the resource, the joined storage key, its limits and the cost. */
+interface Call {
+  readonly resource: CompiledResource;
+  readonly key: string;
+  readonly limits: readonly CompiledLimit[];
+  readonly cost: number;
+}
+
+/** The decision of an open circuit breaker: no store call was made. */
+function breakerDecision(limits: readonly CompiledLimit[], retryAfterMs: number): Decision {
+  return {
+    allowed: false,
+    limit: limits[0]!.limit,
+    remaining: 0,
+    retryAfterMs,
+    resetAfterMs: retryAfterMs,
+    reason: 'circuit_open',
+    limitId: 'breaker',
+    statuses: [],
+    source: 'breaker',
+  };
 }

@@ -1,0 +1,96 @@
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from './clock.js';
+import { ErrorCodes, SluiceError } from './errors.js';
+import { Limiter } from './limiter.js';
+import { MemoryStore } from './memory-store.js';
+import type { ConsumeRequest, ConsumeResult } from './store.js';
+
+class CountingStore extends MemoryStore {
+  calls = 0;
+  override consume(request: ConsumeRequest): Promise<ConsumeResult> {
+    this.calls++;
+    return super.consume(request);
+  }
+}
+
+const oneEvery100ms = { algorithm: 'gcra', limit: 10, windowMs: 1000, burst: 1 } as const;
+
+describe('local pre-filter', () => {
+  it('denies a key known to be over its limit without a store call until its retry-after', async () => {
+    const clock = new ManualClock();
+    const store = new CountingStore({ clock });
+    const limiter = new Limiter({ resources: { api: oneEvery100ms }, store, clock });
+    await limiter.try('api');
+    await limiter.try('api');
+    expect(store.calls).toBe(2);
+    clock.advance(40);
+    const local = await limiter.try('api');
+    expect(local).toMatchObject({ allowed: false, reason: 'rate_limited', source: 'prefilter', retryAfterMs: 60 });
+    expect(store.calls).toBe(2);
+    // Another key is not affected.
+    expect((await limiter.try('api', { key: 'b' })).allowed).toBe(true);
+    clock.advance(60);
+    expect((await limiter.try('api')).allowed).toBe(true);
+    expect(store.calls).toBe(4);
+    await limiter.close();
+    await store.close();
+  });
+
+  it('can be turned off per resource', async () => {
+    const clock = new ManualClock();
+    const store = new CountingStore({ clock });
+    const limiter = new Limiter({ resources: { api: { limits: oneEvery100ms, prefilter: false } }, store, clock });
+    for (let i = 0; i < 5; i++) await limiter.try('api');
+    expect(store.calls).toBe(5);
+    await limiter.close();
+    await store.close();
+  });
+});
+
+describe('circuit breaker', () => {
+  const resources = {
+    'api:flaky': {
+      limits: { algorithm: 'token-bucket', limit: 1000 },
+      breaker: { minimumCalls: 4, failureRateThreshold: 0.5, openDurationMs: 1000, halfOpenProbes: 1 },
+    },
+  } as const;
+
+  it('opens after failures, rejects fast with its own reason, and recovers through a probe', async () => {
+    const clock = new ManualClock();
+    const store = new CountingStore({ clock });
+    const limiter = new Limiter({ resources, store, clock });
+    const failing = () => Promise.reject(new Error('503'));
+    for (let i = 0; i < 4; i++) await expect(limiter.call('api:flaky', failing)).rejects.toThrow('503');
+    expect(limiter.breakerOf('api:flaky')!.state).toBe('open');
+    const calls = store.calls;
+    const d = await limiter.try('api:flaky');
+    expect(d).toMatchObject({ allowed: false, reason: 'circuit_open', source: 'breaker', retryAfterMs: 1000 });
+    expect(store.calls).toBe(calls);
+    const err = await limiter.call('api:flaky', () => Promise.resolve('never')).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SluiceError);
+    expect((err as SluiceError).code).toBe(ErrorCodes.LIMITED);
+    expect((err as SluiceError).decision?.reason).toBe('circuit_open');
+    clock.advance(1000);
+    expect(await limiter.call('api:flaky', () => Promise.resolve('ok'))).toBe('ok');
+    expect(limiter.breakerOf('api:flaky')!.state).toBe('closed');
+    await limiter.close();
+    await store.close();
+  });
+
+  it('does not make acquire wait behind an open breaker', async () => {
+    const clock = new ManualClock();
+    const limiter = new Limiter({ resources, clock });
+    for (let i = 0; i < 4; i++) limiter.record('api:flaky', { success: false, durationMs: 1 });
+    const d = await limiter.acquire('api:flaky', { maxWaitMs: 10_000 });
+    expect(d.reason).toBe('circuit_open');
+    await limiter.close();
+  });
+
+  it('releases a concurrency permit after call, also when the call fails', async () => {
+    const limiter = new Limiter({ resources: { pool: { algorithm: 'concurrency', limit: 1 } } });
+    await expect(limiter.call('pool', () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
+    expect(await limiter.call('pool', () => Promise.resolve(1))).toBe(1);
+    expect((await limiter.try('pool')).allowed).toBe(true);
+    await limiter.close();
+  });
+});

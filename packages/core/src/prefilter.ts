@@ -1,0 +1,56 @@
+import type { Decision } from './decision.js';
+
+interface Blocked {
+  until: number;
+  cost: number;
+  decision: Decision;
+}
+
+/**
+ * The local tier in front of the store: a key that the store just denied is denied locally
+ * until its retry-after has passed, without a round trip. Only rate-limit denials are cached
+ * (their retry-after is exact when given); a refund elsewhere or a rule change can free the key
+ * sooner, which the pre-filter then misses for at most that retry-after. The table is bounded:
+ * past `maxKeys`, the oldest entry goes.
+ */
+export class Prefilter {
+  readonly #blocked = new Map<string, Blocked>();
+
+  constructor(private readonly maxKeys: number) {}
+
+  /** A local denial for `key` at `now` if the key is known to be over its limit for `cost`. */
+  check(key: string, cost: number, now: number): Decision | undefined {
+    const b = this.#blocked.get(key);
+    if (b === undefined) return undefined;
+    if (now >= b.until) {
+      this.#blocked.delete(key);
+      return undefined;
+    }
+    // A smaller call may fit sooner than the one that was denied: let the store judge it.
+    if (cost < b.cost) return undefined;
+    return { ...b.decision, retryAfterMs: Math.ceil(b.until - now), source: 'prefilter' };
+  }
+
+  /** Learns from a store decision. */
+  learn(key: string, cost: number, now: number, decision: Decision): void {
+    if (decision.allowed) {
+      this.#blocked.delete(key);
+      return;
+    }
+    if (decision.reason !== 'rate_limited' || decision.retryAfterMs <= 0) return;
+    if (!this.#blocked.has(key) && this.#blocked.size >= this.maxKeys) {
+      const oldest = this.#blocked.keys().next();
+      if (!oldest.done) this.#blocked.delete(oldest.value);
+    }
+    this.#blocked.set(key, { until: now + decision.retryAfterMs, cost, decision });
+  }
+
+  /** Forgets everything, e.g. after a rule change. */
+  clear(): void {
+    this.#blocked.clear();
+  }
+
+  get size(): number {
+    return this.#blocked.size;
+  }
+}

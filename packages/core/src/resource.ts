@@ -1,0 +1,65 @@
+import { CircuitBreaker, type CircuitBreakerOptions } from './circuit-breaker.js';
+import type { Clock } from './clock.js';
+import { ErrorCodes, invalid } from './errors.js';
+import { compileLimits, type CompiledLimit, type LimitPolicy } from './policy.js';
+
+/** Everything configured for one downstream resource. */
+export interface ResourceOptions {
+  /** The limits every call is checked against, all-or-nothing. */
+  limits: LimitPolicy | readonly LimitPolicy[];
+  /** Open a circuit breaker when the downstream fails (see {@link CircuitBreaker}). */
+  breaker?: CircuitBreakerOptions;
+  /**
+   * Deny keys known to be over their limit locally, until their retry-after, without asking
+   * the store.
+   * @default true
+   */
+  prefilter?: boolean;
+}
+
+/** A resource's limits alone, or its full options. */
+export type ResourceConfig = LimitPolicy | readonly LimitPolicy[] | ResourceOptions;
+
+/** A validated resource. */
+export interface CompiledResource {
+  readonly name: string;
+  readonly limits: readonly CompiledLimit[];
+  readonly prefilter: boolean;
+  readonly breaker: CircuitBreaker | undefined;
+}
+
+/** Resource names: no '|' (it separates resource and key in storage keys), at most 128 chars. */
+export const RESOURCE_PATTERN = /^[A-Za-z0-9_.:/@-]{1,128}$/;
+
+function isOptions(config: ResourceConfig): config is ResourceOptions {
+  return typeof config === 'object' && config !== null && !Array.isArray(config) && 'limits' in config;
+}
+
+/** Validates a resource's configuration; errors name the field under `resources.<name>`. */
+export function compileResource(name: string, config: ResourceConfig, clock: Clock): CompiledResource {
+  if (typeof name !== 'string' || !RESOURCE_PATTERN.test(name)) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', `must match ${RESOURCE_PATTERN}, got ${JSON.stringify(name)}`);
+  }
+  const path = `resources.${name}`;
+  if (!isOptions(config)) {
+    return Object.freeze({
+      name,
+      limits: compileLimits(config as LimitPolicy | LimitPolicy[], path),
+      prefilter: true,
+      breaker: undefined,
+    });
+  }
+  for (const k of Object.keys(config)) {
+    if (!['limits', 'breaker', 'prefilter'].includes(k))
+      throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.${k}`, 'unknown field');
+  }
+  if (config.prefilter !== undefined && typeof config.prefilter !== 'boolean') {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.prefilter`, 'must be a boolean');
+  }
+  return Object.freeze({
+    name,
+    limits: compileLimits(config.limits as LimitPolicy | LimitPolicy[], `${path}.limits`),
+    prefilter: config.prefilter ?? true,
+    breaker: config.breaker === undefined ? undefined : new CircuitBreaker({ clock, ...config.breaker }),
+  });
+}
