@@ -15,7 +15,9 @@ export type DecisionReason =
   /** `acquire` found too many waiters already queued on the key. */
   | 'queue_full'
   /** The resource's circuit breaker is open: the downstream is failing. */
-  | 'circuit_open';
+  | 'circuit_open'
+  /** The store is unavailable and the resource's store-failure policy is `closed`. */
+  | 'store_unavailable';
 
 /**
  * Who made a decision: the store (a global decision), the local pre-filter (a key known to be

@@ -28,6 +28,15 @@ export {
   type LimitStatus,
 } from './decision.js';
 export { ErrorCodes, SluiceError, isSluiceError, type ErrorCode, type SluiceErrorOptions } from './errors.js';
+export {
+  Failover,
+  STORE_FAILURE_POLICIES,
+  isStoreFailure,
+  type FailoverOptions,
+  type Logger,
+  type PeerCount,
+  type StoreFailurePolicy,
+} from './failover.js';
 export { adjustKey, evaluateKey, type KeyOutcome, type LimitState } from './evaluate.js';
 export { Limiter, type AcquireOptions, type LeaseOptions, type LimiterOptions, type TryOptions } from './limiter.js';
 export { MemoryStore, compileMemoryStoreOptions, type MemoryStoreOptions, type MemoryStoreStats } from './memory-store.js';

@@ -3,6 +3,7 @@ import { systemClock, type Clock } from './clock.js';
 import type { CircuitBreaker } from './circuit-breaker.js';
 import { combineStatuses, withReason, type Decision } from './decision.js';
 import { ErrorCodes, SluiceError, invalid } from './errors.js';
+import { Failover, STORE_FAILURE_POLICIES, type FailoverOptions, type StoreFailurePolicy } from './failover.js';
 import { MemoryStore } from './memory-store.js';
 import type { DecisionMode, LimiterObserver } from './observer.js';
 import { DEFAULT_MAX_KEY_LENGTH, checkCost, checkDelta, checkKey, type CompiledLimit } from './policy.js';
@@ -45,6 +46,13 @@ export interface LimiterOptions {
   observer?: LimiterObserver;
   /** Most keys the local pre-filter remembers as over their limit. @default 100000 */
   prefilterMaxKeys?: number;
+  /**
+   * What resources do while the store is unavailable (each may override it).
+   * @default 'local'
+   */
+  onStoreFailure?: StoreFailurePolicy;
+  /** Fair-share sizing, health probing and logging for store failures. */
+  failover?: FailoverOptions;
 }
 
 /** Options of {@link Limiter.try}. */
@@ -93,6 +101,8 @@ function intOption(value: unknown, field: string, fallback: number, min: number,
  */
 export class Limiter {
   readonly #store: LimitStore;
+  readonly #failover: Failover;
+  readonly #onStoreFailure: StoreFailurePolicy;
   readonly #ownsStore: boolean;
   readonly #clock: Clock;
   readonly #random: () => number;
@@ -120,10 +130,22 @@ export class Limiter {
     this.#maxWaitersPerKey = intOption(options.maxWaitersPerKey, 'maxWaitersPerKey', 1000, 1, 1_000_000);
     this.#maxWaitingKeys = intOption(options.maxWaitingKeys, 'maxWaitingKeys', 10_000, 1, 10_000_000);
     this.#concurrencyPollMs = intOption(options.concurrencyPollMs, 'concurrencyPollMs', 50, 1, 60_000);
+    const policy = options.onStoreFailure ?? 'local';
+    if (!STORE_FAILURE_POLICIES.includes(policy)) {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'onStoreFailure', `must be one of ${STORE_FAILURE_POLICIES.join(', ')}`);
+    }
+    this.#onStoreFailure = policy;
     this.#prefilter = new Prefilter(intOption(options.prefilterMaxKeys, 'prefilterMaxKeys', 100_000, 1, 10_000_000));
     for (const [resource, config] of Object.entries(options.resources)) this.setLimits(resource, config);
     this.#ownsStore = options.store === undefined;
     this.#store = options.store ?? new MemoryStore({ clock: this.#clock });
+    this.#failover = new Failover(this.#store, this.#clock, {
+      ...options.failover,
+      onSwitch: (e) => {
+        options.failover?.onSwitch?.(e);
+        this.#observer?.storeSwitched?.({ healthy: e.healthy });
+      },
+    });
   }
 
   /**
@@ -131,7 +153,7 @@ export class Limiter {
    * already counted is judged against the new limits instead of being reset.
    */
   setLimits(resource: string, config: ResourceConfig): void {
-    const compiled = compileResource(resource, config, this.#clock);
+    const compiled = compileResource(resource, config, this.#clock, this.#onStoreFailure);
     // Keep a running breaker's history when only the limits change.
     const breaker = this.#resources.get(resource)?.breaker;
     this.#resources.set(resource, breaker && compiled.breaker ? { ...compiled, breaker } : compiled);
@@ -235,7 +257,7 @@ export class Limiter {
   /** Frees a concurrency permit. False if it had already expired or been released. */
   async release(resource: string, options: LeaseOptions): Promise<boolean> {
     const { key, limits } = this.#prepare(resource, { key: options.key, cost: 0 });
-    const found = await this.#store.release({ key, limits, leaseId: checkLeaseId(options.leaseId) });
+    const found = await this.#failover.release({ key, limits, leaseId: checkLeaseId(options.leaseId) });
     this.#queues.get(key)?.wake();
     return found;
   }
@@ -244,7 +266,12 @@ export class Limiter {
   async renew(resource: string, options: LeaseOptions): Promise<boolean> {
     const { key, limits } = this.#prepare(resource, { key: options.key, cost: 0 });
     const ttlMs = options.ttlMs === undefined ? undefined : intOption(options.ttlMs, 'ttlMs', 0, 1, MAX_WAIT_BOUND_MS);
-    return this.#store.renew({ key, limits, leaseId: checkLeaseId(options.leaseId), ...(ttlMs === undefined ? {} : { ttlMs }) });
+    return this.#failover.renew({
+      key,
+      limits,
+      leaseId: checkLeaseId(options.leaseId),
+      ...(ttlMs === undefined ? {} : { ttlMs }),
+    });
   }
 
   /**
@@ -253,7 +280,7 @@ export class Limiter {
    */
   async adjust(resource: string, options: { key?: string; delta: number }): Promise<void> {
     const { key, limits } = this.#prepare(resource, { key: options.key, cost: 0 });
-    await this.#store.adjust({ key, limits, delta: checkDelta(options.delta) });
+    await this.#failover.adjust({ key, limits, delta: checkDelta(options.delta) });
     if (options.delta < 0) this.#queues.get(key)?.wake();
   }
 
@@ -270,6 +297,7 @@ export class Limiter {
       queue.wake();
     }
     await Promise.allSettled([...this.#pumps]);
+    await this.#failover.close();
     if (this.#ownsStore) await this.#store.close();
   }
 
@@ -293,16 +321,23 @@ export class Limiter {
       if (local !== undefined) return local;
     }
     const leaseId = limits.some((l) => l.algorithm === 'concurrency') ? randomUUID() : '';
-    const result = await this.#store.consume({ key, limits, cost, leaseId });
-    const decision = combineStatuses(result.statuses, leaseId === '' ? undefined : leaseId);
-    if (resource.prefilter) this.#prefilter.learn(key, cost, this.#clock.now(), decision);
+    const result = await this.#failover.consume({ key, limits, cost, leaseId }, resource.onStoreFailure);
+    let decision = combineStatuses(result.statuses, leaseId === '' ? undefined : leaseId);
+    if (result.fallback) {
+      // Leases taken from the local fallback carry its prefix so they are returned to it.
+      const leaseOf = decision.leaseId === undefined ? {} : { leaseId: `local:${decision.leaseId}` };
+      decision = { ...decision, ...leaseOf, source: 'fallback' };
+      if (!decision.allowed && resource.onStoreFailure === 'closed') decision = { ...decision, reason: 'store_unavailable' };
+    }
+    // Only global decisions teach the pre-filter: a fallback's denials reflect a local share.
+    if (resource.prefilter && !result.fallback) this.#prefilter.learn(key, cost, this.#clock.now(), decision);
     return decision;
   }
 
   /** Returns permits granted to a caller that is no longer there (aborted while in flight). */
   async #giveBack(key: string, limits: readonly CompiledLimit[], cost: number, d: Decision): Promise<void> {
-    if (cost > 0) await this.#store.adjust({ key, limits, delta: -cost });
-    if (d.leaseId !== undefined) await this.#store.release({ key, limits, leaseId: d.leaseId });
+    if (cost > 0) await this.#failover.adjust({ key, limits, delta: -cost });
+    if (d.leaseId !== undefined) await this.#failover.release({ key, limits, leaseId: d.leaseId });
   }
 
   #enqueue(call: Call, startedAt: number, deadline: number, signal: AbortSignal | undefined, last: Decision): Promise<Decision> {

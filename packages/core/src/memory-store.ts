@@ -140,6 +140,10 @@ export class MemoryStore implements LimitStore {
     return this.#lease(request, 'release');
   }
 
+  async ping(): Promise<void> {
+    this.#checkOpen();
+  }
+
   async close(): Promise<void> {
     this.#closed = true;
     if (this.#sweepTimer !== undefined) this.#options.clock.clearTimer(this.#sweepTimer);

@@ -20,9 +20,10 @@ describe('Prometheus observer', () => {
     await clock.advanceAsync(200);
     await waited;
     const text = await registry.metrics();
-    expect(text).toContain('sluice_decisions_total{resource="api:pay",mode="try",outcome="allowed"} 1');
-    expect(text).toContain('sluice_decisions_total{resource="api:pay",mode="try",outcome="denied"} 1');
-    expect(text).toContain('sluice_decisions_total{resource="api:pay",mode="acquire",outcome="allowed"} 1');
+    expect(text).toContain('sluice_decisions_total{resource="api:pay",mode="try",outcome="allowed",source="store"} 1');
+    expect(text).toContain('sluice_decisions_total{resource="api:pay",mode="try",outcome="denied",source="store"} 1');
+    expect(text).toContain('sluice_decisions_total{resource="api:pay",mode="acquire",outcome="allowed",source="store"} 1');
+    expect(text).toContain('sluice_store_healthy 1');
     expect(text).toContain('sluice_rejections_total{resource="api:pay",reason="rate_limited"} 1');
     expect(text).toContain('sluice_wait_seconds_count{resource="api:pay",outcome="granted"} 1');
     expect(text).toContain('sluice_wait_seconds_bucket{le="0.1",resource="api:pay",outcome="granted"} 1');

@@ -7,7 +7,7 @@
  * const registry = new Registry();
  * const limiter = new Limiter({ resources, observer: createPrometheusObserver({ registry }) });
  */
-import { Counter, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { LimiterObserver } from './observer.js';
 
 /** Options of {@link createPrometheusObserver}. */
@@ -30,7 +30,8 @@ export function createPrometheusObserver(options: PrometheusObserverOptions): Li
   const decisions = new Counter({
     name: `${prefix}decisions_total`,
     help: 'Rate-limit decisions returned to callers',
-    labelNames: ['resource', 'mode', 'outcome'] as const,
+    // source: store (global), prefilter (local tier), fallback (store away), breaker.
+    labelNames: ['resource', 'mode', 'outcome', 'source'] as const,
     registers,
   });
   const rejections = new Counter({
@@ -46,10 +47,26 @@ export function createPrometheusObserver(options: PrometheusObserverOptions): Li
     buckets: options.waitBuckets ?? [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers,
   });
+  const switches = new Counter({
+    name: `${prefix}store_switches_total`,
+    help: 'Switches between the store and the store-failure policy (to: fallback | store)',
+    labelNames: ['to'] as const,
+    registers,
+  });
+  const healthy = new Gauge({
+    name: `${prefix}store_healthy`,
+    help: '1 while the store answers, 0 while decisions follow the store-failure policy',
+    registers,
+  });
+  healthy.set(1);
   return {
     decided({ resource, mode, decision }) {
-      decisions.inc({ resource, mode, outcome: decision.allowed ? 'allowed' : 'denied' });
+      decisions.inc({ resource, mode, outcome: decision.allowed ? 'allowed' : 'denied', source: decision.source ?? 'store' });
       if (!decision.allowed) rejections.inc({ resource, reason: decision.reason });
+    },
+    storeSwitched({ healthy: isHealthy }) {
+      switches.inc({ to: isHealthy ? 'store' : 'fallback' });
+      healthy.set(isHealthy ? 1 : 0);
     },
     waited({ resource, waitedMs, outcome }) {
       waits.observe({ resource, outcome }, waitedMs / 1000);

@@ -1,6 +1,7 @@
 import { CircuitBreaker, type CircuitBreakerOptions } from './circuit-breaker.js';
 import type { Clock } from './clock.js';
 import { ErrorCodes, invalid } from './errors.js';
+import { STORE_FAILURE_POLICIES, type StoreFailurePolicy } from './failover.js';
 import { compileLimits, type CompiledLimit, type LimitPolicy } from './policy.js';
 
 /** Everything configured for one downstream resource. */
@@ -15,6 +16,8 @@ export interface ResourceOptions {
    * @default true
    */
   prefilter?: boolean;
+  /** What to do while the store is unavailable. @default the limiter's `onStoreFailure` */
+  onStoreFailure?: StoreFailurePolicy;
 }
 
 /** A resource's limits alone, or its full options. */
@@ -26,6 +29,7 @@ export interface CompiledResource {
   readonly limits: readonly CompiledLimit[];
   readonly prefilter: boolean;
   readonly breaker: CircuitBreaker | undefined;
+  readonly onStoreFailure: StoreFailurePolicy;
 }
 
 /** Resource names: no '|' (it separates resource and key in storage keys), at most 128 chars. */
@@ -36,7 +40,12 @@ function isOptions(config: ResourceConfig): config is ResourceOptions {
 }
 
 /** Validates a resource's configuration; errors name the field under `resources.<name>`. */
-export function compileResource(name: string, config: ResourceConfig, clock: Clock): CompiledResource {
+export function compileResource(
+  name: string,
+  config: ResourceConfig,
+  clock: Clock,
+  onStoreFailure: StoreFailurePolicy = 'local',
+): CompiledResource {
   if (typeof name !== 'string' || !RESOURCE_PATTERN.test(name)) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', `must match ${RESOURCE_PATTERN}, got ${JSON.stringify(name)}`);
   }
@@ -47,17 +56,22 @@ export function compileResource(name: string, config: ResourceConfig, clock: Clo
       limits: compileLimits(config as LimitPolicy | LimitPolicy[], path),
       prefilter: true,
       breaker: undefined,
+      onStoreFailure,
     });
   }
   for (const k of Object.keys(config)) {
-    if (!['limits', 'breaker', 'prefilter'].includes(k))
+    if (!['limits', 'breaker', 'prefilter', 'onStoreFailure'].includes(k))
       throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.${k}`, 'unknown field');
   }
   if (config.prefilter !== undefined && typeof config.prefilter !== 'boolean') {
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.prefilter`, 'must be a boolean');
   }
+  if (config.onStoreFailure !== undefined && !STORE_FAILURE_POLICIES.includes(config.onStoreFailure)) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.onStoreFailure`, `must be one of ${STORE_FAILURE_POLICIES.join(', ')}`);
+  }
   return Object.freeze({
     name,
+    onStoreFailure: config.onStoreFailure ?? onStoreFailure,
     limits: compileLimits(config.limits as LimitPolicy | LimitPolicy[], `${path}.limits`),
     prefilter: config.prefilter ?? true,
     breaker: config.breaker === undefined ? undefined : new CircuitBreaker({ clock, ...config.breaker }),

@@ -50,5 +50,7 @@ export interface LimitStore {
   renew(request: LeaseRequest): Promise<boolean>;
   /** True if the lease was live and is now freed. */
   release(request: LeaseRequest): Promise<boolean>;
+  /** Resolves when the store answers; used to notice its return after a failure. */
+  ping(): Promise<void>;
   close(): Promise<void>;
 }

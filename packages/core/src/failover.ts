@@ -1,0 +1,220 @@
+import type { Clock, TimerHandle } from './clock.js';
+import { ErrorCodes, SluiceError, invalid } from './errors.js';
+import { MemoryStore } from './memory-store.js';
+import type { CompiledLimit } from './policy.js';
+import type { ConsumeRequest, ConsumeResult, LeaseRequest, LimitStore } from './store.js';
+
+/**
+ * What a resource does while its store is unavailable:
+ * - `local`: decide on an in-process limiter sized to a fair share of the global limit
+ *   (limit / live clients), so the fleet as a whole stays near the global limit;
+ * - `open`: admit everything (the downstream matters less than availability);
+ * - `closed`: deny everything (the downstream must never be overrun).
+ */
+export type StoreFailurePolicy = 'local' | 'open' | 'closed';
+
+export const STORE_FAILURE_POLICIES: readonly StoreFailurePolicy[] = ['local', 'open', 'closed'];
+
+/** How many clients share the store right now (for fair shares); e.g. a heartbeat registry. */
+export interface PeerCount {
+  /** Live clients, at least 1. Read on every fallback decision, so it must be cheap. */
+  readonly count: number;
+}
+
+/** The subset of a pino logger Sluice uses. */
+export interface Logger {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+}
+
+/** Options of {@link Failover}. */
+export interface FailoverOptions {
+  /** Live clients sharing the store: a registry, or a fixed number. @default 1 */
+  peers?: PeerCount | number;
+  /** First health probe after a failure, in ms; probes back off to `maxProbeIntervalMs`. @default 50 */
+  probeIntervalMs?: number;
+  /** @default 500 (the store's return is noticed within this) */
+  maxProbeIntervalMs?: number;
+  /** Where switches are logged. */
+  logger?: Logger;
+  /** Called on every switch between the store and the fallback. */
+  onSwitch?: (event: { healthy: boolean; error?: unknown }) => void;
+}
+
+/** True for faults that mean "the store is away", as opposed to bad input. */
+export function isStoreFailure(err: unknown): boolean {
+  return err instanceof SluiceError && (err.code === ErrorCodes.STORE_TIMEOUT || err.code === ErrorCodes.STORE_UNAVAILABLE);
+}
+
+const LOCAL_LEASE_PREFIX = 'local:';
+
+/**
+ * Guards a store: while it answers, calls go to it; when it times out or is unreachable, the
+ * guard marks it down, answers by each resource's {@link StoreFailurePolicy}, and probes it in
+ * the background (with backoff) until it answers again. Nothing queues while the store is
+ * away: calls are answered locally at once.
+ */
+export class Failover {
+  readonly #primary: LimitStore;
+  readonly #clock: Clock;
+  readonly #fallback: MemoryStore;
+  readonly #peers: PeerCount;
+  readonly #probeMs: number;
+  readonly #maxProbeMs: number;
+  readonly #logger: Logger | undefined;
+  readonly #onSwitch: FailoverOptions['onSwitch'];
+  readonly #scaled = new WeakMap<readonly CompiledLimit[], { peers: number; limits: readonly CompiledLimit[] }>();
+  #healthy = true;
+  #probeTimer: TimerHandle | undefined;
+  #probe: Promise<void> | undefined;
+  #closed = false;
+
+  constructor(primary: LimitStore, clock: Clock, options: FailoverOptions = {}) {
+    this.#primary = primary;
+    this.#clock = clock;
+    this.#fallback = new MemoryStore({ clock });
+    const peers = options.peers ?? 1;
+    if (typeof peers === 'number' && (!Number.isInteger(peers) || peers < 1)) {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'failover.peers', 'must be an integer >= 1 or a PeerCount');
+    }
+    this.#peers = typeof peers === 'number' ? { count: peers } : peers;
+    this.#probeMs = options.probeIntervalMs ?? 50;
+    this.#maxProbeMs = options.maxProbeIntervalMs ?? 500;
+    this.#logger = options.logger;
+    this.#onSwitch = options.onSwitch;
+  }
+
+  /** False while the store is considered down. */
+  get healthy(): boolean {
+    return this.#healthy;
+  }
+
+  /** Decides on the store, or by `policy` while it is down. `fallback` tells which one answered. */
+  async consume(request: ConsumeRequest, policy: StoreFailurePolicy): Promise<ConsumeResult & { fallback: boolean }> {
+    if (this.#healthy) {
+      try {
+        return { ...(await this.#primary.consume(request)), fallback: false };
+      } catch (err) {
+        if (!isStoreFailure(err)) throw err;
+        this.#markDown(err);
+      }
+    }
+    return { ...(await this.#fallbackConsume(request, policy)), fallback: true };
+  }
+
+  async adjust(request: Parameters<LimitStore['adjust']>[0]): Promise<void> {
+    if (this.#healthy) {
+      try {
+        return await this.#primary.adjust(request);
+      } catch (err) {
+        if (!isStoreFailure(err)) throw err;
+        this.#markDown(err);
+      }
+    }
+    await this.#fallback.adjust({ ...request, limits: this.#scale(request.limits) });
+  }
+
+  async renew(request: LeaseRequest): Promise<boolean> {
+    return this.#lease(request, 'renew');
+  }
+
+  async release(request: LeaseRequest): Promise<boolean> {
+    return this.#lease(request, 'release');
+  }
+
+  /** Stops probing and frees the fallback; the primary store is the caller's to close. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#probeTimer !== undefined) this.#clock.clearTimer(this.#probeTimer);
+    this.#probeTimer = undefined;
+    await this.#probe;
+    await this.#fallback.close();
+  }
+
+  async #lease(request: LeaseRequest, op: 'renew' | 'release'): Promise<boolean> {
+    // Leases taken from the fallback carry a prefix, so they return to it after recovery.
+    if (request.leaseId.startsWith(LOCAL_LEASE_PREFIX)) {
+      return this.#fallback[op]({ ...request, limits: this.#scale(request.limits) });
+    }
+    if (!this.#healthy) return op === 'renew';
+    try {
+      return await this.#primary[op](request);
+    } catch (err) {
+      if (!isStoreFailure(err)) throw err;
+      this.#markDown(err);
+      // The lease lives in the unreachable store and expires there by itself; a renewal is
+      // reported as kept so work is not abandoned because of the outage.
+      return op === 'renew';
+    }
+  }
+
+  async #fallbackConsume(request: ConsumeRequest, policy: StoreFailurePolicy): Promise<ConsumeResult> {
+    const now = this.#clock.now();
+    if (policy === 'local') {
+      const leaseId = request.leaseId === '' ? '' : `${LOCAL_LEASE_PREFIX}${request.leaseId}`;
+      return this.#fallback.consume({ ...request, limits: this.#scale(request.limits), leaseId });
+    }
+    const allowed = policy === 'open';
+    const statuses = request.limits.map((l) => ({
+      id: l.id,
+      algorithm: l.algorithm,
+      allowed,
+      limit: l.limit,
+      remaining: allowed ? l.limit : 0,
+      retryAfterMs: allowed ? 0 : this.#maxProbeMs,
+      resetAfterMs: allowed ? 0 : this.#maxProbeMs,
+    }));
+    return { allowed, statuses, now };
+  }
+
+  /** The limits divided by the number of live clients (at least 1 permit each). */
+  #scale(limits: readonly CompiledLimit[]): readonly CompiledLimit[] {
+    const peers = Math.max(1, Math.floor(this.#peers.count));
+    if (peers === 1) return limits;
+    const cached = this.#scaled.get(limits);
+    if (cached?.peers === peers) return cached.limits;
+    const scaled = Object.freeze(
+      limits.map((l) =>
+        Object.freeze({ ...l, limit: Math.max(1, Math.floor(l.limit / peers)), burst: Math.max(1, Math.floor(l.burst / peers)) }),
+      ),
+    );
+    this.#scaled.set(limits, { peers, limits: scaled });
+    return scaled;
+  }
+
+  #markDown(error: unknown): void {
+    if (!this.#healthy) return;
+    this.#healthy = false;
+    this.#logger?.warn(
+      { err: error, store: this.#primary.name, peers: this.#peers.count },
+      'rate-limit store unavailable: deciding by store-failure policy',
+    );
+    this.#onSwitch?.({ healthy: false, error });
+    this.#scheduleProbe(this.#probeMs);
+  }
+
+  #scheduleProbe(delay: number): void {
+    if (this.#closed) return;
+    this.#probeTimer = this.#clock.setTimer(
+      () => {
+        this.#probeTimer = undefined;
+        this.#probe = this.#runProbe(delay).finally(() => (this.#probe = undefined));
+      },
+      delay,
+      true,
+    );
+  }
+
+  async #runProbe(delay: number): Promise<void> {
+    try {
+      await this.#primary.ping();
+    } catch {
+      this.#scheduleProbe(Math.min(this.#maxProbeMs, delay * 2));
+      return;
+    }
+    if (this.#closed) return;
+    this.#healthy = true;
+    this.#logger?.info({ store: this.#primary.name }, 'rate-limit store is back: global decisions resumed');
+    this.#onSwitch?.({ healthy: true });
+  }
+}
