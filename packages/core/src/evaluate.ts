@@ -63,6 +63,27 @@ export function evaluateKey(
 }
 
 /**
+ * Takes as many permits as the key can give now, between `min` and `max`, in one step: a
+ * zero-cost look at every limit gives the permits left, and `min(max, least left)` is charged
+ * all-or-nothing. Grants 0 (and charges nothing) when fewer than `min` are left. Used by client
+ * leases: a process takes a batch of permits from the global budget and serves them locally.
+ */
+export function reserveKey(
+  states: readonly (LimitState | undefined)[],
+  limits: readonly CompiledLimit[],
+  min: number,
+  max: number,
+  now: number,
+): KeyOutcome & { granted: number } {
+  const peek = evaluateKey(states, limits, 0, now, '');
+  let left = max;
+  for (const s of peek.statuses) left = Math.min(left, s.remaining);
+  const granted = left >= min && left > 0 ? left : 0;
+  const outcome = evaluateKey(states, limits, granted === 0 ? min : granted, now, '');
+  return { ...outcome, allowed: granted > 0 && outcome.allowed, granted: granted > 0 && outcome.allowed ? granted : 0 };
+}
+
+/**
  * Applies an adjustment of `delta` permits (negative: refund) to every rate limit of a key,
  * unconditionally. Concurrency limits are not affected (a lease's size is fixed).
  */

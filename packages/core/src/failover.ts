@@ -2,7 +2,7 @@ import type { Clock, TimerHandle } from './clock.js';
 import { ErrorCodes, SluiceError, invalid } from './errors.js';
 import { MemoryStore } from './memory-store.js';
 import type { CompiledLimit } from './policy.js';
-import type { ConsumeRequest, ConsumeResult, LeaseRequest, LimitStore } from './store.js';
+import type { ConsumeRequest, ConsumeResult, LeaseRequest, LimitStore, ReserveRequest, ReserveResult } from './store.js';
 
 /**
  * What a resource does while its store is unavailable:
@@ -100,6 +100,23 @@ export class Failover {
       }
     }
     return { ...(await this.#fallbackConsume(request, policy)), fallback: true };
+  }
+
+  /** Reserves on the store, or by `policy` while it is down (`open` grants `max`). */
+  async reserve(request: ReserveRequest, policy: StoreFailurePolicy): Promise<ReserveResult & { fallback: boolean }> {
+    if (this.#healthy) {
+      try {
+        return { ...(await this.#primary.reserve(request)), fallback: false };
+      } catch (err) {
+        if (!isStoreFailure(err)) throw err;
+        this.#markDown(err);
+      }
+    }
+    if (policy === 'local') {
+      return { ...(await this.#fallback.reserve({ ...request, limits: this.#scale(request.limits) })), fallback: true };
+    }
+    const r = await this.#fallbackConsume({ key: request.key, limits: request.limits, cost: request.min, leaseId: '' }, policy);
+    return { ...r, granted: r.allowed ? request.max : 0, fallback: true };
   }
 
   async adjust(request: Parameters<LimitStore['adjust']>[0]): Promise<void> {

@@ -7,6 +7,7 @@ import { Failover, STORE_FAILURE_POLICIES, type FailoverOptions, type StoreFailu
 import { MemoryStore } from './memory-store.js';
 import type { DecisionMode, LimiterObserver } from './observer.js';
 import { DEFAULT_MAX_KEY_LENGTH, checkCost, checkDelta, checkKey, type CompiledLimit } from './policy.js';
+import { LeaseCache } from './lease-cache.js';
 import { Prefilter } from './prefilter.js';
 import { compileResource, type CompiledResource, type ResourceConfig } from './resource.js';
 import type { LimitStore } from './store.js';
@@ -114,6 +115,7 @@ export class Limiter {
   readonly #concurrencyPollMs: number;
   readonly #resources = new Map<string, CompiledResource>();
   readonly #prefilter: Prefilter;
+  readonly #leases: LeaseCache;
   readonly #queues = new Map<string, WaitQueue>();
   readonly #pumps = new Set<Promise<void>>();
   #closed = false;
@@ -146,6 +148,7 @@ export class Limiter {
         this.#observer?.storeSwitched?.({ healthy: e.healthy });
       },
     });
+    this.#leases = new LeaseCache(this.#failover, this.#clock, 100_000);
   }
 
   /**
@@ -209,6 +212,24 @@ export class Limiter {
       });
     }
     return r;
+  }
+
+  /**
+   * Decides without I/O when this process already knows the answer (a leased permit, or a key
+   * known to be over its limit); undefined means only the store can tell (use {@link try}).
+   * The hot path of gateways: no promise, no allocation beyond the decision.
+   */
+  trySync(resource: string, options: TryOptions = {}): Decision | undefined {
+    const call = this.#prepare(resource, options);
+    const r = call.resource;
+    if (r.breaker !== undefined && r.breaker.state === 'open') return undefined;
+    const local =
+      r.lease !== undefined
+        ? this.#leases.takeLocal(call.key, call.limits, call.cost)
+        : r.prefilter
+          ? this.#prefilter.check(call.key, call.cost, this.#clock.now())
+          : undefined;
+    return local === undefined ? undefined : this.#observe(resource, 'try', local);
   }
 
   /** Decides now, without waiting. Being limited resolves to a denied decision. */
@@ -297,6 +318,7 @@ export class Limiter {
       queue.wake();
     }
     await Promise.allSettled([...this.#pumps]);
+    await this.#leases.close();
     await this.#failover.close();
     if (this.#ownsStore) await this.#store.close();
   }
@@ -320,6 +342,7 @@ export class Limiter {
       const local = this.#prefilter.check(key, cost, this.#clock.now());
       if (local !== undefined) return local;
     }
+    if (resource.lease !== undefined) return this.#leases.take(key, limits, cost, resource.lease, resource.onStoreFailure);
     const leaseId = limits.some((l) => l.algorithm === 'concurrency') ? randomUUID() : '';
     const result = await this.#failover.consume({ key, limits, cost, leaseId }, resource.onStoreFailure);
     let decision = combineStatuses(result.statuses, leaseId === '' ? undefined : leaseId);

@@ -2,9 +2,17 @@ import type { ConcurrencyState } from './algorithms/index.js';
 import { concurrency } from './algorithms/index.js';
 import { systemClock, type Clock, type TimerHandle } from './clock.js';
 import { ErrorCodes, SluiceError, invalid } from './errors.js';
-import { adjustKey, evaluateKey, type LimitState } from './evaluate.js';
+import { adjustKey, evaluateKey, reserveKey, type LimitState } from './evaluate.js';
 import type { CompiledLimit } from './policy.js';
-import type { AdjustRequest, ConsumeRequest, ConsumeResult, LeaseRequest, LimitStore } from './store.js';
+import type {
+  AdjustRequest,
+  ConsumeRequest,
+  ConsumeResult,
+  LeaseRequest,
+  LimitStore,
+  ReserveRequest,
+  ReserveResult,
+} from './store.js';
 
 /** Options of {@link MemoryStore}. */
 export interface MemoryStoreOptions {
@@ -122,6 +130,15 @@ export class MemoryStore implements LimitStore {
     const outcome = evaluateKey(entry ? statesOf(entry) : [], request.limits, request.cost, now, request.leaseId);
     if (outcome.allowed) this.#write(request.key, request.limits, outcome.next, now + outcome.ttlMs);
     return { allowed: outcome.allowed, statuses: outcome.statuses, now };
+  }
+
+  async reserve(request: ReserveRequest): Promise<ReserveResult> {
+    this.#checkOpen();
+    const now = this.#options.clock.now();
+    const entry = this.#read(request.key, request.limits, now);
+    const outcome = reserveKey(entry ? statesOf(entry) : [], request.limits, request.min, request.max, now);
+    if (outcome.granted > 0) this.#write(request.key, request.limits, outcome.next, now + outcome.ttlMs);
+    return { allowed: outcome.granted > 0, granted: outcome.granted, statuses: outcome.statuses, now };
   }
 
   async adjust(request: AdjustRequest): Promise<void> {

@@ -2,6 +2,7 @@ import { CircuitBreaker, type CircuitBreakerOptions } from './circuit-breaker.js
 import type { Clock } from './clock.js';
 import { ErrorCodes, invalid } from './errors.js';
 import { STORE_FAILURE_POLICIES, type StoreFailurePolicy } from './failover.js';
+import { compileLeaseSettings, type CompiledLeaseSettings, type LeaseSettings } from './lease-cache.js';
 import { compileLimits, type CompiledLimit, type LimitPolicy } from './policy.js';
 
 /** Everything configured for one downstream resource. */
@@ -18,6 +19,11 @@ export interface ResourceOptions {
   prefilter?: boolean;
   /** What to do while the store is unavailable. @default the limiter's `onStoreFailure` */
   onStoreFailure?: StoreFailurePolicy;
+  /**
+   * Take permits from the store in batches and serve them locally (`true` for the defaults).
+   * For hot keys and very high rates; not for concurrency limits.
+   */
+  lease?: LeaseSettings | true;
 }
 
 /** A resource's limits alone, or its full options. */
@@ -30,6 +36,7 @@ export interface CompiledResource {
   readonly prefilter: boolean;
   readonly breaker: CircuitBreaker | undefined;
   readonly onStoreFailure: StoreFailurePolicy;
+  readonly lease: CompiledLeaseSettings | undefined;
 }
 
 /** Resource names: no '|' (it separates resource and key in storage keys), at most 128 chars. */
@@ -57,10 +64,11 @@ export function compileResource(
       prefilter: true,
       breaker: undefined,
       onStoreFailure,
+      lease: undefined,
     });
   }
   for (const k of Object.keys(config)) {
-    if (!['limits', 'breaker', 'prefilter', 'onStoreFailure'].includes(k))
+    if (!['limits', 'breaker', 'prefilter', 'onStoreFailure', 'lease'].includes(k))
       throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.${k}`, 'unknown field');
   }
   if (config.prefilter !== undefined && typeof config.prefilter !== 'boolean') {
@@ -69,10 +77,15 @@ export function compileResource(
   if (config.onStoreFailure !== undefined && !STORE_FAILURE_POLICIES.includes(config.onStoreFailure)) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.onStoreFailure`, `must be one of ${STORE_FAILURE_POLICIES.join(', ')}`);
   }
+  const limits = compileLimits(config.limits as LimitPolicy | LimitPolicy[], `${path}.limits`);
+  if (config.lease !== undefined && limits.some((l) => l.algorithm === 'concurrency')) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.lease`, 'concurrency limits cannot be leased');
+  }
   return Object.freeze({
     name,
     onStoreFailure: config.onStoreFailure ?? onStoreFailure,
-    limits: compileLimits(config.limits as LimitPolicy | LimitPolicy[], `${path}.limits`),
+    lease: config.lease === undefined ? undefined : compileLeaseSettings(config.lease, `${path}.lease`),
+    limits,
     prefilter: config.prefilter ?? true,
     breaker: config.breaker === undefined ? undefined : new CircuitBreaker({ clock, ...config.breaker }),
   });

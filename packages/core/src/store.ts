@@ -20,6 +20,19 @@ export interface ConsumeResult {
   readonly now: number;
 }
 
+/** Take between `min` and `max` permits of `key` at once (client leases). */
+export interface ReserveRequest {
+  readonly key: string;
+  readonly limits: readonly CompiledLimit[];
+  readonly min: number;
+  readonly max: number;
+}
+
+/** What a reservation got: `granted` permits (0 when fewer than `min` were left). */
+export interface ReserveResult extends ConsumeResult {
+  readonly granted: number;
+}
+
 /** Charge `delta` more permits (negative: refund) on every rate limit of `key`. */
 export interface AdjustRequest {
   readonly key: string;
@@ -46,6 +59,11 @@ export interface LimitStore {
   readonly name: string;
   consume(request: ConsumeRequest): Promise<ConsumeResult>;
   adjust(request: AdjustRequest): Promise<void>;
+  /**
+   * Takes up to `max` permits (at least `min`) in one round trip, for client-side leases. Keys
+   * with a concurrency limit cannot be reserved.
+   */
+  reserve(request: ReserveRequest): Promise<ReserveResult>;
   /** True if the lease was live and is now extended. */
   renew(request: LeaseRequest): Promise<boolean>;
   /** True if the lease was live and is now freed. */
