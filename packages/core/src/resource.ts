@@ -77,7 +77,7 @@ export function compileResource(
   if (config.onStoreFailure !== undefined && !STORE_FAILURE_POLICIES.includes(config.onStoreFailure)) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.onStoreFailure`, `must be one of ${STORE_FAILURE_POLICIES.join(', ')}`);
   }
-  const limits = compileLimits(config.limits as LimitPolicy | LimitPolicy[], `${path}.limits`);
+  const limits = compileLimits(config.limits, `${path}.limits`);
   if (config.lease !== undefined && limits.some((l) => l.algorithm === 'concurrency')) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.lease`, 'concurrency limits cannot be leased');
   }
