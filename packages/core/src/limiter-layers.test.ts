@@ -94,3 +94,39 @@ describe('circuit breaker', () => {
     await limiter.close();
   });
 });
+
+describe('hot-key splitting', () => {
+  it('spreads a key over sub-keys whose shares add up to the limit', async () => {
+    const clock = new ManualClock();
+    const keys = new Set<string>();
+    class KeySpy extends MemoryStore {
+      override consume(request: ConsumeRequest): Promise<ConsumeResult> {
+        keys.add(request.key);
+        return super.consume(request);
+      }
+    }
+    const store = new KeySpy({ clock });
+    let seed = 1;
+    const limiter = new Limiter({
+      resources: { 'api:hot': { limits: { algorithm: 'fixed-window', limit: 103, windowMs: 60_000 }, split: 4 } },
+      store,
+      clock,
+      random: () => (seed = (seed * 16807) % 2147483647) / 2147483647,
+    });
+    let admitted = 0;
+    for (let i = 0; i < 300; i++) {
+      const d = await limiter.try('api:hot', { key: 'tenant' });
+      if (d.allowed) {
+        admitted++;
+        expect(d.limit).toBe(103);
+      }
+    }
+    expect(admitted).toBe(103);
+    expect([...keys].sort()).toEqual(['api:hot|tenant#0', 'api:hot|tenant#1', 'api:hot|tenant#2', 'api:hot|tenant#3']);
+    await expect(limiter.try('api:hot', { key: 'tenant', cost: 30 })).rejects.toMatchObject({
+      code: ErrorCodes.COST_EXCEEDS_LIMIT,
+    });
+    await limiter.close();
+    await store.close();
+  });
+});

@@ -300,7 +300,14 @@ export class Limiter {
    * E.g. a call admitted with cost 100 that used 350 LLM tokens adjusts by +250.
    */
   async adjust(resource: string, options: { key?: string; delta: number }): Promise<void> {
-    const { key, limits } = this.#prepare(resource, { key: options.key, cost: 0 });
+    const call = this.#prepare(resource, { key: options.key, cost: 0 });
+    let { key, limits } = call;
+    if (call.resource.split > 1) {
+      // Charged on one sub-key: the sum over sub-keys is what matters.
+      const i = Math.floor(this.#random() * call.resource.split);
+      key = `${key}#${i}`;
+      limits = call.resource.splitLimits[i]!;
+    }
     await this.#failover.adjust({ key, limits, delta: checkDelta(options.delta) });
     if (options.delta < 0) this.#queues.get(key)?.wake();
   }
@@ -327,7 +334,8 @@ export class Limiter {
     if (this.#closed) throw new SluiceError(ErrorCodes.CLOSED, 'the limiter was closed');
     const r = this.#resource(resource);
     const sub = checkKey(options.key ?? '', this.#maxKeyLength);
-    const cost = checkCost(options.cost ?? 1, r.limits);
+    // A split key's call must fit in one sub-key's share.
+    const cost = checkCost(options.cost ?? 1, r.split > 1 ? r.splitLimits[r.split - 1]! : r.limits);
     // Resource names cannot contain '|', so the joined key is unambiguous.
     return { resource: r, key: sub === '' ? resource : `${resource}|${sub}`, limits: r.limits, cost };
   }
@@ -338,6 +346,22 @@ export class Limiter {
       const pass = resource.breaker.tryPass();
       if (!pass.allowed) return breakerDecision(limits, pass.retryAfterMs);
     }
+    if (resource.split === 1) return this.#consumeKey(resource, key, limits, cost);
+    // A split key: start at a random sub-key and move on while they deny.
+    const start = Math.floor(this.#random() * resource.split);
+    let best: Decision | undefined;
+    for (let j = 0; j < resource.split; j++) {
+      const i = (start + j) % resource.split;
+      const d = await this.#consumeKey(resource, `${key}#${i}`, resource.splitLimits[i]!, cost);
+      const whole = limits.find((l) => l.id === d.limitId)?.limit ?? d.limit;
+      if (d.allowed) return { ...d, limit: whole };
+      if (best === undefined || d.retryAfterMs < best.retryAfterMs) best = { ...d, limit: whole };
+    }
+    return best!;
+  }
+
+  /** One storage key: the local pre-filter or lease, then the store (or its fallback). */
+  async #consumeKey(resource: CompiledResource, key: string, limits: readonly CompiledLimit[], cost: number): Promise<Decision> {
     if (resource.prefilter) {
       const local = this.#prefilter.check(key, cost, this.#clock.now());
       if (local !== undefined) return local;

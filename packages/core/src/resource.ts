@@ -24,6 +24,13 @@ export interface ResourceOptions {
    * For hot keys and very high rates; not for concurrency limits.
    */
   lease?: LeaseSettings | true;
+  /**
+   * Spread each key over this many sub-keys, each holding its share of the limits, so one hot
+   * key's traffic lands on several Redis Cluster slots (shards). A denied sub-key sends the
+   * call to the next one, so the sum stays close to the limit. Not for concurrency limits.
+   * @default 1
+   */
+  split?: number;
 }
 
 /** A resource's limits alone, or its full options. */
@@ -37,6 +44,21 @@ export interface CompiledResource {
   readonly breaker: CircuitBreaker | undefined;
   readonly onStoreFailure: StoreFailurePolicy;
   readonly lease: CompiledLeaseSettings | undefined;
+  readonly split: number;
+  /** With `split > 1`: the limits of each sub-key (shares summing to the whole). */
+  readonly splitLimits: readonly (readonly CompiledLimit[])[];
+}
+
+/** Share `i` of `n` of a whole, the remainder going to the first shares (never below 1). */
+function share(whole: number, i: number, n: number): number {
+  return Math.max(1, Math.floor(whole / n) + (i < whole % n ? 1 : 0));
+}
+
+/** The limits of each of `n` sub-keys. */
+export function splitLimits(limits: readonly CompiledLimit[], n: number): readonly (readonly CompiledLimit[])[] {
+  return Array.from({ length: n }, (_, i) =>
+    Object.freeze(limits.map((l) => Object.freeze({ ...l, limit: share(l.limit, i, n), burst: share(l.burst, i, n) }))),
+  );
 }
 
 /** Resource names: no '|' (it separates resource and key in storage keys), at most 128 chars. */
@@ -65,10 +87,12 @@ export function compileResource(
       breaker: undefined,
       onStoreFailure,
       lease: undefined,
+      split: 1,
+      splitLimits: [],
     });
   }
   for (const k of Object.keys(config)) {
-    if (!['limits', 'breaker', 'prefilter', 'onStoreFailure', 'lease'].includes(k))
+    if (!['limits', 'breaker', 'prefilter', 'onStoreFailure', 'lease', 'split'].includes(k))
       throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.${k}`, 'unknown field');
   }
   if (config.prefilter !== undefined && typeof config.prefilter !== 'boolean') {
@@ -81,8 +105,17 @@ export function compileResource(
   if (config.lease !== undefined && limits.some((l) => l.algorithm === 'concurrency')) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.lease`, 'concurrency limits cannot be leased');
   }
+  const split = config.split ?? 1;
+  if (typeof split !== 'number' || !Number.isInteger(split) || split < 1 || split > 64) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.split`, 'must be an integer between 1 and 64');
+  }
+  if (split > 1 && limits.some((l) => l.algorithm === 'concurrency')) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.split`, 'concurrency limits cannot be split');
+  }
   return Object.freeze({
     name,
+    split,
+    splitLimits: split > 1 ? splitLimits(limits, split) : [],
     onStoreFailure: config.onStoreFailure ?? onStoreFailure,
     lease: config.lease === undefined ? undefined : compileLeaseSettings(config.lease, `${path}.lease`),
     limits,
