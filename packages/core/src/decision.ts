@@ -61,6 +61,11 @@ export interface Decision {
   readonly waitedMs?: number;
   /** Who decided. @default 'store' when absent */
   readonly source?: DecisionSource;
+  /**
+   * Set when the resource is in shadow mode and the call would have been denied: it was
+   * admitted anyway, and this says why and for how long it would have waited.
+   */
+  readonly shadow?: { readonly reason: DecisionReason; readonly retryAfterMs: number };
 }
 
 /** Folds per-limit statuses into one decision (all-or-nothing). */

@@ -1,6 +1,6 @@
 import { concurrency, normalizeState, rateAlgorithm, type ConcurrencyState, type RateState } from './algorithms/index.js';
 import type { LimitStatus } from './decision.js';
-import type { CompiledLimit } from './policy.js';
+import { capacityOf, type CompiledLimit } from './policy.js';
 
 /** Stored state of one limit: a rate state or the leases of a concurrency limit. */
 export type LimitState = RateState | ConcurrencyState;
@@ -20,6 +20,9 @@ export interface KeyOutcome {
  * evaluated on the current state, and only if all allow is any of them charged. `states` are
  * aligned with `limits`. Pure: the same function runs in the in-memory store, and the Redis
  * scripts mirror it step by step.
+ *
+ * `reserve` (0..1) is the share of each limit held back for core traffic: a caller outside it
+ * is admitted only if `cost` plus that share still fits, and is charged `cost` alone.
  */
 export function evaluateKey(
   states: readonly (LimitState | undefined)[],
@@ -27,6 +30,7 @@ export function evaluateKey(
   cost: number,
   now: number,
   leaseId: string,
+  reserve = 0,
 ): KeyOutcome {
   const statuses: LimitStatus[] = [];
   // Sized up front: the array is kept as the key's state, and a pushed-to array over-allocates.
@@ -34,11 +38,10 @@ export function evaluateKey(
   let allowed = true;
   let ttlMs = 0;
   limits.forEach((limit, i) => {
-    const stored = states[i];
-    const o =
-      limit.algorithm === 'concurrency'
-        ? concurrency.acquire(stored as ConcurrencyState | undefined, leaseId, cost, now, limit)
-        : rateAlgorithm(limit.code)!.evaluate(normalizeState(stored as RateState | undefined, now, limit), cost, now, limit);
+    const held = reserve > 0 ? Math.floor(reserve * capacityOf(limit)) : 0;
+    let o = decideLimit(states[i], limit, cost + held, now, leaseId);
+    // The check passed with the reserve: charge the cost alone.
+    if (held > 0 && o.allowed) o = decideLimit(states[i], limit, cost, now, leaseId);
     allowed &&= o.allowed;
     ttlMs = Math.max(ttlMs, o.ttlMs);
     next[i] = o.next;
@@ -47,7 +50,7 @@ export function evaluateKey(
       algorithm: limit.algorithm,
       allowed: o.allowed,
       limit: limit.limit,
-      remaining: o.remaining,
+      remaining: Math.max(0, o.remaining - held),
       retryAfterMs: o.retryAfterMs,
       resetAfterMs: o.resetAfterMs,
     });
@@ -60,6 +63,12 @@ export function evaluateKey(
     }
   }
   return { allowed, statuses, next, ttlMs };
+}
+
+function decideLimit(stored: LimitState | undefined, limit: CompiledLimit, cost: number, now: number, leaseId: string) {
+  return limit.algorithm === 'concurrency'
+    ? concurrency.acquire(stored as ConcurrencyState | undefined, leaseId, cost, now, limit)
+    : rateAlgorithm(limit.code)!.evaluate(normalizeState(stored as RateState | undefined, now, limit), cost, now, limit);
 }
 
 /**

@@ -47,6 +47,7 @@ export {
   DEFAULT_MAX_KEY_LENGTH,
   MAX_COST,
   POLICY_BOUNDS,
+  capacityOf,
   checkCost,
   checkDelta,
   checkKey,

@@ -2,7 +2,7 @@ import type { Clock, TimerHandle } from './clock.js';
 import { combineStatuses, type Decision } from './decision.js';
 import { ErrorCodes, invalid } from './errors.js';
 import type { Failover, StoreFailurePolicy } from './failover.js';
-import type { CompiledLimit } from './policy.js';
+import { maxCost, type CompiledLimit } from './policy.js';
 
 /** Client-side leases of one resource. */
 export interface LeaseSettings {
@@ -185,9 +185,7 @@ export class LeaseCache {
 
   /** About `targetMs` of local demand, within [cost, maxBatch] and `maxShare` of the tightest limit. */
   #batchSize(h: Held, limits: readonly CompiledLimit[], cost: number, s: CompiledLeaseSettings): number {
-    let capacity = Infinity;
-    for (const l of limits)
-      capacity = Math.min(capacity, l.algorithm === 'token-bucket' || l.algorithm === 'gcra' ? l.burst : l.limit);
+    const capacity = maxCost(limits);
     const share = Math.max(1, Math.floor(capacity * s.maxShare));
     // The running interval counts too, so a key that just got busy gets a big batch at once.
     const current = h.demand / Math.max(1, this.clock.now() - h.intervalStart);

@@ -62,7 +62,22 @@ export interface TryOptions {
   key?: string;
   /** Permits to take. @default 1 */
   cost?: number;
+  /**
+   * The tenant the call is made for: it also draws on that tenant's quota (the resource's
+   * `tenants`, or its `'*'` default), inside the resource's own limits.
+   */
+  tenant?: string;
+  /**
+   * `core` traffic may use the whole limit; `normal` traffic cannot touch the share the
+   * resource reserves for core (`priority.reserved`), so it is shed first.
+   * @default 'normal'
+   */
+  priority?: Priority;
 }
+
+/** Traffic classes: `core` keeps the reserved share, `normal` is shed first. */
+export type Priority = 'core' | 'normal';
+const PRIORITIES: readonly Priority[] = ['core', 'normal'];
 
 /** Options of {@link Limiter.acquire}. */
 export interface AcquireOptions extends TryOptions {
@@ -118,6 +133,8 @@ export class Limiter {
   readonly #leases: LeaseCache;
   readonly #queues = new Map<string, WaitQueue>();
   readonly #pumps = new Set<Promise<void>>();
+  /** Where an admitted decision charged its permits, to give them back if nobody takes them. */
+  readonly #charges = new WeakMap<Decision, Charge[]>();
   #closed = false;
 
   constructor(options: LimiterOptions) {
@@ -257,7 +274,7 @@ export class Limiter {
       last = await this.#consume(call);
       if (last.allowed) {
         if (signal?.aborted) {
-          await this.#giveBack(key, limits, cost, last);
+          await this.#giveBack(this.#charges.get(last) ?? [], cost);
           throwIfAborted(signal);
         }
         return this.#observe(resource, 'acquire', last);
@@ -336,39 +353,91 @@ export class Limiter {
     const sub = checkKey(options.key ?? '', this.#maxKeyLength);
     // A split key's call must fit in one sub-key's share.
     const cost = checkCost(options.cost ?? 1, r.split > 1 ? r.splitLimits[r.split - 1]! : r.limits);
+    const tenant = options.tenant === undefined ? undefined : checkTenant(options.tenant);
+    const priority = options.priority ?? 'normal';
+    if (!PRIORITIES.includes(priority)) {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'priority', `must be one of ${PRIORITIES.join(', ')}`);
+    }
     // Resource names cannot contain '|', so the joined key is unambiguous.
-    return { resource: r, key: sub === '' ? resource : `${resource}|${sub}`, limits: r.limits, cost };
+    return { resource: r, key: sub === '' ? resource : `${resource}|${sub}`, limits: r.limits, cost, tenant, priority };
   }
 
   /** One decision: breaker, then the local pre-filter, then the store. */
-  async #consume({ resource, key, limits, cost }: Call): Promise<Decision> {
+  /** One decision: breaker, tenant quota, the resource's limits, shadow mode. */
+  async #consume(call: Call): Promise<Decision> {
+    const { resource, limits, cost, tenant } = call;
     if (resource.breaker !== undefined) {
       const pass = resource.breaker.tryPass();
       if (!pass.allowed) return breakerDecision(limits, pass.retryAfterMs);
     }
-    if (resource.split === 1) return this.#consumeKey(resource, key, limits, cost);
+    const reserve = call.priority === 'core' ? 0 : resource.reserved;
+    const tenantLimits = tenant === undefined ? undefined : (resource.tenants.get(tenant) ?? resource.tenants.get('*'));
+    let decision: Decision;
+    const charges: Charge[] = [];
+    if (tenantLimits === undefined) {
+      decision = await this.#consumeResource(call, reserve, charges);
+    } else {
+      // The tenant's quota first, then the resource's limits; a denial by the resource gives
+      // the tenant's permits back, so the pair behaves all-or-nothing.
+      const tenantKey = `${resource.name}|@${tenant}`;
+      const t = await this.#consumeKey(resource, tenantKey, tenantLimits, cost, reserve);
+      if (!t.allowed) {
+        decision = { ...t, limitId: `tenant:${t.limitId}` };
+      } else {
+        charges.push({ key: tenantKey, limits: tenantLimits, leaseId: t.leaseId });
+        decision = await this.#consumeResource(call, reserve, charges);
+        if (!decision.allowed) await this.#giveBack(charges.splice(0), cost);
+      }
+    }
+    if (resource.shadow && !decision.allowed) {
+      // Shadow mode: decide and count, never block.
+      const shadow = { reason: decision.reason, retryAfterMs: decision.retryAfterMs };
+      decision = { ...decision, allowed: true, shadow, reason: 'allowed', retryAfterMs: 0 };
+    }
+    if (decision.allowed && charges.length > 0) this.#charges.set(decision, charges);
+    return decision;
+  }
+
+  /** The resource's own limits, on its key or spread over its sub-keys. */
+  async #consumeResource({ resource, key, limits, cost }: Call, reserve: number, charges: Charge[]): Promise<Decision> {
+    if (resource.split === 1) {
+      const d = await this.#consumeKey(resource, key, limits, cost, reserve);
+      if (d.allowed) charges.push({ key, limits, leaseId: d.leaseId });
+      return d;
+    }
     // A split key: start at a random sub-key and move on while they deny.
     const start = Math.floor(this.#random() * resource.split);
     let best: Decision | undefined;
     for (let j = 0; j < resource.split; j++) {
       const i = (start + j) % resource.split;
-      const d = await this.#consumeKey(resource, `${key}#${i}`, resource.splitLimits[i]!, cost);
+      const d = await this.#consumeKey(resource, `${key}#${i}`, resource.splitLimits[i]!, cost, reserve);
       const whole = limits.find((l) => l.id === d.limitId)?.limit ?? d.limit;
-      if (d.allowed) return { ...d, limit: whole };
+      if (d.allowed) {
+        charges.push({ key: `${key}#${i}`, limits: resource.splitLimits[i]!, leaseId: undefined });
+        return { ...d, limit: whole };
+      }
       if (best === undefined || d.retryAfterMs < best.retryAfterMs) best = { ...d, limit: whole };
     }
     return best!;
   }
 
   /** One storage key: the local pre-filter or lease, then the store (or its fallback). */
-  async #consumeKey(resource: CompiledResource, key: string, limits: readonly CompiledLimit[], cost: number): Promise<Decision> {
+  async #consumeKey(
+    resource: CompiledResource,
+    key: string,
+    limits: readonly CompiledLimit[],
+    cost: number,
+    reserve: number,
+  ): Promise<Decision> {
+    // Normal and core traffic see different limits when a share is reserved: separate entries.
+    const filterKey = reserve > 0 ? `${key}\u0000normal` : key;
     if (resource.prefilter) {
-      const local = this.#prefilter.check(key, cost, this.#clock.now());
+      const local = this.#prefilter.check(filterKey, cost, this.#clock.now());
       if (local !== undefined) return local;
     }
     if (resource.lease !== undefined) return this.#leases.take(key, limits, cost, resource.lease, resource.onStoreFailure);
     const leaseId = limits.some((l) => l.algorithm === 'concurrency') ? randomUUID() : '';
-    const result = await this.#failover.consume({ key, limits, cost, leaseId }, resource.onStoreFailure);
+    const result = await this.#failover.consume({ key, limits, cost, leaseId, reserve }, resource.onStoreFailure);
     let decision = combineStatuses(result.statuses, leaseId === '' ? undefined : leaseId);
     if (result.fallback) {
       // Leases taken from the local fallback carry its prefix so they are returned to it.
@@ -377,14 +446,16 @@ export class Limiter {
       if (!decision.allowed && resource.onStoreFailure === 'closed') decision = { ...decision, reason: 'store_unavailable' };
     }
     // Only global decisions teach the pre-filter: a fallback's denials reflect a local share.
-    if (resource.prefilter && !result.fallback) this.#prefilter.learn(key, cost, this.#clock.now(), decision);
+    if (resource.prefilter && !result.fallback) this.#prefilter.learn(filterKey, cost, this.#clock.now(), decision);
     return decision;
   }
 
   /** Returns permits granted to a caller that is no longer there (aborted while in flight). */
-  async #giveBack(key: string, limits: readonly CompiledLimit[], cost: number, d: Decision): Promise<void> {
-    if (cost > 0) await this.#failover.adjust({ key, limits, delta: -cost });
-    if (d.leaseId !== undefined) await this.#failover.release({ key, limits, leaseId: d.leaseId });
+  async #giveBack(charges: readonly Charge[], cost: number): Promise<void> {
+    for (const { key, limits, leaseId } of charges) {
+      if (cost > 0) await this.#failover.adjust({ key, limits, delta: -cost });
+      if (leaseId !== undefined) await this.#failover.release({ key, limits, leaseId });
+    }
   }
 
   #enqueue(call: Call, startedAt: number, deadline: number, signal: AbortSignal | undefined, last: Decision): Promise<Decision> {
@@ -476,7 +547,7 @@ export class Limiter {
       }
       head.inFlight = false;
       if (head.done) {
-        if (d.allowed) await this.#giveBack(key, limits, head.cost, d).catch(() => undefined);
+        if (d.allowed) await this.#giveBack(this.#charges.get(d) ?? [], head.cost).catch(() => undefined);
         delay = 0;
         continue;
       }
@@ -542,6 +613,24 @@ interface Call {
   readonly key: string;
   readonly limits: readonly CompiledLimit[];
   readonly cost: number;
+  readonly tenant: string | undefined;
+  readonly priority: Priority;
+}
+
+/** Permits taken on one storage key (and the concurrency lease, if any). */
+interface Charge {
+  readonly key: string;
+  readonly limits: readonly CompiledLimit[];
+  readonly leaseId: string | undefined;
+}
+
+const TENANT_PATTERN = /^[^|]{1,128}$/;
+
+function checkTenant(tenant: unknown): string {
+  if (typeof tenant !== 'string' || !TENANT_PATTERN.test(tenant)) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'tenant', "must be 1 to 128 characters without '|'");
+  }
+  return tenant;
 }
 
 /** The decision of an open circuit breaker: no store call was made. */

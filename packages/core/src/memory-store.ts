@@ -127,7 +127,14 @@ export class MemoryStore implements LimitStore {
     this.#checkOpen();
     const now = this.#options.clock.now();
     const entry = this.#read(request.key, request.limits, now);
-    const outcome = evaluateKey(entry ? statesOf(entry) : [], request.limits, request.cost, now, request.leaseId);
+    const outcome = evaluateKey(
+      entry ? statesOf(entry) : [],
+      request.limits,
+      request.cost,
+      now,
+      request.leaseId,
+      request.reserve ?? 0,
+    );
     if (outcome.allowed) this.#write(request.key, request.limits, outcome.next, now + outcome.ttlMs);
     return { allowed: outcome.allowed, statuses: outcome.statuses, now };
   }

@@ -61,7 +61,9 @@ export function createPrometheusObserver(options: PrometheusObserverOptions): Li
   healthy.set(1);
   return {
     decided({ resource, mode, decision }) {
-      decisions.inc({ resource, mode, outcome: decision.allowed ? 'allowed' : 'denied', source: decision.source ?? 'store' });
+      // Shadow-mode admissions that would have been denied are told apart, not hidden.
+      const outcome = decision.shadow ? 'shadow_denied' : decision.allowed ? 'allowed' : 'denied';
+      decisions.inc({ resource, mode, outcome, source: decision.source ?? 'store' });
       if (!decision.allowed) rejections.inc({ resource, reason: decision.reason });
     },
     storeSwitched({ healthy: isHealthy }) {

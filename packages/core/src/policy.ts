@@ -158,13 +158,15 @@ export function compileLimits(policies: readonly LimitPolicy[] | LimitPolicy, pa
   return Object.freeze(compiled);
 }
 
+/** The most a limit can hold at once: a bucket's burst, a window's limit, concurrent permits. */
+export function capacityOf(limit: CompiledLimit): number {
+  return limit.algorithm === 'token-bucket' || limit.algorithm === 'gcra' ? limit.burst : limit.limit;
+}
+
 /** Largest cost one call may ask for under these limits; more can never be admitted. */
 export function maxCost(limits: readonly CompiledLimit[]): number {
   let max = Infinity;
-  for (const l of limits) {
-    const cap = l.algorithm === 'token-bucket' || l.algorithm === 'gcra' ? l.burst : l.limit;
-    max = Math.min(max, cap);
-  }
+  for (const l of limits) max = Math.min(max, capacityOf(l));
   return max;
 }
 

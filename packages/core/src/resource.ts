@@ -31,6 +31,15 @@ export interface ResourceOptions {
    * @default 1
    */
   split?: number;
+  /** Decide and count, never block: denials are returned as admissions marked `shadow`. */
+  shadow?: boolean;
+  /** A share of every limit (0..0.9) that only `core` traffic may use; `normal` is shed first. */
+  priority?: { reserved: number };
+  /**
+   * Quotas per tenant, inside the resource's limits: a call for a tenant must fit both. The
+   * `'*'` entry applies to tenants without their own.
+   */
+  tenants?: Record<string, LimitPolicy | readonly LimitPolicy[]>;
 }
 
 /** A resource's limits alone, or its full options. */
@@ -47,6 +56,10 @@ export interface CompiledResource {
   readonly split: number;
   /** With `split > 1`: the limits of each sub-key (shares summing to the whole). */
   readonly splitLimits: readonly (readonly CompiledLimit[])[];
+  readonly shadow: boolean;
+  /** Share reserved for core traffic (0 when none). */
+  readonly reserved: number;
+  readonly tenants: ReadonlyMap<string, readonly CompiledLimit[]>;
 }
 
 /** Share `i` of `n` of a whole, the remainder going to the first shares (never below 1). */
@@ -89,10 +102,13 @@ export function compileResource(
       lease: undefined,
       split: 1,
       splitLimits: [],
+      shadow: false,
+      reserved: 0,
+      tenants: new Map(),
     });
   }
   for (const k of Object.keys(config)) {
-    if (!['limits', 'breaker', 'prefilter', 'onStoreFailure', 'lease', 'split'].includes(k))
+    if (!['limits', 'breaker', 'prefilter', 'onStoreFailure', 'lease', 'split', 'shadow', 'priority', 'tenants'].includes(k))
       throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.${k}`, 'unknown field');
   }
   if (config.prefilter !== undefined && typeof config.prefilter !== 'boolean') {
@@ -112,9 +128,33 @@ export function compileResource(
   if (split > 1 && limits.some((l) => l.algorithm === 'concurrency')) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.split`, 'concurrency limits cannot be split');
   }
+  if (config.shadow !== undefined && typeof config.shadow !== 'boolean') {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.shadow`, 'must be a boolean');
+  }
+  const reserved = config.priority?.reserved ?? 0;
+  if (typeof reserved !== 'number' || !(reserved >= 0 && reserved <= 0.9)) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.priority.reserved`, 'must be a number between 0 and 0.9');
+  }
+  if (reserved > 0 && config.lease !== undefined) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.priority`, 'a reserved share cannot be combined with leases');
+  }
+  const tenants = new Map<string, readonly CompiledLimit[]>();
+  for (const [tenant, policies] of Object.entries(config.tenants ?? {})) {
+    if (tenant.length === 0 || tenant.length > 128 || tenant.includes('|')) {
+      throw invalid(
+        ErrorCodes.INVALID_OPTIONS,
+        `${path}.tenants`,
+        `tenant names are 1 to 128 characters without '|', got ${JSON.stringify(tenant)}`,
+      );
+    }
+    tenants.set(tenant, compileLimits(policies, `${path}.tenants.${tenant}`));
+  }
   return Object.freeze({
     name,
     split,
+    shadow: config.shadow ?? false,
+    reserved,
+    tenants,
     splitLimits: split > 1 ? splitLimits(limits, split) : [],
     onStoreFailure: config.onStoreFailure ?? onStoreFailure,
     lease: config.lease === undefined ? undefined : compileLeaseSettings(config.lease, `${path}.lease`),

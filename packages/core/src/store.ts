@@ -9,6 +9,11 @@ export interface ConsumeRequest {
   readonly cost: number;
   /** Id of the concurrency lease to take if the key has a concurrency limit; otherwise ''. */
   readonly leaseId: string;
+  /**
+   * Share (0..1) of every limit held back for core traffic: the call passes only if its cost
+   * plus that share fits. Omitted or 0 for core traffic.
+   */
+  readonly reserve?: number;
 }
 
 /** What a store decided, with the store-clock time it decided at (milliseconds). */
