@@ -20,7 +20,7 @@ export default defineConfig({
         resolve: { alias },
         test: {
           name: 'integration',
-          include: ['packages/*/test/**/*.test.ts'],
+          include: ['packages/*/test/**/*.test.ts', 'test/integration/**/*.test.ts'],
           testTimeout: 60_000,
           hookTimeout: 60_000,
           // Integration files share real servers; running them one at a time keeps timing sane

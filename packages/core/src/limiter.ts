@@ -262,7 +262,7 @@ export class Limiter {
    */
   async acquire(resource: string, options: AcquireOptions = {}): Promise<Decision> {
     const call = this.#prepare(resource, options);
-    const { key, limits, cost } = call;
+    const { key, cost } = call;
     const maxWaitMs = intOption(options.maxWaitMs, 'maxWaitMs', this.#maxWaitMs, 0, MAX_WAIT_BOUND_MS);
     const signal = options.signal;
     throwIfAborted(signal);
@@ -529,7 +529,6 @@ export class Limiter {
 
   /** Serves one key's waiters in order; only the head asks the store. */
   async #pump(call: Call, queue: WaitQueue, firstDelay: number): Promise<void> {
-    const { key, limits } = call;
     let delay = firstDelay;
     while (queue.waiters.length > 0 && !this.#closed) {
       if (delay > 0) await queue.sleep(delay);
