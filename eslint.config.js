@@ -8,7 +8,7 @@ export default tseslint.config(
   {
     languageOptions: {
       parserOptions: {
-        projectService: { allowDefaultProject: ['*.js', 'examples/*/*.mjs'] },
+        projectService: { allowDefaultProject: ['*.js', 'examples/*/*.mjs', 'test/integration/fixtures/*.mjs'] },
         tsconfigRootDir: import.meta.dirname,
       },
     },

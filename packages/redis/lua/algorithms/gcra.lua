@@ -1,0 +1,41 @@
+-- Generic cell rate algorithm, mirroring packages/core/src/algorithms/gcra.ts.
+-- State: {2, tat, T} with T = window_ms / limit, the emission interval the state was built with.
+-- evaluate returns: allowed, remaining, retry_after_ms, reset_after_ms, next, ttl_ms (the last
+-- two only when allowed).
+local gcra = { code = 2 }
+
+function gcra.evaluate(state, cost, now, limit)
+  local T = limit.window_ms / limit.limit
+  local tau = limit.burst * T
+  local tat = state == nil and now or max(state[2], now)
+  local new_tat = tat + cost * T
+  if new_tat - now <= tau + EPS_MS then
+    local reset_after = ceil_ms(new_tat - now)
+    return true, whole_permits((tau - (new_tat - now)) / T), 0, reset_after, { 2, new_tat, T }, reset_after
+  end
+  return false, whole_permits((tau - (tat - now)) / T), ceil_ms(new_tat - tau - now), ceil_ms(tat - now)
+end
+
+function gcra.adjust(state, delta, now, limit)
+  local T = limit.window_ms / limit.limit
+  local tat = state == nil and now or max(state[2], now)
+  local new_tat = max(now, tat + delta * T)
+  local ttl = ceil_ms(new_tat - now)
+  if new_tat > now then
+    return { 2, new_tat, T }, ttl
+  end
+  return nil, ttl
+end
+
+function gcra.usage(state, now, _limit)
+  return max(0, state[2] - now) / state[3]
+end
+
+function gcra.from_usage(used, now, limit)
+  local T = limit.window_ms / limit.limit
+  return { 2, now + used * T, T }
+end
+
+function gcra.compatible(state, limit)
+  return state[3] == limit.window_ms / limit.limit
+end

@@ -1,0 +1,116 @@
+--[[
+sluice batch script, protocol 1: decides a batch of Sluice operations in one call, atomically,
+all at one instant of Redis' clock (TIME; the callers' clocks are never used). Items run in
+order, so several items for one key see each other's effects exactly as sequential calls would.
+
+KEYS: one state key per key group g = 1..G (a group is one Sluice key; the caller sends one
+      call per Cluster slot), then two lease keys for each group listed in ARGV (see below):
+  KEYS[g]          the group's state: STRING, cmsgpack {expires_at, gc_at, id, state, ...}
+                   (lib/entry.lua)
+  KEYS[G + 2j - 1] the j-th listed group's concurrency leases: ZSET lease id -> expires_at (ms)
+  KEYS[G + 2j]     their costs: HASH lease id -> permits
+  All keys of a group carry the same hash tag. Lease keys are declared (and touched) only for
+  groups named by an item whose policy has a concurrency limit.
+
+ARGV:
+  [1]  protocol version, "1"
+  [2]  P, the number of policies (1..MAX_ITEMS)
+  then P policies, each: L (1..8), then L limits of 7 values:
+       code (1 token bucket, 2 gcra, 3 sliding window, 4 fixed window, 5 sliding log,
+       6 concurrency), limit, window_ms, burst, slices, lease_ttl_ms, id
+       (integers within packages/core's POLICY_BOUNDS; ids unique within the policy, at most
+       one concurrency limit)
+  then C, the number of groups with lease keys, and those C groups in increasing order
+       (so G = #KEYS - 2C)
+  then, as the last argument, the items: one MessagePack array of N (1..MAX_ITEMS) items of 5
+       values each (integers, and strings where said): op, policy (1..P), group (1..G), amount,
+       extra
+       op 1 consume  amount = cost (0..1e9); extra = the lease a concurrency limit takes
+       op 2 adjust   amount = delta (-1e9..1e9, negative refunds); extra = ""
+       op 3 renew    amount = the lease's new lifetime in ms (1..86400000); extra = lease id
+       op 4 release  amount = 0; extra = lease id
+       op 5 reserve  amount = max permits (1..1e9); extra = min permits (0..max, an integer)
+       lease ids: at most 256 bytes; renew and release need a policy with a concurrency limit,
+       reserve one without; an item whose policy has one needs its group's lease keys
+
+Returns {0, now, results...}: now is the decision time in ms ("%.17g": exact), then each
+item's results, one after the other (the caller knows each item's width):
+  consume  A, then per limit in policy order: a, m, t, s. A = 1 if every limit allowed (and
+           was charged); a = 1 if the limit allowed; m remaining; t retry_after_ms;
+           s reset_after_ms
+  reserve  G, then as consume: G permits granted (0: none, nothing charged)
+  adjust   0
+  renew    1 if the lease was live and is extended, else 0
+  release  1 if the lease was live and is freed, else 0
+  Figures are integer replies, or exact strings from 2^53 on. An item that could not be
+  applied has one value instead: its negative code (lib/codes.lua).
+Returns {code, message} with a positive code when the call is malformed; nothing is applied.
+]]
+
+local rcall = redis.call
+local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
+
+local PROTOCOL = '1'
+local MAX_ITEMS = 4096
+local MAX_LIMITS = 8
+local MAX_LIMIT = 1000000000
+local MAX_LOG_LIMIT = 10000
+local MAX_WINDOW_MS = 31622400000
+local MAX_SLICES = 100
+local MIN_LEASE_TTL_MS = 10
+local MAX_LEASE_TTL_MS = 86400000
+local MAX_COST = 1000000000
+local MAX_ID_LENGTH = 64
+local MAX_LEASE_ID_LENGTH = 256
+
+--@include "lib/codes.lua"
+--@include "lib/numeric.lua"
+--@include "algorithms/token_bucket.lua"
+--@include "algorithms/gcra.lua"
+--@include "algorithms/sliding_window.lua"
+--@include "algorithms/fixed_window.lua"
+--@include "algorithms/sliding_log.lua"
+--@include "algorithms/concurrency.lua"
+--@include "lib/normalize.lua"
+--@include "lib/entry.lua"
+--@include "lib/args.lua"
+
+--@include "lib/operations.lua"
+
+local policies, lease_keys, items = parse_args()
+if policies == nil then
+  -- parse_args returned nil, a code and a message.
+  return { lease_keys, items }
+end
+
+local time = rcall('TIME')
+local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
+
+local entries = {}
+local out = { OK, fmt(now) }
+for at = 1, #items, 5 do
+  local op, policy, group, amount, extra = items[at], policies[items[at + 1]], items[at + 2], items[at + 3], items[at + 4]
+  local entry = entries[group]
+  if entry == nil then
+    local lease_at = lease_keys[group]
+    entry = entry_load(KEYS[group], lease_at and KEYS[lease_at], lease_at and KEYS[lease_at + 1])
+    entries[group] = entry
+  end
+  if entry.corrupt then
+    out[#out + 1] = ERR_CORRUPT_STATE
+  elseif op == 1 then
+    op_consume(entry, policy, amount, extra, now, out)
+  elseif op == 2 then
+    op_adjust(entry, policy, amount, now, out)
+  elseif op == 5 then
+    op_reserve(entry, policy, extra, amount, now, out)
+  else
+    op_lease(entry, policy, op, extra, amount, now, out)
+  end
+end
+
+for _, entry in pairs(entries) do
+  entry_flush(entry, now)
+end
+
+return out

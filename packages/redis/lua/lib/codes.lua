@@ -1,0 +1,9 @@
+-- Result codes shared with src/codes.ts (a unit test checks that both lists agree).
+-- Whole-call codes are the first element of the reply; item codes replace an item's result.
+local OK = 0
+-- The caller speaks another protocol version than this script (a rolling deploy).
+local ERR_PROTOCOL_VERSION = 1
+-- An argument is missing, malformed or out of bounds; the reply's second element says which.
+local ERR_BAD_ARGUMENT = 2
+-- Item code: the key holds something this script did not write (foreign or corrupt data).
+local ERR_CORRUPT_STATE = -3

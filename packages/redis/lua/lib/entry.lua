@@ -1,0 +1,143 @@
+-- Entries: the state of one Sluice key, mirroring the MemoryStore's entries
+-- (packages/core/src/memory-store.ts). An entry is read once per call, changed in Lua by every
+-- item that names it, in order, and written back once at the end.
+--
+-- Stored value of the state key (STRING, cmsgpack):
+--   {expires_at, gc_at, id1, state1, id2, state2, ...}
+--   expires_at  the entry's logical end (ms, Redis clock): at or after it the entry counts as
+--               absent, exactly like MemoryStore's expiresAt.
+--   gc_at       when Redis' own expiry (PX) removes the key, as of the write that set it. It
+--               stays at least GC_SAFETY_MS past expires_at, so Redis never removes a live
+--               entry; writes that keep within it leave the PX alone (SET KEEPTTL costs half a
+--               SET PX), and the lease keys share it.
+--   id, state   one limit's state per limit id: a rate state ({code, ...} as in the TypeScript)
+--               or {6, total} for a concurrency limit whose leases live in lkey/ckey.
+
+-- How far past expires_at a new PX reaches, and how close to it a write may come before the
+-- PX is set again. Redis' expiry clock is the script's start in whole ms, a few ms at most from
+-- TIME; the slack covers that many times over.
+local GC_MARGIN_MS = 2000
+local GC_SAFETY_MS = 1000
+-- Longest PX ever set (about 300 years): a token bucket in debt can ask for more than int64 ms.
+local MAX_GC_MS = 1e13
+
+local function entry_load(skey, lkey, ckey)
+  local entry = { skey = skey, lkey = lkey, ckey = ckey, states = {}, exp = nil, dirty = false, aligned = nil }
+  local raw = redis.pcall('GET', skey)
+  if type(raw) == 'table' then
+    -- An error reply (WRONGTYPE): the key belongs to someone else.
+    entry.corrupt = true
+    return entry
+  end
+  if not raw then
+    return entry
+  end
+  local ok, blob = pcall(cmsgpack.unpack, raw)
+  if not ok or type(blob) ~= 'table' or type(blob[1]) ~= 'number' or type(blob[2]) ~= 'number' then
+    entry.corrupt = true
+    return entry
+  end
+  for i = 3, #blob, 2 do
+    local id, state = blob[i], blob[i + 1]
+    if type(id) ~= 'string' or type(state) ~= 'table' or type(state[1]) ~= 'number' then
+      entry.corrupt = true
+      return entry
+    end
+    entry.states[id] = state
+  end
+  entry.exp, entry.gc = blob[1], blob[2]
+  return entry
+end
+
+-- Lease keys are declared only for keys whose policy has a concurrency limit. When they are
+-- not, the leases of a dropped state are left to expire with their own PX: nothing reads them
+-- again, since a new concurrency state always starts by deleting them (concurrency.commit).
+local function entry_drop_leases(entry)
+  if entry.lkey ~= nil then
+    rcall('DEL', entry.lkey, entry.ckey)
+  end
+end
+
+-- Brings the entry in line with the policy before an operation reads entry.states[limit.id]
+-- (MemoryStore #read): an expired entry is dropped; states of limits no longer in the policy, or
+-- that changed between rate and concurrency, are dropped; the algorithms convert the rest.
+local function entry_align(entry, policy, now)
+  if entry.exp == nil then
+    return
+  end
+  -- Checked on every read: an entry written earlier in the call with a zero ttl ends at now.
+  if entry.exp <= now then
+    for _, state in pairs(entry.states) do
+      if state[1] == concurrency.code then
+        entry_drop_leases(entry)
+      end
+    end
+    entry.states, entry.exp, entry.dirty, entry.aligned = {}, nil, true, nil
+    return
+  end
+  if entry.aligned == policy then
+    return
+  end
+  for id, state in pairs(entry.states) do
+    local limit = policy.by_id[id]
+    local was_concurrency = state[1] == concurrency.code
+    if limit == nil or was_concurrency ~= (limit.code == concurrency.code) then
+      if was_concurrency then
+        entry_drop_leases(entry)
+      end
+      entry.states[id] = nil
+      entry.dirty = true
+    end
+  end
+  entry.aligned = policy
+end
+
+-- Stores the states `nexts` (aligned with the policy's limits; nil: no state) on an aligned
+-- entry. Like MemoryStore, the entry's end is kept in whole milliseconds, rounded up.
+local function entry_write(entry, policy, nexts, expires_at)
+  local states = entry.states
+  local limits = policy.limits
+  for i = 1, #limits do
+    states[limits[i].id] = nexts[i]
+  end
+  entry.exp, entry.dirty, entry.aligned = ceil(expires_at), true, policy
+end
+
+local function entry_flush(entry, now)
+  if not entry.dirty or entry.corrupt then
+    return
+  end
+  local blob = { entry.exp, 0 }
+  local has_leases = false
+  if entry.exp ~= nil and entry.aligned ~= nil then
+    for _, limit in ipairs(entry.aligned.limits) do
+      local state = entry.states[limit.id]
+      if state ~= nil then
+        blob[#blob + 1] = limit.id
+        blob[#blob + 1] = state
+        has_leases = has_leases or state[1] == concurrency.code
+      end
+    end
+  end
+  -- An entry without states is the same as no entry.
+  if #blob < 4 then
+    rcall('DEL', entry.skey)
+    return
+  end
+  local gc = entry.gc
+  if gc ~= nil and entry.exp + GC_SAFETY_MS <= gc then
+    blob[2] = gc
+    rcall('SET', entry.skey, cmsgpack.pack(blob), 'KEEPTTL')
+  else
+    local px = min(ceil(entry.exp - now), MAX_GC_MS) + GC_MARGIN_MS
+    gc = now + px
+    blob[2] = gc
+    rcall('SET', entry.skey, cmsgpack.pack(blob), 'PX', px)
+  end
+  if has_leases and entry.lkey ~= nil then
+    -- Lease keys may have been emptied (deleted) and created again: always give them the PX.
+    local px = ceil(gc - now)
+    rcall('PEXPIRE', entry.lkey, px)
+    rcall('PEXPIRE', entry.ckey, px)
+  end
+end

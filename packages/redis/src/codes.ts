@@ -1,0 +1,23 @@
+/**
+ * Result codes of the batch script, as defined in `lua/lib/codes.lua` (a unit test checks that
+ * both agree). Positive codes fail a whole call before anything is applied; negative codes
+ * replace one item's result.
+ */
+export const ScriptCodes = Object.freeze({
+  OK: 0,
+  /** The script speaks another protocol version than the client (a rolling deploy). */
+  ERR_PROTOCOL_VERSION: 1,
+  /** An argument is missing, malformed or out of bounds. */
+  ERR_BAD_ARGUMENT: 2,
+  /** The key holds something the script did not write. */
+  ERR_CORRUPT_STATE: -3,
+});
+
+/** Version of the KEYS/ARGV layout spoken with `lua/batch.lua`. */
+export const PROTOCOL_VERSION = '1';
+
+/** The item operations of the batch protocol. */
+export const Ops = Object.freeze({ consume: 1, adjust: 2, renew: 3, release: 4, reserve: 5 });
+
+/** One of {@link Ops}. */
+export type Op = (typeof Ops)[keyof typeof Ops];

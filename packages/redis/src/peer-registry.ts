@@ -1,0 +1,115 @@
+import { randomUUID } from 'node:crypto';
+import { ErrorCodes, SluiceError, type PeerCount } from '@sluice/core';
+import type { Cluster, Redis } from 'ioredis';
+import { loadScript, runScript, type LuaScript } from './scripts.js';
+
+/** Options of {@link RedisPeerRegistry}. */
+export interface RedisPeerRegistryOptions {
+  /** The connection to heartbeat through (not closed by the registry). */
+  client: Redis | Cluster;
+  /** The registry's key; clients sharing limits must use the same one. @default 'sluice:peers' */
+  key?: string;
+  /** This client's id. @default a random UUID */
+  id?: string;
+  /** How often this client announces itself, in ms. @default 1000 */
+  heartbeatMs?: number;
+  /** A client missing heartbeats for this long no longer counts, in ms. @default 3 * heartbeatMs */
+  ttlMs?: number;
+}
+
+let peersScript: LuaScript | undefined;
+
+/**
+ * The live clients sharing a store, kept in Redis: each client heartbeats into a sorted set and
+ * reads how many heartbeated recently. `count` is the last value read, so it stays available
+ * (and unchanged) while Redis is down: exactly what sizing a local fallback to a fair share
+ * needs. Used as `failover.peers` of a Limiter.
+ *
+ * @example
+ * const peers = new RedisPeerRegistry({ client: redis });
+ * await peers.start();
+ * const limiter = new Limiter({ store, failover: { peers }, resources });
+ * // ... on shutdown: await limiter.close(); await peers.close();
+ */
+export class RedisPeerRegistry implements PeerCount {
+  readonly id: string;
+  readonly #client: Redis | Cluster;
+  readonly #key: string;
+  readonly #heartbeatMs: number;
+  readonly #ttlMs: number;
+  #count = 1;
+  #timer: NodeJS.Timeout | undefined;
+  #beat: Promise<void> | undefined;
+  #closed = false;
+
+  constructor(options: RedisPeerRegistryOptions) {
+    this.#client = options.client;
+    this.#key = options.key ?? 'sluice:peers';
+    this.id = options.id ?? randomUUID();
+    this.#heartbeatMs = options.heartbeatMs ?? 1000;
+    this.#ttlMs = options.ttlMs ?? 3 * this.#heartbeatMs;
+    if (
+      !Number.isInteger(this.#heartbeatMs) ||
+      this.#heartbeatMs < 10 ||
+      !Number.isInteger(this.#ttlMs) ||
+      this.#ttlMs <= this.#heartbeatMs
+    ) {
+      throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'heartbeatMs must be an integer >= 10 and ttlMs larger than it', {
+        field: 'heartbeatMs',
+      });
+    }
+    peersScript ??= loadScript('peers.lua');
+  }
+
+  /** Live clients as last seen (at least 1: this one). */
+  get count(): number {
+    return this.#count;
+  }
+
+  /** Announces this client and starts heartbeating. Rejects if Redis cannot be reached. */
+  async start(): Promise<void> {
+    await this.#heartbeat(true);
+    this.#schedule();
+  }
+
+  /** Stops heartbeating and leaves the registry (best effort). */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    await this.#beat;
+    await this.#call('leave').catch(() => undefined);
+  }
+
+  #schedule(): void {
+    if (this.#closed) return;
+    this.#timer = setTimeout(() => {
+      this.#beat = this.#heartbeat(false).finally(() => {
+        this.#beat = undefined;
+        this.#schedule();
+      });
+    }, this.#heartbeatMs);
+    this.#timer.unref();
+  }
+
+  async #heartbeat(strict: boolean): Promise<void> {
+    try {
+      this.#count = Math.max(1, await this.#call('beat'));
+    } catch (err) {
+      // While Redis is away the last count stays: that is what the fallback is sized by.
+      if (strict) throw err;
+    }
+  }
+
+  async #call(op: 'beat' | 'leave'): Promise<number> {
+    const [settled] = await runScript(
+      this.#client,
+      peersScript!,
+      [{ keys: [this.#key], args: [this.id, String(this.#ttlMs), op] }],
+      false,
+    );
+    if (!settled!.ok)
+      throw new SluiceError(ErrorCodes.STORE_UNAVAILABLE, 'peer registry heartbeat failed', { cause: settled!.error });
+    return Number(settled!.reply);
+  }
+}

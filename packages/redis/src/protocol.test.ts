@@ -1,0 +1,128 @@
+import { ErrorCodes, compileLimits } from '@sluice/core';
+import { describe, expect, it } from 'vitest';
+import { Ops, PROTOCOL_VERSION, ScriptCodes } from './codes.js';
+import { toStoreError } from './errors.js';
+import { keyNames } from './keys.js';
+import { decodeReply, encodeBatch, type BatchItem } from './protocol.js';
+import { policyArgs } from './validate.js';
+import { unpack } from '../test/msgpack.js';
+
+const limits = compileLimits([
+  { algorithm: 'token-bucket', limit: 10, windowMs: 1000, burst: 5 },
+  { algorithm: 'concurrency', limit: 2, leaseTtlMs: 500, id: 'c' },
+]);
+const other = compileLimits({ algorithm: 'fixed-window', limit: 3 });
+
+function item(op: BatchItem['op'], key: string, amount: number, extra: string | number = '', l = limits): BatchItem {
+  return { op, stateKey: keyNames('p:', key).state, limits: l, policy: policyArgs(l), amount, extra };
+}
+
+describe('batch encoding', () => {
+  it('sends each policy and each key once, lease keys only where a policy has leases', () => {
+    const call = encodeBatch([
+      item(Ops.adjust, 'b', -2, '', other),
+      item(Ops.consume, 'a', 1, 'l1'),
+      item(Ops.consume, 'b', 1, 'l2'),
+      item(Ops.consume, 'a', 3, 'l3', other),
+      item(Ops.consume, 'c', 3, '', other),
+    ]);
+    // Groups: b = 1, a = 2, c = 3; b and a have leases (listed in group order).
+    expect(call.keys).toEqual(['p:{b}', 'p:{a}', 'p:{c}', 'p:{b}:l', 'p:{b}:c', 'p:{a}:l', 'p:{a}:c']);
+    expect(call.args.slice(0, -1)).toEqual([
+      PROTOCOL_VERSION,
+      '2',
+      ...['1', '4', '3', '1000', '3', '10', '30000', '0'],
+      ...['2', '1', '10', '1000', '5', '10', '30000', '0', '6', '2', '1000', '2', '10', '500', 'c'],
+      ...['2', '1', '2'],
+    ]);
+    expect(unpack(call.args.at(-1) as Buffer)).toEqual([
+      ...[2, 1, 1, -2, ''],
+      ...[1, 2, 2, 1, 'l1'],
+      ...[1, 2, 1, 1, 'l2'],
+      ...[1, 1, 2, 3, 'l3'],
+      ...[1, 1, 3, 3, ''],
+    ]);
+  });
+});
+
+describe('reply decoding', () => {
+  const items = [
+    item(Ops.consume, 'a', 1, 'l'),
+    item(Ops.adjust, 'a', 1),
+    item(Ops.renew, 'a', 100, 'l'),
+    item(Ops.reserve, 'b', 5, 1, other),
+  ];
+
+  it('decodes every kind of result exactly', () => {
+    const out = decodeReply(
+      [0, '1700000000123.4568', ...[0, 1, 4, 0, 1000, 0, 0, 250, 499], 0, 1, ...[3, 1, 1, 0, 0, 59877]],
+      items,
+    );
+    expect(out).toEqual([
+      {
+        ok: true,
+        value: {
+          allowed: false,
+          now: 1700000000123.4568,
+          statuses: [
+            { id: '0', algorithm: 'token-bucket', allowed: true, limit: 10, remaining: 4, retryAfterMs: 0, resetAfterMs: 1000 },
+            { id: 'c', algorithm: 'concurrency', allowed: false, limit: 2, remaining: 0, retryAfterMs: 250, resetAfterMs: 499 },
+          ],
+        },
+      },
+      { ok: true, value: undefined },
+      { ok: true, value: true },
+      {
+        ok: true,
+        value: {
+          allowed: true,
+          granted: 3,
+          now: 1700000000123.4568,
+          statuses: [
+            { id: '0', algorithm: 'fixed-window', allowed: true, limit: 3, remaining: 0, retryAfterMs: 0, resetAfterMs: 59877 },
+          ],
+        },
+      },
+    ]);
+  });
+
+  it('keeps huge figures that Redis integers could not carry', () => {
+    const [r] = decodeReply([0, '1', 0, 0, 0, '31536000000000000000', '31536000000000000000', 0, 0, 0, 0], items.slice(0, 1));
+    expect(r).toMatchObject({ ok: true, value: { statuses: [{ retryAfterMs: 31536000000000000000 }, {}] } });
+  });
+
+  it('turns script codes and malformed replies into typed failures', () => {
+    const code = (reply: unknown) => decodeReply(reply, items).map((o) => (o.ok ? 'ok' : toStoreError(o.failure).code));
+    expect(code([ScriptCodes.ERR_PROTOCOL_VERSION, 'v2'])).toEqual(Array(4).fill(ErrorCodes.STORE_PROTOCOL));
+    expect(code([ScriptCodes.ERR_BAD_ARGUMENT, 'item 1'])).toEqual(Array(4).fill(ErrorCodes.STORE_PROTOCOL));
+    expect(code('OK')).toEqual(Array(4).fill(ErrorCodes.STORE_PROTOCOL));
+    expect(code([0, '1', 1, 1, 1, 1, 1])).toEqual(Array(4).fill(ErrorCodes.STORE_PROTOCOL));
+    expect(code([0, '1', ScriptCodes.ERR_CORRUPT_STATE, 0, 7, -3])).toEqual([
+      ErrorCodes.STORE_PROTOCOL,
+      'ok',
+      ErrorCodes.STORE_PROTOCOL,
+      ErrorCodes.STORE_PROTOCOL,
+    ]);
+  });
+});
+
+describe('error mapping', () => {
+  const reply = (message: string) => Object.assign(new Error(message), { name: 'ReplyError' });
+
+  it('gives every failure a store error code', () => {
+    const code = (failure: Parameters<typeof toStoreError>[0]) => toStoreError(failure).code;
+    expect(code({ kind: 'client', error: new Error('Command timed out') })).toBe(ErrorCodes.STORE_TIMEOUT);
+    expect(code({ kind: 'client', error: new Error('Connection is closed.') })).toBe(ErrorCodes.STORE_UNAVAILABLE);
+    expect(code({ kind: 'client', error: reply('LOADING Redis is loading the dataset in memory') })).toBe(
+      ErrorCodes.STORE_UNAVAILABLE,
+    );
+    expect(code({ kind: 'client', error: reply('CLUSTERDOWN The cluster is down') })).toBe(ErrorCodes.STORE_UNAVAILABLE);
+    expect(code({ kind: 'client', error: reply('ERR Error running script') })).toBe(ErrorCodes.STORE_PROTOCOL);
+    expect(code({ kind: 'not-ready', status: 'reconnecting' })).toBe(ErrorCodes.STORE_UNAVAILABLE);
+    expect(code({ kind: 'timeout', ms: 50 })).toBe(ErrorCodes.STORE_TIMEOUT);
+    expect(code({ kind: 'closed' })).toBe(ErrorCodes.CLOSED);
+    expect(code({ kind: 'script', code: 99 })).toBe(ErrorCodes.STORE_PROTOCOL);
+    const cause = new Error('Connection is closed.');
+    expect(toStoreError({ kind: 'client', error: cause }).cause).toBe(cause);
+  });
+});

@@ -1,0 +1,179 @@
+import type { CompiledLimit, ConsumeResult, LimitStatus, LimitStore } from '@sluice/core';
+import { Ops, PROTOCOL_VERSION, ScriptCodes, type Op } from './codes.js';
+import type { StoreFailure } from './errors.js';
+import { namesOf } from './keys.js';
+import { packArray, type PackValue } from './msgpack.js';
+import type { ScriptCall } from './scripts.js';
+
+/** What {@link LimitStore.reserve} takes (named here: the core's index does not export it). */
+export type ReserveRequest = Parameters<LimitStore['reserve']>[0];
+/** What {@link LimitStore.reserve} answers. */
+export type ReserveResult = Awaited<ReturnType<LimitStore['reserve']>>;
+
+/** One operation in a batch, already validated. */
+export interface BatchItem {
+  readonly op: Op;
+  /** Redis name of the key's state (see keys.ts). */
+  readonly stateKey: string;
+  readonly limits: readonly CompiledLimit[];
+  /** The limits as the script reads them (see validate.ts policyArgs). */
+  readonly policy: readonly string[];
+  /** cost (consume), delta (adjust), lifetime (renew), 0 (release) or max permits (reserve). */
+  readonly amount: number;
+  /** The lease id (consume, renew, release), min permits (reserve) or '' (adjust). */
+  readonly extra: string | number;
+}
+
+/** What one item came to: a consume result, a renew/release flag, nothing (adjust), or a failure. */
+export type ItemOutcome =
+  | { readonly ok: true; readonly value: ConsumeResult | ReserveResult | boolean | undefined }
+  | { readonly ok: false; readonly failure: StoreFailure };
+
+/**
+ * Encodes items as one call of `lua/batch.lua` (layout in its header). Policies and keys named
+ * by several items are sent once; lease keys only for keys whose policy has a concurrency
+ * limit. Items keep their order, which the script applies them in.
+ */
+export function encodeBatch(items: readonly BatchItem[]): ScriptCall {
+  const policies = new Map<readonly string[], number>();
+  const groups = new Map<string, number>();
+  const keys: string[] = [];
+  const leaseGroups: number[] = [];
+  const policyArgs: string[] = [];
+  const values: PackValue[] = [];
+  for (const item of items) {
+    let p = policies.get(item.policy);
+    if (p === undefined) {
+      p = policies.size + 1;
+      policies.set(item.policy, p);
+      for (const a of item.policy) policyArgs.push(a);
+    }
+    let g = groups.get(item.stateKey);
+    if (g === undefined) {
+      g = groups.size + 1;
+      groups.set(item.stateKey, g);
+      keys.push(item.stateKey);
+    }
+    if (hasConcurrency(item.limits) && !leaseGroups.includes(g)) leaseGroups.push(g);
+    values.push(item.op, p, g, item.amount, item.extra);
+  }
+  // The script wants the groups with leases in increasing order, their keys in that order.
+  leaseGroups.sort((a, b) => a - b);
+  for (const g of leaseGroups) {
+    const names = namesOf(keys[g - 1]!);
+    keys.push(names.leases, names.costs);
+  }
+  const args: (string | Buffer)[] = [PROTOCOL_VERSION, String(policies.size)];
+  for (const a of policyArgs) args.push(a);
+  args.push(String(leaseGroups.length));
+  for (const g of leaseGroups) args.push(String(g));
+  args.push(packArray(values));
+  return { keys, args };
+}
+
+const withConcurrency = new WeakMap<readonly CompiledLimit[], boolean>();
+
+function hasConcurrency(limits: readonly CompiledLimit[]): boolean {
+  let has = withConcurrency.get(limits);
+  if (has === undefined) {
+    has = limits.some((l) => l.algorithm === 'concurrency');
+    withConcurrency.set(limits, has);
+  }
+  return has;
+}
+
+function fail(items: readonly BatchItem[], failure: StoreFailure): ItemOutcome[] {
+  return items.map(() => ({ ok: false, failure }));
+}
+
+/** A reply figure: an integer, or an exact string past 2^53. */
+function figure(value: unknown): number {
+  return typeof value === 'number' ? value : typeof value === 'string' ? Number(value) : Number.NaN;
+}
+
+/**
+ * Reads a consume result, `A, (a, m, t, s) per limit`, or with `granted` a reserve result,
+ * `G, A, ...`, from `reply` at `at` (see the script's header).
+ */
+export function decodeConsume(
+  reply: readonly unknown[],
+  at: number,
+  limits: readonly CompiledLimit[],
+  now: number,
+  granted = false,
+): ConsumeResult | ReserveResult | undefined {
+  const head = at + (granted ? 1 : 0);
+  if (reply.length < head + 1 + 4 * limits.length) return undefined;
+  const statuses: LimitStatus[] = [];
+  for (let i = 0; i < limits.length; i++) {
+    const l = limits[i]!;
+    const s = head + 1 + 4 * i;
+    const remaining = figure(reply[s + 1]);
+    const retryAfterMs = figure(reply[s + 2]);
+    const resetAfterMs = figure(reply[s + 3]);
+    if (Number.isNaN(remaining) || Number.isNaN(retryAfterMs) || Number.isNaN(resetAfterMs)) return undefined;
+    statuses.push({
+      id: l.id,
+      algorithm: l.algorithm,
+      allowed: reply[s] === 1,
+      limit: l.limit,
+      remaining,
+      retryAfterMs,
+      resetAfterMs,
+    });
+  }
+  const allowed = reply[head] === 1;
+  if (!granted) return { allowed, statuses, now };
+  const permits = figure(reply[at]);
+  return Number.isInteger(permits) ? { allowed, granted: permits, statuses, now } : undefined;
+}
+
+/** How many reply values an item's result takes (when it is not an error code). */
+function width(item: BatchItem): number {
+  switch (item.op) {
+    case Ops.consume:
+      return 1 + 4 * item.limits.length;
+    case Ops.reserve:
+      return 2 + 4 * item.limits.length;
+    default:
+      return 1;
+  }
+}
+
+/** Decodes a script reply into one outcome per item, in order. */
+export function decodeReply(reply: unknown, items: readonly BatchItem[]): ItemOutcome[] {
+  if (!Array.isArray(reply) || typeof reply[0] !== 'number') {
+    return fail(items, { kind: 'reply', detail: `expected an array starting with a code, got ${typeof reply}` });
+  }
+  const code = reply[0];
+  if (code !== ScriptCodes.OK) return fail(items, { kind: 'script', code, detail: String(reply[1]) });
+  const now = Number(reply[1]);
+  if (!Number.isFinite(now)) return fail(items, { kind: 'reply', detail: `bad time ${String(reply[1])}` });
+  let at = 2;
+  const outcomes = items.map((item): ItemOutcome => {
+    const first: unknown = reply[at];
+    if (typeof first === 'number' && first < 0) {
+      at += 1;
+      return { ok: false, failure: { kind: 'script', code: first, detail: item.stateKey } };
+    }
+    const start = at;
+    at += width(item);
+    switch (item.op) {
+      case Ops.consume:
+      case Ops.reserve: {
+        const value = decodeConsume(reply, start, item.limits, now, item.op === Ops.reserve);
+        return value ? { ok: true, value } : { ok: false, failure: { kind: 'reply', detail: `bad result at ${start}` } };
+      }
+      case Ops.adjust:
+        return first === 0
+          ? { ok: true, value: undefined }
+          : { ok: false, failure: { kind: 'reply', detail: `bad adjust result ${String(first)}` } };
+      default:
+        return first === 0 || first === 1
+          ? { ok: true, value: first === 1 }
+          : { ok: false, failure: { kind: 'reply', detail: `bad lease result ${String(first)}` } };
+    }
+  });
+  if (at !== reply.length) return fail(items, { kind: 'reply', detail: `expected ${at} values, got ${reply.length}` });
+  return outcomes;
+}

@@ -1,0 +1,83 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { PROTOCOL_VERSION, ScriptCodes } from './codes.js';
+import { batchScriptSource, resolveIncludes } from './scripts.js';
+
+const lua = (file: string) => readFileSync(fileURLToPath(new URL(`../lua/${file}`, import.meta.url)), 'utf8');
+
+describe('Lua includes', () => {
+  const files: Record<string, string> = {
+    '/s/main.lua': 'local a = 1\n--@include "lib/x.lua"\n--@include "lib/y.lua"\nreturn a',
+    '/s/lib/x.lua': '--@include "y.lua"\nlocal x = 2',
+    '/s/lib/y.lua': 'local y = 3',
+  };
+  const read = (p: string) => {
+    const text = files[p];
+    if (text === undefined) throw new Error(`no ${p}`);
+    return text;
+  };
+
+  it('resolves includes relative to the including file, each file once', () => {
+    const out = resolveIncludes('/s/main.lua', read);
+    expect(out.match(/local y = 3/g)).toHaveLength(1);
+    expect(out.indexOf('local y = 3')).toBeLessThan(out.indexOf('local x = 2'));
+    expect(out).not.toMatch(/^--@include/m);
+  });
+
+  it('includes each file once, even when files include each other', () => {
+    const mutual: Record<string, string> = { '/c/a.lua': 'A\n--@include "b.lua"', '/c/b.lua': 'B\n--@include "a.lua"' };
+    const out = resolveIncludes('/c/a.lua', (p) => mutual[p]!);
+    expect(out.match(/^A$/gm)).toHaveLength(1);
+    expect(out.match(/^B$/gm)).toHaveLength(1);
+    expect(() => resolveIncludes('/c/missing.lua', read)).toThrow(/no \/c\/missing.lua/);
+  });
+});
+
+describe('the batch script', () => {
+  const script = batchScriptSource();
+
+  it('is fully resolved, named with its protocol version and identified by its SHA1', () => {
+    expect(script.source).not.toMatch(/^--@include/m);
+    expect(script.name).toBe(`sluice:batch:v${PROTOCOL_VERSION}`);
+    expect(script.sha).toBe(createHash('sha1').update(script.source).digest('hex'));
+    for (const name of ['token_bucket', 'gcra', 'sliding_window', 'fixed_window', 'sliding_log', 'concurrency']) {
+      expect(script.source, name).toContain(`local ${name} = {`);
+    }
+  });
+
+  it('speaks the protocol version the client sends', () => {
+    expect(lua('batch.lua')).toContain(`local PROTOCOL = '${PROTOCOL_VERSION}'`);
+  });
+
+  it('defines the result codes the client maps', () => {
+    const defined = Object.fromEntries(
+      [...lua('lib/codes.lua').matchAll(/^local (\w+) = (-?\d+)$/gm)].map((m) => [m[1]!, Number(m[2])]),
+    );
+    expect(defined).toEqual(ScriptCodes);
+  });
+
+  it('uses the core constants and bounds', async () => {
+    const core = await import('@sluice/core');
+    const numeric = lua('lib/numeric.lua');
+    const constant = (name: string) => Number(new RegExp(`^local ${name} = (\\S+)$`, 'm').exec(numeric)?.[1]);
+    expect(constant('EPS_PERMITS')).toBe(core.EPS_PERMITS);
+    expect(constant('EPS_MS')).toBe(core.EPS_MS);
+    const batch = lua('batch.lua');
+    const bound = (name: string) => Number(new RegExp(`^local ${name} = (\\d+)$`, 'm').exec(batch)?.[1]);
+    expect(bound('MAX_LIMITS')).toBe(core.POLICY_BOUNDS.maxLimitsPerKey);
+    expect(bound('MAX_LIMIT')).toBe(core.POLICY_BOUNDS.maxLimit);
+    expect(bound('MAX_LOG_LIMIT')).toBe(core.POLICY_BOUNDS.maxLogLimit);
+    expect(bound('MAX_WINDOW_MS')).toBe(core.POLICY_BOUNDS.maxWindowMs);
+    expect(bound('MAX_SLICES')).toBe(core.POLICY_BOUNDS.maxSlices);
+    expect(bound('MIN_LEASE_TTL_MS')).toBe(core.POLICY_BOUNDS.minLeaseTtlMs);
+    expect(bound('MAX_LEASE_TTL_MS')).toBe(core.POLICY_BOUNDS.maxLeaseTtlMs);
+    expect(bound('MAX_ID_LENGTH')).toBe(core.POLICY_BOUNDS.maxIdLength);
+    expect(bound('MAX_COST')).toBe(core.MAX_COST);
+    expect(Object.values(core.ALGORITHM_CODES).sort()).toEqual([1, 2, 3, 4, 5, 6]);
+    for (const [algorithm, code] of Object.entries(core.ALGORITHM_CODES)) {
+      expect(lua(`algorithms/${algorithm.replace('-', '_')}.lua`), algorithm).toContain(`= { code = ${code} }`);
+    }
+  });
+});

@@ -1,0 +1,127 @@
+import {
+  ALGORITHM_CODES,
+  DEFAULT_MAX_KEY_LENGTH,
+  ErrorCodes,
+  POLICY_BOUNDS,
+  SluiceError,
+  checkDelta,
+  checkKey,
+  compileLimits,
+  type CompiledLimit,
+  MAX_COST,
+} from '@sluice/core';
+import { invalid } from './errors.js';
+
+/** Longest lease id, in UTF-8 bytes (the script's bound). */
+export const MAX_LEASE_ID_BYTES = 256;
+
+const FIELDS = ['id', 'algorithm', 'code', 'limit', 'windowMs', 'burst', 'slices', 'leaseTtlMs'] as const;
+
+/** Limit lists already checked, with their encoding for the script. Compiled lists are frozen. */
+const checked = new WeakMap<readonly CompiledLimit[], readonly string[]>();
+
+/**
+ * Checks that `limits` is a list of compiled limits (as `compileLimits` makes them) and returns
+ * its encoding for the batch script: `L`, then per limit code, limit, windowMs, burst, slices,
+ * leaseTtlMs, id. Frozen lists are checked once.
+ */
+export function policyArgs(limits: readonly CompiledLimit[]): readonly string[] {
+  const cached = checked.get(limits);
+  if (cached !== undefined) return cached;
+  if (!Array.isArray(limits)) throw invalid(ErrorCodes.INVALID_POLICY, 'limits', 'must be an array of compiled limits');
+  const list = limits as readonly unknown[];
+  if (list.some((l) => typeof l !== 'object' || l === null)) {
+    throw invalid(ErrorCodes.INVALID_POLICY, 'limits', 'must be an array of compiled limits');
+  }
+  const given = list as readonly CompiledLimit[];
+  // Compiling the plain fields again checks every bound with the core's own messages.
+  const compiled = compileLimits(
+    given.map((l) => ({
+      algorithm: l.algorithm,
+      limit: l.limit,
+      windowMs: l.windowMs,
+      burst: l.burst,
+      slices: l.slices,
+      leaseTtlMs: l.leaseTtlMs,
+      id: l.id,
+    })),
+  );
+  compiled.forEach((c, i) => {
+    for (const f of FIELDS) {
+      if (c[f] !== given[i]![f])
+        throw invalid(ErrorCodes.INVALID_POLICY, `limits[${i}].${f}`, 'is not what compileLimits would make');
+    }
+    if (c.code !== ALGORITHM_CODES[c.algorithm])
+      throw invalid(ErrorCodes.INVALID_POLICY, `limits[${i}].code`, 'does not match the algorithm');
+  });
+  const args = [String(compiled.length)];
+  for (const l of compiled) {
+    args.push(String(l.code), String(l.limit), String(l.windowMs), String(l.burst), String(l.slices), String(l.leaseTtlMs), l.id);
+  }
+  const frozen = Object.freeze(args);
+  if (Object.isFrozen(limits) && given.every((l) => Object.isFrozen(l))) checked.set(limits, frozen);
+  return frozen;
+}
+
+/** A Sluice key: a string of at most DEFAULT_MAX_KEY_LENGTH characters. */
+export function storeKey(key: unknown): string {
+  return checkKey(key, DEFAULT_MAX_KEY_LENGTH);
+}
+
+/** A cost: an integer in 0..MAX_COST. Costs above what a limit holds are simply denied. */
+export function storeCost(cost: unknown): number {
+  if (typeof cost !== 'number' || !Number.isInteger(cost) || cost < 0 || cost > MAX_COST) {
+    throw invalid(ErrorCodes.INVALID_COST, 'cost', `must be an integer between 0 and ${MAX_COST}, got ${String(cost)}`);
+  }
+  return cost;
+}
+
+/** An adjustment: an integer in -MAX_COST..MAX_COST. */
+export function storeDelta(delta: unknown): number {
+  return checkDelta(delta);
+}
+
+/** A lease id: a string of at most MAX_LEASE_ID_BYTES UTF-8 bytes. */
+export function storeLeaseId(leaseId: unknown): string {
+  if (typeof leaseId !== 'string' || Buffer.byteLength(leaseId) > MAX_LEASE_ID_BYTES) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'leaseId', `must be a string of at most ${MAX_LEASE_ID_BYTES} bytes`);
+  }
+  return leaseId;
+}
+
+/** A lease lifetime for a renewal: an integer in 1..maxLeaseTtlMs. */
+export function storeLeaseTtl(ttlMs: unknown): number {
+  if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs < 1 || ttlMs > POLICY_BOUNDS.maxLeaseTtlMs) {
+    throw invalid(
+      ErrorCodes.INVALID_OPTIONS,
+      'ttlMs',
+      `must be an integer between 1 and ${POLICY_BOUNDS.maxLeaseTtlMs}, got ${String(ttlMs)}`,
+    );
+  }
+  return ttlMs;
+}
+
+/** Reservation bounds: integers with 0 <= min <= max, 1 <= max <= MAX_COST. */
+export function storeReserveBounds(min: unknown, max: unknown): [number, number] {
+  if (typeof max !== 'number' || !Number.isInteger(max) || max < 1 || max > MAX_COST) {
+    throw invalid(ErrorCodes.INVALID_COST, 'max', `must be an integer between 1 and ${MAX_COST}, got ${String(max)}`);
+  }
+  if (typeof min !== 'number' || !Number.isInteger(min) || min < 0 || min > max) {
+    throw invalid(ErrorCodes.INVALID_COST, 'min', `must be an integer between 0 and max (${max}), got ${String(min)}`);
+  }
+  return [min, max];
+}
+
+/** Reservations take rate permits only: a lease cannot be shared out. */
+export function noConcurrencyLimit(limits: readonly CompiledLimit[]): void {
+  if (limits.some((l) => l.algorithm === 'concurrency')) {
+    throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'keys with a concurrency limit cannot be reserved');
+  }
+}
+
+/** The key's concurrency limit, which renew and release need. */
+export function concurrencyLimit(limits: readonly CompiledLimit[]): CompiledLimit {
+  const limit = limits.find((l) => l.algorithm === 'concurrency');
+  if (limit === undefined) throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'the key has no concurrency limit to hold leases');
+  return limit;
+}

@@ -1,0 +1,289 @@
+/**
+ * Redis must decide exactly as the in-memory store does. Random sequences of calls go to Redis;
+ * the same calls are then replayed on a MemoryStore whose clock is set to the time each Redis
+ * call decided at (ConsumeResult.now), and every result must be equal to the bit. The memory
+ * store runs the core's evaluateKey/adjustKey, so this checks the Lua against the TypeScript
+ * operation by operation, including expiry, policy changes and several calls per batch.
+ *
+ * Statuses are whole numbers, so a drift in the last bit of a stored state could hide behind
+ * them for a long time: after every tick the state Redis stores is also decoded and compared
+ * with the states a replay through the core's pure functions keeps (test/reference.ts).
+ *
+ * Failures print their seed; rerun with SLUICE_SEED=<seed> to replay.
+ */
+import {
+  MemoryStore,
+  compileLimits,
+  type Clock,
+  type CompiledLimit,
+  type ConsumeResult,
+  type LimitPolicy,
+  type LimitStore,
+  type TimerHandle,
+} from '@sluice/core';
+import type { Cluster, Redis } from 'ioredis';
+import { keyNames } from '../src/index.js';
+import { afterAll, describe, expect, it } from 'vitest';
+
+type ReserveResult = Awaited<ReturnType<LimitStore['reserve']>>;
+import { cleanUp, prng, sleep, standalone, testSeed } from './helpers.js';
+import { unpack, type Packed } from './msgpack.js';
+import { ReferenceStore } from './reference.js';
+
+/** A clock the replay sets to each Redis decision time. */
+class SetClock implements Clock {
+  value = 0;
+  now(): number {
+    return this.value;
+  }
+  setTimer(): TimerHandle {
+    return {};
+  }
+  clearTimer(): void {}
+}
+
+type Step =
+  | { op: 'consume'; key: string; limits: readonly CompiledLimit[]; cost: number; leaseId: string }
+  | { op: 'adjust'; key: string; limits: readonly CompiledLimit[]; delta: number }
+  | { op: 'reserve'; key: string; limits: readonly CompiledLimit[]; min: number; max: number }
+  | { op: 'renew' | 'release'; key: string; limits: readonly CompiledLimit[]; leaseId: string; ttlMs?: number };
+
+interface Scenario {
+  name: string;
+  /** Policies a key may switch between (by limit id, so state carries over). */
+  variants: LimitPolicy[][];
+  /** Largest cost to draw. */
+  maxCost: number;
+}
+
+const RATE = ['token-bucket', 'gcra', 'sliding-window', 'fixed-window', 'sliding-log'] as const;
+
+function scenarios(): Scenario[] {
+  const single = RATE.map((algorithm): Scenario => ({
+    name: algorithm,
+    variants: [
+      [{ algorithm, id: 'r', limit: 5, windowMs: 200, burst: 3, slices: 4 }],
+      [{ algorithm, id: 'r', limit: 8, windowMs: 150, burst: 8, slices: 5 }],
+      [{ algorithm, id: 'r', limit: 3, windowMs: 70, burst: 2, slices: 1 }],
+    ].map((v) => v.map((p) => strip(p))),
+    maxCost: 4,
+  }));
+  return [
+    ...single,
+    {
+      name: 'algorithm changes on one limit id',
+      variants: RATE.map((algorithm, i) => [
+        strip({ algorithm, id: 'main', limit: 4 + i, windowMs: 90 + 30 * i, burst: 3 + i, slices: 3 }),
+      ]),
+      maxCost: 3,
+    },
+    {
+      name: 'concurrency',
+      variants: [
+        [{ algorithm: 'concurrency', id: 'c', limit: 3, leaseTtlMs: 60 }],
+        [{ algorithm: 'concurrency', id: 'c', limit: 2, leaseTtlMs: 25 }],
+      ],
+      maxCost: 2,
+    },
+    {
+      name: 'mixed limits, added and removed',
+      variants: [
+        [
+          { algorithm: 'token-bucket', id: 'a', limit: 10, windowMs: 120, burst: 4 },
+          { algorithm: 'sliding-window', id: 'b', limit: 6, windowMs: 200, slices: 5 },
+          { algorithm: 'concurrency', id: 'c', limit: 3, leaseTtlMs: 80 },
+        ],
+        [
+          { algorithm: 'gcra', id: 'a', limit: 7, windowMs: 100, burst: 3 },
+          { algorithm: 'fixed-window', id: 'd', limit: 5, windowMs: 90 },
+        ],
+        [
+          { algorithm: 'sliding-log', id: 'b', limit: 5, windowMs: 150 },
+          { algorithm: 'concurrency', id: 'c', limit: 2, leaseTtlMs: 40 },
+          { algorithm: 'token-bucket', id: 'd', limit: 9, windowMs: 60 },
+        ],
+        // The same id switching between rate and concurrency drops its state.
+        [{ algorithm: 'concurrency', id: 'a', limit: 2, leaseTtlMs: 50 }],
+      ],
+      maxCost: 3,
+    },
+  ];
+}
+
+/** Keeps only the fields the algorithm uses, so compileLimits accepts the policy. */
+function strip(p: LimitPolicy): LimitPolicy {
+  const { algorithm, id, limit, windowMs, burst, slices } = p;
+  const out: LimitPolicy = { algorithm, id, limit, windowMs };
+  if (algorithm === 'token-bucket' || algorithm === 'gcra') out.burst = Math.min(burst ?? limit, limit * 2);
+  if (algorithm === 'sliding-window') out.slices = slices;
+  return out;
+}
+
+/**
+ * One tick's calls, made together so that they share one batch (and one Redis time): at most 7,
+ * as the store sends 8 or more as two calls.
+ */
+function randomTick(
+  rnd: () => number,
+  keys: string[],
+  policy: Map<string, readonly CompiledLimit[]>,
+  compiled: (readonly CompiledLimit[])[],
+  maxCost: number,
+): Step[] {
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)]!;
+  const steps: Step[] = [];
+  const n = rnd() < 0.6 ? 1 : 1 + Math.floor(rnd() * 6);
+  for (let i = 0; i < n; i++) {
+    const key = pick(keys);
+    if (rnd() < 0.08) policy.set(key, pick(compiled));
+    const limits = policy.get(key)!;
+    const hasLeases = limits.some((l) => l.algorithm === 'concurrency');
+    const leaseId = hasLeases ? `lease-${Math.floor(rnd() * 4)}` : '';
+    const r = rnd();
+    if (r < 0.6) steps.push({ op: 'consume', key, limits, cost: Math.floor(rnd() * (maxCost + 1)), leaseId });
+    else if (r < 0.75) steps.push({ op: 'adjust', key, limits, delta: Math.floor(rnd() * (2 * maxCost + 1)) - maxCost });
+    else if (r < 0.85 && !hasLeases) {
+      const max = 1 + Math.floor(rnd() * 2 * maxCost);
+      steps.push({ op: 'reserve', key, limits, min: Math.floor(rnd() * (max + 1)), max });
+    } else if (hasLeases) {
+      const ttl = rnd() < 0.5 ? undefined : 10 + Math.floor(rnd() * 60);
+      steps.push({ op: rnd() < 0.5 ? 'renew' : 'release', key, limits, leaseId, ...(ttl === undefined ? {} : { ttlMs: ttl }) });
+    } else steps.push({ op: 'consume', key, limits, cost: 0, leaseId });
+  }
+  // Every tick reports its time through a consume (or a reservation).
+  if (!steps.some((s) => s.op === 'consume' || s.op === 'reserve')) {
+    const key = pick(keys);
+    const limits = policy.get(key)!;
+    const leaseId = limits.some((l) => l.algorithm === 'concurrency') ? 'lease-0' : '';
+    steps.push({ op: 'consume', key, limits, cost: Math.floor(rnd() * 2), leaseId });
+  }
+  return steps;
+}
+
+function run(store: LimitStore, step: Step): Promise<ConsumeResult | ReserveResult | boolean | void> {
+  switch (step.op) {
+    case 'consume':
+      return store.consume(step);
+    case 'adjust':
+      return store.adjust(step);
+    case 'reserve':
+      return store.reserve(step);
+    case 'renew':
+      return store.renew(step);
+    case 'release':
+      return store.release(step);
+  }
+}
+
+function replay(ref: ReferenceStore, step: Step, now: number): ConsumeResult | ReserveResult | boolean | void {
+  switch (step.op) {
+    case 'consume':
+      return ref.consume(step.key, step.limits, step.cost, step.leaseId, now);
+    case 'adjust':
+      return ref.adjust(step.key, step.limits, step.delta, now);
+    case 'reserve':
+      return ref.reserve(step.key, step.limits, step.min, step.max, now);
+    case 'renew':
+    case 'release':
+      return ref.lease(step.op, step.key, step.limits, step.leaseId, step.op === 'renew' ? step.ttlMs : undefined, now);
+  }
+}
+
+/** Checks that Redis stores exactly the states the reference keeps for `key`. */
+async function expectStored(
+  admin: Redis | Cluster,
+  prefix: string,
+  key: string,
+  ref: ReferenceStore,
+  now: number,
+  context: string,
+) {
+  const entry = ref.entries.get(key);
+  // Expired entries are dropped lazily by both, and by Redis' own expiry too: nothing to compare.
+  if (entry !== undefined && entry.expiresAt <= now) return;
+  const names = keyNames(prefix, key);
+  const raw = await admin.getBuffer(names.state);
+  const defined =
+    entry?.limits.flatMap((l, i) => (entry.states[i] === undefined ? [] : [{ limit: l, state: entry.states[i] }])) ?? [];
+  if (defined.length === 0) {
+    expect(raw, `${context}: no state expected`).toBeNull();
+    return;
+  }
+  expect(raw, `${context}: state expected`).not.toBeNull();
+  const blob = unpack(raw!) as Packed[];
+  expect(blob[0], `${context}: entry expiry`).toBe(entry!.expiresAt);
+  // Redis removes the key by itself only well after the entry's end.
+  expect(blob[1] as number, `${context}: Redis expiry`).toBeGreaterThanOrEqual(entry!.expiresAt + 1000);
+  const pttl = await admin.pttl(names.state);
+  expect(now + pttl, `${context}: PTTL`).toBeGreaterThanOrEqual(entry!.expiresAt + 900);
+  const stored = new Map<string, Packed>();
+  for (let i = 2; i < blob.length; i += 2) stored.set(blob[i] as string, blob[i + 1]!);
+  expect([...stored.keys()].sort(), `${context}: limit ids`).toEqual(defined.map((d) => d.limit.id).sort());
+  for (const { limit, state } of defined) {
+    if (limit.algorithm !== 'concurrency') {
+      expect(stored.get(limit.id), `${context}: state of ${limit.id}`).toEqual(state);
+      continue;
+    }
+    const leases = (state as readonly { id: string; cost: number; expiresAt: number }[])
+      .slice()
+      .sort((a, b) => (a.id < b.id ? -1 : 1));
+    const scores = await admin.zrange(names.leases, 0, -1, 'WITHSCORES');
+    const costs = await admin.hgetall(names.costs);
+    const inRedis = [];
+    for (let i = 0; i < scores.length; i += 2)
+      inRedis.push({ id: scores[i]!, cost: Number(costs[scores[i]!]), expiresAt: Number(scores[i + 1]) });
+    inRedis.sort((a, b) => (a.id < b.id ? -1 : 1));
+    expect(inRedis, `${context}: leases of ${limit.id}`).toEqual(leases);
+    expect(Object.keys(costs).length, `${context}: lease costs`).toBe(leases.length);
+    expect(stored.get(limit.id), `${context}: lease total`).toEqual([6, leases.reduce((sum, l) => sum + l.cost, 0)]);
+  }
+}
+
+describe('differential: Redis decides exactly as the in-memory store', () => {
+  const target = standalone('diff');
+  const store = target.store();
+  const admin = target.admin();
+  afterAll(async () => {
+    await store.close();
+    await cleanUp(admin, target.prefix);
+  });
+
+  it.each(scenarios())('$name', async (scenario) => {
+    const seed = testSeed();
+    const rnd = prng(seed);
+    const context = `scenario "${scenario.name}", seed ${seed} (rerun with SLUICE_SEED=${seed})`;
+    const compiled = scenario.variants.map((v) => compileLimits(v));
+    const keys = [`${scenario.name}:a:${seed}`, `${scenario.name}:b:${seed}`];
+    const policy = new Map(keys.map((k) => [k, compiled[0]!]));
+    const clock = new SetClock();
+    const oracle = new MemoryStore({ clock, sweepIntervalMs: 0 });
+    const ref = new ReferenceStore();
+    let previousNow = -Infinity;
+    let steps = 0;
+    for (let tick = 0; tick < 160; tick++) {
+      const batch = randomTick(rnd, keys, policy, compiled, scenario.maxCost);
+      const results = await Promise.all(batch.map((s) => run(store, s)));
+      const nows = results.flatMap((r) => (typeof r === 'object' ? [r.now] : []));
+      // Calls made in one tick are decided by one script call, at one instant.
+      expect(new Set(nows).size, context).toBe(1);
+      const now = nows[0]!;
+      expect(now, context).toBeGreaterThanOrEqual(previousNow);
+      previousNow = now;
+      clock.value = now;
+      for (let i = 0; i < batch.length; i++) {
+        const expected = await run(oracle, batch[i]!);
+        const call = `${context}, tick ${tick}, call ${i}: ${JSON.stringify(batch[i])}`;
+        expect(results[i], call).toEqual(expected);
+        expect(replay(ref, batch[i]!, now), `${call}: the reference drifted from MemoryStore`).toEqual(expected);
+        steps++;
+      }
+      for (const key of keys)
+        await expectStored(admin, target.prefix, key, ref, now, `${context}, after tick ${tick}, key ${key}`);
+      const pause = rnd();
+      if (pause < 0.3) await sleep(Math.floor(rnd() * 40));
+      else if (pause < 0.5) await sleep(1);
+    }
+    await oracle.close();
+    expect(steps).toBeGreaterThan(160);
+  });
+});

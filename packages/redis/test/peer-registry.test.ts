@@ -1,0 +1,47 @@
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomPrefix, redisUrl } from '../../../test/env.js';
+import { RedisPeerRegistry } from '../src/peer-registry.js';
+
+describe('RedisPeerRegistry', () => {
+  let redis: Redis;
+  beforeAll(() => {
+    redis = new Redis(redisUrl());
+  });
+  afterAll(() => {
+    redis.disconnect();
+  });
+
+  it('counts live clients and forgets those that stop heartbeating', async () => {
+    const key = `${randomPrefix('peers')}registry`;
+    const peers = [0, 1, 2].map(() => new RedisPeerRegistry({ client: redis, key, heartbeatMs: 50, ttlMs: 200 }));
+    for (const p of peers) await p.start();
+    await new Promise((r) => setTimeout(r, 120));
+    expect(peers.map((p) => p.count)).toEqual([3, 3, 3]);
+    // A client that died: one heartbeat on Redis' clock, then nothing.
+    const [sec, usec] = await redis.time();
+    await redis.zadd(key, Number(sec) * 1000 + Math.floor(Number(usec) / 1000), 'ghost');
+    await new Promise((r) => setTimeout(r, 70));
+    expect(peers[0]!.count).toBe(4);
+    await peers[2]!.close();
+    await peers[1]!.close();
+    await new Promise((r) => setTimeout(r, 300));
+    expect(peers[0]!.count).toBe(1);
+    await peers[0]!.close();
+    expect(await redis.zcard(key)).toBe(0);
+  });
+
+  it('keeps the last count while Redis is unreachable', async () => {
+    const dead = new Redis(1, '127.0.0.1', {
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      enableOfflineQueue: false,
+      retryStrategy: () => null,
+    });
+    const registry = new RedisPeerRegistry({ client: dead, heartbeatMs: 50 });
+    await expect(registry.start()).rejects.toMatchObject({ code: 'SLUICE_ERR_STORE_UNAVAILABLE' });
+    expect(registry.count).toBe(1);
+    await registry.close();
+    dead.disconnect();
+  });
+});

@@ -1,0 +1,161 @@
+/** How the store batches, routes and stores, against standalone Redis and Redis Cluster. */
+import { MemoryStore, compileLimits, type ConsumeResult } from '@sluice/core';
+import calculateSlot from 'cluster-key-slot';
+import { Cluster, Redis } from 'ioredis';
+import { keyNames, RedisStore } from '../src/index.js';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { randomPrefix, redisClusterNodes, redisUrl } from '../../../test/env.js';
+import { cleanUp, keysUnder, sleep } from './helpers.js';
+
+const bucket = compileLimits({ algorithm: 'token-bucket', limit: 1000, windowMs: 60_000 });
+
+describe('standalone', () => {
+  const prefix = randomPrefix('store');
+  const client = new Redis(redisUrl());
+  afterAll(() => cleanUp(client, prefix));
+
+  it('decides the calls made in one tick in two script calls, in arrival order, one time each', async () => {
+    const store = new RedisStore({ client, prefix, maxBatchSize: 512 });
+    const evalsha = vi.spyOn(client, 'evalsha');
+    try {
+      const results = await Promise.all(
+        Array.from({ length: 300 }, () => store.consume({ key: 'tick', limits: bucket, cost: 1, leaseId: '' })),
+      );
+      expect(evalsha).toHaveBeenCalledTimes(2);
+      expect(results.map((r) => r.statuses[0]!.remaining)).toEqual(Array.from({ length: 300 }, (_, i) => 999 - i));
+      expect(new Set(results.slice(0, 150).map((r) => r.now)).size).toBe(1);
+      expect(new Set(results.slice(150).map((r) => r.now)).size).toBe(1);
+      // A tick with fewer calls is one script call.
+      evalsha.mockClear();
+      await Promise.all(Array.from({ length: 7 }, () => store.consume({ key: 'tick', limits: bucket, cost: 1, leaseId: '' })));
+      expect(evalsha).toHaveBeenCalledTimes(1);
+    } finally {
+      evalsha.mockRestore();
+      await store.close();
+    }
+  });
+
+  it('splits a burst larger than maxBatchSize into calls that keep the order', async () => {
+    const store = new RedisStore({ client, prefix, maxBatchSize: 100 });
+    const evalsha = vi.spyOn(client, 'evalsha');
+    // 250 calls, at most 100 per script call: three calls.
+    const calls = Array.from({ length: 250 }, (_, i) =>
+      i % 5 === 4
+        ? store.adjust({ key: 'split', limits: bucket, delta: 1 }).then(() => undefined)
+        : store.consume({ key: 'split', limits: bucket, cost: 1, leaseId: '' }),
+    );
+    const results = (await Promise.all(calls)).filter((r): r is ConsumeResult => r !== undefined);
+    expect(evalsha).toHaveBeenCalledTimes(3);
+    // Every fifth call charged one more permit; remaining counts down across the three calls.
+    expect(results.map((r) => r.statuses[0]!.remaining)).toEqual(
+      Array.from({ length: 200 }, (_, i) => 999 - i - Math.floor(i / 4)),
+    );
+    evalsha.mockRestore();
+    await store.close();
+  });
+
+  it('connects a lazy client it was given', async () => {
+    const lazy = new Redis(redisUrl(), { lazyConnect: true });
+    const store = new RedisStore({ client: lazy, prefix });
+    expect((await store.consume({ key: 'lazy', limits: bucket, cost: 1, leaseId: '' })).allowed).toBe(true);
+    await store.close();
+    expect(lazy.status).toBe('ready');
+    lazy.disconnect();
+  });
+
+  it('reports figures beyond 2^53 exactly', async () => {
+    const store = new RedisStore({ client, prefix });
+    // One permit a year and a debt of a billion: the retry-after is about 3e19 ms.
+    const yearly = compileLimits({ algorithm: 'token-bucket', limit: 1, windowMs: 366 * 24 * 3600 * 1000 });
+    const [, r] = await Promise.all([
+      store.adjust({ key: 'debt', limits: yearly, delta: 1e9 }),
+      store.consume({ key: 'debt', limits: yearly, cost: 1, leaseId: '' }),
+    ]);
+    const clock = { now: () => r.now, setTimer: () => ({}), clearTimer: () => {} };
+    const memory = new MemoryStore({ clock, sweepIntervalMs: 0 });
+    await memory.adjust({ key: 'debt', limits: yearly, delta: 1e9 });
+    const expected = await memory.consume({ key: 'debt', limits: yearly, cost: 1, leaseId: '' });
+    expect(r.statuses[0]!.retryAfterMs).toBeGreaterThan(2 ** 53);
+    expect(r).toEqual(expected);
+    await memory.close();
+    await store.close();
+  });
+
+  it('reports the Redis clock', async () => {
+    const store = new RedisStore({ client, prefix });
+    const [sec, usec] = await client.time();
+    const r = await store.consume({ key: 'clock', limits: bucket, cost: 0, leaseId: '' });
+    const redisMs = Number(sec) * 1000 + Number(usec) / 1000;
+    expect(r.now).toBeGreaterThanOrEqual(redisMs);
+    expect(r.now - redisMs).toBeLessThan(5000);
+    await store.close();
+  });
+
+  it('lets idle keys expire shortly after their state stops mattering', async () => {
+    const store = new RedisStore({ client, prefix });
+    const short = compileLimits([
+      { algorithm: 'fixed-window', limit: 5, windowMs: 200 },
+      { algorithm: 'concurrency', limit: 2, leaseTtlMs: 100 },
+    ]);
+    await store.consume({ key: 'idle', limits: short, cost: 1, leaseId: 'l' });
+    const names = keyNames(prefix, 'idle');
+    for (const name of [names.state, names.leases, names.costs]) {
+      const ttl = await client.pttl(name);
+      // The entry ends within 200 ms; Redis removes it 2 s later (see lua/lib/entry.lua).
+      expect(ttl, name).toBeGreaterThan(2000);
+      expect(ttl, name).toBeLessThanOrEqual(200 + 2000 + 1);
+    }
+    await sleep(2300);
+    expect(await client.exists(names.state, names.leases, names.costs)).toBe(0);
+    await store.close();
+  });
+
+  it('reserves what is left when less than asked for', async () => {
+    const store = new RedisStore({ client, prefix });
+    const small = compileLimits({ algorithm: 'fixed-window', limit: 10, windowMs: 60_000 });
+    expect((await store.reserve({ key: 'reserve', limits: small, min: 1, max: 7 })).granted).toBe(7);
+    const rest = await store.reserve({ key: 'reserve', limits: small, min: 1, max: 7 });
+    expect(rest).toMatchObject({ allowed: true, granted: 3 });
+    expect(await store.reserve({ key: 'reserve', limits: small, min: 1, max: 7 })).toMatchObject({ allowed: false, granted: 0 });
+    await store.close();
+  });
+});
+
+describe('cluster', () => {
+  const prefix = randomPrefix('store');
+  const admin = new Cluster(redisClusterNodes());
+  afterAll(() => cleanUp(admin, prefix));
+
+  it('sends one call per slot and decides keys on every master', async () => {
+    const store = new RedisStore({ clusterNodes: redisClusterNodes(), prefix });
+    await store.ping();
+    const evalsha = vi.spyOn(store.client, 'evalsha');
+    const keys = Array.from({ length: 60 }, (_, i) => `spread-${i}`);
+    const results = await Promise.all(
+      keys.flatMap((key) => [1, 2, 3].map(() => store.consume({ key, limits: bucket, cost: 1, leaseId: '' }))),
+    );
+    expect(results.map((r) => r.statuses[0]!.remaining)).toEqual(keys.flatMap(() => [999, 998, 997]));
+    const slots = new Set(keys.map((k) => calculateSlot(keyNames(prefix, k).state)));
+    expect(evalsha.mock.calls.length).toBe(slots.size);
+    const stored = await keysUnder(admin, prefix);
+    expect(stored.length).toBe(keys.length);
+    const masters = await Promise.all(admin.nodes('master').map((n) => n.dbsize()));
+    expect(masters.filter((size) => size > 0).length).toBe(admin.nodes('master').length);
+    evalsha.mockRestore();
+    await store.close();
+  });
+
+  it('keeps a key and its leases in one slot whatever the key contains', async () => {
+    const store = new RedisStore({ clusterNodes: redisClusterNodes(), prefix });
+    const both = compileLimits([
+      { algorithm: 'concurrency', limit: 1, leaseTtlMs: 60_000 },
+      { algorithm: 'gcra', limit: 10, windowMs: 60_000 },
+    ]);
+    for (const key of ['', '}', '{', '{}', '}{', '%', '%7D', 'a}b{c', 'üñï']) {
+      expect((await store.consume({ key, limits: both, cost: 1, leaseId: 'a' })).allowed, key).toBe(true);
+      expect((await store.consume({ key, limits: both, cost: 1, leaseId: 'b' })).allowed, key).toBe(false);
+      expect(await store.release({ key, limits: both, leaseId: 'a' }), key).toBe(true);
+    }
+    await store.close();
+  });
+});
