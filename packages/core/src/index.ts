@@ -27,7 +27,7 @@ export {
   type DecisionSource,
   type LimitStatus,
 } from './decision.js';
-export { ErrorCodes, SluiceError, isSluiceError, type ErrorCode, type SluiceErrorOptions } from './errors.js';
+export { ErrorCodes, SluiceError, invalid, isSluiceError, type ErrorCode, type SluiceErrorOptions } from './errors.js';
 export {
   Failover,
   STORE_FAILURE_POLICIES,
@@ -37,7 +37,7 @@ export {
   type PeerCount,
   type StoreFailurePolicy,
 } from './failover.js';
-export { adjustKey, evaluateKey, type KeyOutcome, type LimitState } from './evaluate.js';
+export { adjustKey, evaluateKey, reserveKey, type KeyOutcome, type LimitState } from './evaluate.js';
 export { Limiter, type AcquireOptions, type LeaseOptions, type LimiterOptions, type TryOptions } from './limiter.js';
 export { MemoryStore, compileMemoryStoreOptions, type MemoryStoreOptions, type MemoryStoreStats } from './memory-store.js';
 export type { DecisionMode, LimiterObserver } from './observer.js';
@@ -65,4 +65,4 @@ export {
   type ResourceConfig,
   type ResourceOptions,
 } from './resource.js';
-export type { AdjustRequest, ConsumeRequest, ConsumeResult, LeaseRequest, LimitStore } from './store.js';
+export type { AdjustRequest, ConsumeRequest, ConsumeResult, LeaseRequest, LimitStore, ReserveRequest, ReserveResult } from './store.js';
