@@ -65,4 +65,12 @@ export {
   type ResourceConfig,
   type ResourceOptions,
 } from './resource.js';
-export type { AdjustRequest, ConsumeRequest, ConsumeResult, LeaseRequest, LimitStore, ReserveRequest, ReserveResult } from './store.js';
+export type {
+  AdjustRequest,
+  ConsumeRequest,
+  ConsumeResult,
+  LeaseRequest,
+  LimitStore,
+  ReserveRequest,
+  ReserveResult,
+} from './store.js';

@@ -1,0 +1,106 @@
+/**
+ * Command line and environment of `npm run bench`, read once at start.
+ *
+ *   --quick | --full     run length; quick when --quick or BENCH_QUICK=1 (unless --full)
+ *   --redis URL          Redis to measure against; default $SLUICE_REDIS_URL, else a throwaway
+ *                        redis-server started (and stopped) by the bench
+ *   --only a,b           run only some parts: throughput, accuracy, memory
+ */
+
+/** The parts of the benchmark, in the order they run. */
+export const PARTS = ['throughput', 'accuracy', 'memory'] as const;
+export type Part = (typeof PARTS)[number];
+
+/** How long each part runs. */
+export interface ModeSettings {
+  readonly name: 'quick' | 'full';
+  /** Closed-loop warm-up before each throughput cell, ms. */
+  readonly warmupMs: number;
+  /** Measured time of each throughput cell, ms. */
+  readonly measureMs: number;
+  /** Calls in flight of the throughput cells. */
+  readonly inFlight: readonly number[];
+  /** Hot-key cells run at these in-flight counts (a single key is the same as many at 1). */
+  readonly hotInFlight: readonly number[];
+  /** Distinct keys cycled through by the many-keys cells. */
+  readonly keys: number;
+  /** Length of each accuracy run, ms. */
+  readonly accuracyMs: number;
+  /** Keys put in the in-memory store. */
+  readonly memoryKeys: number;
+}
+
+const QUICK: ModeSettings = Object.freeze({
+  name: 'quick',
+  warmupMs: 300,
+  measureMs: 1500,
+  inFlight: [1, 16, 256],
+  hotInFlight: [16, 256],
+  keys: 100_000,
+  accuracyMs: 5000,
+  memoryKeys: 1_000_000,
+});
+
+const FULL: ModeSettings = Object.freeze({
+  name: 'full',
+  warmupMs: 2000,
+  measureMs: 10_000,
+  inFlight: [1, 16, 256],
+  hotInFlight: [1, 16, 256],
+  keys: 1_000_000,
+  accuracyMs: 10_000,
+  memoryKeys: 1_000_000,
+});
+
+/** Compiled options of one run. */
+export interface BenchOptions {
+  readonly mode: ModeSettings;
+  /** Redis to use; undefined: start a throwaway server. */
+  readonly redisUrl: string | undefined;
+  readonly parts: ReadonlySet<Part>;
+}
+
+const USAGE = 'usage: node --expose-gc bench/dist/main.js [--quick | --full] [--redis URL] [--only throughput,accuracy,memory]';
+
+/** Parses argv (without node and script) and the environment; throws with the usage on bad input. */
+export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv): BenchOptions {
+  let quick: boolean | undefined;
+  let redisUrl: string | undefined;
+  let parts: Set<Part> = new Set(PARTS);
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const [flag, inline] = arg.startsWith('--') && arg.includes('=') ? arg.split(/=(.*)/s, 2) : [arg, undefined];
+    const value = (): string => {
+      const v = inline ?? argv[++i];
+      if (v === undefined || v === '') throw new Error(`${flag} needs a value\n${USAGE}`);
+      return v;
+    };
+    switch (flag) {
+      case '--quick':
+        quick = true;
+        break;
+      case '--full':
+        quick = false;
+        break;
+      case '--redis':
+        redisUrl = value();
+        break;
+      case '--only': {
+        const wanted = value().split(',');
+        for (const p of wanted) {
+          if (!(PARTS as readonly string[]).includes(p)) throw new Error(`unknown part ${JSON.stringify(p)}\n${USAGE}`);
+        }
+        parts = new Set(wanted as Part[]);
+        break;
+      }
+      case '--help':
+      case '-h':
+        throw new Error(USAGE);
+      default:
+        throw new Error(`unknown argument ${JSON.stringify(arg)}\n${USAGE}`);
+    }
+  }
+  quick ??= env.BENCH_QUICK === '1' || env.BENCH_QUICK === 'true';
+  redisUrl ??= env.SLUICE_REDIS_URL || undefined;
+  return Object.freeze({ mode: quick ? QUICK : FULL, redisUrl, parts });
+}

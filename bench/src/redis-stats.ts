@@ -1,0 +1,51 @@
+import type { Redis } from 'ioredis';
+
+/** Cumulative counters of a Redis server, from INFO (read-only, safe on a shared server). */
+export interface RedisStats {
+  /** Commands run, scripts counted once per EVAL/EVALSHA plus each command they issue. */
+  readonly calls: number;
+  /** Microseconds spent executing them. */
+  readonly usec: number;
+  /** CPU seconds of the server (user + system). */
+  readonly cpuSec: number;
+}
+
+/** Reads the counters, or undefined if the server refuses INFO (some managed services do). */
+export async function readRedisStats(client: Redis): Promise<RedisStats | undefined> {
+  try {
+    const commands = await client.info('commandstats');
+    const cpu = await client.info('cpu');
+    let calls = 0;
+    let usec = 0;
+    for (const m of commands.matchAll(/^cmdstat_[^:]+:calls=(\d+),usec=(\d+)/gm)) {
+      calls += Number(m[1]);
+      usec += Number(m[2]);
+    }
+    const field = (name: string) => Number(new RegExp(`^${name}:([0-9.]+)`, 'm').exec(cpu)?.[1] ?? NaN);
+    return { calls, usec, cpuSec: field('used_cpu_user') + field('used_cpu_sys') };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Redis work per decision and the server's CPU use over a stretch of `seconds`. */
+export interface RedisCost {
+  readonly callsPerDecision: number;
+  readonly usecPerDecision: number;
+  /** Share of one core the server used, in percent. */
+  readonly cpuPercent: number;
+}
+
+export function redisCost(
+  before: RedisStats | undefined,
+  after: RedisStats | undefined,
+  decisions: number,
+  seconds: number,
+): RedisCost | undefined {
+  if (before === undefined || after === undefined || decisions === 0) return undefined;
+  return {
+    callsPerDecision: (after.calls - before.calls) / decisions,
+    usecPerDecision: (after.usec - before.usec) / decisions,
+    cpuPercent: (100 * (after.cpuSec - before.cpuSec)) / seconds,
+  };
+}
