@@ -92,3 +92,20 @@ describe('shadow mode', () => {
     await limiter.close();
   });
 });
+
+describe('setResources', () => {
+  it('replaces the whole set atomically and keeps state of resources that stay', async () => {
+    const limiter = new Limiter({
+      resources: { a: { algorithm: 'fixed-window', limit: 3, windowMs: minute }, b: { algorithm: 'gcra', limit: 1 } },
+      clock: new ManualClock(),
+    });
+    await limiter.try('a', { cost: 2 });
+    expect(() => limiter.setResources({ a: { algorithm: 'fixed-window', limit: 0 } })).toThrow(/limit/);
+    expect(limiter.resources().sort()).toEqual(['a', 'b']);
+    limiter.setResources({ a: { algorithm: 'fixed-window', limit: 5, windowMs: minute }, c: { algorithm: 'gcra', limit: 1 } });
+    expect(limiter.resources().sort()).toEqual(['a', 'c']);
+    expect((await limiter.try('a')).remaining).toBe(2);
+    await expect(limiter.try('b')).rejects.toMatchObject({ code: ErrorCodes.UNKNOWN_RESOURCE });
+    await limiter.close();
+  });
+});

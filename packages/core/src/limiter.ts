@@ -180,6 +180,30 @@ export class Limiter {
     this.#prefilter.clear();
   }
 
+  /**
+   * Replaces every resource at once (a new rule version): resources not in `resources` are
+   * removed, the others set as by {@link setLimits}. Validates everything before changing
+   * anything, so an invalid set leaves the limiter as it was.
+   */
+  setResources(resources: Record<string, ResourceConfig>): void {
+    const compiled = Object.entries(resources).map(([name, config]) =>
+      compileResource(name, config, this.#clock, this.#onStoreFailure),
+    );
+    const next = new Map<string, CompiledResource>();
+    for (const r of compiled) {
+      const breaker = this.#resources.get(r.name)?.breaker;
+      next.set(r.name, breaker && r.breaker ? { ...r, breaker } : r);
+    }
+    this.#resources.clear();
+    for (const [name, r] of next) this.#resources.set(name, r);
+    this.#prefilter.clear();
+  }
+
+  /** Names of the configured resources. */
+  resources(): string[] {
+    return [...this.#resources.keys()];
+  }
+
   /** The compiled limits of a resource. Throws `SLUICE_ERR_UNKNOWN_RESOURCE` if none. */
   limitsOf(resource: string): readonly CompiledLimit[] {
     return this.#resource(resource).limits;
