@@ -1,0 +1,69 @@
+/**
+ * Sluice rules: rule files (native YAML/JSON, and envoyproxy/ratelimit configurations loaded
+ * unchanged) validated strictly, and a versioned rule store with history, diff, rollback and
+ * live change notification, on disk or in Redis.
+ *
+ * @example
+ * import { readFile } from 'node:fs/promises';
+ * import { Limiter } from '@sluice/core';
+ * import { FileRuleStore, compileRules, limiterResources, matchDescriptors } from '@sluice/rules';
+ *
+ * // Validate a file: every problem is reported as `rules.yaml: resources."db:users".limits[0].burst: ...`
+ * const rules = compileRules(await readFile('rules.yaml', 'utf8'), { file: 'rules.yaml' });
+ *
+ * // Version it; every process watching the store gets each new version within a second.
+ * const store = new FileRuleStore({ dir: '/var/lib/sluice/rules' });
+ * await store.apply(text, { author: 'ana', reason: 'payments quota raised to 1200/min' });
+ * const limiter = new Limiter({ resources: {} });
+ * const stop = store.watch((v) => limiter.setResources(limiterResources(v.ruleSet)));
+ *
+ * // envoy descriptors: which limit applies to each descriptor of a request.
+ * const [m] = matchDescriptors(rules.domains['edge']!, [{ entries: [{ key: 'remote_address', value: ip }] }]);
+ * if (m && !m.unlimited) await limiter.try(m.resource, { key: m.key });
+ */
+export { diffRuleSets, fieldChanges, type FieldChange, type RuleSetDiff, type SectionDiff } from './diff.js';
+export {
+  ENVOY_UNITS,
+  type EnvoyDescriptorInput,
+  type EnvoyDomainInput,
+  type EnvoyRateLimitInput,
+  type EnvoyUnit,
+} from './envoy/schema.js';
+export type { EnvoyDescriptor, EnvoyRateLimit } from './envoy/compile.js';
+export {
+  EnvoyDomain,
+  matchDescriptor,
+  matchDescriptors,
+  wildcardMatch,
+  type DescriptorEntry,
+  type LimitOverride,
+  type MatchedLimit,
+  type RequestDescriptor,
+} from './envoy/match.js';
+export {
+  RulesError,
+  RulesErrorCodes,
+  formatIssue,
+  isRulesError,
+  type RuleIssue,
+  type RulesErrorCode,
+  type RulesErrorOptions,
+} from './errors.js';
+export { diffLines, unifiedDiff, type LineOp, type UnifiedDiffOptions } from './line-diff.js';
+export { loadRuleFiles } from './load.js';
+export { ENVOY_RESOURCE_PREFIX, type ResourceRule, type RuleBreakerOptions, type RuleLeaseSettings } from './native.js';
+export { MAX_RULES_BYTES, type RuleFormat } from './parse.js';
+export { canonicalJson, compileRules, mergeRuleSets, type CompileRulesOptions, type RuleFile, type RuleSet } from './ruleset.js';
+export { DEFAULT_MAX_VERSIONS, MAX_LABEL_LENGTH } from './store/common.js';
+export { FileRuleStore, type FileRuleStoreOptions } from './store/file-store.js';
+export { RedisRuleStore, type RedisRuleStoreOptions, type RuleClusterSeed } from './store/redis-store.js';
+export type {
+  ApplyOptions,
+  HistoryOptions,
+  RollbackOptions,
+  RuleDiff,
+  RuleListener,
+  RuleStore,
+  RuleVersion,
+  RuleVersionMeta,
+} from './store/types.js';

@@ -1,0 +1,179 @@
+import {
+  CircuitBreaker,
+  ManualClock,
+  RESOURCE_PATTERN,
+  STORE_FAILURE_POLICIES,
+  compileLimits,
+  compileResource,
+  type Algorithm,
+  type CircuitBreakerOptions,
+  type LimitPolicy,
+  type ResourceOptions,
+} from '@sluice/core';
+import { z } from 'zod';
+import { coreIssue, unlistLimits, type Path, type PathIssue } from './issues.js';
+
+/** Circuit breaker settings in a rule file: core's `CircuitBreakerOptions` without the clock. */
+export type RuleBreakerOptions = Omit<CircuitBreakerOptions, 'clock'>;
+
+/** Lease settings in a rule file, as core's `ResourceOptions.lease`. */
+export type RuleLeaseSettings = NonNullable<ResourceOptions['lease']>;
+
+/**
+ * One resource of a rule set, as core's `Limiter` takes it (`limiter.setResources(rules.resources)`):
+ * core's `ResourceOptions` with the limits always a list, `shadow` always set, and each tenant's
+ * quota as its list of limits.
+ */
+export type ResourceRule = Omit<ResourceOptions, 'limits' | 'breaker' | 'lease' | 'shadow' | 'tenants'> & {
+  /** The limits, always as a list (a single limit in the file becomes a list of one). */
+  readonly limits: readonly LimitPolicy[];
+  readonly breaker?: RuleBreakerOptions;
+  readonly lease?: RuleLeaseSettings;
+  /** Decide and count, but never block. */
+  readonly shadow: boolean;
+  /** Per-tenant quotas inside the resource's; `"*"` applies to every tenant not named. */
+  readonly tenants?: Readonly<Record<string, readonly LimitPolicy[]>>;
+};
+
+const limitPolicy = z.strictObject({
+  // Any string passes here: core's compileLimits names the algorithms in its own message.
+  algorithm: z.string().transform((s) => s as Algorithm),
+  limit: z.number(),
+  windowMs: z.number().optional(),
+  burst: z.number().optional(),
+  slices: z.number().optional(),
+  leaseTtlMs: z.number().optional(),
+  id: z.string().optional(),
+});
+const limits = z.union([limitPolicy, z.array(limitPolicy)]);
+
+const breaker = z.strictObject({
+  windowMs: z.number().optional(),
+  buckets: z.number().optional(),
+  minimumCalls: z.number().optional(),
+  failureRateThreshold: z.number().optional(),
+  slowCallDurationMs: z.number().optional(),
+  slowCallRateThreshold: z.number().optional(),
+  openDurationMs: z.number().optional(),
+  halfOpenProbes: z.number().optional(),
+});
+
+const lease = z.union([
+  z.literal(true),
+  z.strictObject({
+    ttlMs: z.number().optional(),
+    maxBatch: z.number().optional(),
+    targetMs: z.number().optional(),
+    maxShare: z.number().optional(),
+  }),
+]);
+
+// Compile-time checks that the schema names exactly core's fields: a field added to core
+// fails the build here instead of being rejected as unknown at run time.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const fieldsMatch: [
+  Same<keyof z.infer<typeof limitPolicy>, keyof LimitPolicy>,
+  Same<keyof z.infer<typeof breaker>, keyof RuleBreakerOptions>,
+  Same<keyof Exclude<z.infer<typeof lease>, true>, keyof Exclude<RuleLeaseSettings, true>>,
+] = [true, true, true];
+void fieldsMatch;
+
+// Bounds of the reserved share and tenant names are core's; only shapes are checked here.
+const priority = z.strictObject({ reserved: z.number() });
+
+const resourceName = z.string().refine((n) => RESOURCE_PATTERN.test(n), {
+  error: `is not a valid resource name: must match ${String(RESOURCE_PATTERN)}`,
+});
+/** Prefix of the resources that hold envoy domains' limits (see `EnvoyDomain.resources`). */
+export const ENVOY_RESOURCE_PREFIX = 'envoy:';
+const notEnvoy = z.string().refine((n) => !n.startsWith(ENVOY_RESOURCE_PREFIX), {
+  error: `is reserved: names starting with "${ENVOY_RESOURCE_PREFIX}" hold the limits of envoy domains`,
+});
+
+const clock = new ManualClock();
+// Core validates with `resources.<name>` in its field names; any valid name will do here.
+const PLACEHOLDER = 'r';
+
+const resource = z
+  .strictObject({
+    limits,
+    onStoreFailure: z.enum(STORE_FAILURE_POLICIES).optional(),
+    shadow: z.boolean().optional(),
+    priority: priority.optional(),
+    tenants: z.record(z.string(), z.strictObject({ limits })).optional(),
+    breaker: breaker.optional(),
+    lease: lease.optional(),
+    split: z.number().optional(),
+    prefilter: z.boolean().optional(),
+  })
+  .superRefine((r, ctx) => {
+    for (const issue of coreChecks(r)) ctx.addIssue({ code: 'custom', path: [...issue.path], message: issue.message });
+  });
+
+type ResourceInput = z.infer<typeof resource>;
+
+/** Core's own validation of a resource, located in the file (relative to the resource). */
+function coreChecks(r: ResourceInput): PathIssue[] {
+  const issues: PathIssue[] = [];
+  // Each tenant's limits are checked on their own first, so a problem is located under
+  // `tenants.<name>.limits` as written in the file.
+  for (const [name, tenant] of Object.entries(r.tenants ?? {})) {
+    const at: Path = ['tenants', name, 'limits'];
+    const t = coreIssue(() => compileLimits(tenant.limits), 'limits', at);
+    if (t) issues.push({ ...t, path: Array.isArray(tenant.limits) ? t.path : unlistLimits(t.path, 2) });
+  }
+  const tenants = issues.length > 0 || r.tenants === undefined ? undefined : tenantLimits(r.tenants);
+  const { limits: policies, onStoreFailure, lease: leaseOptions, split, prefilter, shadow, priority: p } = r;
+  // The breaker is checked apart: core names its fields without the resource's path.
+  const options: ResourceOptions = {
+    limits: policies,
+    onStoreFailure,
+    lease: leaseOptions,
+    split,
+    prefilter,
+    shadow,
+    priority: p,
+    tenants,
+  };
+  const base = coreIssue(() => compileResource(PLACEHOLDER, options, clock), `resources.${PLACEHOLDER}`, []);
+  if (base)
+    issues.push({
+      ...base,
+      path: !Array.isArray(r.limits) && base.path[0] === 'limits' ? unlistLimits(base.path, 0) : base.path,
+    });
+  if (r.breaker) {
+    const breakerOptions = r.breaker;
+    const b = coreIssue(() => new CircuitBreaker({ ...breakerOptions, clock }), '', ['breaker']);
+    if (b) issues.push(b);
+  }
+  return issues;
+}
+
+const list = <T>(v: T | readonly T[]): readonly T[] => (Array.isArray(v) ? (v as readonly T[]) : [v as T]);
+const frozenLimits = (v: LimitPolicy | readonly LimitPolicy[]) => Object.freeze(list(v).map((p) => Object.freeze({ ...p })));
+
+function tenantLimits(tenants: NonNullable<ResourceInput['tenants']>): Readonly<Record<string, readonly LimitPolicy[]>> {
+  return Object.freeze(Object.fromEntries(Object.entries(tenants).map(([name, t]) => [name, frozenLimits(t.limits)])));
+}
+
+/** The schema of an envoy domain, provided by the envoy module (it is shared with its files). */
+export function nativeSchema<D extends z.ZodType>(domain: D) {
+  return z.strictObject({
+    resources: z.record(resourceName.pipe(notEnvoy), resource).optional(),
+    domains: z.array(domain).optional(),
+  });
+}
+
+/** The resource as the limiter takes it: lists everywhere, unset options left out, frozen. */
+export function toResourceRule(r: ResourceInput): ResourceRule {
+  const out: Record<string, unknown> = { limits: frozenLimits(r.limits) };
+  if (r.onStoreFailure !== undefined) out.onStoreFailure = r.onStoreFailure;
+  out.shadow = r.shadow ?? false;
+  if (r.priority !== undefined) out.priority = Object.freeze({ ...r.priority });
+  if (r.tenants !== undefined) out.tenants = tenantLimits(r.tenants);
+  if (r.breaker !== undefined) out.breaker = Object.freeze({ ...r.breaker });
+  if (r.lease !== undefined) out.lease = r.lease === true ? true : Object.freeze({ ...r.lease });
+  if (r.split !== undefined) out.split = r.split;
+  if (r.prefilter !== undefined) out.prefilter = r.prefilter;
+  return Object.freeze(out) as ResourceRule;
+}

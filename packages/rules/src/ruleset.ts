@@ -1,0 +1,182 @@
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import { compileDomain } from './envoy/compile.js';
+import { EnvoyDomain } from './envoy/match.js';
+import { envoyDomainSchema, type EnvoyDomainInput } from './envoy/schema.js';
+import { invalidRules, type RuleIssue } from './errors.js';
+import { formatPath, toPathIssues, type Path, type PathIssue } from './issues.js';
+import { nativeSchema, toResourceRule, type ResourceRule } from './native.js';
+import { formatOf, parseRuleText, valueIssues, type RuleFormat } from './parse.js';
+
+/**
+ * A validated, frozen set of rules: resources for core's `Limiter` and envoy domains with their
+ * matchers. Two rule sets with the same content have the same `hash`, however their files were
+ * formatted.
+ */
+export interface RuleSet {
+  /** Resource name -> its rule, ready for `limiter.setResources(rules.resources)`. */
+  readonly resources: Readonly<Record<string, ResourceRule>>;
+  /** envoy domain name -> its compiled descriptors. */
+  readonly domains: Readonly<Record<string, EnvoyDomain>>;
+  /** sha256 (hex) of the canonical JSON of `resources` and `domains`. */
+  readonly hash: string;
+}
+
+/** Options of {@link compileRules}. */
+export interface CompileRulesOptions {
+  /** The file name used in every error message (and to tell JSON by its extension). */
+  file: string;
+  /** @default 'json' for a `.json` file, else 'yaml' */
+  format?: RuleFormat;
+}
+
+const native = nativeSchema(envoyDomainSchema);
+
+/** JSON with object keys sorted at every level: one text per content. */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_k, v: unknown) => {
+    if (v === null || typeof v !== 'object' || Array.isArray(v)) return v;
+    const json = v as { toJSON?: () => unknown };
+    if (typeof json.toJSON === 'function') return json.toJSON();
+    return Object.fromEntries(
+      Object.keys(v)
+        .sort()
+        .map((k) => [k, (v as Record<string, unknown>)[k]]),
+    );
+  });
+}
+
+/** The content a rule set's hash covers, as plain data. */
+export function ruleSetContent(resources: RuleSet['resources'], domains: RuleSet['domains']): unknown {
+  return {
+    resources,
+    domains: Object.fromEntries(Object.entries(domains).map(([name, d]) => [name, { descriptors: d.descriptors }])),
+  };
+}
+
+/** Builds the frozen rule set and its hash. */
+export function makeRuleSet(resources: Record<string, ResourceRule>, domains: Record<string, EnvoyDomain>): RuleSet {
+  const r = Object.freeze({ ...resources });
+  const d = Object.freeze({ ...domains });
+  const hash = createHash('sha256')
+    .update(canonicalJson(ruleSetContent(r, d)))
+    .digest('hex');
+  return Object.freeze({ resources: r, domains: d, hash });
+}
+
+function attach(file: string, issues: readonly PathIssue[]): RuleIssue[] {
+  return issues.map((i) => Object.freeze({ file, path: formatPath(i.path), message: i.message }));
+}
+
+function zodIssues(error: z.ZodError, prefix: Path = []): PathIssue[] {
+  return error.issues.flatMap((i) => toPathIssues(i, prefix));
+}
+
+function compileDomains(inputs: readonly EnvoyDomainInput[], at: (i: number) => Path, issues: PathIssue[]) {
+  const domains: Record<string, EnvoyDomain> = {};
+  inputs.forEach((input, i) => {
+    const compiled = compileDomain(input, at(i), issues);
+    if (!compiled) return;
+    if (Object.hasOwn(domains, compiled.domain)) {
+      issues.push({ path: [...at(i), 'domain'], message: `duplicate domain '${compiled.domain}'` });
+      return;
+    }
+    domains[compiled.domain] = new EnvoyDomain(compiled);
+  });
+  return domains;
+}
+
+/**
+ * Parses and validates rule text: a native Sluice file (`resources:`, optional inline envoy
+ * `domains:`) or an envoyproxy/ratelimit file (top-level `domain:`). Throws a `RulesError`
+ * (`SLUICE_ERR_INVALID_RULES`) listing every problem, each prefixed with `file` and its path.
+ *
+ * @example
+ * const rules = compileRules(readFileSync('rules.yaml', 'utf8'), { file: 'rules.yaml' });
+ * limiter.setResources(rules.resources);
+ */
+export function compileRules(text: string, options: CompileRulesOptions): RuleSet {
+  const { file } = options;
+  const parsed = parseRuleText(text, formatOf(file, options.format));
+  if (!parsed.ok) throw invalidRules(attach(file, parsed.issues));
+  const value = parsed.value;
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    throw invalidRules(
+      attach(file, [
+        {
+          path: [],
+          message: `must be a mapping with "resources" (or "domain" for an envoy file), got ${Array.isArray(value) ? 'a list' : typeof value}`,
+        },
+      ]),
+    );
+  }
+  const structure = valueIssues(value);
+  if (structure.length > 0) throw invalidRules(attach(file, structure));
+  const issues: PathIssue[] = [];
+  if (parsed.envoy) {
+    const r = envoyDomainSchema.safeParse(value, { reportInput: true });
+    if (!r.success) throw invalidRules(attach(file, zodIssues(r.error)));
+    const domains = compileDomains([r.data], () => [], issues);
+    if (issues.length > 0) throw invalidRules(attach(file, issues));
+    return makeRuleSet({}, domains);
+  }
+  const r = native.safeParse(value, { reportInput: true });
+  if (!r.success) throw invalidRules(attach(file, zodIssues(r.error)));
+  const domains = compileDomains(r.data.domains ?? [], (i) => ['domains', i], issues);
+  if (issues.length > 0) throw invalidRules(attach(file, issues));
+  const resources = Object.fromEntries(Object.entries(r.data.resources ?? {}).map(([n, res]) => [n, toResourceRule(res)]));
+  return makeRuleSet(resources, domains);
+}
+
+/**
+ * Every resource the limiter needs for a rule set: its resources and the limits of each of its
+ * envoy domains (named `envoy:...`, a prefix resource names in files cannot use).
+ *
+ * @example
+ * store.watch((v) => limiter.setResources(limiterResources(v.ruleSet)));
+ */
+export function limiterResources(ruleSet: RuleSet): Readonly<Record<string, ResourceRule>> {
+  const out: Record<string, ResourceRule> = { ...ruleSet.resources };
+  for (const domain of Object.values(ruleSet.domains)) Object.assign(out, domain.resources());
+  return Object.freeze(out);
+}
+
+/** One compiled file, for {@link mergeRuleSets}. */
+export interface RuleFile {
+  readonly file: string;
+  readonly ruleSet: RuleSet;
+}
+
+/**
+ * Merges compiled files into one rule set. Resource names and domain names must be unique
+ * across the files; a duplicate is reported in the file that repeats it, naming the first.
+ */
+export function mergeRuleSets(files: readonly RuleFile[]): RuleSet {
+  const resources: Record<string, ResourceRule> = {};
+  const domains: Record<string, EnvoyDomain> = {};
+  const resourceFile = new Map<string, string>();
+  const domainFile = new Map<string, string>();
+  const issues: RuleIssue[] = [];
+  for (const { file, ruleSet } of files) {
+    for (const [name, rule] of Object.entries(ruleSet.resources)) {
+      const first = resourceFile.get(name);
+      if (first !== undefined) {
+        issues.push({ file, path: formatPath(['resources', name]), message: `duplicate resource, already defined in ${first}` });
+        continue;
+      }
+      resourceFile.set(name, file);
+      resources[name] = rule;
+    }
+    for (const [name, domain] of Object.entries(ruleSet.domains)) {
+      const first = domainFile.get(name);
+      if (first !== undefined) {
+        issues.push({ file, path: '', message: `duplicate domain '${name}', already defined in ${first}` });
+        continue;
+      }
+      domainFile.set(name, file);
+      domains[name] = domain;
+    }
+  }
+  if (issues.length > 0) throw invalidRules(issues);
+  return makeRuleSet(resources, domains);
+}
