@@ -17,6 +17,7 @@
  * await limiter.close();
  * await store.close();
  */
+export { RedisPeerRegistry, type RedisPeerRegistryOptions } from './peer-registry.js';
 export { RedisStore } from './redis-store.js';
 export {
   REDIS_STORE_BOUNDS,

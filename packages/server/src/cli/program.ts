@@ -1,0 +1,212 @@
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { isRulesError, formatIssue } from '@sluice/rules';
+import { runBench } from './bench.js';
+import { CliError } from './client.js';
+import {
+  applyRules,
+  defaultAuthor,
+  diffRules,
+  rollbackRules,
+  ruleHistory,
+  showRules,
+  validateRules,
+  type AdminTarget,
+} from './rules.js';
+import { runStatus } from './status.js';
+import { startServer } from '../serve.js';
+import { SETTINGS, SettingsError, loadSettings, type SettingFlags, type Settings } from '../settings.js';
+
+const out = { log: (line: string) => console.log(line) };
+
+function positiveInt(value: string): number {
+  if (!/^\d+$/.test(value) || Number(value) < 1) throw new InvalidArgumentError('must be a positive integer');
+  return Number(value);
+}
+
+function nonNegativeInt(value: string): number {
+  if (!/^\d+$/.test(value)) throw new InvalidArgumentError('must be a non-negative integer');
+  return Number(value);
+}
+
+const collect = (value: string, previous: string[] | undefined) => [...(previous ?? []), value];
+
+async function serve(flags: SettingFlags): Promise<void> {
+  const settings = loadSettings(flags);
+  const server = await startServer(settings);
+  let stopping = false;
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      server.logger.warn({ signal }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    stopping = true;
+    server.logger.info({ signal }, 'signal received');
+    server.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        server.logger.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+}
+
+function adminOptions(cmd: Command): Command {
+  return cmd
+    .addOption(new Option('--server <url>', 'the server to talk to').env('SLUICE_SERVER').default('http://127.0.0.1:8080'))
+    .addOption(new Option('--token <token>', 'admin bearer token').env('SLUICE_ADMIN_TOKEN'));
+}
+
+function changeOptions(cmd: Command): Command {
+  return cmd
+    .option('--author <name>', 'who makes the change', defaultAuthor())
+    .requiredOption('--reason <text>', 'why (recorded with the version)')
+    .option(
+      '--expected-version <n>',
+      'apply only if this is still the current version (0: only into an empty store)',
+      nonNegativeInt,
+    );
+}
+
+const target = (o: { server: string; token?: string }): AdminTarget => ({ server: o.server, token: o.token });
+
+/** The `sluice` command line. */
+export function buildCli(): Command {
+  const program = new Command('sluice')
+    .description('Global rate limits for fleets of workers and gateways')
+    .showHelpAfterError('(run with --help for usage)')
+    .configureOutput({ outputError: (str, write) => write(str) });
+
+  const serveCmd = program
+    .command('serve')
+    .description('run the rate-limit service: HTTP JSON API, Envoy gRPC RateLimitService, admin API, /metrics')
+    .addHelpText(
+      'after',
+      '\nEvery option can also be set by its environment variable; a flag wins.\n\nExample:\n  sluice serve --rules examples/rules.yaml --port 8080 --grpc-port 8081',
+    );
+  const attrToSetting = new Map<string, keyof Settings>();
+  for (const [name, spec] of Object.entries(SETTINGS) as [keyof Settings, (typeof SETTINGS)[keyof Settings]][]) {
+    const opt = new Option(
+      `${spec.flag} <${name === 'rules' ? 'file' : 'value'}>`,
+      `${spec.doc} [env ${spec.env}${spec.default === undefined ? '' : `, default ${spec.default}`}]`,
+    );
+    if (name === 'rules') opt.argParser(collect);
+    serveCmd.addOption(opt);
+    attrToSetting.set(opt.attributeName(), name);
+  }
+  serveCmd.action(async (opts: Record<string, string | string[] | undefined>) => {
+    const flags: SettingFlags = {};
+    for (const [attr, value] of Object.entries(opts)) {
+      const name = attrToSetting.get(attr);
+      if (name !== undefined && value !== undefined) flags[name] = value;
+    }
+    await serve(flags);
+  });
+
+  const rules = program.command('rules').description('validate rule files; read and change the rules of a running server');
+  rules
+    .command('validate')
+    .description('check rule files offline (native Sluice and envoyproxy/ratelimit formats); exit 1 listing every problem')
+    .argument('<files...>', 'rule files')
+    .action(async (files: string[]) => validateRules(files, out));
+  changeOptions(adminOptions(rules.command('apply').description('make a rule file the new version on a running server')))
+    .argument('<file>', 'rule file')
+    .action(
+      async (file: string, o: { server: string; token?: string; author: string; reason: string; expectedVersion?: number }) =>
+        applyRules(target(o), file, o, out),
+    );
+  adminOptions(rules.command('diff').description('show what changed between two versions'))
+    .argument('<from>', 'older version', positiveInt)
+    .argument('[to]', 'newer version (default: the current one)', positiveInt)
+    .action(async (from: number, to: number | undefined, o: { server: string; token?: string }) =>
+      diffRules(target(o), from, to, out),
+    );
+  adminOptions(rules.command('history').description('list versions, newest first'))
+    .option('--limit <n>', 'most versions listed', positiveInt)
+    .action(async (o: { server: string; token?: string; limit?: number }) => ruleHistory(target(o), o.limit, out));
+  changeOptions(adminOptions(rules.command('rollback').description('make a new version with the content of an earlier one')))
+    .argument('<version>', 'the version to restore', positiveInt)
+    .action(
+      async (version: number, o: { server: string; token?: string; author: string; reason: string; expectedVersion?: number }) =>
+        rollbackRules(target(o), version, o, out),
+    );
+  adminOptions(rules.command('show').description("print a version's rule text (default: the current one)"))
+    .option('--version <n>', 'the version', positiveInt)
+    .action(async (o: { server: string; token?: string; version?: number }) => showRules(target(o), o.version, out));
+
+  program
+    .command('status')
+    .description('live view of the busiest resources of a running server: rate, limit, rejections')
+    .addOption(new Option('--server <url>', 'the server to watch').env('SLUICE_SERVER').default('http://127.0.0.1:8080'))
+    .option('--once', 'print one frame and exit (for scripts)', false)
+    .option('--interval <ms>', 'refresh interval', positiveInt, 1000)
+    .option('--top <n>', 'rows shown', positiveInt, 20)
+    .action(async (o: { server: string; once: boolean; interval: number; top: number }) => {
+      const abort = new AbortController();
+      process.once('SIGINT', () => abort.abort());
+      await runStatus({ server: o.server, once: o.once, intervalMs: o.interval, top: o.top, signal: abort.signal }, out);
+    });
+
+  program
+    .command('bench')
+    .description("load a running server and print decisions/s and p99; without a server, run the repository's benchmark")
+    .option('--server <url>', 'HTTP API to load (POST /v1/check)')
+    .option('--grpc <host:port>', 'Envoy gRPC service to load (ShouldRateLimit)')
+    .option('--resource <name>', 'resource for --server', 'bench')
+    .option('--domain <name>', 'domain for --grpc', 'bench')
+    .option('--descriptor <key=value>', 'descriptor entry for --grpc (repeat for nested entries)', collect)
+    .option('--keys <n>', 'distinct keys to spread the load over', positiveInt, 1000)
+    .option('--concurrency <n>', 'calls in flight', positiveInt, 16)
+    .option('--duration <s>', 'seconds per run', positiveInt, 5)
+    .action(
+      async (o: {
+        server?: string;
+        grpc?: string;
+        resource: string;
+        domain: string;
+        descriptor?: string[];
+        keys: number;
+        concurrency: number;
+        duration: number;
+      }) =>
+        runBench(
+          {
+            ...(o.server === undefined ? {} : { server: o.server }),
+            ...(o.grpc === undefined ? {} : { grpc: o.grpc }),
+            resource: o.resource,
+            domain: o.domain,
+            descriptor: o.descriptor ?? [],
+            keys: o.keys,
+            concurrency: o.concurrency,
+            seconds: o.duration,
+          },
+          out,
+        ),
+    );
+  return program;
+}
+
+/** Runs the CLI; resolves to the exit code for commands that end (serve keeps running). */
+export async function main(argv: readonly string[]): Promise<number> {
+  try {
+    await buildCli().parseAsync([...argv], { from: 'user' });
+    return 0;
+  } catch (err) {
+    if (err instanceof CliError) {
+      console.error(err.message);
+      return err.exitCode;
+    }
+    if (err instanceof SettingsError) {
+      console.error(`sluice: ${err.message}`);
+      return 2;
+    }
+    if (isRulesError(err)) {
+      console.error(err.issues.length > 0 ? err.issues.map(formatIssue).join('\n') : `${err.code}: ${err.message}`);
+      return 1;
+    }
+    console.error(`sluice: ${err instanceof Error ? err.message : String(err)}`);
+    return 1;
+  }
+}

@@ -1,0 +1,209 @@
+import { Limiter, ManualClock } from '@sluice/core';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { LiveRules } from '../live-rules.js';
+import { ruleVersion } from '../testing/rules.js';
+import { shouldRateLimit, type RlsDescriptor, type RlsRequest } from './rls.js';
+
+const RULES = `
+domain: rl
+descriptors:
+  - key: source_cluster
+    value: proxy
+    descriptors:
+      - key: destination_cluster
+        value: bar
+        rate_limit: { unit: minute, requests_per_unit: 2 }
+      - key: destination_cluster
+        rate_limit: { unit: minute, requests_per_unit: 3 }
+  - key: remote_address
+    rate_limit: { unit: second, requests_per_unit: 1 }
+  - key: route
+    value: read
+    descriptors:
+      - key: user
+        value: alice
+        rate_limit: { name: specific, unit: second, requests_per_unit: 1 }
+  - key: route
+    value: items
+    descriptors:
+      - key: user
+        value: alice
+        rate_limit: { replaces: [{ name: specific }], unit: second, requests_per_unit: 3 }
+  - key: bot
+    shadow_mode: true
+    rate_limit: { unit: second, requests_per_unit: 1 }
+  - key: vip
+    rate_limit: { unlimited: true }
+  - key: quota_a
+    quota_mode: true
+    rate_limit: { unit: second, requests_per_unit: 1 }
+  - key: quota_b
+    quota_mode: true
+    rate_limit: { unit: second, requests_per_unit: 2 }
+  - key: path
+    value: "/files/*"
+    rate_limit: { unit: second, requests_per_unit: 1 }
+`;
+
+const d = (...kv: [string, string][]): RlsDescriptor => ({ entries: kv.map(([key, value]) => ({ key, value })) });
+const req = (descriptors: RlsDescriptor[], hitsAddend = 0): RlsRequest => ({ domain: 'rl', descriptors, hitsAddend });
+
+describe('shouldRateLimit', () => {
+  let clock: ManualClock;
+  let limiter: Limiter;
+  let rules: LiveRules;
+  const ask = (r: RlsRequest) => shouldRateLimit(r, limiter, rules);
+
+  beforeEach(() => {
+    // Aligned to a minute so fixed windows do not roll over mid-test.
+    clock = new ManualClock(1_800_000_000_000);
+    limiter = new Limiter({ resources: {}, clock });
+    rules = new LiveRules({ limiter, maxOverrides: 2 });
+    rules.apply(ruleVersion(RULES));
+  });
+  afterEach(() => limiter.close());
+
+  it('matches nested descriptors, exact values before key-only ones', async () => {
+    const bar = d(['source_cluster', 'proxy'], ['destination_cluster', 'bar']);
+    const first = await ask(req([bar]));
+    expect(first.overallCode).toBe('OK');
+    expect(first.statuses[0]).toMatchObject({
+      code: 'OK',
+      currentLimit: { requestsPerUnit: 2, unit: 'minute', name: '' },
+      limitRemaining: 1,
+    });
+    expect(first.statuses[0]!.durationUntilResetMs).toBe(60_000);
+    expect((await ask(req([bar]))).overallCode).toBe('OK');
+    const third = await ask(req([bar]));
+    expect(third).toEqual({
+      overallCode: 'OVER_LIMIT',
+      statuses: [
+        {
+          code: 'OVER_LIMIT',
+          currentLimit: { requestsPerUnit: 2, unit: 'minute', name: '' },
+          limitRemaining: 0,
+          durationUntilResetMs: 60_000,
+        },
+      ],
+    });
+    const other = await ask(req([d(['source_cluster', 'proxy'], ['destination_cluster', 'foo'])]));
+    expect(other.statuses[0]).toMatchObject({ code: 'OK', currentLimit: { requestsPerUnit: 3 }, limitRemaining: 2 });
+    // Each value of a key-only descriptor has its own bucket.
+    const baz = await ask(req([d(['source_cluster', 'proxy'], ['destination_cluster', 'baz'])]));
+    expect(baz.statuses[0]!.limitRemaining).toBe(2);
+  });
+
+  it('answers unmatched descriptors and unknown domains OK without a limit', async () => {
+    const r = await ask(req([d(['nothing', 'here']), d(['source_cluster', 'proxy'])]));
+    expect(r).toEqual({
+      overallCode: 'OK',
+      statuses: [
+        { code: 'OK', limitRemaining: 0 },
+        { code: 'OK', limitRemaining: 0 },
+      ],
+    });
+    const unknown = await ask({ domain: 'other', descriptors: [d(['remote_address', '1'])], hitsAddend: 0 });
+    expect(unknown).toEqual({ overallCode: 'OK', statuses: [{ code: 'OK', limitRemaining: 0 }] });
+  });
+
+  it('drops limits replaced by another descriptor of the request', async () => {
+    const read = d(['route', 'read'], ['user', 'alice']);
+    const items = d(['route', 'items'], ['user', 'alice']);
+    for (let i = 0; i < 3; i++) {
+      const r = await ask(req([read, items]));
+      expect(r.overallCode).toBe('OK');
+      expect(r.statuses[0]).toEqual({ code: 'OK', limitRemaining: 0 });
+      expect(r.statuses[1]).toMatchObject({ code: 'OK', limitRemaining: 2 - i });
+    }
+    expect((await ask(req([read, items]))).overallCode).toBe('OVER_LIMIT');
+    // Alone, the specific limit applies: 1 a second.
+    expect((await ask(req([read]))).overallCode).toBe('OK');
+    expect((await ask(req([read]))).overallCode).toBe('OVER_LIMIT');
+  });
+
+  it('counts shadow-mode limits but never answers OVER_LIMIT for them', async () => {
+    const bot = d(['bot', 'b1']);
+    expect((await ask(req([bot]))).statuses[0]).toMatchObject({ code: 'OK', limitRemaining: 0 });
+    for (let i = 0; i < 3; i++) {
+      const r = await ask(req([bot]));
+      expect(r.overallCode).toBe('OK');
+      expect(r.statuses[0]).toMatchObject({ code: 'OK', limitRemaining: 0, currentLimit: { requestsPerUnit: 1 } });
+    }
+  });
+
+  it('answers unlimited descriptors OK with the largest remaining', async () => {
+    expect(await ask(req([d(['vip', 'x'])]))).toEqual({
+      overallCode: 'OK',
+      statuses: [{ code: 'OK', limitRemaining: 0xffffffff }],
+    });
+  });
+
+  it('is over limit in quota mode only when every quota descriptor is', async () => {
+    const a = d(['quota_a', 'k']);
+    const b = d(['quota_b', 'k']);
+    expect((await ask(req([a, b]))).overallCode).toBe('OK');
+    const second = await ask(req([a, b]));
+    expect(second.overallCode).toBe('OK');
+    expect(second.statuses.map((s) => s.code)).toEqual(['OVER_LIMIT', 'OK']);
+    const third = await ask(req([a, b]));
+    expect(third.overallCode).toBe('OVER_LIMIT');
+  });
+
+  it('charges nothing when the request is over limit', async () => {
+    const addr = d(['remote_address', '10.0.0.1']);
+    const bar = d(['source_cluster', 'proxy'], ['destination_cluster', 'bar']);
+    expect((await ask(req([addr]))).overallCode).toBe('OK');
+    const both = await ask(req([addr, bar]));
+    expect(both.overallCode).toBe('OVER_LIMIT');
+    expect(both.statuses.map((s) => s.code)).toEqual(['OVER_LIMIT', 'OK']);
+    // bar's permit was given back: both of its 2 per minute are still there.
+    expect((await ask(req([bar]))).statuses[0]!.limitRemaining).toBe(1);
+    expect((await ask(req([bar]))).statuses[0]!.limitRemaining).toBe(0);
+  });
+
+  it('charges hits_addend: per descriptor first, then per request, 0 meaning 1', async () => {
+    const foo = d(['source_cluster', 'proxy'], ['destination_cluster', 'foo']);
+    expect((await ask(req([{ ...foo, hitsAddend: 0 }]))).statuses[0]!.limitRemaining).toBe(3);
+    expect((await ask(req([foo], 2))).statuses[0]!.limitRemaining).toBe(1);
+    expect((await ask(req([foo], 2))).overallCode).toBe('OVER_LIMIT');
+    const huge = await ask(req([d(['source_cluster', 'proxy'], ['destination_cluster', 'x'])], 1_000_000_001));
+    expect(huge.statuses[0]).toMatchObject({ code: 'OVER_LIMIT', limitRemaining: 0 });
+  });
+
+  it('starts a new window when the unit has passed', async () => {
+    const addr = d(['remote_address', '10.0.0.2']);
+    expect((await ask(req([addr]))).overallCode).toBe('OK');
+    expect((await ask(req([addr]))).overallCode).toBe('OVER_LIMIT');
+    clock.advance(1000);
+    expect((await ask(req([addr]))).overallCode).toBe('OK');
+  });
+
+  it('limits wildcard descriptors, whose names the limiter cannot take as they are', async () => {
+    const f = d(['path', '/files/a.txt']);
+    expect((await ask(req([f]))).statuses[0]).toMatchObject({ code: 'OK', currentLimit: { requestsPerUnit: 1 } });
+    expect((await ask(req([f]))).overallCode).toBe('OVER_LIMIT');
+    expect((await ask(req([d(['path', '/other'])]))).statuses[0]).toEqual({ code: 'OK', limitRemaining: 0 });
+  });
+
+  it('applies limit overrides, up to the bound on distinct ones', async () => {
+    const o = (rpu: number): RlsDescriptor => ({
+      ...d(['remote_address', 'o']),
+      limit: { requestsPerUnit: rpu, unit: 'second' },
+    });
+    expect((await ask(req([o(1)]))).statuses[0]).toMatchObject({
+      code: 'OK',
+      currentLimit: { requestsPerUnit: 1, unit: 'second' },
+    });
+    expect((await ask(req([o(1)]))).overallCode).toBe('OVER_LIMIT');
+    expect((await ask(req([o(5)]))).overallCode).toBe('OK');
+    await expect(ask(req([o(6)]))).rejects.toMatchObject({ code: 'SLUICE_ERR_TOO_MANY_OVERRIDES' });
+  });
+
+  it('refuses empty domains and descriptor lists', async () => {
+    await expect(ask({ domain: '', descriptors: [d(['a', 'b'])], hitsAddend: 0 })).rejects.toMatchObject({
+      code: 'SLUICE_ERR_INVALID_REQUEST',
+      field: 'domain',
+    });
+    await expect(ask(req([]))).rejects.toMatchObject({ code: 'SLUICE_ERR_INVALID_REQUEST', field: 'descriptors' });
+  });
+});

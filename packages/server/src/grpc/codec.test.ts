@@ -1,0 +1,102 @@
+import { describe, expect, it } from 'vitest';
+import { ServerError } from '../errors.js';
+import { decodeRlsRequest, encodeRlsResponse } from './codec.js';
+
+const bounds = { maxDescriptors: 4, maxKeyLength: 16 };
+const entry = (key: string, value: string) => ({ key, value });
+
+function field(raw: unknown): string | undefined {
+  try {
+    decodeRlsRequest(raw, bounds);
+  } catch (e) {
+    if (e instanceof ServerError) return e.field;
+    throw e;
+  }
+  throw new Error('expected a ServerError');
+}
+
+describe('decodeRlsRequest', () => {
+  it('decodes what proto-loader hands over', () => {
+    const r = decodeRlsRequest(
+      {
+        domain: 'edge',
+        hits_addend: 0,
+        descriptors: [
+          { entries: [entry('a', '1'), entry('b', '')], limit: null, hits_addend: null },
+          { entries: [entry('a', '2')], limit: { requests_per_unit: 5, unit: 'MINUTE' }, hits_addend: { value: '7' } },
+        ],
+      },
+      bounds,
+    );
+    expect(r).toEqual({
+      domain: 'edge',
+      hitsAddend: 0,
+      descriptors: [
+        { entries: [entry('a', '1'), entry('b', '')] },
+        { entries: [entry('a', '2')], limit: { requestsPerUnit: 5, unit: 'minute' }, hitsAddend: 7 },
+      ],
+    });
+  });
+
+  it('caps huge hits addends just above any admissible cost', () => {
+    const r = decodeRlsRequest(
+      {
+        domain: 'd',
+        hits_addend: 4294967295,
+        descriptors: [{ entries: [entry('a', 'b')], hits_addend: { value: '18446744073709551615' } }],
+      },
+      bounds,
+    );
+    expect(r.hitsAddend).toBe(1_000_000_001);
+    expect(r.descriptors[0]!.hitsAddend).toBe(1_000_000_001);
+  });
+
+  it('rejects what envoy validation rules and the bounds exclude, naming the field', () => {
+    const ok = { domain: 'd', hits_addend: 0, descriptors: [{ entries: [entry('a', 'b')] }] };
+    expect(field({ ...ok, domain: '' })).toBe('domain');
+    expect(field({ ...ok, domain: 'x'.repeat(17) })).toBe('domain');
+    expect(field({ ...ok, descriptors: [{ entries: [] }] })).toBe('descriptors[0].entries');
+    expect(field({ ...ok, descriptors: [{ entries: [entry('', 'v')] }] })).toBe('descriptors[0].entries[0].key');
+    expect(field({ ...ok, descriptors: Array.from({ length: 5 }, () => ok.descriptors[0]) })).toBe('descriptors');
+    expect(field({ ...ok, descriptors: [{ entries: [entry('a', 'b')], limit: { requests_per_unit: 0, unit: 'SECOND' } }] })).toBe(
+      'descriptors[0].limit.requests_per_unit',
+    );
+    expect(
+      field({ ...ok, descriptors: [{ entries: [entry('a', 'b')], limit: { requests_per_unit: 1, unit: 'UNKNOWN' } }] }),
+    ).toBe('descriptors[0].limit.unit');
+    expect(field({ ...ok, descriptors: [{ entries: [entry('a', 'b')], limit: { requests_per_unit: 1, unit: 42 } }] })).toBe(
+      'descriptors[0].limit.unit',
+    );
+    expect(field(null)).toBe('request');
+  });
+});
+
+describe('encodeRlsResponse', () => {
+  it('writes units upper case and durations as seconds and nanos', () => {
+    expect(
+      encodeRlsResponse({
+        overallCode: 'OVER_LIMIT',
+        statuses: [
+          {
+            code: 'OVER_LIMIT',
+            currentLimit: { requestsPerUnit: 3, unit: 'minute', name: 'n' },
+            limitRemaining: 0,
+            durationUntilResetMs: 1500.5,
+          },
+          { code: 'OK', limitRemaining: 0 },
+        ],
+      }),
+    ).toEqual({
+      overall_code: 'OVER_LIMIT',
+      statuses: [
+        {
+          code: 'OVER_LIMIT',
+          current_limit: { name: 'n', requests_per_unit: 3, unit: 'MINUTE' },
+          limit_remaining: 0,
+          duration_until_reset: { seconds: 1, nanos: 500_500_000 },
+        },
+        { code: 'OK', limit_remaining: 0 },
+      ],
+    });
+  });
+});

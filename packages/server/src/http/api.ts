@@ -1,0 +1,96 @@
+import type { Decision } from '@sluice/core';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import { fromZod } from '../errors.js';
+import type { RateLimitService } from '../service.js';
+import { decodeBody, itemSchemas, type Decoded, type ItemBounds } from './items.js';
+import { encodeDecision, errorReply, rateLimitHeaders, sendError } from './reply.js';
+
+const decisionQuery = z.strictObject({
+  http429: z.enum(['0', '1', 'true', 'false'], { error: 'must be 1 or 0' }).optional(),
+});
+const plainQuery = z.strictObject({});
+
+/** An operation's result and how it is written. */
+interface Op<T, R> {
+  readonly path: string;
+  readonly schema: z.ZodType<T>;
+  readonly query: z.ZodType<Record<string, string | undefined>>;
+  readonly run: (item: T, signal: AbortSignal) => Promise<R>;
+  readonly encode: (r: R) => object;
+  /** Headers and status of a single call's answer. */
+  readonly single?: (r: R, query: Record<string, string | undefined>) => { status: number; headers: Record<string, string> };
+}
+
+function decisionSingle(d: Decision, query: Record<string, string | undefined>) {
+  const http429 = query.http429 === '1' || query.http429 === 'true';
+  return { status: !d.allowed && http429 ? 429 : 200, headers: rateLimitHeaders(d) };
+}
+
+/**
+ * `POST /v1/check|acquire|release|adjust`: decode -> service -> encode. A body is one item
+ * (answered with its status and RateLimit headers) or `{ items: [...] }` (answered 200 with
+ * `{ results: [...] }`, one decision or `{ error }` per item, in order).
+ */
+export function registerApi(app: FastifyInstance, service: RateLimitService, bounds: ItemBounds, logger: Logger): void {
+  const schemas = itemSchemas(bounds);
+  const route = <T, R>(op: Op<T, R>) => {
+    app.post(op.path, async (request: FastifyRequest, reply: FastifyReply) => {
+      const q = op.query.safeParse(request.query ?? {});
+      if (!q.success) return sendError(reply, fromZod(q.error), logger);
+      let body;
+      try {
+        body = decodeBody(request.body, op.schema, bounds.maxBatch);
+      } catch (err) {
+        return sendError(reply, err, logger);
+      }
+      // Waits end when the client goes away: the response closes before it was written.
+      const abort = new AbortController();
+      reply.raw.once('close', () => {
+        if (!reply.raw.writableFinished) abort.abort();
+      });
+      const answer = async (d: Decoded<T>) => {
+        if (!d.ok) throw d.error;
+        return op.run(d.value, abort.signal);
+      };
+      if (!body.batch) {
+        let r: R;
+        try {
+          r = await answer(body.item);
+        } catch (err) {
+          return sendError(reply, err, logger);
+        }
+        const single = op.single?.(r, q.data) ?? { status: 200, headers: {} };
+        return reply.code(single.status).headers(single.headers).send(op.encode(r));
+      }
+      const settled = await Promise.allSettled(body.items.map(answer));
+      const results = settled.map((s) => (s.status === 'fulfilled' ? op.encode(s.value) : errorReply(s.reason, logger).body));
+      return reply.code(200).send({ results });
+    });
+  };
+  route({
+    path: '/v1/check',
+    schema: schemas.check,
+    query: decisionQuery,
+    run: (item) => service.check(item),
+    encode: encodeDecision,
+    single: decisionSingle,
+  });
+  route({
+    path: '/v1/acquire',
+    schema: schemas.acquire,
+    query: decisionQuery,
+    run: (item, signal) => service.acquire(item, signal),
+    encode: encodeDecision,
+    single: decisionSingle,
+  });
+  route({
+    path: '/v1/release',
+    schema: schemas.release,
+    query: plainQuery,
+    run: (item) => service.release(item),
+    encode: (r) => r,
+  });
+  route({ path: '/v1/adjust', schema: schemas.adjust, query: plainQuery, run: (item) => service.adjust(item), encode: (r) => r });
+}

@@ -1,0 +1,93 @@
+import { MAX_COST } from '@sluice/core';
+import { z } from 'zod';
+import { ServerError, ServerErrorCodes, fromZod } from '../errors.js';
+import type { AcquireItem, AdjustItem, CheckItem, ReleaseItem } from '../service.js';
+
+/** Bounds the item schemas enforce. */
+export interface ItemBounds {
+  readonly maxKeyLength: number;
+  readonly maxWaitMs: number;
+  readonly maxBatch: number;
+}
+
+const int = (min: number, max: number) =>
+  z
+    .number({ error: 'must be a number' })
+    .int('must be an integer')
+    .min(min, `must be at least ${min}`)
+    .max(max, `must be at most ${max}`);
+
+/** The item schema of each operation, strict: unknown fields are rejected. */
+export function itemSchemas(b: ItemBounds) {
+  const resource = z.string({ error: 'must be a string' }).min(1, 'must not be empty').max(128, 'must be at most 128 characters');
+  const key = z.string({ error: 'must be a string' }).max(b.maxKeyLength, `must be at most ${b.maxKeyLength} characters`);
+  const base = {
+    resource,
+    key: key.optional(),
+    cost: int(0, MAX_COST).optional(),
+    tenant: z
+      .string({ error: 'must be a string' })
+      .min(1, 'must not be empty')
+      .max(128, 'must be at most 128 characters')
+      .optional(),
+    priority: z.enum(['core', 'normal'], { error: 'must be "core" or "normal"' }).optional(),
+  };
+  return {
+    check: z.strictObject(base) satisfies z.ZodType<CheckItem>,
+    acquire: z.strictObject({ ...base, maxWaitMs: int(0, b.maxWaitMs).optional() }) satisfies z.ZodType<AcquireItem>,
+    release: z.strictObject({
+      resource,
+      key: key.optional(),
+      leaseId: z.string({ error: 'must be a string' }).min(1, 'must not be empty').max(128, 'must be at most 128 characters'),
+    }) satisfies z.ZodType<ReleaseItem>,
+    adjust: z.strictObject({
+      resource,
+      key: key.optional(),
+      delta: int(-MAX_COST, MAX_COST),
+    }) satisfies z.ZodType<AdjustItem>,
+  };
+}
+
+/** One decoded item: its value, or the error that is its answer. */
+export type Decoded<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown };
+
+/** A body: one item, or a batch whose items are decoded one by one. */
+export type DecodedBody<T> =
+  { readonly batch: false; readonly item: Decoded<T> } | { readonly batch: true; readonly items: readonly Decoded<T>[] };
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * Decodes a body as one item or as `{ items: [...] }`. A malformed batch (not a list, too long,
+ * other fields) fails as a whole; a malformed item is that item's error only.
+ */
+export function decodeBody<T>(body: unknown, schema: z.ZodType<T>, maxBatch: number): DecodedBody<T> {
+  if (!isObject(body)) {
+    throw new ServerError(ServerErrorCodes.INVALID_REQUEST, 'the body must be a JSON object: one item, or { "items": [...] }');
+  }
+  if (!Object.hasOwn(body, 'items')) {
+    const r = schema.safeParse(body);
+    return { batch: false, item: r.success ? { ok: true, value: r.data } : { ok: false, error: fromZod(r.error) } };
+  }
+  const extra = Object.keys(body).find((k) => k !== 'items');
+  if (extra !== undefined) {
+    throw new ServerError(ServerErrorCodes.INVALID_REQUEST, `${extra}: unknown field next to "items"`, { field: extra });
+  }
+  const items = body.items;
+  if (!Array.isArray(items)) throw new ServerError(ServerErrorCodes.INVALID_REQUEST, 'items: must be a list', { field: 'items' });
+  if (items.length === 0) throw new ServerError(ServerErrorCodes.INVALID_REQUEST, 'items: must not be empty', { field: 'items' });
+  if (items.length > maxBatch) {
+    throw new ServerError(ServerErrorCodes.BATCH_TOO_LARGE, `items: at most ${maxBatch} items per call, got ${items.length}`, {
+      field: 'items',
+    });
+  }
+  return {
+    batch: true,
+    items: items.map((item) => {
+      const r = schema.safeParse(item);
+      return r.success ? { ok: true, value: r.data } : { ok: false, error: fromZod(r.error) };
+    }),
+  };
+}

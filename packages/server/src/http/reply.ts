@@ -1,0 +1,94 @@
+import type { Decision } from '@sluice/core';
+import type { FastifyReply } from 'fastify';
+import type { Logger } from 'pino';
+import { ServerError, ServerErrorCodes, describeError, httpStatusOf, type ErrorBody } from '../errors.js';
+
+/** A decision as the HTTP API answers it. */
+export interface DecisionBody {
+  readonly allowed: boolean;
+  readonly limit: number;
+  readonly remaining: number;
+  readonly retryAfterMs: number;
+  readonly resetAfterMs: number;
+  readonly reason: Decision['reason'];
+  readonly source: NonNullable<Decision['source']>;
+  readonly limitId: string;
+  readonly leaseId?: string;
+  readonly waitedMs?: number;
+  readonly shadow?: Decision['shadow'];
+}
+
+/** The fields of a decision a client needs (per-limit statuses are left out). */
+export function encodeDecision(d: Decision): DecisionBody {
+  return {
+    allowed: d.allowed,
+    limit: d.limit,
+    remaining: d.remaining,
+    retryAfterMs: Math.ceil(d.retryAfterMs),
+    resetAfterMs: Math.ceil(d.resetAfterMs),
+    reason: d.reason,
+    source: d.source ?? 'store',
+    limitId: d.limitId,
+    ...(d.leaseId === undefined ? {} : { leaseId: d.leaseId }),
+    ...(d.waitedMs === undefined ? {} : { waitedMs: Math.round(d.waitedMs) }),
+    ...(d.shadow === undefined ? {} : { shadow: d.shadow }),
+  };
+}
+
+/**
+ * The RateLimit header fields (draft-ietf-httpapi-ratelimit-headers, limit/remaining/reset in
+ * seconds) and, on a denial, `Retry-After`.
+ */
+export function rateLimitHeaders(d: Decision): Record<string, string> {
+  const headers: Record<string, string> = {
+    'ratelimit-limit': String(d.limit),
+    'ratelimit-remaining': String(Math.max(0, Math.floor(d.remaining))),
+    'ratelimit-reset': String(Math.ceil(d.resetAfterMs / 1000)),
+  };
+  if (!d.allowed) headers['retry-after'] = String(Math.max(1, Math.ceil(d.retryAfterMs / 1000)));
+  return headers;
+}
+
+/**
+ * The one way an error leaves the HTTP API: `{ error: { code, message, field? } }` with the
+ * status derived from the code. Faults that are not typed are logged and answered as internal.
+ */
+export function errorReply(err: unknown, logger: Logger): { status: number; body: { error: ErrorBody } } {
+  const { body, internal } = describeError(err);
+  if (internal) logger.error({ err }, 'request failed');
+  return { status: httpStatusOf(body.code), body: { error: body } };
+}
+
+/** Sends {@link errorReply}. */
+export function sendError(reply: FastifyReply, err: unknown, logger: Logger): FastifyReply {
+  const { status, body } = errorReply(err, logger);
+  return reply.code(status).send(body);
+}
+
+/** Fastify's own errors (body parsing, URL, limits) as server errors. */
+export function fromFastifyError(err: unknown): unknown {
+  if (!(err instanceof Error) || err instanceof ServerError) return err;
+  const code = (err as { code?: unknown }).code;
+  switch (code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new ServerError(ServerErrorCodes.BODY_TOO_LARGE, 'the body is larger than the server accepts', { cause: err });
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new ServerError(ServerErrorCodes.UNSUPPORTED_MEDIA_TYPE, 'the body must be application/json', { cause: err });
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return new ServerError(ServerErrorCodes.MALFORMED_BODY, 'the body is not valid JSON', { cause: err });
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+    case 'FST_ERR_BAD_URL':
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+    case 'FST_ERR_ASYNC_CONSTRAINT':
+      return new ServerError(ServerErrorCodes.INVALID_REQUEST, err.message, { cause: err });
+    default: {
+      // Any other client error fastify raised is still the client's: never a 5xx.
+      const status = (err as { statusCode?: unknown }).statusCode;
+      if (typeof status === 'number' && status >= 400 && status < 500) {
+        return new ServerError(ServerErrorCodes.INVALID_REQUEST, err.message, { cause: err });
+      }
+      return err;
+    }
+  }
+}

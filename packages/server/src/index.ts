@@ -1,0 +1,37 @@
+/**
+ * Sluice's service: `sluice serve` as a library. An HTTP JSON API (check, acquire, release,
+ * adjust; batches answered per item), Envoy's gRPC rate limit service, an admin API for
+ * versioned rules, Prometheus metrics, health and readiness.
+ *
+ * @example
+ * import { loadSettings, startServer } from '@sluice/server';
+ * const server = await startServer(loadSettings({ rules: ['rules.yaml'], port: '8080', grpcPort: '8081' }));
+ * // curl -XPOST localhost:8080/v1/check -H 'content-type: application/json' -d '{"resource":"api:payments"}'
+ * process.once('SIGTERM', () => void server.close());
+ */
+export {
+  ALL_ERROR_CODES,
+  GrpcStatus,
+  ServerError,
+  ServerErrorCodes,
+  describeError,
+  grpcStatusOf,
+  httpStatusOf,
+  type AnyErrorCode,
+  type ErrorBody,
+  type ServerErrorCode,
+} from './errors.js';
+export {
+  shouldRateLimit,
+  type RlsCode,
+  type RlsDescriptor,
+  type RlsRequest,
+  type RlsResponse,
+  type RlsStatus,
+} from './envoy/rls.js';
+export { PROTO_DIR, PROTO_LOADER_OPTIONS, loadRlsDefinition } from './grpc/server.js';
+export { LiveRules, limiterResourceName, type LiveRulesOptions, type RulesAppliedEvent } from './live-rules.js';
+export { ServerMetrics, type ResourceStats } from './metrics.js';
+export { startServer, type RunningServer, type StartOptions } from './serve.js';
+export { RateLimitService, type AcquireItem, type AdjustItem, type CheckItem, type ReleaseItem } from './service.js';
+export { SETTINGS, SettingsError, loadSettings, type SettingFlags, type Settings } from './settings.js';

@@ -1,0 +1,66 @@
+import { Limiter, ManualClock } from '@sluice/core';
+import { afterEach, describe, expect, it } from 'vitest';
+import { LiveRules, limiterResourceName, type RulesAppliedEvent } from './live-rules.js';
+import { ruleVersion } from './testing/rules.js';
+
+const V1 = `
+resources:
+  a: { limits: { algorithm: fixed-window, limit: 1 } }
+  b: { limits: { algorithm: fixed-window, limit: 5 } }
+domains:
+  - domain: edge
+    descriptors:
+      - key: ip
+        rate_limit: { unit: second, requests_per_unit: 2 }
+`;
+const V2 = `
+resources:
+  a: { limits: { algorithm: fixed-window, limit: 3 } }
+  c: { limits: { algorithm: fixed-window, limit: 1 } }
+`;
+
+describe('LiveRules', () => {
+  const limiter = new Limiter({ resources: {}, clock: new ManualClock() });
+  afterEach(() => undefined);
+
+  it('pushes a version into the limiter, tells what changed, and refuses removed resources', async () => {
+    const events: RulesAppliedEvent[] = [];
+    const rules = new LiveRules({ limiter, maxOverrides: 10, onApplied: (e) => events.push(e) });
+    expect(rules.apply(ruleVersion(V1, 1))).toBe(true);
+    expect(events[0]).toEqual({ version: 1, added: ['a', 'b', 'envoy:edge.ip'], changed: [], removed: [] });
+    expect(rules.has('a') && rules.has('envoy:edge.ip')).toBe(true);
+    expect(limiter.limitsOf('a')[0]!.limit).toBe(1);
+    expect(Object.keys(rules.domains)).toEqual(['edge']);
+
+    expect(rules.apply(ruleVersion(V2, 2))).toBe(true);
+    expect(events[1]).toEqual({ version: 2, added: ['c'], changed: ['a'], removed: ['b', 'envoy:edge.ip'] });
+    expect(limiter.limitsOf('a')[0]!.limit).toBe(3);
+    expect(rules.has('b')).toBe(false);
+    expect(rules.domains).toEqual({});
+    expect(rules.resourceNames().sort()).toEqual(['a', 'c']);
+  });
+
+  it('ignores versions older than the active one', () => {
+    const rules = new LiveRules({ limiter, maxOverrides: 10 });
+    rules.apply(ruleVersion(V2, 5));
+    expect(rules.apply(ruleVersion(V1, 4))).toBe(false);
+    expect(rules.apply(ruleVersion(V1, 5))).toBe(false);
+    expect(rules.version?.version).toBe(5);
+    expect(rules.has('b')).toBe(false);
+  });
+
+  it('gives digest-named envoy limits a name the limiter accepts', () => {
+    expect(limiterResourceName('db:users')).toBe('db:users');
+    const name = limiterResourceName('envoy:~0123456789abcdef');
+    expect(name).toMatch(/^envoy@[0-9a-f]{40}$/);
+    expect(limiterResourceName('envoy:~0123456789abcdef')).toBe(name);
+  });
+
+  it('bounds distinct overrides', () => {
+    const rules = new LiveRules({ limiter, maxOverrides: 1 });
+    expect(rules.ensureOverride('envoy:~aa', { limits: [{ algorithm: 'fixed-window', limit: 1 }] })).toBe(true);
+    expect(rules.ensureOverride('envoy:~aa', { limits: [{ algorithm: 'fixed-window', limit: 1 }] })).toBe(true);
+    expect(rules.has('envoy:~aa')).toBe(true);
+    expect(rules.ensureOverride('envoy:~bb', { limits: [{ algorithm: 'fixed-window', limit: 2 }] })).toBe(false);
+  });
+});

@@ -1,0 +1,147 @@
+import { createHash } from 'node:crypto';
+import { ManualClock, RESOURCE_PATTERN, compileResource, type Limiter, type Logger, type ResourceConfig } from '@sluice/core';
+import { canonicalJson, type EnvoyDomain, type RuleVersion } from '@sluice/rules';
+
+/** What {@link LiveRules} reports when a version becomes active. */
+export interface RulesAppliedEvent {
+  readonly version: number;
+  readonly added: readonly string[];
+  readonly changed: readonly string[];
+  readonly removed: readonly string[];
+}
+
+/** Options of {@link LiveRules}. */
+export interface LiveRulesOptions {
+  readonly limiter: Limiter;
+  readonly logger?: Logger;
+  /** Most distinct limit overrides kept (Envoy `RateLimitDescriptor.limit`). */
+  readonly maxOverrides: number;
+  /** Called after each version is made active. */
+  readonly onApplied?: (event: RulesAppliedEvent) => void;
+}
+
+/**
+ * The limiter's name for a rule resource. Envoy limits whose path is not a valid resource name
+ * are named by a digest the limiter does not accept; they get one it does. `envoy@` never
+ * starts a readable Envoy resource (`envoy:`), so the names stay apart.
+ */
+export function limiterResourceName(name: string): string {
+  if (RESOURCE_PATTERN.test(name)) return name;
+  return `envoy@${createHash('sha256').update(name).digest('hex').slice(0, 40)}`;
+}
+
+/**
+ * The rules the server decides by right now: the active version's resources (native ones and
+ * one per Envoy `rate_limit`) are pushed into the limiter; resources that a later version no
+ * longer has are refused from then on (`SLUICE_ERR_UNKNOWN_RESOURCE`). Versions only move
+ * forward: an older one delivered late is ignored.
+ */
+export class LiveRules {
+  readonly #limiter: Limiter;
+  readonly #logger: Logger | undefined;
+  readonly #maxOverrides: number;
+  readonly #onApplied: LiveRulesOptions['onApplied'];
+  /** Active resource name -> canonical JSON of its config (to tell changes apart). */
+  #resources = new Map<string, string>();
+  #domains: Readonly<Record<string, EnvoyDomain>> = {};
+  #version: RuleVersion | undefined;
+  /** Override resources registered so far (they outlive rule versions). */
+  readonly #overrides = new Set<string>();
+
+  constructor(options: LiveRulesOptions) {
+    this.#limiter = options.limiter;
+    this.#logger = options.logger;
+    this.#maxOverrides = options.maxOverrides;
+    this.#onApplied = options.onApplied;
+  }
+
+  /** The active version, once one is. */
+  get version(): RuleVersion | undefined {
+    return this.#version;
+  }
+
+  /** Envoy domains of the active version. */
+  get domains(): Readonly<Record<string, EnvoyDomain>> {
+    return this.#domains;
+  }
+
+  /** Names of the active resources (native and Envoy). */
+  resourceNames(): string[] {
+    return [...this.#resources.keys()];
+  }
+
+  /** True when `resource` is in the active version (or is a registered override). */
+  has(name: string): boolean {
+    const resource = limiterResourceName(name);
+    return this.#resources.has(resource) || this.#overrides.has(resource);
+  }
+
+  /**
+   * Registers the limit of an Envoy override on first use. False when the bound on distinct
+   * overrides is reached (the caller refuses the request).
+   */
+  ensureOverride(name: string, config: ResourceConfig): boolean {
+    const resource = limiterResourceName(name);
+    if (this.#overrides.has(resource)) return true;
+    if (this.#overrides.size >= this.#maxOverrides) return false;
+    this.#limiter.setLimits(resource, config);
+    this.#overrides.add(resource);
+    return true;
+  }
+
+  /** Makes `v` active unless a newer (or the same) version already is. */
+  apply(v: RuleVersion): boolean {
+    if (this.#version !== undefined && v.version <= this.#version.version) return false;
+    const next = new Map<string, string>();
+    const configs = new Map<string, ResourceConfig>();
+    for (const [name, rule] of Object.entries(v.ruleSet.resources)) configs.set(name, rule);
+    for (const domain of Object.values(v.ruleSet.domains)) {
+      for (const [ruleName, rule] of Object.entries(domain.resources())) {
+        const name = limiterResourceName(ruleName);
+        if (configs.has(name)) {
+          this.#logger?.warn(
+            { resource: name, domain: domain.domain },
+            'an envoy limit has the name of a resource; the envoy limit wins',
+          );
+        }
+        configs.set(name, rule);
+      }
+    }
+    // All or nothing: a version with a resource the limiter refuses is not made active.
+    const check = new ManualClock();
+    for (const [name, config] of configs) {
+      try {
+        compileResource(name, config, check);
+      } catch (err) {
+        this.#logger?.warn(
+          { err, version: v.version, resource: name },
+          'rule version refused by the limiter; keeping the active one',
+        );
+        return false;
+      }
+    }
+    const added: string[] = [];
+    const changed: string[] = [];
+    for (const [name, config] of configs) {
+      const json = canonicalJson(config);
+      const before = this.#resources.get(name);
+      // setLimits carries usage over but clears local tiers: only call it for real changes.
+      if (before !== json) {
+        this.#limiter.setLimits(name, config);
+        (before === undefined ? added : changed).push(name);
+      }
+      next.set(name, json);
+    }
+    const removed = [...this.#resources.keys()].filter((n) => !next.has(n));
+    this.#resources = next;
+    this.#domains = v.ruleSet.domains;
+    this.#version = v;
+    const event = { version: v.version, added, changed, removed };
+    this.#logger?.info(
+      { version: v.version, author: v.author, reason: v.reason, hash: v.hash, added, changed, removed },
+      'rule version active',
+    );
+    this.#onApplied?.(event);
+    return true;
+  }
+}

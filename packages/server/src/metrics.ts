@@ -1,0 +1,133 @@
+import type { Decision, LimiterObserver } from '@sluice/core';
+import { createPrometheusObserver } from '@sluice/core/metrics';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** Live figures of one resource, for `GET /v1/stats` and `sluice status`. */
+export interface ResourceStats {
+  readonly resource: string;
+  /** Decisions made since start. */
+  readonly allowed: number;
+  readonly denied: number;
+  /** Admitted in shadow mode although the limit would have denied. */
+  readonly shadowDenied: number;
+  /** From the latest decision: the deciding limit and what was left of it. */
+  readonly limit: number;
+  readonly remaining: number;
+}
+
+interface Tally {
+  allowed: number;
+  denied: number;
+  shadowDenied: number;
+  limit: number;
+  remaining: number;
+}
+
+/**
+ * The server's Prometheus registry: the core's decision metrics plus requests by transport,
+ * the active rule version, fallbacks and pre-filter rejections, and process metrics. Label
+ * values are bounded: resources come from the rules, routes from the route table.
+ */
+export class ServerMetrics {
+  readonly registry = new Registry();
+  readonly observer: LimiterObserver;
+  readonly #http: Counter<'route' | 'method' | 'status'>;
+  readonly #grpc: Counter<'method' | 'code'>;
+  readonly #version: Gauge;
+  readonly #ruleChanges: Counter<'change'>;
+  readonly #remaining: Gauge<'resource'>;
+  readonly #fallbacks: Counter<'resource'>;
+  readonly #prefilter: Counter<'resource'>;
+  readonly #tallies = new Map<string, Tally>();
+
+  constructor() {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+    this.#http = new Counter({
+      name: 'sluice_http_requests_total',
+      help: 'HTTP requests by route, method and status',
+      labelNames: ['route', 'method', 'status'] as const,
+      registers,
+    });
+    this.#grpc = new Counter({
+      name: 'sluice_grpc_requests_total',
+      help: 'gRPC calls by method and status code',
+      labelNames: ['method', 'code'] as const,
+      registers,
+    });
+    this.#version = new Gauge({ name: 'sluice_rules_version', help: 'The active rule version (0: none yet)', registers });
+    this.#version.set(0);
+    this.#ruleChanges = new Counter({
+      name: 'sluice_rule_resources_changed_total',
+      help: 'Resources added, changed or removed by rule versions becoming active',
+      labelNames: ['change'] as const,
+      registers,
+    });
+    this.#remaining = new Gauge({
+      name: 'sluice_remaining_permits',
+      help: 'Permits left on the deciding limit after the latest decision of a resource',
+      labelNames: ['resource'] as const,
+      registers,
+    });
+    this.#fallbacks = new Counter({
+      name: 'sluice_fallback_decisions_total',
+      help: 'Decisions made by the store-failure policy while the store was unavailable',
+      labelNames: ['resource'] as const,
+      registers,
+    });
+    this.#prefilter = new Counter({
+      name: 'sluice_prefilter_rejections_total',
+      help: 'Denials made locally for keys known to be over their limit, without a store round trip',
+      labelNames: ['resource'] as const,
+      registers,
+    });
+    const core = createPrometheusObserver({ registry: this.registry });
+    this.observer = {
+      decided: (e) => {
+        core.decided?.(e);
+        this.#decided(e.resource, e.decision);
+      },
+      storeSwitched: (e) => core.storeSwitched?.(e),
+      waited: (e) => core.waited?.(e),
+    };
+  }
+
+  #decided(resource: string, d: Decision): void {
+    let t = this.#tallies.get(resource);
+    if (t === undefined) {
+      t = { allowed: 0, denied: 0, shadowDenied: 0, limit: 0, remaining: 0 };
+      this.#tallies.set(resource, t);
+    }
+    if (d.allowed) t.allowed++;
+    else t.denied++;
+    if (d.shadow) t.shadowDenied++;
+    t.limit = d.limit;
+    t.remaining = d.remaining;
+    this.#remaining.set({ resource }, d.remaining);
+    if (d.source === 'fallback') this.#fallbacks.inc({ resource });
+    if (d.source === 'prefilter' && !d.allowed) this.#prefilter.inc({ resource });
+  }
+
+  httpRequest(route: string, method: string, status: number): void {
+    this.#http.inc({ route, method, status: String(status) });
+  }
+
+  grpcRequest(method: string, code: number): void {
+    this.#grpc.inc({ method, code: String(code) });
+  }
+
+  rulesApplied(version: number, added: number, changed: number, removed: number): void {
+    this.#version.set(version);
+    if (added > 0) this.#ruleChanges.inc({ change: 'added' }, added);
+    if (changed > 0) this.#ruleChanges.inc({ change: 'changed' }, changed);
+    if (removed > 0) this.#ruleChanges.inc({ change: 'removed' }, removed);
+  }
+
+  /** Per-resource figures, for resources still `active`. */
+  stats(active: (resource: string) => boolean): ResourceStats[] {
+    return [...this.#tallies]
+      .filter(([resource]) => active(resource))
+      .map(([resource, t]) => ({ resource, ...t }))
+      .sort((a, b) => a.resource.localeCompare(b.resource));
+  }
+}

@@ -1,0 +1,251 @@
+import type { AddressInfo } from 'node:net';
+import { Limiter, compileLimits, type LimitStore, type PeerCount } from '@sluice/core';
+import * as sluiceRedis from '@sluice/redis';
+import { RedisStore } from '@sluice/redis';
+import { FileRuleStore, RedisRuleStore, type RuleStore } from '@sluice/rules';
+import type { Redis, Cluster } from 'ioredis';
+import { pino, type Logger } from 'pino';
+import { LiveRules } from './live-rules.js';
+import { ServerMetrics } from './metrics.js';
+import { buildHttpApp } from './http/app.js';
+import { bindGrpc, buildGrpcServer, shutdownGrpc } from './grpc/server.js';
+import { seedRuleStore } from './seed.js';
+import { RateLimitService } from './service.js';
+import { SettingsError, type Settings } from './settings.js';
+
+/** A running `sluice serve`. */
+export interface RunningServer {
+  /** Base URL of the HTTP API, e.g. `http://127.0.0.1:8080`. */
+  readonly url: string;
+  readonly httpPort: number;
+  readonly grpcPort: number;
+  readonly limiter: Limiter;
+  readonly rules: LiveRules;
+  readonly metrics: ServerMetrics;
+  readonly logger: Logger;
+  /**
+   * Graceful shutdown: stops accepting, lets in-flight calls finish within the grace period,
+   * then ends remaining waits (answered `SLUICE_ERR_CLOSED`) and closes stores.
+   */
+  close(): Promise<void>;
+}
+
+/** Options of {@link startServer} beyond the settings. */
+export interface StartOptions {
+  /** @default a pino logger at `settings.logLevel` on stdout */
+  logger?: Logger;
+}
+
+interface PeerRegistry extends PeerCount {
+  start(): Promise<void>;
+  close(): Promise<void>;
+}
+type PeerRegistryClass = new (options: { client: Redis | Cluster; key?: string }) => PeerRegistry;
+
+/** The live-clients registry of `@sluice/redis`, when the installed version exports it. */
+function peerRegistryClass(): PeerRegistryClass | undefined {
+  return (sluiceRedis as unknown as { RedisPeerRegistry?: PeerRegistryClass }).RedisPeerRegistry;
+}
+
+async function waitFor(probe: () => Promise<unknown>, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await probe();
+      return;
+    } catch (err) {
+      if (Date.now() >= deadline) throw new Error(`${what} did not answer within ${timeoutMs} ms`, { cause: err });
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p.finally(() => clearTimeout(timer)),
+    new Promise<T>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+    }),
+  ]);
+}
+
+/** The stores the server decides and keeps rules in. */
+interface Stores {
+  readonly limitStore: LimitStore | undefined;
+  readonly ruleStore: RuleStore;
+  readonly peers: PeerRegistry | undefined;
+  close(): Promise<void>;
+}
+
+async function openStores(settings: Settings, logger: Logger): Promise<Stores> {
+  const redisSource =
+    settings.redisUrl !== undefined
+      ? { url: settings.redisUrl }
+      : settings.redisCluster !== undefined
+        ? { clusterNodes: settings.redisCluster }
+        : undefined;
+  if (redisSource === undefined) {
+    const dir = settings.rulesDir ?? (settings.rules[0] === undefined ? undefined : `${settings.rules[0]}.versions`);
+    if (dir === undefined) throw new SettingsError('give --rules FILE (or --rules-dir DIR) on the embedded store');
+    const ruleStore = new FileRuleStore({ dir, logger });
+    return { limitStore: undefined, ruleStore, peers: undefined, close: () => ruleStore.close() };
+  }
+  const limitStore = new RedisStore({ ...redisSource, prefix: settings.redisPrefix, commandTimeoutMs: settings.storeTimeoutMs });
+  const ruleStore = new RedisRuleStore({ ...redisSource, prefix: settings.redisPrefix, logger });
+  let peers: PeerRegistry | undefined;
+  try {
+    // A first decision loads the scripts, so the first burst of calls does not wait for it.
+    const warmup = {
+      key: 'sluice:warmup',
+      limits: compileLimits({ algorithm: 'fixed-window', limit: 1, windowMs: 1000 }),
+      cost: 0,
+      leaseId: '',
+    };
+    await waitFor(() => limitStore.consume(warmup), 10_000, 'Redis');
+    const Registry = peerRegistryClass();
+    if (Registry === undefined) {
+      logger.warn('the Redis peer registry is unavailable: fallback shares assume a single server');
+    } else {
+      peers = new Registry({ client: limitStore.client, key: `${settings.redisPrefix}peers` });
+      await peers.start();
+    }
+  } catch (err) {
+    await ruleStore.close();
+    await limitStore.close();
+    throw err;
+  }
+  return {
+    limitStore,
+    ruleStore,
+    peers,
+    close: async () => {
+      await ruleStore.close();
+      await peers?.close();
+      await limitStore.close();
+    },
+  };
+}
+
+/**
+ * Starts `sluice serve`: opens the stores, seeds the rule store from the rule files when it is
+ * empty, follows its versions live, and listens for HTTP and gRPC.
+ */
+export async function startServer(settings: Settings, options: StartOptions = {}): Promise<RunningServer> {
+  const logger = options.logger ?? pino({ level: settings.logLevel });
+  const metrics = new ServerMetrics();
+  const stores = await openStores(settings, logger);
+  const limiter = new Limiter({
+    resources: {},
+    ...(stores.limitStore === undefined ? {} : { store: stores.limitStore }),
+    observer: metrics.observer,
+    maxKeyLength: settings.maxKeyLength,
+    maxWaitMs: settings.maxWaitMs,
+    onStoreFailure: settings.onStoreFailure,
+    failover: { logger, ...(stores.peers === undefined ? {} : { peers: stores.peers }) },
+  });
+  const rules = new LiveRules({
+    limiter,
+    logger,
+    maxOverrides: settings.maxOverrides,
+    onApplied: (e) => metrics.rulesApplied(e.version, e.added.length, e.changed.length, e.removed.length),
+  });
+  let stopWatch: (() => void) | undefined;
+  let closing = false;
+  const cleanup = async () => {
+    stopWatch?.();
+    await limiter.close();
+    await stores.close();
+  };
+  try {
+    await seedRuleStore(stores.ruleStore, settings.rules, logger);
+    const current = await stores.ruleStore.current();
+    stopWatch = stores.ruleStore.watch((v) => rules.apply(v));
+    if (current !== undefined) rules.apply(current);
+    else logger.warn('no rules yet: decisions are refused until a version is applied through the admin API');
+  } catch (err) {
+    await cleanup();
+    throw err;
+  }
+
+  const service = new RateLimitService(limiter, rules);
+  const readiness = async () => {
+    const checks: Record<string, string> = {};
+    checks.rules = rules.version === undefined ? 'no rule version' : `version ${rules.version.version}`;
+    const probe = async (name: string, p: () => Promise<unknown>) => {
+      try {
+        await withTimeout(p(), 1000);
+        checks[name] = 'ok';
+        return true;
+      } catch (err) {
+        checks[name] = err instanceof Error ? err.message : String(err);
+        return false;
+      }
+    };
+    const stores_ = await Promise.all([
+      probe('limitStore', () => stores.limitStore?.ping() ?? Promise.resolve()),
+      probe('ruleStore', () => stores.ruleStore.current()),
+    ]);
+    return { ready: !closing && rules.version !== undefined && stores_.every(Boolean), checks };
+  };
+  const app = buildHttpApp({
+    settings,
+    service,
+    rules,
+    ruleStore: stores.ruleStore,
+    metrics,
+    logger,
+    readiness,
+    closing: () => closing,
+  });
+  const grpcServer = buildGrpcServer({
+    limiter,
+    rules,
+    metrics,
+    logger,
+    bounds: { maxDescriptors: settings.maxDescriptors, maxKeyLength: settings.maxKeyLength },
+    maxMessageBytes: settings.maxBodyBytes,
+    closing: () => closing,
+  });
+  let grpcPort: number;
+  try {
+    await app.listen({ host: settings.host, port: settings.port });
+    grpcPort = await bindGrpc(grpcServer, settings.host, settings.grpcPort);
+  } catch (err) {
+    grpcServer.forceShutdown();
+    await app.close();
+    await cleanup();
+    throw err;
+  }
+  const httpPort = (app.server.address() as AddressInfo).port;
+  const host = settings.host === '0.0.0.0' || settings.host === '::' ? '127.0.0.1' : settings.host;
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${httpPort}`;
+  logger.info({ url, grpcPort, store: stores.limitStore?.name ?? 'memory', version: rules.version?.version }, 'sluice serving');
+
+  let closed: Promise<void> | undefined;
+  const close = () => {
+    closed ??= (async () => {
+      closing = true;
+      logger.info({ graceMs: settings.shutdownGraceMs }, 'shutting down: finishing in-flight calls');
+      const drained = Promise.all([app.close(), shutdownGrpc(grpcServer, settings.shutdownGraceMs)]);
+      let timer: NodeJS.Timeout | undefined;
+      const graceOver = new Promise<'grace'>((r) => {
+        timer = setTimeout(() => r('grace'), settings.shutdownGraceMs);
+      });
+      const first = await Promise.race([drained.then(() => 'drained' as const), graceOver]);
+      clearTimeout(timer);
+      // Waits still running past the grace period are ended: their callers get SLUICE_ERR_CLOSED.
+      if (first === 'grace') logger.warn('grace period over: ending remaining waits');
+      await limiter.close();
+      // Answers to the ended waits are written first; connections still open a second later are cut.
+      const cut = first === 'grace' ? setTimeout(() => app.server.closeAllConnections(), 1000) : undefined;
+      await drained;
+      clearTimeout(cut);
+      stopWatch?.();
+      await stores.close();
+      logger.info('shut down');
+    })();
+    return closed;
+  };
+  return { url, httpPort, grpcPort, limiter, rules, metrics, logger, close };
+}

@@ -1,0 +1,59 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { SETTINGS, SettingsError, loadSettings } from './settings.js';
+
+describe('loadSettings', () => {
+  it('fills every default without flags or environment', () => {
+    const s = loadSettings({}, {});
+    expect(s).toMatchObject({ port: 8080, grpcPort: 8081, host: '0.0.0.0', maxBodyBytes: 65536, maxBatch: 100, rules: [] });
+    expect(s.redisUrl).toBeUndefined();
+    expect(s.adminToken).toBeUndefined();
+    expect(Object.isFrozen(s)).toBe(true);
+  });
+
+  it('reads the environment, and a flag wins over it', () => {
+    const env = {
+      SLUICE_PORT: '9000',
+      SLUICE_GRPC_PORT: '9001',
+      SLUICE_RULES: 'a.yaml, b.yaml',
+      SLUICE_ADMIN_TOKEN: 'x'.repeat(16),
+    };
+    expect(loadSettings({}, env)).toMatchObject({
+      port: 9000,
+      grpcPort: 9001,
+      rules: ['a.yaml', 'b.yaml'],
+      adminToken: 'x'.repeat(16),
+    });
+    expect(loadSettings({ port: '7000', rules: ['c.yaml'] }, env)).toMatchObject({ port: 7000, rules: ['c.yaml'] });
+  });
+
+  it('names the flag and the variable of a bad value', () => {
+    expect(() => loadSettings({ port: '70000' }, {})).toThrow(SettingsError);
+    expect(() => loadSettings({ port: 'abc' }, {})).toThrow(/--port \/ SLUICE_PORT: .*"abc"/);
+    expect(() => loadSettings({}, { SLUICE_ADMIN_TOKEN: 'short' })).toThrow(
+      /--admin-token \/ SLUICE_ADMIN_TOKEN: must be at least 16/,
+    );
+    expect(() => loadSettings({ redisUrl: 'localhost:6379' }, {})).toThrow(/--redis \/ SLUICE_REDIS_URL/);
+    expect(() => loadSettings({ redisCluster: 'a:1,b' }, {})).toThrow(/must be host:port/);
+    expect(() => loadSettings({ redisUrl: 'redis://a:1', redisCluster: 'a:1' }, {})).toThrow(/exclude each other/);
+  });
+
+  it('gives every setting a distinct flag and SLUICE_ variable', () => {
+    const specs = Object.values(SETTINGS);
+    expect(new Set(specs.map((s) => s.env)).size).toBe(specs.length);
+    expect(new Set(specs.map((s) => s.flag)).size).toBe(specs.length);
+    for (const s of specs) expect(s.env).toMatch(/^SLUICE_[A-Z_]+$/);
+  });
+});
+
+describe('the README settings table', () => {
+  it('lists every setting with its flag, variable and default', () => {
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    for (const s of Object.values(SETTINGS)) {
+      const row = readme.split('\n').find((l) => l.startsWith(`| \`${s.flag}\``));
+      expect(row, s.flag).toBeDefined();
+      expect(row).toContain(`\`${s.env}\``);
+      expect(row).toContain(s.default === undefined ? '—' : `\`${s.default}\``);
+    }
+  });
+});

@@ -1,0 +1,216 @@
+import { STORE_FAILURE_POLICIES } from '@sluice/core';
+import { z } from 'zod';
+
+/**
+ * Process settings of `sluice serve`, read once at start. Each has a command-line flag, an
+ * environment variable and a default; a flag wins over the variable, the variable over the
+ * default. The README's settings table lists the same entries.
+ */
+export interface Settings {
+  /** Rule files seeding the rule store when it has no version yet. */
+  readonly rules: readonly string[];
+  /** Directory of the file rule store (embedded store only). */
+  readonly rulesDir: string | undefined;
+  readonly host: string;
+  readonly port: number;
+  readonly grpcPort: number;
+  readonly redisUrl: string | undefined;
+  readonly redisCluster: readonly string[] | undefined;
+  readonly redisPrefix: string;
+  readonly storeTimeoutMs: number;
+  readonly onStoreFailure: (typeof STORE_FAILURE_POLICIES)[number];
+  readonly adminToken: string | undefined;
+  readonly maxBodyBytes: number;
+  readonly maxBatch: number;
+  readonly maxWaitMs: number;
+  readonly maxKeyLength: number;
+  readonly maxDescriptors: number;
+  readonly maxOverrides: number;
+  readonly shutdownGraceMs: number;
+  readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+}
+
+const int = (min: number, max: number) => z.coerce.number().int('must be an integer').min(min).max(max);
+const list = z
+  .string()
+  .transform((s) => s.split(',').map((x) => x.trim()))
+  .pipe(z.array(z.string().min(1, 'must not have empty entries')));
+
+/** One setting: its flag, environment variable, default and how its text is read. */
+interface SettingSpec {
+  readonly flag: string;
+  readonly env: string;
+  readonly default: string | undefined;
+  readonly schema: z.ZodType;
+  readonly doc: string;
+}
+
+/** Every setting, in the order the README lists them. */
+export const SETTINGS = {
+  rules: {
+    flag: '--rules',
+    env: 'SLUICE_RULES',
+    default: undefined,
+    schema: list,
+    doc: 'Rule files (comma-separated in the variable; the flag repeats) that seed the rule store while it is empty',
+  },
+  rulesDir: {
+    flag: '--rules-dir',
+    env: 'SLUICE_RULES_DIR',
+    default: undefined,
+    schema: z.string().min(1),
+    doc: 'Directory of the versioned rule store on the embedded store (default: `<first rules file>.versions`)',
+  },
+  host: { flag: '--host', env: 'SLUICE_HOST', default: '0.0.0.0', schema: z.string().min(1), doc: 'Address both listeners bind' },
+  port: { flag: '--port', env: 'SLUICE_PORT', default: '8080', schema: int(0, 65_535), doc: 'HTTP port (0: any free port)' },
+  grpcPort: {
+    flag: '--grpc-port',
+    env: 'SLUICE_GRPC_PORT',
+    default: '8081',
+    schema: int(0, 65_535),
+    doc: 'gRPC port of the Envoy rate limit service (0: any free port)',
+  },
+  redisUrl: {
+    flag: '--redis',
+    env: 'SLUICE_REDIS_URL',
+    default: undefined,
+    schema: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL'),
+    doc: 'Share limits and rules through this Redis',
+  },
+  redisCluster: {
+    flag: '--redis-cluster',
+    env: 'SLUICE_REDIS_CLUSTER',
+    default: undefined,
+    schema: list.pipe(z.array(z.string().regex(/^[^:,\s]+:\d{1,5}$/, 'must be host:port'))),
+    doc: 'Share limits and rules through this Redis Cluster (`host:port,...` seed nodes)',
+  },
+  redisPrefix: {
+    flag: '--redis-prefix',
+    env: 'SLUICE_REDIS_PREFIX',
+    default: 'sluice:',
+    schema: z.string().max(128),
+    doc: 'Prefix of every Redis key (limits, rules, peers)',
+  },
+  storeTimeoutMs: {
+    flag: '--store-timeout-ms',
+    env: 'SLUICE_STORE_TIMEOUT_MS',
+    default: '50',
+    schema: int(1, 600_000),
+    doc: 'Bound on one Redis decision; past it the store-failure policy decides',
+  },
+  onStoreFailure: {
+    flag: '--on-store-failure',
+    env: 'SLUICE_ON_STORE_FAILURE',
+    default: 'local',
+    schema: z.enum(STORE_FAILURE_POLICIES),
+    doc: 'Default policy while Redis is away: `local` (fair share), `open` or `closed`; rules may override per resource',
+  },
+  adminToken: {
+    flag: '--admin-token',
+    env: 'SLUICE_ADMIN_TOKEN',
+    default: undefined,
+    schema: z.string().min(16, 'must be at least 16 characters').max(1024),
+    doc: 'Bearer token of the admin API; without one the admin API answers 401',
+  },
+  maxBodyBytes: {
+    flag: '--max-body-bytes',
+    env: 'SLUICE_MAX_BODY_BYTES',
+    default: '65536',
+    schema: int(1024, 16 * 1024 * 1024),
+    doc: 'Largest request body (HTTP) or message (gRPC); admin rule changes may be up to 2 MiB',
+  },
+  maxBatch: {
+    flag: '--max-batch',
+    env: 'SLUICE_MAX_BATCH',
+    default: '100',
+    schema: int(1, 10_000),
+    doc: 'Most items in one batch call',
+  },
+  maxWaitMs: {
+    flag: '--max-wait-ms',
+    env: 'SLUICE_MAX_WAIT_MS',
+    default: '30000',
+    schema: int(0, 3_600_000),
+    doc: 'Longest `maxWaitMs` an acquire may ask for (also its default)',
+  },
+  maxKeyLength: {
+    flag: '--max-key-length',
+    env: 'SLUICE_MAX_KEY_LENGTH',
+    default: '512',
+    schema: int(16, 65_536),
+    doc: 'Longest key (HTTP `key`, or the joined entries of an Envoy descriptor)',
+  },
+  maxDescriptors: {
+    flag: '--max-descriptors',
+    env: 'SLUICE_MAX_DESCRIPTORS',
+    default: '64',
+    schema: int(1, 4096),
+    doc: 'Most descriptors in one ShouldRateLimit call, and most entries in one descriptor',
+  },
+  maxOverrides: {
+    flag: '--max-overrides',
+    env: 'SLUICE_MAX_OVERRIDES',
+    default: '1000',
+    schema: int(0, 1_000_000),
+    doc: 'Most distinct limit overrides (Envoy `RateLimitDescriptor.limit`) the server keeps limits for',
+  },
+  shutdownGraceMs: {
+    flag: '--shutdown-grace-ms',
+    env: 'SLUICE_SHUTDOWN_GRACE_MS',
+    default: '10000',
+    schema: int(0, 600_000),
+    doc: 'On SIGTERM/SIGINT, how long in-flight calls may finish before waits are ended',
+  },
+  logLevel: {
+    flag: '--log-level',
+    env: 'SLUICE_LOG_LEVEL',
+    default: 'info',
+    schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
+    doc: 'pino log level',
+  },
+} as const satisfies Record<keyof Settings, SettingSpec>;
+
+/** Raw values from the command line, by setting name (strings, or lists for repeatable flags). */
+export type SettingFlags = Partial<Record<keyof Settings, string | readonly string[] | undefined>>;
+
+/** A setting could not be read; the message names its flag and variable. */
+export class SettingsError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SettingsError';
+  }
+}
+
+/**
+ * Reads every setting once: flag, else environment variable, else default; validates and
+ * freezes them. Throws a {@link SettingsError} naming the flag and variable at fault.
+ */
+export function loadSettings(
+  flags: SettingFlags = {},
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): Settings {
+  const out: Record<string, unknown> = {};
+  for (const [name, spec] of Object.entries(SETTINGS) as [keyof Settings, SettingSpec][]) {
+    const flag = flags[name];
+    const raw = Array.isArray(flag) ? flag.join(',') : ((flag as string | undefined) ?? nonEmpty(env[spec.env]) ?? spec.default);
+    if (raw === undefined) {
+      out[name] = undefined;
+      continue;
+    }
+    const r = spec.schema.safeParse(raw);
+    if (!r.success) {
+      const why = r.error.issues[0]?.message ?? 'is invalid';
+      throw new SettingsError(`${spec.flag} / ${spec.env}: ${why} (got ${JSON.stringify(raw)})`);
+    }
+    out[name] = r.data;
+  }
+  const s = out as unknown as Settings;
+  if (s.redisUrl !== undefined && s.redisCluster !== undefined) {
+    throw new SettingsError(`${SETTINGS.redisUrl.flag} and ${SETTINGS.redisCluster.flag} exclude each other`);
+  }
+  return Object.freeze({ ...s, rules: Object.freeze([...(s.rules ?? [])]) });
+}
+
+function nonEmpty(v: string | undefined): string | undefined {
+  return v === undefined || v === '' ? undefined : v;
+}

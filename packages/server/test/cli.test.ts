@@ -1,0 +1,157 @@
+import { fileURLToPath } from 'node:url';
+import type { RunningServer } from '@sluice/server';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TOKEN, call, runCli, scratch, startTestServer, writeRules } from './support.js';
+
+const EXAMPLE = fileURLToPath(new URL('../../../examples/rules.yaml', import.meta.url));
+
+const V1 = `
+resources:
+  api:one: { limits: { algorithm: fixed-window, limit: 100, windowMs: 60000 } }
+domains:
+  - domain: edge
+    descriptors:
+      - key: ip
+        rate_limit: { unit: second, requests_per_unit: 1000000 }
+`;
+const V2 = V1.replace('limit: 100,', 'limit: 200,');
+
+describe('the sluice command line', () => {
+  const tmp = scratch();
+  let server: RunningServer;
+
+  beforeAll(async () => {
+    server = await startTestServer({ rules: [writeRules(tmp.dir, V1)] });
+  });
+  afterAll(async () => {
+    await server?.close();
+    tmp.remove();
+  });
+
+  it('prints help for every command', async () => {
+    const top = await runCli(['--help']);
+    expect(top.code).toBe(0);
+    for (const cmd of ['serve', 'rules', 'status', 'bench']) expect(top.stdout).toContain(cmd);
+    const serve = await runCli(['serve', '--help']);
+    expect(serve.code).toBe(0);
+    expect(serve.stdout).toContain('--grpc-port');
+    expect(serve.stdout).toContain('SLUICE_REDIS_URL');
+    expect((await runCli(['rules', 'apply', '--help'])).stdout).toContain('--expected-version');
+  });
+
+  it('validates rule files offline', async () => {
+    const ok = await runCli(['rules', 'validate', EXAMPLE]);
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toMatch(/^ok: .*rules\.yaml: 3 resource\(s\), 1 envoy domain\(s\)/);
+    const bad = writeRules(
+      tmp.dir,
+      'resources:\n  db:x:\n    limits: { algorithm: gcra, limit: 0 }\n    colour: red\n',
+      'bad.yaml',
+    );
+    const r = await runCli(['rules', 'validate', bad]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`${bad}: resources."db:x"`);
+    expect(r.stderr.trim().split('\n').length).toBeGreaterThanOrEqual(1);
+    const missing = await runCli(['rules', 'validate', `${tmp.dir}/missing.yaml`]);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('missing.yaml: cannot be read (ENOENT)');
+  });
+
+  it('refuses bad settings and usage with exit code 2', async () => {
+    const r = await runCli(['serve', '--port', 'abc']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--port / SLUICE_PORT');
+    const usage = await runCli(['rules', 'diff', 'x', '--server', server.url]);
+    expect(usage.code).not.toBe(0);
+    expect(usage.stderr).toContain('must be a positive integer');
+  });
+
+  it('applies, lists, diffs and rolls back rules on a running server', async () => {
+    const env = { SLUICE_ADMIN_TOKEN: TOKEN, SLUICE_SERVER: server.url };
+    const file = writeRules(tmp.dir, V2, 'v2.yaml');
+    const applied = await runCli(['rules', 'apply', file, '--reason', 'raise api:one', '--author', 'ana'], env);
+    expect(applied.code, applied.stderr).toBe(0);
+    expect(applied.stdout).toMatch(/^applied v2 {2}\S+ {2}ana {2}raise api:one$/m);
+    expect((await call(server.url, '/v1/check', { resource: 'api:one', key: 'cli' })).json.limit).toBe(200);
+
+    const history = await runCli(['rules', 'history'], env);
+    expect(
+      history.stdout
+        .trim()
+        .split('\n')
+        .map((l) => l.split(' ')[0]),
+    ).toEqual(['v2', 'v1']);
+    const diff = await runCli(['rules', 'diff', '1', '2'], env);
+    expect(diff.stdout).toContain('~ resources api:one: limits[0].limit');
+    expect(diff.stdout).toContain('+  api:one: { limits: { algorithm: fixed-window, limit: 200');
+    const show = await runCli(['rules', 'show', '--version', '1'], env);
+    expect(show.stdout).toContain('limit: 100,');
+
+    const back = await runCli(['rules', 'rollback', '1', '--reason', 'revert'], env);
+    expect(back.code).toBe(0);
+    expect(back.stdout).toContain('(rollback to v1)');
+    expect((await call(server.url, '/v1/check', { resource: 'api:one', key: 'cli2' })).json.limit).toBe(100);
+
+    const stale = await runCli(['rules', 'apply', file, '--reason', 'x', '--expected-version', '1'], env);
+    expect(stale.code).toBe(1);
+    expect(stale.stderr).toContain('409 SLUICE_ERR_RULE_CONFLICT');
+  });
+
+  it('fails clearly without the token, on invalid rules and when the server is unreachable', async () => {
+    const file = writeRules(tmp.dir, V2, 'v2b.yaml');
+    const denied = await runCli([
+      'rules',
+      'apply',
+      file,
+      '--reason',
+      'x',
+      '--server',
+      server.url,
+      '--token',
+      'wrong-token-0123456789',
+    ]);
+    expect(denied.code).toBe(1);
+    expect(denied.stderr).toContain('401 SLUICE_ERR_UNAUTHORIZED');
+    const invalid = writeRules(tmp.dir, 'resources:\n  a: { limits: { algorithm: nope, limit: 1 } }\n', 'invalid.yaml');
+    const refused = await runCli(['rules', 'apply', invalid, '--reason', 'x', '--server', server.url, '--token', TOKEN]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('400 SLUICE_ERR_INVALID_RULES: invalid.yaml: resources.a.limits');
+    const gone = await runCli(['rules', 'history', '--server', 'http://127.0.0.1:1', '--token', TOKEN]);
+    expect(gone.code).toBe(1);
+    expect(gone.stderr).toContain('cannot reach http://127.0.0.1:1');
+    expect(server.rules.version?.version).toBe(3);
+  });
+
+  it('shows the busiest resources once', async () => {
+    await Promise.all(Array.from({ length: 20 }, () => call(server.url, '/v1/check', { resource: 'api:one', key: 'status' })));
+    const r = await runCli(['status', '--once', '--interval', '200', '--server', server.url]);
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.stdout.trim().split('\n');
+    expect(lines[0]).toContain('rules v3');
+    expect(lines[2]).toMatch(/^RESOURCE\s+RATE\/s/);
+    expect(lines.some((l) => /^api:one\s+\d/.test(l))).toBe(true);
+  });
+
+  it('benchmarks a running server over HTTP and gRPC', async () => {
+    const r = await runCli([
+      'bench',
+      '--server',
+      server.url,
+      '--resource',
+      'api:one',
+      '--grpc',
+      `127.0.0.1:${server.grpcPort}`,
+      '--domain',
+      'edge',
+      '--descriptor',
+      'ip=1.2.3.4',
+      '--duration',
+      '1',
+      '--concurrency',
+      '4',
+    ]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^HTTP .* \d+ decisions\/s .*p99 [\d.]+ ms$/m);
+    expect(r.stdout).toMatch(/^gRPC .* \d+ decisions\/s .*0 errors\), p50 [\d.]+ ms, p99 [\d.]+ ms$/m);
+  });
+});

@@ -1,0 +1,180 @@
+/* eslint-disable @typescript-eslint/no-explicit-any --
+   the assertions read parsed JSON and protobuf answers dynamically */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as grpc from '@grpc/grpc-js';
+import { loadRlsDefinition, loadSettings, startServer, type RunningServer, type SettingFlags } from '@sluice/server';
+import { pino } from 'pino';
+
+export const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
+export const TOKEN = 'test-admin-token-0123456789';
+
+/** A scratch directory removed by the returned function. */
+export function scratch(): { dir: string; remove: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-server-'));
+  return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** Writes `text` to `dir/name` and returns the path. */
+export function writeRules(dir: string, text: string, name = 'rules.yaml'): string {
+  const path = join(dir, name);
+  writeFileSync(path, text);
+  return path;
+}
+
+/** A server in this process on free ports, quiet, with the test token; flags override. */
+export async function startTestServer(flags: SettingFlags): Promise<RunningServer> {
+  const settings = loadSettings(
+    { host: '127.0.0.1', port: '0', grpcPort: '0', adminToken: TOKEN, logLevel: 'silent', ...flags },
+    // The test environment's SLUICE_* variables are for the tests, not for the server.
+    {},
+  );
+  return startServer(settings, { logger: pino({ level: process.env.SLUICE_TEST_LOG_LEVEL ?? 'silent' }) });
+}
+
+/** JSON over HTTP; never throws for a status. */
+export async function call(
+  base: string,
+  path: string,
+  body?: unknown,
+  options: { token?: string; method?: string; signal?: AbortSignal } = {},
+): Promise<{ status: number; json: any; headers: Headers }> {
+  const headers: Record<string, string> = {};
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;
+  const res = await fetch(new URL(path, base), {
+    method: options.method ?? (body === undefined ? 'GET' : 'POST'),
+    headers,
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    ...(options.signal === undefined ? {} : { signal: options.signal }),
+  });
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = text;
+  }
+  return { status: res.status, json, headers: res.headers };
+}
+
+/** Polls `probe` until it returns true; fails after `timeoutMs` (a bound on a hang, not a timed assertion). */
+export async function eventually(probe: () => Promise<boolean>, timeoutMs = 20_000, intervalMs = 25): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await probe()) return;
+    if (Date.now() > deadline) throw new Error('condition not met before the deadline');
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+/** An Envoy-style client of RateLimitService. */
+export class RlsClient {
+  readonly #client: grpc.Client;
+  readonly #method = loadRlsDefinition().ShouldRateLimit!;
+
+  constructor(target: string) {
+    this.#client = new grpc.Client(target, grpc.credentials.createInsecure());
+  }
+
+  /** Resolves to the response, or to `{ error }` with the gRPC status and Sluice code. */
+  shouldRateLimit(request: object): Promise<any> {
+    return this.raw(this.#method.requestSerialize(request));
+  }
+
+  /** Sends bytes as they are, as the request message. */
+  raw(bytes: Buffer): Promise<any> {
+    return new Promise((resolve) => {
+      this.#client.makeUnaryRequest(
+        this.#method.path,
+        (b: Buffer) => b,
+        (b: Buffer) => this.#method.responseDeserialize(b),
+        bytes,
+        (err: grpc.ServiceError | null, res?: unknown) =>
+          resolve(
+            err ? { error: { code: err.code, details: err.details, sluice: err.metadata?.get('sluice-error-code')[0] } } : res,
+          ),
+      );
+    });
+  }
+
+  close(): void {
+    this.#client.close();
+  }
+}
+
+/** A `sluice serve` child process. */
+export interface ServerProcess {
+  readonly url: string;
+  readonly grpcPort: number;
+  readonly child: ChildProcess;
+  /** Every log line so far. */
+  readonly logs: string[];
+  /** Sends `signal` and resolves to the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/**
+ * Starts `node dist/cli.js serve ARGS` on free ports; resolves once it serves. The environment
+ * is the parent's without its SLUICE_* variables, plus `env`.
+ */
+export function spawnServer(args: readonly string[], env: Record<string, string> = {}): Promise<ServerProcess> {
+  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SLUICE_')));
+  const child = spawn(process.execPath, [CLI, 'serve', '--host', '127.0.0.1', '--port', '0', '--grpc-port', '0', ...args], {
+    env: { ...clean, SLUICE_ADMIN_TOKEN: TOKEN, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: string[] = [];
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return new Promise((resolve, reject) => {
+    let buffered = '';
+    const onLine = (line: string) => {
+      logs.push(line);
+      let entry: { msg?: string; url?: string; grpcPort?: number };
+      try {
+        entry = JSON.parse(line) as typeof entry;
+      } catch {
+        return;
+      }
+      if (entry.msg === 'sluice serving') {
+        resolve({
+          url: entry.url!,
+          grpcPort: entry.grpcPort!,
+          child,
+          logs,
+          stop: (signal = 'SIGTERM') => {
+            if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+            return exited;
+          },
+        });
+      }
+    };
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      buffered += chunk;
+      const lines = buffered.split('\n');
+      buffered = lines.pop()!;
+      lines.forEach(onLine);
+    });
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => logs.push(chunk));
+    void exited.then((code) => reject(new Error(`sluice serve exited with ${code} before serving:\n${logs.join('\n')}`)));
+  });
+}
+
+/** Runs the CLI to completion. */
+export function runCli(
+  args: readonly string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SLUICE_')));
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args], { env: { ...clean, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+    child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+    child.once('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
