@@ -85,6 +85,7 @@ export class LeaseCache {
     private readonly clock: Clock,
     private readonly maxKeys: number,
     private readonly sweepMs = 100,
+    private readonly onRefill?: (key: string, granted: number) => void,
   ) {}
 
   /**
@@ -169,6 +170,7 @@ export class LeaseCache {
     const max = Math.max(min, this.#batchSize(h, limits, cost, settings) - h.available);
     this.refills++;
     const r = await this.store.reserve({ key, limits, min, max }, policy);
+    this.onRefill?.(key, r.granted);
     const now = this.clock.now();
     const d = combineStatuses(r.statuses);
     h.last = { ...d, allowed: true, reason: 'allowed', retryAfterMs: 0 };

@@ -165,7 +165,10 @@ export class Limiter {
         this.#observer?.storeSwitched?.({ healthy: e.healthy });
       },
     });
-    this.#leases = new LeaseCache(this.#failover, this.#clock, 100_000);
+    this.#leases = new LeaseCache(this.#failover, this.#clock, 100_000, 100, (key, granted) => {
+      const bar = key.indexOf('|');
+      this.#observer?.leaseRefilled?.({ resource: bar < 0 ? key : key.slice(0, bar), granted });
+    });
   }
 
   /**

@@ -31,3 +31,19 @@ describe('Prometheus observer', () => {
     await limiter.close();
   });
 });
+
+describe('lease metrics', () => {
+  it('counts refills and leased permits per resource', async () => {
+    const registry = new Registry();
+    const limiter = new Limiter({
+      resources: { 'api:hot': { limits: { algorithm: 'token-bucket', limit: 1000 }, lease: true } },
+      clock: new ManualClock(),
+      observer: createPrometheusObserver({ registry }),
+    });
+    for (let i = 0; i < 10; i++) await limiter.try('api:hot');
+    const text = await registry.metrics();
+    expect(text).toMatch(/sluice_lease_refills_total\{resource="api:hot"\} [1-9]/);
+    expect(text).toMatch(/sluice_leased_permits_total\{resource="api:hot"\} (1\d|[1-9]\d+)/);
+    await limiter.close();
+  });
+});

@@ -59,12 +59,28 @@ export function createPrometheusObserver(options: PrometheusObserverOptions): Li
     registers,
   });
   healthy.set(1);
+  const refills = new Counter({
+    name: `${prefix}lease_refills_total`,
+    help: 'Round trips that refilled a client-side lease',
+    labelNames: ['resource'] as const,
+    registers,
+  });
+  const leased = new Counter({
+    name: `${prefix}leased_permits_total`,
+    help: 'Permits taken into client-side leases',
+    labelNames: ['resource'] as const,
+    registers,
+  });
   return {
     decided({ resource, mode, decision }) {
       // Shadow-mode admissions that would have been denied are told apart, not hidden.
       const outcome = decision.shadow ? 'shadow_denied' : decision.allowed ? 'allowed' : 'denied';
       decisions.inc({ resource, mode, outcome, source: decision.source ?? 'store' });
       if (!decision.allowed) rejections.inc({ resource, reason: decision.reason });
+    },
+    leaseRefilled({ resource, granted }) {
+      refills.inc({ resource });
+      leased.inc({ resource }, granted);
     },
     storeSwitched({ healthy: isHealthy }) {
       switches.inc({ to: isHealthy ? 'store' : 'fallback' });

@@ -10,6 +10,8 @@ export type DecisionMode = 'try' | 'acquire';
 export interface LimiterObserver {
   /** Every decision returned to a caller. */
   decided?(event: { resource: string; mode: DecisionMode; decision: Decision }): void;
+  /** A lease refill: one round trip that took `granted` permits (0 when denied). */
+  leaseRefilled?(event: { resource: string; granted: number }): void;
   /** The store became unavailable (`healthy: false`) or answered again. */
   storeSwitched?(event: { healthy: boolean }): void;
   /** Every `acquire` that queued, once it ends (granted, timed out, aborted or failed). */
