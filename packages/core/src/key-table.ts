@@ -73,16 +73,22 @@ export class KeyTable {
       const wasConcurrency = written[i]!.algorithm === 'concurrency';
       return wasConcurrency === (l.algorithm === 'concurrency') ? states[i] : undefined;
     });
+    // Keep the alignment, as the Redis script does: a limit that was removed and comes back
+    // later starts afresh instead of finding its old state.
+    this.#slots.set(key, this.#slot(expiresAt, limits, aligned));
     return { expiresAt, states: aligned };
   }
 
   write(key: string, limits: readonly CompiledLimit[], states: (LimitState | undefined)[], expiry: number, now: number): void {
     const expiresAt = Math.ceil(expiry);
+    if (!this.#slots.has(key) && this.#slots.size >= this.maxKeys) this.#evictOne(now);
+    this.#slots.set(key, this.#slot(expiresAt, limits, states));
+  }
+
+  #slot(expiresAt: number, limits: readonly CompiledLimit[], states: (LimitState | undefined)[]): Slot {
     const only =
       limits.length === 1 && limits[0]!.algorithm !== 'concurrency' ? (states[0] as readonly number[] | undefined) : undefined;
-    const slot: Slot = only !== undefined ? this.#pack(expiresAt, limits, only) : { expiresAt, limits, states };
-    if (!this.#slots.has(key) && this.#slots.size >= this.maxKeys) this.#evictOne(now);
-    this.#slots.set(key, slot);
+    return only !== undefined ? this.#pack(expiresAt, limits, only) : { expiresAt, limits, states };
   }
 
   clear(): void {
