@@ -49,6 +49,8 @@ export class RedisProcess {
     const deadline = Date.now() + 10_000;
     for (;;) {
       const probe = new Redis(this.port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      // Refused connections are expected until the server is up; connect() reports them.
+      probe.on('error', () => {});
       try {
         await probe.connect();
         await probe.ping();

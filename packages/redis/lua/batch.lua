@@ -1,7 +1,12 @@
 --[[
-sluice batch script, protocol 1: decides a batch of Sluice operations in one call, atomically,
+sluice batch script, protocol 2: decides a batch of Sluice operations in one call, atomically,
 all at one instant of Redis' clock (TIME; the callers' clocks are never used). Items run in
 order, so several items for one key see each other's effects exactly as sequential calls would.
+
+The file defines batch(KEYS, ARGV) and calls nothing; src/scripts.ts makes it a Redis Functions
+library (FUNCTION LOAD; the file runs once, at the first FCALL, and each call runs batch) or, on
+servers without functions, a script that ends with `return batch(KEYS, ARGV)` (EVALSHA: the
+whole file runs at every call).
 
 KEYS: one state key per key group g = 1..G (a group is one Sluice key; the caller sends one
       call per Cluster slot), then two lease keys for each group listed in ARGV (see below):
@@ -13,7 +18,7 @@ KEYS: one state key per key group g = 1..G (a group is one Sluice key; the calle
   groups named by an item whose policy has a concurrency limit.
 
 ARGV:
-  [1]  protocol version, "1"
+  [1]  protocol version, "2"
   [2]  P, the number of policies (1..MAX_ITEMS)
   then P policies, each: L (1..8), then L limits of 7 values:
        code (1 token bucket, 2 gcra, 3 sliding window, 4 fixed window, 5 sliding log,
@@ -22,9 +27,12 @@ ARGV:
        one concurrency limit)
   then C, the number of groups with lease keys, and those C groups in increasing order
        (so G = #KEYS - 2C)
-  then, as the last argument, the items: one MessagePack array of N (1..MAX_ITEMS) items of 5
-       values each (integers, and strings where said): op, policy (1..P), group (1..G), amount,
-       extra
+  then, as the last argument, the items: one MessagePack array of N (1..MAX_ITEMS) items of 6
+       values each (integers, and strings or floats where said): op, policy (1..P), group
+       (1..G), amount, extra, reserve
+       reserve: for a consume, the share of each limit held back (a float in
+       0..MAX_RESERVE: the cost must fit with floor(reserve * capacity) more, where capacity is
+       the burst of a token bucket or gcra, else the limit); 0 for every other op
        op 1 consume  amount = cost (0..1e9); extra = the lease a concurrency limit takes
        op 2 adjust   amount = delta (-1e9..1e9, negative refunds); extra = ""
        op 3 renew    amount = the lease's new lifetime in ms (1..86400000); extra = lease id
@@ -50,7 +58,7 @@ Returns {code, message} with a positive code when the call is malformed; nothing
 local rcall = redis.call
 local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
 
-local PROTOCOL = '1'
+local PROTOCOL = '2'
 local MAX_ITEMS = 4096
 local MAX_LIMITS = 8
 local MAX_LIMIT = 1000000000
@@ -62,6 +70,7 @@ local MAX_LEASE_TTL_MS = 86400000
 local MAX_COST = 1000000000
 local MAX_ID_LENGTH = 64
 local MAX_LEASE_ID_LENGTH = 256
+local MAX_RESERVE = 0.9
 
 --@include "lib/codes.lua"
 --@include "lib/numeric.lua"
@@ -77,40 +86,43 @@ local MAX_LEASE_ID_LENGTH = 256
 
 --@include "lib/operations.lua"
 
-local policies, lease_keys, items = parse_args()
-if policies == nil then
-  -- parse_args returned nil, a code and a message.
-  return { lease_keys, items }
-end
-
-local time = rcall('TIME')
-local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
-
-local entries = {}
-local out = { OK, fmt(now) }
-for at = 1, #items, 5 do
-  local op, policy, group, amount, extra = items[at], policies[items[at + 1]], items[at + 2], items[at + 3], items[at + 4]
-  local entry = entries[group]
-  if entry == nil then
-    local lease_at = lease_keys[group]
-    entry = entry_load(KEYS[group], lease_at and KEYS[lease_at], lease_at and KEYS[lease_at + 1])
-    entries[group] = entry
+-- Decides one batch: KEYS and ARGV as in the header above.
+local function batch(keys, argv)
+  local policies, lease_keys, items = parse_args(keys, argv)
+  if policies == nil then
+    -- parse_args returned nil, a code and a message.
+    return { lease_keys, items }
   end
-  if entry.corrupt then
-    out[#out + 1] = ERR_CORRUPT_STATE
-  elseif op == 1 then
-    op_consume(entry, policy, amount, extra, now, out)
-  elseif op == 2 then
-    op_adjust(entry, policy, amount, now, out)
-  elseif op == 5 then
-    op_reserve(entry, policy, extra, amount, now, out)
-  else
-    op_lease(entry, policy, op, extra, amount, now, out)
+
+  local time = rcall('TIME')
+  local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
+
+  local entries = {}
+  local out = { OK, fmt(now) }
+  for at = 1, #items, ITEM_WIDTH do
+    local op, policy, group, amount, extra = items[at], policies[items[at + 1]], items[at + 2], items[at + 3], items[at + 4]
+    local entry = entries[group]
+    if entry == nil then
+      local lease_at = lease_keys[group]
+      entry = entry_load(keys[group], lease_at and keys[lease_at], lease_at and keys[lease_at + 1])
+      entries[group] = entry
+    end
+    if entry.corrupt then
+      out[#out + 1] = ERR_CORRUPT_STATE
+    elseif op == 1 then
+      op_consume(entry, policy, amount, extra, items[at + 5], now, out)
+    elseif op == 2 then
+      op_adjust(entry, policy, amount, now, out)
+    elseif op == 5 then
+      op_reserve(entry, policy, extra, amount, now, out)
+    else
+      op_lease(entry, policy, op, extra, amount, now, out)
+    end
   end
-end
 
-for _, entry in pairs(entries) do
-  entry_flush(entry, now)
-end
+  for _, entry in pairs(entries) do
+    entry_flush(entry, now)
+  end
 
-return out
+  return out
+end

@@ -14,7 +14,7 @@ export const ScriptCodes = Object.freeze({
 });
 
 /** Version of the KEYS/ARGV layout spoken with `lua/batch.lua`. */
-export const PROTOCOL_VERSION = '1';
+export const PROTOCOL_VERSION = '2';
 
 /** The item operations of the batch protocol. */
 export const Ops = Object.freeze({ consume: 1, adjust: 2, renew: 3, release: 4, reserve: 5 });

@@ -27,9 +27,17 @@ function isReplyError(error: unknown): error is Error {
   return error instanceof Error && error.name === 'ReplyError';
 }
 
-/** True when a command failed only because the script is not cached on that server. */
-export function isNoScript(error: unknown): boolean {
-  return isReplyError(error) && error.message.startsWith('NOSCRIPT');
+/**
+ * True when a call failed only because that server lacks the code: the function is not loaded
+ * (FCALL) or the script is not cached (EVALSHA).
+ */
+export function isNotLoaded(error: unknown): boolean {
+  return isReplyError(error) && (error.message.startsWith('ERR Function not found') || error.message.startsWith('NOSCRIPT'));
+}
+
+/** True when the server has no Redis Functions (before 7.0), or they are not permitted. */
+export function lacksFunctions(error: unknown): boolean {
+  return isReplyError(error) && /^(ERR unknown command|NOPERM).*\b(fcall|function)\b/i.test(error.message);
 }
 
 /** The one place where store failures become typed errors. */

@@ -27,8 +27,11 @@ describe('packArray', () => {
     expect(unpack(packArray([]))).toEqual([]);
   });
 
-  it('refuses numbers it cannot encode exactly', () => {
-    expect(() => packArray([1.5])).toThrow(RangeError);
-    expect(() => packArray([2 ** 31])).toThrow(RangeError);
+  it('sends other numbers as float64, bit for bit, and refuses what is not finite', () => {
+    const values = [1.5, 0.1 + 0.2, 2 ** 31, -(2 ** 31) - 1, 1e300, -0.25, Number.MIN_VALUE];
+    const back = unpack(packArray(values)) as number[];
+    back.forEach((v, i) => expect(Object.is(v, values[i]), String(values[i])).toBe(true));
+    expect(() => packArray([Number.NaN])).toThrow(RangeError);
+    expect(() => packArray([Infinity])).toThrow(RangeError);
   });
 });

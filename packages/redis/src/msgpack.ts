@@ -1,25 +1,29 @@
 /**
  * The little MessagePack the batch script needs to read its items in one `cmsgpack.unpack`:
- * one array of 32-bit integers and strings. Sending a batch as one binary argument instead of
- * five strings per item saves most of the cost of building and parsing the command, on both
- * sides.
+ * one array of numbers and strings. Sending a batch as one binary argument instead of six
+ * strings per item saves most of the cost of building and parsing the command, on both sides.
  */
 
-/** Values the batch items are made of: integers within ±2^31 and strings. */
+/** Values the batch items are made of: numbers (finite) and strings. */
 export type PackValue = number | string;
 
 /** Encodes `values` as one MessagePack array. */
 export function packArray(values: readonly PackValue[]): Buffer {
   let size = 5;
-  for (const v of values) size += typeof v === 'number' ? 5 : 5 + Buffer.byteLength(v);
+  for (const v of values) size += typeof v === 'number' ? 9 : 5 + Buffer.byteLength(v);
   const buf = Buffer.allocUnsafe(size);
   buf[0] = 0xdd;
   buf.writeUInt32BE(values.length, 1);
   let at = 5;
   for (const v of values) {
     if (typeof v === 'number') {
-      if (!Number.isInteger(v) || v < -0x80000000 || v > 0x7fffffff) throw new RangeError(`not a 32-bit integer: ${v}`);
-      if (v >= 0 && v < 0x80) {
+      if (!Number.isInteger(v) || v < -0x80000000 || v > 0x7fffffff) {
+        // Anything else goes as a float64, which Lua reads back to the same bits.
+        if (!Number.isFinite(v)) throw new RangeError(`not a finite number: ${v}`);
+        buf[at] = 0xcb;
+        buf.writeDoubleBE(v, at + 1);
+        at += 9;
+      } else if (v >= 0 && v < 0x80) {
         buf[at++] = v;
       } else if (v < 0 && v >= -32) {
         buf[at++] = 0x100 + v;

@@ -8,7 +8,7 @@ describe('compileRedisStoreOptions', () => {
     expect(o).toEqual({
       source: { kind: 'url', url: 'redis://127.0.0.1:6379' },
       prefix: 'sluice:',
-      commandTimeoutMs: 1000,
+      commandTimeoutMs: 50,
       connectTimeoutMs: 2000,
       maxBatchSize: 128,
       slotsRefreshIntervalMs: 5000,

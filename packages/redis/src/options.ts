@@ -26,9 +26,12 @@ export interface RedisStoreOptions {
   prefix?: string;
   /**
    * Bound on one call, from the moment a batch is formed until its reply, including any wait
-   * for the connection to become ready. Past it the call fails with `SLUICE_ERR_STORE_TIMEOUT`
-   * (reply late) or `SLUICE_ERR_STORE_UNAVAILABLE` (never connected).
-   * @default 1000
+   * for the connection to become ready and loading the code into a server that lacks it. Past
+   * it the call fails with `SLUICE_ERR_STORE_TIMEOUT` (reply late) or
+   * `SLUICE_ERR_STORE_UNAVAILABLE` (never connected), and the limiter's store-failure policy
+   * decides instead. Tight on purpose: a decision that waits longer than that has already cost
+   * the caller more than the store's answer is worth. Raise it for a distant Redis.
+   * @default 50
    */
   commandTimeoutMs?: number;
   /**
@@ -163,7 +166,7 @@ export function compileRedisStoreOptions(options: RedisStoreOptions): CompiledRe
   return Object.freeze({
     source: Object.freeze(source),
     prefix,
-    commandTimeoutMs: int(options.commandTimeoutMs, 'commandTimeoutMs', 1000, 1, REDIS_STORE_BOUNDS.maxTimeoutMs),
+    commandTimeoutMs: int(options.commandTimeoutMs, 'commandTimeoutMs', 50, 1, REDIS_STORE_BOUNDS.maxTimeoutMs),
     connectTimeoutMs: int(options.connectTimeoutMs, 'connectTimeoutMs', 2000, 1, REDIS_STORE_BOUNDS.maxTimeoutMs),
     maxBatchSize: int(options.maxBatchSize, 'maxBatchSize', 128, 1, REDIS_STORE_BOUNDS.maxBatchSize),
     slotsRefreshIntervalMs: int(

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ErrorCodes, SluiceError, type PeerCount } from '@sluice/core';
 import type { Cluster, Redis } from 'ioredis';
-import { loadScript, runScript, type LuaScript } from './scripts.js';
+import { loadScript, ScriptRunner, type LuaScript } from './scripts.js';
 
 /** Options of {@link RedisPeerRegistry}. */
 export interface RedisPeerRegistryOptions {
@@ -33,7 +33,7 @@ let peersScript: LuaScript | undefined;
  */
 export class RedisPeerRegistry implements PeerCount {
   readonly id: string;
-  readonly #client: Redis | Cluster;
+  readonly #runner: ScriptRunner;
   readonly #key: string;
   readonly #heartbeatMs: number;
   readonly #ttlMs: number;
@@ -43,7 +43,6 @@ export class RedisPeerRegistry implements PeerCount {
   #closed = false;
 
   constructor(options: RedisPeerRegistryOptions) {
-    this.#client = options.client;
     this.#key = options.key ?? 'sluice:peers';
     this.id = options.id ?? randomUUID();
     this.#heartbeatMs = options.heartbeatMs ?? 1000;
@@ -58,7 +57,8 @@ export class RedisPeerRegistry implements PeerCount {
         field: 'heartbeatMs',
       });
     }
-    peersScript ??= loadScript('peers.lua');
+    peersScript ??= loadScript('peers.lua', 'peers');
+    this.#runner = new ScriptRunner(options.client, peersScript);
   }
 
   /** Live clients as last seen (at least 1: this one). */
@@ -102,14 +102,10 @@ export class RedisPeerRegistry implements PeerCount {
   }
 
   async #call(op: 'beat' | 'leave'): Promise<number> {
-    const [settled] = await runScript(
-      this.#client,
-      peersScript!,
-      [{ keys: [this.#key], args: [this.id, String(this.#ttlMs), op] }],
-      false,
-    );
-    if (!settled!.ok)
-      throw new SluiceError(ErrorCodes.STORE_UNAVAILABLE, 'peer registry heartbeat failed', { cause: settled!.error });
-    return Number(settled!.reply);
+    try {
+      return Number(await this.#runner.run({ keys: [this.#key], args: [this.id, String(this.#ttlMs), op] }));
+    } catch (error) {
+      throw new SluiceError(ErrorCodes.STORE_UNAVAILABLE, 'peer registry heartbeat failed', { cause: error });
+    }
   }
 }

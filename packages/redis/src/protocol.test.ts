@@ -4,7 +4,7 @@ import { Ops, PROTOCOL_VERSION, ScriptCodes } from './codes.js';
 import { toStoreError } from './errors.js';
 import { keyNames } from './keys.js';
 import { decodeReply, encodeBatch, type BatchItem } from './protocol.js';
-import { policyArgs } from './validate.js';
+import { MAX_RESERVE, policyArgs, storeReserve } from './validate.js';
 import { unpack } from '../test/msgpack.js';
 
 const limits = compileLimits([
@@ -13,8 +13,8 @@ const limits = compileLimits([
 ]);
 const other = compileLimits({ algorithm: 'fixed-window', limit: 3 });
 
-function item(op: BatchItem['op'], key: string, amount: number, extra: string | number = '', l = limits): BatchItem {
-  return { op, stateKey: keyNames('p:', key).state, limits: l, policy: policyArgs(l), amount, extra };
+function item(op: BatchItem['op'], key: string, amount: number, extra: string | number = '', l = limits, reserve = 0): BatchItem {
+  return { op, stateKey: keyNames('p:', key).state, limits: l, policy: policyArgs(l), amount, extra, reserve };
 }
 
 describe('batch encoding', () => {
@@ -36,12 +36,39 @@ describe('batch encoding', () => {
       ...['2', '1', '2'],
     ]);
     expect(unpack(call.args.at(-1) as Buffer)).toEqual([
-      ...[2, 1, 1, -2, ''],
-      ...[1, 2, 2, 1, 'l1'],
-      ...[1, 2, 1, 1, 'l2'],
-      ...[1, 1, 2, 3, 'l3'],
-      ...[1, 1, 3, 3, ''],
+      ...[2, 1, 1, -2, '', 0],
+      ...[1, 2, 2, 1, 'l1', 0],
+      ...[1, 2, 1, 1, 'l2', 0],
+      ...[1, 1, 2, 3, 'l3', 0],
+      ...[1, 1, 3, 3, '', 0],
     ]);
+  });
+
+  it("sends each consume's reserve as the exact double it was given", () => {
+    const reserves = [0.1, 0.25, 0.1 + 0.2, 1 / 3, 0.9, 0.5000000000000001, Number.MIN_VALUE];
+    const call = encodeBatch([
+      ...reserves.map((r, i) => item(Ops.consume, `k${i}`, 1, '', other, r)),
+      item(Ops.consume, 'none', 1, '', other),
+    ]);
+    const values = unpack(call.args.at(-1) as Buffer) as unknown[];
+    expect(values).toHaveLength(6 * (reserves.length + 1));
+    const sent = values.filter((_, i) => i % 6 === 5);
+    // Object.is: the same bits, not merely close; a missing reserve is the integer 0.
+    sent.forEach((r, i) => expect(Object.is(r, [...reserves, 0][i]), `reserve ${i}: ${String(r)}`).toBe(true));
+  });
+});
+
+describe('consume validation', () => {
+  it('takes a reserve between 0 and 0.9, 0 when omitted', () => {
+    expect(storeReserve(undefined)).toBe(0);
+    expect(storeReserve(0)).toBe(0);
+    expect(storeReserve(0.3)).toBe(0.3);
+    expect(storeReserve(MAX_RESERVE)).toBe(0.9);
+    for (const bad of [-0.1, 0.95, 1, Number.NaN, Infinity, '0.5', null]) {
+      expect(() => storeReserve(bad), String(bad)).toThrow(
+        expect.objectContaining({ code: ErrorCodes.INVALID_OPTIONS, field: 'reserve' }),
+      );
+    }
   });
 });
 

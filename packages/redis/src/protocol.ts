@@ -22,6 +22,8 @@ export interface BatchItem {
   readonly amount: number;
   /** The lease id (consume, renew, release), min permits (reserve) or '' (adjust). */
   readonly extra: string | number;
+  /** Share of each limit held back (consume, 0..MAX_RESERVE); 0 for the other ops. */
+  readonly reserve: number;
 }
 
 /** What one item came to: a consume result, a renew/release flag, nothing (adjust), or a failure. */
@@ -55,7 +57,7 @@ export function encodeBatch(items: readonly BatchItem[]): ScriptCall {
       keys.push(item.stateKey);
     }
     if (hasConcurrency(item.limits) && !leaseGroups.includes(g)) leaseGroups.push(g);
-    values.push(item.op, p, g, item.amount, item.extra);
+    values.push(item.op, p, g, item.amount, item.extra, item.reserve);
   }
   // The script wants the groups with leases in increasing order, their keys in that order.
   leaseGroups.sort((a, b) => a - b);

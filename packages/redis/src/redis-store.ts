@@ -6,7 +6,7 @@ import { toStoreError, type StoreFailure } from './errors.js';
 import { slotOf, stateKey } from './keys.js';
 import { compileRedisStoreOptions, type CompiledRedisStoreOptions, type RedisStoreOptions } from './options.js';
 import { decodeReply, encodeBatch, type BatchItem, type ReserveRequest, type ReserveResult } from './protocol.js';
-import { batchScriptSource, runScript, type LuaScript } from './scripts.js';
+import { batchScriptSource, ScriptRunner } from './scripts.js';
 import {
   concurrencyLimit,
   noConcurrencyLimit,
@@ -16,6 +16,7 @@ import {
   storeKey,
   storeLeaseId,
   storeLeaseTtl,
+  storeReserve,
   storeReserveBounds,
 } from './validate.js';
 
@@ -31,11 +32,12 @@ interface Pending {
 
 /**
  * A {@link LimitStore} in Redis or Redis Cluster. Every decision is made inside Redis by one Lua
- * script (lua/batch.lua) on Redis' clock, mirroring the core algorithms operation by operation,
- * so Redis and the in-memory store decide identically.
+ * program (lua/batch.lua, called as a Redis function, or as a script where there are none) on
+ * Redis' clock, mirroring the core algorithms operation by operation, so Redis and the in-memory
+ * store decide identically.
  *
  * Calls made in the same tick are coalesced into batches (per Cluster slot, see #chunks); one
- * script call decides a whole batch, its items in arrival order, at one instant of Redis' clock.
+ * call decides a whole batch, its items in arrival order, at one instant of Redis' clock.
  * Each call settles within `commandTimeoutMs`, with a typed error when Redis is slow or
  * unreachable.
  *
@@ -50,7 +52,7 @@ export class RedisStore implements LimitStore {
   readonly #client: Redis | Cluster;
   readonly #owned: boolean;
   readonly #cluster: boolean;
-  readonly #script: LuaScript;
+  readonly #runner: ScriptRunner;
   #queue: Pending[] = [];
   #scheduled = false;
   #closed = false;
@@ -62,9 +64,9 @@ export class RedisStore implements LimitStore {
 
   constructor(options: RedisStoreOptions) {
     this.options = compileRedisStoreOptions(options);
-    this.#script = batchScriptSource();
     const connection = openConnection(this.options);
     this.#client = connection.client;
+    this.#runner = new ScriptRunner(connection.client, batchScriptSource());
     this.#owned = connection.owned;
     this.#cluster = connection.cluster;
     this.#client.on('ready', this.#onReady);
@@ -83,7 +85,9 @@ export class RedisStore implements LimitStore {
   consume(request: ConsumeRequest): Promise<ConsumeResult> {
     return this.#submit(() => {
       const policy = policyArgs(request.limits);
-      return this.#item(Ops.consume, request.key, request.limits, policy, storeCost(request.cost), storeLeaseId(request.leaseId));
+      const cost = storeCost(request.cost);
+      const leaseId = storeLeaseId(request.leaseId);
+      return this.#item(Ops.consume, request.key, request.limits, policy, cost, leaseId, storeReserve(request.reserve));
     });
   }
 
@@ -141,8 +145,9 @@ export class RedisStore implements LimitStore {
     policy: readonly string[],
     amount: number,
     extra: string | number,
+    reserve = 0,
   ): BatchItem {
-    return { op, stateKey: stateKey(this.options.prefix, storeKey(key)), limits, policy, amount, extra };
+    return { op, stateKey: stateKey(this.options.prefix, storeKey(key)), limits, policy, amount, extra, reserve };
   }
 
   #submit<T>(build: () => BatchItem): Promise<T> {
@@ -212,9 +217,8 @@ export class RedisStore implements LimitStore {
   async #dispatch(chunk: Pending[]): Promise<void> {
     const items = chunk.map((p) => p.item);
     try {
-      const [settled] = await this.#bounded(() => runScript(this.#client, this.#script, [encodeBatch(items)], false));
-      if (!settled!.ok) throw toStoreError({ kind: 'client', error: settled!.error });
-      const reply = settled!.reply;
+      const call = encodeBatch(items);
+      const reply = await this.#bounded(() => this.#runner.run(call));
       decodeReply(reply, items).forEach((outcome, i) => {
         const p = chunk[i]!;
         if (outcome.ok) p.resolve(outcome.value as never);

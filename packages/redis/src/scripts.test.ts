@@ -3,7 +3,8 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { PROTOCOL_VERSION, ScriptCodes } from './codes.js';
-import { batchScriptSource, resolveIncludes } from './scripts.js';
+import { MAX_RESERVE } from './validate.js';
+import { batchScriptSource, buildScript, loadScript, resolveIncludes } from './scripts.js';
 
 const lua = (file: string) => readFileSync(fileURLToPath(new URL(`../lua/${file}`, import.meta.url)), 'utf8');
 
@@ -47,6 +48,23 @@ describe('the batch script', () => {
     }
   });
 
+  it('is one file in two forms: a script that runs the entry, a library that registers it', () => {
+    const body = 'local function main(keys, argv)\n  return #keys\nend';
+    const built = buildScript('main.lua', body, 'main');
+    expect(built.source).toBe(`${body}\nreturn main(KEYS, ARGV)\n`);
+    const hash = createHash('sha1').update(body).digest('hex').slice(0, 12);
+    expect(built.functionName).toBe(`sluice_main_v${PROTOCOL_VERSION}_${hash}`);
+    const lines = built.library.split('\n');
+    expect(lines[0]).toBe(`#!lua name=${built.functionName}`);
+    // The file runs inside a function, so loading the library touches no global but redis.
+    expect(built.library).toContain(`local function program()\n${body}\nreturn main\nend\n`);
+    expect(built.library).toContain(`redis.register_function{ function_name = '${built.functionName}', flags = {}`);
+    // Other code, another library: processes running different code never replace each other's.
+    expect(buildScript('main.lua', `${body}\n`, 'main').functionName).not.toBe(built.functionName);
+    expect(script.functionName).toMatch(new RegExp(`^sluice_batch_v${PROTOCOL_VERSION}_[0-9a-f]{12}$`));
+    expect(loadScript('peers.lua', 'peers').functionName).toMatch(/^sluice_peers_v/);
+  });
+
   it('speaks the protocol version the client sends', () => {
     expect(lua('batch.lua')).toContain(`local PROTOCOL = '${PROTOCOL_VERSION}'`);
   });
@@ -74,6 +92,7 @@ describe('the batch script', () => {
     expect(bound('MIN_LEASE_TTL_MS')).toBe(core.POLICY_BOUNDS.minLeaseTtlMs);
     expect(bound('MAX_LEASE_TTL_MS')).toBe(core.POLICY_BOUNDS.maxLeaseTtlMs);
     expect(bound('MAX_ID_LENGTH')).toBe(core.POLICY_BOUNDS.maxIdLength);
+    expect(Number(/^local MAX_RESERVE = (\S+)$/m.exec(batch)?.[1])).toBe(MAX_RESERVE);
     expect(bound('MAX_COST')).toBe(core.MAX_COST);
     expect(Object.values(core.ALGORITHM_CODES).sort()).toEqual([1, 2, 3, 4, 5, 6]);
     for (const [algorithm, code] of Object.entries(core.ALGORITHM_CODES)) {

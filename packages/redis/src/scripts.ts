@@ -4,14 +4,28 @@ import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Cluster, Redis } from 'ioredis';
 import { PROTOCOL_VERSION } from './codes.js';
-import { isNoScript } from './errors.js';
+import { isNotLoaded, lacksFunctions } from './errors.js';
 
-/** A Lua script ready to send: its source with every include resolved, and its SHA1. */
+/**
+ * A Lua program in the two forms Redis runs: a Redis Functions library (FCALL, Redis 7+) and a
+ * script (EVALSHA, older servers). Both are the same file, with every include resolved; the file
+ * defines one entry function of (KEYS, ARGV) and calls nothing itself.
+ */
 export interface LuaScript {
   /** Versioned name, for logs and metrics: the script's file and protocol version. */
   readonly name: string;
+  /** The script form: the file, then `return <entry>(KEYS, ARGV)`. */
   readonly source: string;
+  /** SHA1 of `source`, what EVALSHA names it by. */
   readonly sha: string;
+  /** The library form: `#!lua name=<functionName>`, registering the entry as `functionName`. */
+  readonly library: string;
+  /**
+   * Name of the library and of the function it registers: `sluice_<file>_v<protocol>_<hash>`,
+   * the hash taken from the code, so processes running different code never replace each
+   * other's library (each runs exactly its own, as with EVALSHA).
+   */
+  readonly functionName: string;
 }
 
 const INCLUDE = /^--@include "([^"]+)"\s*$/;
@@ -40,91 +54,128 @@ export function resolveIncludes(file: string, read: (path: string) => string = (
   return expand(file);
 }
 
-/** Loads a script from `lua/` (a sibling of both `src/` and `dist/`). */
-export function loadScript(file: string): LuaScript {
-  const path = fileURLToPath(new URL(`../lua/${file}`, import.meta.url));
-  const source = resolveIncludes(path);
-  return Object.freeze({
-    name: `sluice:${file.replace(/\.lua$/, '')}:v${PROTOCOL_VERSION}`,
-    source,
-    sha: createHash('sha1').update(source).digest('hex'),
-  });
+const sha1 = (text: string): string => createHash('sha1').update(text).digest('hex');
+
+/**
+ * Builds both forms of a Lua program from `body` (includes resolved), whose function `entry`
+ * takes (KEYS, ARGV).
+ *
+ * A library's top level may use nothing but `redis.register_function` (not even `math`), so the
+ * library wraps the file in a function run once, at its first call: from then on a call only
+ * runs `entry`, where EVALSHA runs the whole file (creating every one of its functions) each
+ * time.
+ */
+export function buildScript(file: string, body: string, entry: string): LuaScript {
+  const base = file.replace(/\.lua$/, '');
+  const source = `${body}\nreturn ${entry}(KEYS, ARGV)\n`;
+  const functionName = `sluice_${base}_v${PROTOCOL_VERSION}_${sha1(body).slice(0, 12)}`;
+  const library = [
+    `#!lua name=${functionName}`,
+    'local function program()',
+    body,
+    `return ${entry}`,
+    'end',
+    'local run',
+    `redis.register_function{ function_name = '${functionName}', flags = {}, callback = function(keys, args)`,
+    '  run = run or program()',
+    '  return run(keys, args)',
+    'end }',
+    '',
+  ].join('\n');
+  return Object.freeze({ name: `sluice:${base}:v${PROTOCOL_VERSION}`, source, sha: sha1(source), library, functionName });
+}
+
+/** Loads a Lua program from `lua/` (a sibling of both `src/` and `dist/`). */
+export function loadScript(file: string, entry: string): LuaScript {
+  return buildScript(file, resolveIncludes(fileURLToPath(new URL(`../lua/${file}`, import.meta.url))), entry);
 }
 
 let batchScript: LuaScript | undefined;
 
-/** The batch script (`lua/batch.lua`), loaded on first use. */
+/** The batch program (`lua/batch.lua`), loaded on first use. */
 export function batchScriptSource(): LuaScript {
-  batchScript ??= loadScript('batch.lua');
+  batchScript ??= loadScript('batch.lua', 'batch');
   return batchScript;
 }
 
-/** One script call: its keys and arguments. */
+/** One call of a Lua program: its keys and arguments. */
 export interface ScriptCall {
   readonly keys: readonly string[];
   readonly args: readonly (string | Buffer)[];
 }
 
-/** The outcome of one call: its reply, or what ioredis rejected it with. */
-export type Settled = { readonly ok: true; readonly reply: unknown } | { readonly ok: false; readonly error: unknown };
+/** Connections found to have no Redis Functions (Redis < 7, or FCALL not permitted). */
+const withoutFunctions = new WeakSet<Redis | Cluster>();
 
 /**
- * Runs `calls` of `script`, pipelined when `pipeline` is set (every call then goes to the same
- * server), each by EVALSHA; calls that fail because the server does not have the script cached
- * (a restart, a failover, a new node) are sent again by EVAL, which caches it. This is the only
- * place that knows about NOSCRIPT.
+ * Runs one Lua program on one connection: by FCALL where Redis has functions, else by EVALSHA.
+ * Which of the two a connection takes is found out once, by its first FCALL.
  *
- * An ioredis pipeline settles only when all its replies are in; unpipelined calls on one
- * connection are still executed in the order sent, and each settles as soon as its reply
- * comes, which is what the store wants (see RedisStore's dispatch).
+ * A server may lack the code at any time (a restart, a failover to a node that never had it,
+ * FUNCTION FLUSH or SCRIPT FLUSH): {@link run} is the one place that handles that, by loading
+ * it and trying once more.
  */
-export async function runScript(
-  client: Redis | Cluster,
-  script: LuaScript,
-  calls: readonly ScriptCall[],
-  pipeline: boolean,
-): Promise<Settled[]> {
-  const first = await send(client, calls, pipeline, (call) => ['evalsha', script.sha, call]);
-  const retry = first.flatMap((s, i) => (!s.ok && isNoScript(s.error) ? [i] : []));
-  if (retry.length === 0) return first;
-  const second = await send(
-    client,
-    retry.map((i) => calls[i]!),
-    pipeline,
-    (call) => ['eval', script.source, call],
-  );
-  retry.forEach((i, j) => (first[i] = second[j]!));
-  return first;
-}
+export class ScriptRunner {
+  readonly #client: Redis | Cluster;
+  readonly #script: LuaScript;
+  /** A FUNCTION LOAD under way: calls that miss the function meanwhile wait for it. */
+  #loading: Promise<void> | undefined;
 
-type Command = ['evalsha' | 'eval', string, ScriptCall];
-
-async function send(
-  client: Redis | Cluster,
-  calls: readonly ScriptCall[],
-  pipeline: boolean,
-  command: (call: ScriptCall) => Command,
-): Promise<Settled[]> {
-  if (pipeline && calls.length > 1) {
-    const p = client.pipeline();
-    for (const call of calls) {
-      const [name, body, { keys, args }] = command(call);
-      p[name](body, keys.length, ...keys, ...args);
-    }
-    const results = (await p.exec()) ?? [];
-    return calls.map((_, i) => {
-      const [error, reply] = results[i] ?? [new Error('the pipeline returned no result'), undefined];
-      return error ? { ok: false, error } : { ok: true, reply };
-    });
+  constructor(client: Redis | Cluster, script: LuaScript) {
+    this.#client = client;
+    this.#script = script;
   }
-  return Promise.all(
-    calls.map(async (call): Promise<Settled> => {
-      const [name, body, { keys, args }] = command(call);
-      try {
-        return { ok: true, reply: await client[name](body, keys.length, ...keys, ...args) };
-      } catch (error) {
-        return { ok: false, error };
-      }
-    }),
-  );
+
+  /** Resolves to the program's reply; rejects with what ioredis rejected the call with. */
+  async run(call: ScriptCall): Promise<unknown> {
+    const functions = !withoutFunctions.has(this.#client);
+    try {
+      return await (functions ? this.#fcall(call) : this.#evalsha(call));
+    } catch (error) {
+      if (functions && lacksFunctions(error)) return this.#withoutFunctions(call);
+      if (!isNotLoaded(error)) throw error;
+    }
+    if (!functions) return this.#eval(call);
+    try {
+      await (this.#loading ??= this.#load().finally(() => (this.#loading = undefined)));
+    } catch (error) {
+      if (lacksFunctions(error)) return this.#withoutFunctions(call);
+      throw error;
+    }
+    return this.#fcall(call);
+  }
+
+  #withoutFunctions(call: ScriptCall): Promise<unknown> {
+    withoutFunctions.add(this.#client);
+    return this.run(call);
+  }
+
+  /**
+   * Loads the library where it is missing: on the server, or on every master of a Cluster (the
+   * one that answered is among them; replicas get it from their master). A master that cannot
+   * be reached is skipped: the retry tells whether the one that matters has it.
+   */
+  async #load(): Promise<void> {
+    const load = (node: Redis | Cluster) => node.call('FUNCTION', 'LOAD', 'REPLACE', this.#script.library);
+    if (!this.#client.isCluster) {
+      await load(this.#client);
+      return;
+    }
+    const results = await Promise.allSettled((this.#client as Cluster).nodes('master').map(load));
+    const refused = results.find((r): r is PromiseRejectedResult => r.status === 'rejected' && lacksFunctions(r.reason));
+    if (refused) throw refused.reason;
+  }
+
+  #fcall({ keys, args }: ScriptCall): Promise<unknown> {
+    return this.#client.fcall(this.#script.functionName, keys.length, ...keys, ...args);
+  }
+
+  #evalsha({ keys, args }: ScriptCall): Promise<unknown> {
+    return this.#client.evalsha(this.#script.sha, keys.length, ...keys, ...args);
+  }
+
+  /** EVAL runs the script and caches it, so later EVALSHAs find it. */
+  #eval({ keys, args }: ScriptCall): Promise<unknown> {
+    return this.#client.eval(this.#script.source, keys.length, ...keys, ...args);
+  }
 }

@@ -15,6 +15,9 @@ import { invalid } from './errors.js';
 /** Longest lease id, in UTF-8 bytes (the script's bound). */
 export const MAX_LEASE_ID_BYTES = 256;
 
+/** Largest share of a limit a consume may hold back (the core's bound on `priority.reserved`). */
+export const MAX_RESERVE = 0.9;
+
 const FIELDS = ['id', 'algorithm', 'code', 'limit', 'windowMs', 'burst', 'slices', 'leaseTtlMs'] as const;
 
 /** Limit lists already checked, with their encoding for the script. Compiled lists are frozen. */
@@ -74,6 +77,16 @@ export function storeCost(cost: unknown): number {
     throw invalid(ErrorCodes.INVALID_COST, 'cost', `must be an integer between 0 and ${MAX_COST}, got ${String(cost)}`);
   }
   return cost;
+}
+
+/** A consume's reserve: a number in 0..MAX_RESERVE, 0 when omitted. */
+export function storeReserve(reserve: unknown): number {
+  if (reserve === undefined) return 0;
+  if (typeof reserve !== 'number' || !(reserve >= 0 && reserve <= MAX_RESERVE)) {
+    const got = typeof reserve === 'number' ? String(reserve) : JSON.stringify(reserve);
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'reserve', `must be a number between 0 and ${MAX_RESERVE}, got ${got}`);
+  }
+  return reserve;
 }
 
 /** An adjustment: an integer in -MAX_COST..MAX_COST. */

@@ -19,14 +19,14 @@ import {
   type ConsumeResult,
   type LimitPolicy,
   type LimitStore,
+  type ReserveResult,
   type TimerHandle,
 } from '@sluice/core';
-import type { Cluster, Redis } from 'ioredis';
-import { keyNames } from '../src/index.js';
-import { afterAll, describe, expect, it } from 'vitest';
-
-type ReserveResult = Awaited<ReturnType<LimitStore['reserve']>>;
-import { cleanUp, prng, sleep, standalone, testSeed } from './helpers.js';
+import { Redis, type Cluster } from 'ioredis';
+import { RedisStore, keyNames } from '../src/index.js';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { redisUrl } from '../../../test/env.js';
+import { TEST_COMMAND_TIMEOUT_MS, cleanUp, prng, sleep, standalone, testSeed } from './helpers.js';
 import { unpack, type Packed } from './msgpack.js';
 import { ReferenceStore } from './reference.js';
 
@@ -43,7 +43,7 @@ class SetClock implements Clock {
 }
 
 type Step =
-  | { op: 'consume'; key: string; limits: readonly CompiledLimit[]; cost: number; leaseId: string }
+  | { op: 'consume'; key: string; limits: readonly CompiledLimit[]; cost: number; leaseId: string; reserve: number }
   | { op: 'adjust'; key: string; limits: readonly CompiledLimit[]; delta: number }
   | { op: 'reserve'; key: string; limits: readonly CompiledLimit[]; min: number; max: number }
   | { op: 'renew' | 'release'; key: string; limits: readonly CompiledLimit[]; leaseId: string; ttlMs?: number };
@@ -120,6 +120,15 @@ function strip(p: LimitPolicy): LimitPolicy {
 }
 
 /**
+ * A consume's reserve, as the limiter sends it for traffic outside the core class: none most of
+ * the time, else any double in 0.1..0.5 (so that floor(reserve * capacity) is taken from
+ * arbitrary bits, not only from round shares).
+ */
+function randomReserve(rnd: () => number): number {
+  return rnd() < 0.6 ? 0 : 0.1 + 0.4 * rnd();
+}
+
+/**
  * One tick's calls, made together so that they share one batch (and one Redis time): at most 7,
  * as the store sends 8 or more as two calls.
  */
@@ -140,22 +149,24 @@ function randomTick(
     const hasLeases = limits.some((l) => l.algorithm === 'concurrency');
     const leaseId = hasLeases ? `lease-${Math.floor(rnd() * 4)}` : '';
     const r = rnd();
-    if (r < 0.6) steps.push({ op: 'consume', key, limits, cost: Math.floor(rnd() * (maxCost + 1)), leaseId });
-    else if (r < 0.75) steps.push({ op: 'adjust', key, limits, delta: Math.floor(rnd() * (2 * maxCost + 1)) - maxCost });
+    if (r < 0.6) {
+      const cost = Math.floor(rnd() * (maxCost + 1));
+      steps.push({ op: 'consume', key, limits, cost, leaseId, reserve: randomReserve(rnd) });
+    } else if (r < 0.75) steps.push({ op: 'adjust', key, limits, delta: Math.floor(rnd() * (2 * maxCost + 1)) - maxCost });
     else if (r < 0.85 && !hasLeases) {
       const max = 1 + Math.floor(rnd() * 2 * maxCost);
       steps.push({ op: 'reserve', key, limits, min: Math.floor(rnd() * (max + 1)), max });
     } else if (hasLeases) {
       const ttl = rnd() < 0.5 ? undefined : 10 + Math.floor(rnd() * 60);
       steps.push({ op: rnd() < 0.5 ? 'renew' : 'release', key, limits, leaseId, ...(ttl === undefined ? {} : { ttlMs: ttl }) });
-    } else steps.push({ op: 'consume', key, limits, cost: 0, leaseId });
+    } else steps.push({ op: 'consume', key, limits, cost: 0, leaseId, reserve: randomReserve(rnd) });
   }
   // Every tick reports its time through a consume (or a reservation).
   if (!steps.some((s) => s.op === 'consume' || s.op === 'reserve')) {
     const key = pick(keys);
     const limits = policy.get(key)!;
     const leaseId = limits.some((l) => l.algorithm === 'concurrency') ? 'lease-0' : '';
-    steps.push({ op: 'consume', key, limits, cost: Math.floor(rnd() * 2), leaseId });
+    steps.push({ op: 'consume', key, limits, cost: Math.floor(rnd() * 2), leaseId, reserve: randomReserve(rnd) });
   }
   return steps;
 }
@@ -178,7 +189,7 @@ function run(store: LimitStore, step: Step): Promise<ConsumeResult | ReserveResu
 function replay(ref: ReferenceStore, step: Step, now: number): ConsumeResult | ReserveResult | boolean | void {
   switch (step.op) {
     case 'consume':
-      return ref.consume(step.key, step.limits, step.cost, step.leaseId, now);
+      return ref.consume(step.key, step.limits, step.cost, step.leaseId, step.reserve, now);
     case 'adjust':
       return ref.adjust(step.key, step.limits, step.delta, now);
     case 'reserve':
@@ -203,19 +214,19 @@ async function expectStored(
   if (entry !== undefined && entry.expiresAt <= now) return;
   const names = keyNames(prefix, key);
   const raw = await admin.getBuffer(names.state);
-  const defined =
-    entry?.limits.flatMap((l, i) => (entry.states[i] === undefined ? [] : [{ limit: l, state: entry.states[i] }])) ?? [];
-  if (defined.length === 0) {
-    expect(raw, `${context}: no state expected`).toBeNull();
+  if (entry === undefined) {
+    expect(raw, `${context}: no entry expected`).toBeNull();
     return;
   }
-  expect(raw, `${context}: state expected`).not.toBeNull();
+  // An entry whose limits hold no state is kept too, until it ends.
+  const defined = entry.limits.flatMap((l, i) => (entry.states[i] === undefined ? [] : [{ limit: l, state: entry.states[i] }]));
+  expect(raw, `${context}: entry expected`).not.toBeNull();
   const blob = unpack(raw!) as Packed[];
-  expect(blob[0], `${context}: entry expiry`).toBe(entry!.expiresAt);
+  expect(blob[0], `${context}: entry expiry`).toBe(entry.expiresAt);
   // Redis removes the key by itself only well after the entry's end.
-  expect(blob[1] as number, `${context}: Redis expiry`).toBeGreaterThanOrEqual(entry!.expiresAt + 1000);
+  expect(blob[1] as number, `${context}: Redis expiry`).toBeGreaterThanOrEqual(entry.expiresAt + 1000);
   const pttl = await admin.pttl(names.state);
-  expect(now + pttl, `${context}: PTTL`).toBeGreaterThanOrEqual(entry!.expiresAt + 900);
+  expect(now + pttl, `${context}: PTTL`).toBeGreaterThanOrEqual(entry.expiresAt + 900);
   const stored = new Map<string, Packed>();
   for (let i = 2; i < blob.length; i += 2) stored.set(blob[i] as string, blob[i + 1]!);
   expect([...stored.keys()].sort(), `${context}: limit ids`).toEqual(defined.map((d) => d.limit.id).sort());
@@ -239,29 +250,18 @@ async function expectStored(
   }
 }
 
-describe('differential: Redis decides exactly as the in-memory store', () => {
-  const target = standalone('diff');
-  const store = target.store();
-  const admin = target.admin();
-  afterAll(async () => {
-    await store.close();
-    await cleanUp(admin, target.prefix);
-  });
-
-  it.each(scenarios())('$name', async (scenario) => {
-    const seed = testSeed();
-    const rnd = prng(seed);
-    const context = `scenario "${scenario.name}", seed ${seed} (rerun with SLUICE_SEED=${seed})`;
-    const compiled = scenario.variants.map((v) => compileLimits(v));
-    const keys = [`${scenario.name}:a:${seed}`, `${scenario.name}:b:${seed}`];
-    const policy = new Map(keys.map((k) => [k, compiled[0]!]));
-    const clock = new SetClock();
-    const oracle = new MemoryStore({ clock, sweepIntervalMs: 0 });
-    const ref = new ReferenceStore();
-    let previousNow = -Infinity;
-    let steps = 0;
-    for (let tick = 0; tick < 160; tick++) {
-      const batch = randomTick(rnd, keys, policy, compiled, scenario.maxCost);
+/**
+ * Runs ticks on Redis, replays each on a MemoryStore and on the reference at the time Redis
+ * decided it, and checks that results and stored states are equal.
+ */
+function differential(store: LimitStore, admin: Redis | Cluster, prefix: string) {
+  const clock = new SetClock();
+  const oracle = new MemoryStore({ clock, sweepIntervalMs: 0 });
+  const ref = new ReferenceStore();
+  let previousNow = -Infinity;
+  return {
+    /** Makes `batch` in one tick; returns the number of calls checked. */
+    async tick(batch: Step[], keys: readonly string[], context: string): Promise<number> {
       const results = await Promise.all(batch.map((s) => run(store, s)));
       const nows = results.flatMap((r) => (typeof r === 'object' ? [r.now] : []));
       // Calls made in one tick are decided by one script call, at one instant.
@@ -272,18 +272,109 @@ describe('differential: Redis decides exactly as the in-memory store', () => {
       clock.value = now;
       for (let i = 0; i < batch.length; i++) {
         const expected = await run(oracle, batch[i]!);
-        const call = `${context}, tick ${tick}, call ${i}: ${JSON.stringify(batch[i])}`;
+        const call = `${context}, call ${i}: ${JSON.stringify(batch[i])}`;
         expect(results[i], call).toEqual(expected);
         expect(replay(ref, batch[i]!, now), `${call}: the reference drifted from MemoryStore`).toEqual(expected);
-        steps++;
       }
-      for (const key of keys)
-        await expectStored(admin, target.prefix, key, ref, now, `${context}, after tick ${tick}, key ${key}`);
+      for (const key of keys) await expectStored(admin, prefix, key, ref, now, `${context}, after the tick, key ${key}`);
+      return batch.length;
+    },
+    close: () => oracle.close(),
+  };
+}
+
+describe('differential: Redis decides exactly as the in-memory store', () => {
+  const target = standalone('diff');
+  const store = target.store();
+  const admin = target.admin();
+  // The same program run as a script, as on a Redis without functions.
+  const noFunctions = new Redis(redisUrl());
+  vi.spyOn(noFunctions, 'fcall').mockRejectedValue(
+    Object.assign(new Error("ERR unknown command 'fcall', with args beginning with: "), { name: 'ReplyError' }),
+  );
+  const scriptStore = new RedisStore({ client: noFunctions, prefix: target.prefix, commandTimeoutMs: TEST_COMMAND_TIMEOUT_MS });
+  afterAll(async () => {
+    await store.close();
+    await scriptStore.close();
+    noFunctions.disconnect();
+    await cleanUp(admin, target.prefix);
+  });
+
+  it.each(scenarios())('$name', async (scenario) => {
+    const seed = testSeed();
+    const rnd = prng(seed);
+    const context = `scenario "${scenario.name}", seed ${seed} (rerun with SLUICE_SEED=${seed})`;
+    const compiled = scenario.variants.map((v) => compileLimits(v));
+    const keys = [`${scenario.name}:a:${seed}`, `${scenario.name}:b:${seed}`];
+    const policy = new Map(keys.map((k) => [k, compiled[0]!]));
+    const diff = differential(store, admin, target.prefix);
+    let steps = 0;
+    for (let tick = 0; tick < 160; tick++) {
+      steps += await diff.tick(randomTick(rnd, keys, policy, compiled, scenario.maxCost), keys, `${context}, tick ${tick}`);
       const pause = rnd();
       if (pause < 0.3) await sleep(Math.floor(rnd() * 40));
       else if (pause < 0.5) await sleep(1);
     }
-    await oracle.close();
+    await diff.close();
     expect(steps).toBeGreaterThan(160);
+  });
+
+  describe.each([
+    ['function', store],
+    ['script', scriptStore],
+  ] as const)('as a %s', (_form, formStore) => {
+    const a = compileLimits([
+      { algorithm: 'token-bucket', id: 'a', limit: 4, windowMs: 60_000 },
+      { algorithm: 'concurrency', id: 'c', limit: 2, leaseTtlMs: 60_000 },
+    ]);
+    const b = compileLimits([{ algorithm: 'fixed-window', id: 'b', limit: 1, windowMs: 60_000 }]);
+    const asLeases = compileLimits([{ algorithm: 'concurrency', id: 'a', limit: 2, leaseTtlMs: 60_000 }]);
+    const rate = compileLimits([{ algorithm: 'fixed-window', id: 'a', limit: 5, windowMs: 60_000 }]);
+    const consume = (key: string, limits: readonly CompiledLimit[], cost: number, leaseId = '', reserve = 0): Step => ({
+      op: 'consume',
+      key,
+      limits,
+      cost,
+      leaseId,
+      reserve,
+    });
+    // A tick reports its time through a consume: one on a key of its own for ticks without.
+    const timed = (key: string, batch: Step[]) => [...batch, consume(`${key}:clock`, rate, 0)];
+
+    it('follows a key through policy changes, with denied and allowed calls in between', async () => {
+      const key = `other-policy:${_form}:${testSeed()}`;
+      const diff = differential(formStore, admin, target.prefix);
+      const ticks: Step[][] = [
+        [consume(key, a, 1, 'l1')],
+        // Denied under another policy, then back.
+        [consume(key, b, 2)],
+        timed(key, [{ op: 'reserve', key, limits: b, min: 2, max: 2 }]),
+        [consume(key, a, 1, 'l2')],
+        [consume(key, a, 1, 'l1', 0.5)],
+        timed(key, [{ op: 'release', key, limits: a, leaseId: 'l1' }]),
+        // Allowed under b: only b's state is kept.
+        [consume(key, b, 1)],
+        [consume(key, a, 1, 'l2')],
+      ];
+      for (const [i, batch] of ticks.entries()) await diff.tick(batch, [key], `${_form}, tick ${i}`);
+      await diff.close();
+    });
+
+    it('keeps an entry whose limits hold no state, as the key table does', async () => {
+      const key = `empty:${_form}:${testSeed()}`;
+      const diff = differential(formStore, admin, target.prefix);
+      const ticks: Step[][] = [
+        [consume(key, rate, 1)],
+        // Refunded to nothing: the entry stays until the window ends.
+        timed(key, [{ op: 'adjust', key, limits: rate, delta: -1 }]),
+        // A release finds the entry, so it is written, with no lease.
+        timed(key, [{ op: 'release', key, limits: asLeases, leaseId: 'x' }]),
+        [consume(key, asLeases, 1, 'x')],
+        timed(key, [{ op: 'renew', key, limits: asLeases, leaseId: 'x', ttlMs: 30_000 }]),
+        [consume(key, rate, 2), { op: 'adjust', key, limits: rate, delta: -2 }],
+      ];
+      for (const [i, batch] of ticks.entries()) await diff.tick(batch, [key], `${_form}, tick ${i}`);
+      await diff.close();
+    });
   });
 });

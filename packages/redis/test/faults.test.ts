@@ -7,6 +7,7 @@ import { createServer, type Socket } from 'node:net';
 import { ErrorCodes, SluiceError, compileLimits, type CompiledLimit } from '@sluice/core';
 import { Redis } from 'ioredis';
 import { RedisStore, batchScriptSource, keyNames } from '../src/index.js';
+import { PROTOCOL_VERSION } from '../src/codes.js';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { redisUrl } from '../../../test/env.js';
 import { cleanUp, standalone } from './helpers.js';
@@ -83,13 +84,15 @@ function parseCommand(text: string): { command: string[]; length: number } | und
   return { command, length: at };
 }
 
+const SCRIPT_COMMANDS = new Set(['fcall', 'function', 'evalsha', 'eval']);
+
 /** Answers what ioredis asks while connecting, so the connection becomes ready. */
 function handshake(command: string[]): string | undefined {
   if (command[0] === 'info') {
     const body = '# Server\r\nredis_version:7.0.0\r\nloading:0\r\n';
     return `$${body.length}\r\n${body}\r\n`;
   }
-  if (command[0] !== 'evalsha' && command[0] !== 'eval') return '+OK\r\n';
+  if (!SCRIPT_COMMANDS.has(command[0]!)) return '+OK\r\n';
   return undefined;
 }
 
@@ -202,6 +205,7 @@ describe('input, lifecycle and foreign data', () => {
 
   it('rejects invalid input with typed errors and sends nothing', async () => {
     const store = new RedisStore({ client, prefix: target.prefix });
+    const fcall = vi.spyOn(client, 'fcall');
     const evalsha = vi.spyOn(client, 'evalsha');
     const concurrencyLimits = compileLimits({ algorithm: 'concurrency', limit: 2 });
     const cases: [Promise<unknown>, string][] = [
@@ -216,6 +220,8 @@ describe('input, lifecycle and foreign data', () => {
       [store.consume({ ...request(), limits: [{ ...limits[0]!, windowMs: 0 }] }), ErrorCodes.INVALID_POLICY],
       [store.consume({ ...request(), limits: [{ id: 'x' } as CompiledLimit] }), ErrorCodes.INVALID_POLICY],
       [store.consume({ ...request(), leaseId: 'l'.repeat(257) }), ErrorCodes.INVALID_OPTIONS],
+      [store.consume({ ...request(), reserve: 0.95 }), ErrorCodes.INVALID_OPTIONS],
+      [store.consume({ ...request(), reserve: Number.NaN }), ErrorCodes.INVALID_OPTIONS],
       [store.adjust({ key: 'k', limits, delta: Number.NaN }), ErrorCodes.INVALID_COST],
       [store.reserve({ key: 'k', limits, min: 3, max: 2 }), ErrorCodes.INVALID_COST],
       [store.reserve({ key: 'k', limits, min: 0, max: 0 }), ErrorCodes.INVALID_COST],
@@ -225,7 +231,9 @@ describe('input, lifecycle and foreign data', () => {
       [store.renew({ key: 'k', limits: concurrencyLimits, leaseId: 'a', ttlMs: 0 }), ErrorCodes.INVALID_OPTIONS],
     ];
     for (const [promise, code] of cases) expect((await failure(promise)).error.code).toBe(code);
+    expect(fcall).not.toHaveBeenCalled();
     expect(evalsha).not.toHaveBeenCalled();
+    fcall.mockRestore();
     evalsha.mockRestore();
     await store.close();
   });
@@ -290,80 +298,131 @@ describe('input, lifecycle and foreign data', () => {
     await store.close();
   });
 
-  it('loads the script again after Redis forgot it (NOSCRIPT)', async () => {
+  it('loads the function again after Redis lost it, once for every call that missed it', async () => {
     const store = new RedisStore({ client, prefix: target.prefix });
-    await store.consume(request('noscript'));
-    await client.script('FLUSH');
-    const evalCalls = vi.spyOn(client, 'eval');
-    const r = await store.consume(request('noscript'));
-    expect(r.statuses[0]!.remaining).toBe(8);
-    expect(evalCalls).toHaveBeenCalledTimes(1);
-    await store.consume(request('noscript'));
-    expect(evalCalls).toHaveBeenCalledTimes(1);
-    evalCalls.mockRestore();
+    await store.consume(request('lost'));
+    await client.function('FLUSH');
+    const calls = vi.spyOn(client, 'call');
+    const loads = () => calls.mock.calls.filter((c) => c[0] === 'FUNCTION' && c[1] === 'LOAD').length;
+    // Twenty calls in one tick go as two script calls (see RedisStore#chunks): both miss.
+    const fcalls = vi.spyOn(client, 'fcall');
+    const results = await Promise.all(Array.from({ length: 20 }, () => store.consume(request('lost'))));
+    expect(fcalls.mock.calls.length).toBe(4);
+    expect(results.map((r) => r.statuses[0]!.remaining)).toEqual(
+      Array.from({ length: 20 }, (_, i) => 8 - i).map((r) => Math.max(r, 0)),
+    );
+    expect(loads()).toBe(1);
+    await store.consume(request('lost'));
+    expect(loads()).toBe(1);
+    fcalls.mockRestore();
+    calls.mockRestore();
     await store.close();
   });
 
-  it('the script refuses malformed calls without writing anything', async () => {
-    const { sha, source } = batchScriptSource();
+  it('falls back to EVALSHA on a Redis without functions, and sends the script again after SCRIPT FLUSH', async () => {
+    const old = new Redis(redisUrl());
+    const fcall = vi
+      .spyOn(old, 'fcall')
+      .mockRejectedValue(
+        Object.assign(new Error("ERR unknown command 'fcall', with args beginning with: "), { name: 'ReplyError' }),
+      );
+    const evalsha = vi.spyOn(old, 'evalsha');
+    const evalCalls = vi.spyOn(old, 'eval');
+    const store = new RedisStore({ client: old, prefix: target.prefix });
+    try {
+      expect((await store.consume(request('old'))).statuses[0]!.remaining).toBe(9);
+      expect((await store.consume(request('old'))).statuses[0]!.remaining).toBe(8);
+      // Found out once per connection.
+      expect(fcall).toHaveBeenCalledTimes(1);
+      expect(evalsha).toHaveBeenCalledTimes(2);
+      await old.script('FLUSH');
+      expect((await store.consume(request('old'))).statuses[0]!.remaining).toBe(7);
+      expect(evalCalls).toHaveBeenCalledTimes(1);
+      expect((await store.consume(request('old'))).statuses[0]!.remaining).toBe(6);
+      expect(evalCalls).toHaveBeenCalledTimes(1);
+      expect(fcall).toHaveBeenCalledTimes(1);
+    } finally {
+      await store.close();
+      old.disconnect();
+    }
+  });
+
+  it('the program refuses malformed calls without writing anything, as a function and as a script', async () => {
+    const { sha, source, library, functionName } = batchScriptSource();
     await client.script('LOAD', source);
+    await client.call('FUNCTION', 'LOAD', 'REPLACE', library);
     const key = keyNames(target.prefix, 'direct');
     const keys = [key.state];
+    const v = PROTOCOL_VERSION;
     // One policy (P = 1) of one limit (L = 1): a token bucket of 100 per second; no lease keys.
     const limit = ['1', '100', '1000', '100', '10', '30000', 'tb'];
     const policy = ['1', '1', ...limit, '0'];
-    const item = [1, 1, 1, 1, ''];
+    const item = [1, 1, 1, 1, '', 0];
+    const w = item.length;
+    const forms = {
+      function: (k: string[], args: (string | Buffer)[]) => client.fcall(functionName, k.length, ...k, ...args),
+      script: (k: string[], args: (string | Buffer)[]) => client.evalsha(sha, k.length, ...k, ...args),
+    };
     // Everything after the lease groups is the items, packed as the store packs them.
-    const call = (args: (string | number)[], k = keys, itemsAt = args.length - 5) =>
-      client.evalsha(sha, k.length, ...k, ...args.slice(0, itemsAt).map(String), packAny(args.slice(itemsAt)));
-    expect(await call(['0', ...policy, ...item])).toEqual([1, expect.stringContaining('protocol')]);
+    const call = (form: keyof typeof forms, args: (string | number)[], k = keys, itemsAt = args.length - w) =>
+      forms[form](k, [...args.slice(0, itemsAt).map(String), packAny(args.slice(itemsAt))]);
     const concurrency = ['1', '1', '6', '1', '1', '1', '1', '10', 'c'];
     const malformed: [string, (string | number)[], string[]?, number?][] = [
-      ['no policy', ['1', '0', '0', ...item]],
-      ['no limit', ['1', '1', '0', '0', ...item]],
+      ['no policy', [v, '0', '0', ...item]],
+      ['no limit', [v, '1', '0', '0', ...item]],
+      ['limits cut short', [v, '1', '2', ...limit, '0', ...item]],
       [
         'nine limits',
-        ['1', '1', '9', ...Array.from({ length: 9 }, (_, i) => [...limit.slice(0, 6), `l${i}`]).flat(), '0', ...item],
+        [v, '1', '9', ...Array.from({ length: 9 }, (_, i) => [...limit.slice(0, 6), `l${i}`]).flat(), '0', ...item],
       ],
-      ['item cut short', ['1', ...policy, 1, 1, 1, 1], keys, policy.length + 1],
-      ['unknown op', ['1', ...policy, 9, 1, 1, 1, '']],
-      ['no such policy', ['1', ...policy, 1, 2, 1, 1, '']],
-      ['no such key group', ['1', ...policy, 1, 1, 2, 1, '']],
-      ['negative cost', ['1', ...policy, 1, 1, 1, -1, '']],
-      ['fractional cost', ['1', ...policy, 1, 1, 1, 1.5, '']],
-      ['cost too large', ['1', ...policy, 1, 1, 1, 2e9, '']],
-      ['lease id too long', ['1', ...policy, 1, 1, 1, 1, 'x'.repeat(257)]],
-      ['renew without a concurrency limit', ['1', ...policy, 3, 1, 1, 100, 'a']],
-      ['reserve with min > max', ['1', ...policy, 5, 1, 1, 2, 3]],
-      ['reserve min as a string', ['1', ...policy, 5, 1, 1, 2, '1']],
-      ['lease id as a number', ['1', ...policy, 1, 1, 1, 1, 7]],
-      ['unknown algorithm', ['1', '1', '1', '7', ...limit.slice(1), '0', ...item]],
-      ['zero window', ['1', '1', '1', '1', '100', '0', '100', '10', '30000', 'tb', '0', ...item]],
-      ['log limit too big', ['1', '1', '1', '5', '20000', '1000', '1', '1', '30000', 'log', '0', ...item]],
-      ['lease ttl too short', ['1', '1', '1', '6', '5', '1000', '5', '10', '9', 'c', '0', ...item]],
-      ['id pattern', ['1', '1', '1', ...limit.slice(0, 6), 'bad id!', '0', ...item]],
+      ['item cut short', [v, ...policy, 1, 1, 1, 1], keys, policy.length + 1],
+      ['five values, as protocol 1 sent', [v, ...policy, 1, 1, 1, 1, ''], keys, policy.length + 1],
+      ['unknown op', [v, ...policy, 9, 1, 1, 1, '', 0]],
+      ['no such policy', [v, ...policy, 1, 2, 1, 1, '', 0]],
+      ['no such key group', [v, ...policy, 1, 1, 2, 1, '', 0]],
+      ['negative cost', [v, ...policy, 1, 1, 1, -1, '', 0]],
+      ['fractional cost', [v, ...policy, 1, 1, 1, 1.5, '', 0]],
+      ['cost too large', [v, ...policy, 1, 1, 1, 2e9, '', 0]],
+      ['lease id too long', [v, ...policy, 1, 1, 1, 1, 'x'.repeat(257), 0]],
+      ['renew without a concurrency limit', [v, ...policy, 3, 1, 1, 100, 'a', 0]],
+      ['reserve with min > max', [v, ...policy, 5, 1, 1, 2, 3, 0]],
+      ['reserve min as a string', [v, ...policy, 5, 1, 1, 2, '1', 0]],
+      ['lease id as a number', [v, ...policy, 1, 1, 1, 1, 7, 0]],
+      ['negative reserve', [v, ...policy, 1, 1, 1, 1, '', -0.1]],
+      ['reserve above 0.9', [v, ...policy, 1, 1, 1, 1, '', 0.95]],
+      ['reserve as a string', [v, ...policy, 1, 1, 1, 1, '', '0.5']],
+      ['reserve on an adjust', [v, ...policy, 2, 1, 1, 1, '', 0.5]],
+      ['reserve on a reservation', [v, ...policy, 5, 1, 1, 2, 1, 0.5]],
+      ['unknown algorithm', [v, '1', '1', '7', ...limit.slice(1), '0', ...item]],
+      ['zero window', [v, '1', '1', '1', '100', '0', '100', '10', '30000', 'tb', '0', ...item]],
+      ['log limit too big', [v, '1', '1', '5', '20000', '1000', '1', '1', '30000', 'log', '0', ...item]],
+      ['lease ttl too short', [v, '1', '1', '6', '5', '1000', '5', '10', '9', 'c', '0', ...item]],
+      ['id pattern', [v, '1', '1', ...limit.slice(0, 6), 'bad id!', '0', ...item]],
       [
         'two concurrency limits',
-        ['1', '1', '2', '6', '1', '1', '1', '1', '10', 'c1', '6', '1', '1', '1', '1', '10', 'c2', '0', ...item],
+        [v, '1', '2', '6', '1', '1', '1', '1', '10', 'c1', '6', '1', '1', '1', '1', '10', 'c2', '0', ...item],
       ],
-      ['duplicate id', ['1', '1', '2', ...limit, ...limit, '0', ...item]],
-      ['leases without lease keys', ['1', ...concurrency, '0', ...item]],
-      ['lease keys of no group', ['1', ...concurrency, '1', '2', ...item], [key.state, key.leases, key.costs]],
-      ['lease keys missing', ['1', ...concurrency, '1', '1', ...item], [key.state, key.leases]],
+      ['duplicate id', [v, '1', '2', ...limit, ...limit, '0', ...item]],
+      ['leases without lease keys', [v, ...concurrency, '0', ...item]],
+      ['lease keys of no group', [v, ...concurrency, '1', '2', ...item], [key.state, key.leases, key.costs]],
+      ['lease keys missing', [v, ...concurrency, '1', '1', ...item], [key.state, key.leases]],
     ];
-    for (const [why, args, k, at] of malformed) expect(await call(args, k, at), why).toEqual([2, expect.any(String)]);
-    expect(await client.evalsha(sha, 1, key.state, '1', ...policy, 'not msgpack')).toEqual([
-      2,
-      expect.stringContaining('MessagePack'),
-    ]);
-    expect(await client.evalsha(sha, 1, key.state, '1', ...policy, packAny([]), packAny([1, 1, 1, 1, '']))).toEqual([
-      2,
-      expect.stringContaining('last'),
-    ]);
+    for (const form of ['function', 'script'] as const) {
+      expect(await call(form, ['1', ...policy, ...item]), form).toEqual([1, expect.stringContaining('protocol')]);
+      for (const [why, args, k, at] of malformed)
+        expect(await call(form, args, k, at), `${form}: ${why}`).toEqual([2, expect.any(String)]);
+      expect(await forms[form](keys, [v, ...policy, 'not msgpack'])).toEqual([2, expect.stringContaining('MessagePack')]);
+      expect(await forms[form](keys, [v, ...policy, packAny([]), packAny(item)])).toEqual([2, expect.stringContaining('last')]);
+    }
     expect(await client.exists(key.state, key.leases, key.costs)).toBe(0);
-    // The same calls, well formed, are applied.
-    expect(await call(['1', ...policy, ...item])).toEqual([0, expect.any(String), 1, 1, 99, 0, 10]);
-    expect(await call(['1', ...concurrency, '1', '1', 1, 1, 1, 1, 'l'], [key.state, key.leases, key.costs])).toEqual([
+    // The same calls, well formed, are applied: the same program either way.
+    expect(await call('function', [v, ...policy, ...item])).toEqual([0, expect.any(String), 1, 1, 99, 0, 10]);
+    expect(await call('script', [v, ...policy, ...item])).toEqual([0, expect.any(String), 1, 1, 98, 0, expect.any(Number)]);
+    // A reserve of 0.5 holds back 50 of the 100: 97 - 50 are left to this caller.
+    const reserved = [v, ...policy, 1, 1, 1, 1, '', 0.5];
+    expect(await call('function', reserved)).toEqual([0, expect.any(String), 1, 1, 47, 0, expect.any(Number)]);
+    const leases = [key.state, key.leases, key.costs];
+    expect(await call('function', [v, ...concurrency, '1', '1', 1, 1, 1, 1, 'l', 0], leases)).toEqual([
       0,
       expect.any(String),
       1,

@@ -22,6 +22,13 @@ export function testSeed(): number {
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/**
+ * The call bound of the stores the helpers make. These tests check what the store decides, not
+ * how fast: a loaded machine (or a cluster client's first connection) may take longer than the
+ * default 50 ms. Tests of timing pass their own bound.
+ */
+export const TEST_COMMAND_TIMEOUT_MS = 1000;
+
 /** Where a test's stores point: standalone or cluster, under a fresh prefix. */
 export interface Target {
   readonly name: string;
@@ -36,7 +43,7 @@ export function standalone(label = 't'): Target {
   return {
     name: 'standalone',
     prefix,
-    store: (options = {}) => new RedisStore({ url: redisUrl(), prefix, ...options }),
+    store: (options = {}) => new RedisStore({ url: redisUrl(), prefix, commandTimeoutMs: TEST_COMMAND_TIMEOUT_MS, ...options }),
     admin: () => new Redis(redisUrl()),
   };
 }
@@ -46,7 +53,8 @@ export function cluster(label = 't'): Target {
   return {
     name: 'cluster',
     prefix,
-    store: (options = {}) => new RedisStore({ clusterNodes: redisClusterNodes(), prefix, ...options }),
+    store: (options = {}) =>
+      new RedisStore({ clusterNodes: redisClusterNodes(), prefix, commandTimeoutMs: TEST_COMMAND_TIMEOUT_MS, ...options }),
     admin: () => new Cluster(redisClusterNodes()),
   };
 }

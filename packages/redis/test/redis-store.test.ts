@@ -9,6 +9,13 @@ import { cleanUp, keysUnder, sleep } from './helpers.js';
 
 const bucket = compileLimits({ algorithm: 'token-bucket', limit: 1000, windowMs: 60_000 });
 
+const WARM_UP = 'warm-up';
+
+/** One call first (on key WARM_UP), so that the servers have the function before a test counts calls. */
+async function warmUp(store: RedisStore): Promise<void> {
+  await store.consume({ key: WARM_UP, limits: bucket, cost: 0, leaseId: '' });
+}
+
 describe('standalone', () => {
   const prefix = randomPrefix('store');
   const client = new Redis(redisUrl());
@@ -16,28 +23,30 @@ describe('standalone', () => {
 
   it('decides the calls made in one tick in two script calls, in arrival order, one time each', async () => {
     const store = new RedisStore({ client, prefix, maxBatchSize: 512 });
-    const evalsha = vi.spyOn(client, 'evalsha');
+    await warmUp(store);
+    const fcall = vi.spyOn(client, 'fcall');
     try {
       const results = await Promise.all(
         Array.from({ length: 300 }, () => store.consume({ key: 'tick', limits: bucket, cost: 1, leaseId: '' })),
       );
-      expect(evalsha).toHaveBeenCalledTimes(2);
+      expect(fcall).toHaveBeenCalledTimes(2);
       expect(results.map((r) => r.statuses[0]!.remaining)).toEqual(Array.from({ length: 300 }, (_, i) => 999 - i));
       expect(new Set(results.slice(0, 150).map((r) => r.now)).size).toBe(1);
       expect(new Set(results.slice(150).map((r) => r.now)).size).toBe(1);
       // A tick with fewer calls is one script call.
-      evalsha.mockClear();
+      fcall.mockClear();
       await Promise.all(Array.from({ length: 7 }, () => store.consume({ key: 'tick', limits: bucket, cost: 1, leaseId: '' })));
-      expect(evalsha).toHaveBeenCalledTimes(1);
+      expect(fcall).toHaveBeenCalledTimes(1);
     } finally {
-      evalsha.mockRestore();
+      fcall.mockRestore();
       await store.close();
     }
   });
 
   it('splits a burst larger than maxBatchSize into calls that keep the order', async () => {
     const store = new RedisStore({ client, prefix, maxBatchSize: 100 });
-    const evalsha = vi.spyOn(client, 'evalsha');
+    await warmUp(store);
+    const fcall = vi.spyOn(client, 'fcall');
     // 250 calls, at most 100 per script call: three calls.
     const calls = Array.from({ length: 250 }, (_, i) =>
       i % 5 === 4
@@ -45,12 +54,12 @@ describe('standalone', () => {
         : store.consume({ key: 'split', limits: bucket, cost: 1, leaseId: '' }),
     );
     const results = (await Promise.all(calls)).filter((r): r is ConsumeResult => r !== undefined);
-    expect(evalsha).toHaveBeenCalledTimes(3);
+    expect(fcall).toHaveBeenCalledTimes(3);
     // Every fifth call charged one more permit; remaining counts down across the three calls.
     expect(results.map((r) => r.statuses[0]!.remaining)).toEqual(
       Array.from({ length: 200 }, (_, i) => 999 - i - Math.floor(i / 4)),
     );
-    evalsha.mockRestore();
+    fcall.mockRestore();
     await store.close();
   });
 
@@ -110,6 +119,23 @@ describe('standalone', () => {
     await store.close();
   });
 
+  it('reads every policy right, however many there are (the function keeps the ones it read)', async () => {
+    const store = new RedisStore({ client, prefix, commandTimeoutMs: 5000 });
+    // More policies than the function keeps, so it also starts over in the middle of a call.
+    const year = 365 * 24 * 3600 * 1000;
+    const policies = Array.from({ length: 1500 }, (_, i) =>
+      compileLimits({ algorithm: 'token-bucket', limit: 100 + i, windowMs: year }),
+    );
+    const round = () =>
+      Promise.all(policies.map((limits, i) => store.consume({ key: `policies-${i % 50}`, limits, cost: 1, leaseId: '' })));
+    await round();
+    const second = await round();
+    // Each key is shared by 30 policies, in order: the m-th call of the second round finds the
+    // 30 permits of the first round and m more taken.
+    expect(second.map((r) => r.statuses[0]!.remaining)).toEqual(policies.map((_, i) => 100 + i - 30 - Math.floor(i / 50) - 1));
+    await store.close();
+  });
+
   it('reserves what is left when less than asked for', async () => {
     const store = new RedisStore({ client, prefix });
     const small = compileLimits({ algorithm: 'fixed-window', limit: 10, windowMs: 60_000 });
@@ -127,26 +153,26 @@ describe('cluster', () => {
   afterAll(() => cleanUp(admin, prefix));
 
   it('sends one call per slot and decides keys on every master', async () => {
-    const store = new RedisStore({ clusterNodes: redisClusterNodes(), prefix });
-    await store.ping();
-    const evalsha = vi.spyOn(store.client, 'evalsha');
+    const store = new RedisStore({ clusterNodes: redisClusterNodes(), prefix, commandTimeoutMs: 1000 });
+    await warmUp(store);
+    const fcall = vi.spyOn(store.client, 'fcall');
     const keys = Array.from({ length: 60 }, (_, i) => `spread-${i}`);
     const results = await Promise.all(
       keys.flatMap((key) => [1, 2, 3].map(() => store.consume({ key, limits: bucket, cost: 1, leaseId: '' }))),
     );
     expect(results.map((r) => r.statuses[0]!.remaining)).toEqual(keys.flatMap(() => [999, 998, 997]));
     const slots = new Set(keys.map((k) => calculateSlot(keyNames(prefix, k).state)));
-    expect(evalsha.mock.calls.length).toBe(slots.size);
-    const stored = await keysUnder(admin, prefix);
+    expect(fcall.mock.calls.length).toBe(slots.size);
+    const stored = (await keysUnder(admin, prefix)).filter((name) => name !== keyNames(prefix, WARM_UP).state);
     expect(stored.length).toBe(keys.length);
     const masters = await Promise.all(admin.nodes('master').map((n) => n.dbsize()));
     expect(masters.filter((size) => size > 0).length).toBe(admin.nodes('master').length);
-    evalsha.mockRestore();
+    fcall.mockRestore();
     await store.close();
   });
 
   it('keeps a key and its leases in one slot whatever the key contains', async () => {
-    const store = new RedisStore({ clusterNodes: redisClusterNodes(), prefix });
+    const store = new RedisStore({ clusterNodes: redisClusterNodes(), prefix, commandTimeoutMs: 1000 });
     const both = compileLimits([
       { algorithm: 'concurrency', limit: 1, leaseTtlMs: 60_000 },
       { algorithm: 'gcra', limit: 10, windowMs: 60_000 },

@@ -7,16 +7,13 @@ import {
   adjustKey,
   concurrency,
   evaluateKey,
+  reserveKey,
   type CompiledLimit,
   type ConcurrencyState,
   type ConsumeResult,
   type LimitState,
-  type LimitStore,
+  type ReserveResult,
 } from '@sluice/core';
-// Not exported by the core's index yet.
-import { reserveKey } from '../../core/src/evaluate.js';
-
-type ReserveResult = Awaited<ReturnType<LimitStore['reserve']>>;
 
 interface Entry {
   expiresAt: number;
@@ -27,8 +24,15 @@ interface Entry {
 export class ReferenceStore {
   readonly entries = new Map<string, Entry>();
 
-  consume(key: string, limits: readonly CompiledLimit[], cost: number, leaseId: string, now: number): ConsumeResult {
-    const o = evaluateKey(this.#read(key, limits, now)?.states ?? [], limits, cost, now, leaseId);
+  consume(
+    key: string,
+    limits: readonly CompiledLimit[],
+    cost: number,
+    leaseId: string,
+    reserve: number,
+    now: number,
+  ): ConsumeResult {
+    const o = evaluateKey(this.#read(key, limits, now)?.states ?? [], limits, cost, now, leaseId, reserve);
     if (o.allowed) this.#write(key, limits, o.next, now + o.ttlMs);
     return { allowed: o.allowed, statuses: o.statuses, now };
   }

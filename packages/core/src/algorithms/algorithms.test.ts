@@ -153,13 +153,48 @@ describe('sliding window counter', () => {
     expect(times.length / (t / 1000)).toBeGreaterThan(95);
   });
 
-  it('lets the oldest slice slide out linearly', () => {
-    const limit = lim({ algorithm: 'sliding-window', limit: 10, windowMs: 1000, slices: 10 });
-    // 10 calls in slice 0; at t=1050 half of slice 0 is still inside the window.
-    const state: RateState = [3, 100, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10];
-    const o = slidingWindow.evaluate(state, 1, 1050, limit);
+  const limit = lim({ algorithm: 'sliding-window', limit: 10, windowMs: 1000, slices: 10 });
+  /** A state whose newest slice is slice 0, holding `count` calls between `first` and `last` ms. */
+  const slice0 = (count: number, first: number, last: number): RateState => [
+    3,
+    100,
+    0,
+    ...new Array<number>(30).fill(0),
+    count,
+    first,
+    last,
+  ];
+
+  it('holds the limit in every exact window under a flood that starts mid-slice', () => {
+    const big = lim({ algorithm: 'sliding-window', limit: 1000, windowMs: 1000, slices: 10 });
+    const reqs: [number, number][] = [];
+    for (let t = 37; t < 6000; t++) for (let i = 0; i < 50; i++) reqs.push([t, 1]);
+    const admitted = run(slidingWindow, big, reqs);
+    const times = reqs.filter((_, i) => admitted[i]).map(([time]) => time);
+    expect(maxInWindow(times, 1000)).toBeLessThanOrEqual(1000);
+    expect(times.length / 6).toBeGreaterThan(950);
+  });
+
+  it('lets the oldest slice slide out between its first and last call', () => {
+    // 10 calls spread over slice 0; at t=1050 half of them are still inside the window.
+    const o = slidingWindow.evaluate(slice0(10, 0, 100), 1, 1050, limit);
     expect(o.allowed).toBe(true);
     expect(o.remaining).toBe(4);
+  });
+
+  it('keeps a burst in the window until the burst itself leaves', () => {
+    // 10 calls at once, 30 ms into slice 0: they leave at t=1030, not gradually from t=1000.
+    const burst = slice0(10, 30, 30);
+    const early = slidingWindow.evaluate(burst, 1, 1020, limit);
+    expect(early.allowed).toBe(false);
+    expect(early.retryAfterMs).toBe(10);
+    expect(slidingWindow.evaluate(burst, 10, 1030, limit).allowed).toBe(true);
+  });
+
+  it('records the first and last call of the current slice', () => {
+    let state = slidingWindow.evaluate(undefined, 2, 1012, limit).next;
+    state = slidingWindow.evaluate(state, 3, 1047, limit).next;
+    expect(state.slice(-3)).toEqual([5, 12, 47]);
   });
 });
 

@@ -1,14 +1,15 @@
--- Reads and checks ARGV and KEYS (layout in batch.lua's header) before anything is touched.
--- The client validates everything first, so a failure here means a client/script mismatch.
+-- Reads and checks a call's keys and arguments (KEYS and ARGV, layout in batch.lua's header)
+-- before anything is touched. The client validates everything first, so a failure here means a
+-- client/script mismatch.
 
 -- True when v is an integer number in [lo, hi].
 local function is_int(v, lo, hi)
   return type(v) == 'number' and v == floor(v) and v >= lo and v <= hi
 end
 
--- ARGV[i] as an integer in [lo, hi], or nil.
-local function int_arg(i, lo, hi)
-  local s = ARGV[i]
+-- argv[i] as an integer in [lo, hi], or nil.
+local function int_arg(argv, i, lo, hi)
+  local s = argv[i]
   if s == nil then
     return nil
   end
@@ -28,71 +29,103 @@ local AMOUNT_BOUNDS = {
   { 1, MAX_COST },
 }
 
--- Returns the policies, the KEYS index of each group's lease keys (by group; nil when not
--- declared) and the items (a flat array, five values each); or nil, a code and a message.
-local function parse_args()
-  if ARGV[1] ~= PROTOCOL then
-    return nil, ERR_PROTOCOL_VERSION, 'the script speaks protocol ' .. PROTOCOL .. ', the call ' .. tostring(ARGV[1])
+-- Values per item in the items array.
+local ITEM_WIDTH = 6
+
+-- Reads the L limits of one policy from argv[at ...]; returns the policy, or nil and the
+-- index (1..L) of the limit at fault.
+local function parse_policy(argv, at, limit_count)
+  local policy = { limits = {}, by_id = {}, concurrency = nil }
+  for j = 1, limit_count do
+    local code = int_arg(argv, at, 1, 6)
+    local limit = {
+      code = code,
+      limit = int_arg(argv, at + 1, 1, code == sliding_log.code and MAX_LOG_LIMIT or MAX_LIMIT),
+      window_ms = int_arg(argv, at + 2, 1, MAX_WINDOW_MS),
+      burst = int_arg(argv, at + 3, 1, MAX_LIMIT),
+      slices = int_arg(argv, at + 4, 1, MAX_SLICES),
+      lease_ttl_ms = int_arg(argv, at + 5, MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS),
+      id = argv[at + 6],
+    }
+    local id = limit.id
+    if
+      code == nil
+      or limit.limit == nil
+      or limit.window_ms == nil
+      or limit.burst == nil
+      or limit.slices == nil
+      or limit.lease_ttl_ms == nil
+      or id == nil
+      or #id > MAX_ID_LENGTH
+      or not string.find(id, '^[%w_.:%-]+$')
+      or policy.by_id[id] ~= nil
+      or (code == concurrency.code and policy.concurrency ~= nil)
+    then
+      return nil, j
+    end
+    if code == concurrency.code then
+      policy.concurrency = j
+    end
+    -- capacityOf() in packages/core/src/policy.ts: what a reserve is a share of.
+    limit.capacity = (code == token_bucket.code or code == gcra.code) and limit.burst or limit.limit
+    policy.limits[j] = limit
+    policy.by_id[id] = limit
+    at = at + 7
   end
-  local policy_count = int_arg(2, 1, MAX_ITEMS)
+  return policy
+end
+
+-- Policies already read, by their arguments (L and the limits, joined by NUL, which no valid
+-- argument contains). A function library keeps this from call to call, so a policy is read
+-- once rather than at every call (a script starts every call with an empty one). Policies are
+-- never changed once read. Emptied when full: a service's rules make a bounded set of them.
+local policy_cache, policy_cache_size = {}, 0
+local MAX_CACHED_POLICIES = 1000
+
+-- Returns the policies, the keys index of each group's lease keys (by group; nil when not
+-- declared) and the items (a flat array, ITEM_WIDTH values each); or nil, a code and a message.
+local function parse_args(keys, argv)
+  if argv[1] ~= PROTOCOL then
+    return nil, ERR_PROTOCOL_VERSION, 'the script speaks protocol ' .. PROTOCOL .. ', the call ' .. tostring(argv[1])
+  end
+  local policy_count = int_arg(argv, 2, 1, MAX_ITEMS)
   if policy_count == nil then
     return nil, ERR_BAD_ARGUMENT, 'ARGV[2]: policy count'
   end
   local at = 3
   local policies = {}
   for p = 1, policy_count do
-    local limit_count = int_arg(at, 1, MAX_LIMITS)
-    if limit_count == nil then
+    local limit_count = int_arg(argv, at, 1, MAX_LIMITS)
+    local last = limit_count and at + 7 * limit_count
+    if limit_count == nil or last > #argv then
       return nil, ERR_BAD_ARGUMENT, 'policy ' .. p .. ': limit count'
     end
-    at = at + 1
-    local policy = { limits = {}, by_id = {}, concurrency = nil }
-    for j = 1, limit_count do
-      local code = int_arg(at, 1, 6)
-      local limit = {
-        code = code,
-        limit = int_arg(at + 1, 1, code == sliding_log.code and MAX_LOG_LIMIT or MAX_LIMIT),
-        window_ms = int_arg(at + 2, 1, MAX_WINDOW_MS),
-        burst = int_arg(at + 3, 1, MAX_LIMIT),
-        slices = int_arg(at + 4, 1, MAX_SLICES),
-        lease_ttl_ms = int_arg(at + 5, MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS),
-        id = ARGV[at + 6],
-      }
-      local id = limit.id
-      if
-        code == nil
-        or limit.limit == nil
-        or limit.window_ms == nil
-        or limit.burst == nil
-        or limit.slices == nil
-        or limit.lease_ttl_ms == nil
-        or id == nil
-        or #id > MAX_ID_LENGTH
-        or not string.find(id, '^[%w_.:%-]+$')
-        or policy.by_id[id] ~= nil
-        or (code == concurrency.code and policy.concurrency ~= nil)
-      then
-        return nil, ERR_BAD_ARGUMENT, 'policy ' .. p .. ', limit ' .. j
+    local cache_key = table.concat(argv, '\0', at, last)
+    local policy = policy_cache[cache_key]
+    if policy == nil then
+      local fault
+      policy, fault = parse_policy(argv, at + 1, limit_count)
+      if policy == nil then
+        return nil, ERR_BAD_ARGUMENT, 'policy ' .. p .. ', limit ' .. fault
       end
-      if code == concurrency.code then
-        policy.concurrency = j
+      if policy_cache_size >= MAX_CACHED_POLICIES then
+        policy_cache, policy_cache_size = {}, 0
       end
-      policy.limits[j] = limit
-      policy.by_id[id] = limit
-      at = at + 7
+      policy_cache[cache_key], policy_cache_size = policy, policy_cache_size + 1
     end
     policies[p] = policy
+    at = last + 1
   end
 
-  local lease_count = int_arg(at, 0, MAX_ITEMS)
-  local group_count = lease_count and #KEYS - 2 * lease_count
+  local lease_count = int_arg(argv, at, 0, MAX_ITEMS)
+  local group_count = lease_count and #keys - 2 * lease_count
   if group_count == nil or group_count < 1 or group_count > MAX_ITEMS then
     return nil, ERR_BAD_ARGUMENT, 'KEYS: one per group, two more per group with leases'
   end
   local lease_keys = {}
   local previous = 0
   for j = 1, lease_count do
-    local group = int_arg(at + j, previous + 1, group_count)
+    local group = int_arg(argv, at + j, previous + 1, group_count)
     if group == nil then
       return nil, ERR_BAD_ARGUMENT, 'groups with leases: ' .. j
     end
@@ -100,33 +133,41 @@ local function parse_args()
     previous = group
   end
   at = at + lease_count + 1
-  if at ~= #ARGV then
+  if at ~= #argv then
     return nil, ERR_BAD_ARGUMENT, 'ARGV: the items must be the last argument'
   end
-  local ok, items = pcall(cmsgpack.unpack, ARGV[at])
+  local ok, items = pcall(cmsgpack.unpack, argv[at])
   if not ok or type(items) ~= 'table' then
     return nil, ERR_BAD_ARGUMENT, 'items: not a MessagePack array'
   end
-  local item_count = #items / 5
+  local item_count = #items / ITEM_WIDTH
   if item_count < 1 or item_count ~= floor(item_count) or item_count > MAX_ITEMS then
-    return nil, ERR_BAD_ARGUMENT, 'items: five values per item'
+    return nil, ERR_BAD_ARGUMENT, 'items: six values per item'
   end
-  for base = 1, #items, 5 do
-    local op, policy_index, group, amount, extra = items[base], items[base + 1], items[base + 2], items[base + 3], items[base + 4]
-    local policy = is_int(policy_index, 1, policy_count) and policies[policy_index]
-    local bounds = is_int(op, 1, 5) and AMOUNT_BOUNDS[op]
+  for base = 1, #items, ITEM_WIDTH do
+    local op, group, amount, extra, reserve = items[base], items[base + 2], items[base + 3], items[base + 4], items[base + 5]
+    -- Indexing checks op and policy: only the integers 1..5 and 1..P find an entry. The other
+    -- checks are written out rather than calls to is_int: this loop runs for every item.
+    local bounds, policy = AMOUNT_BOUNDS[op], policies[items[base + 1]]
     if
-      not bounds
-      or not policy
-      or not is_int(group, 1, group_count)
-      or not is_int(amount, bounds[1], bounds[2])
+      bounds == nil
+      or policy == nil
+      or type(group) ~= 'number'
+      or group % 1 ~= 0
+      or not (group >= 1 and group <= group_count)
+      or type(amount) ~= 'number'
+      or amount % 1 ~= 0
+      or not (amount >= bounds[1] and amount <= bounds[2])
       or (op == 5 and not is_int(extra, 0, amount))
       or (op ~= 5 and (type(extra) ~= 'string' or #extra > MAX_LEASE_ID_LENGTH))
       or ((op == 3 or op == 4) and policy.concurrency == nil)
       or (op == 5 and policy.concurrency ~= nil)
       or (policy.concurrency ~= nil and lease_keys[group] == nil)
+      -- A reserve is a number in [0, MAX_RESERVE] for a consume, 0 otherwise (NaN fails both).
+      or type(reserve) ~= 'number'
+      or not (reserve >= 0 and reserve <= (op == 1 and MAX_RESERVE or 0))
     then
-      return nil, ERR_BAD_ARGUMENT, 'item ' .. ((base + 4) / 5)
+      return nil, ERR_BAD_ARGUMENT, 'item ' .. ((base - 1) / ITEM_WIDTH + 1)
     end
   end
   return policies, lease_keys, items

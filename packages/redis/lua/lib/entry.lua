@@ -1,6 +1,6 @@
 -- Entries: the state of one Sluice key, mirroring the MemoryStore's entries
--- (packages/core/src/memory-store.ts). An entry is read once per call, changed in Lua by every
--- item that names it, in order, and written back once at the end.
+-- (packages/core/src/memory-store.ts, key-table.ts). An entry is read once per call, changed in
+-- Lua by every item that names it, in order, and written back once at the end.
 --
 -- Stored value of the state key (STRING, cmsgpack):
 --   {expires_at, gc_at, id1, state1, id2, state2, ...}
@@ -107,22 +107,21 @@ local function entry_flush(entry, now)
   if not entry.dirty or entry.corrupt then
     return
   end
-  local blob = { entry.exp, 0 }
-  local has_leases = false
-  if entry.exp ~= nil and entry.aligned ~= nil then
-    for _, limit in ipairs(entry.aligned.limits) do
-      local state = entry.states[limit.id]
-      if state ~= nil then
-        blob[#blob + 1] = limit.id
-        blob[#blob + 1] = state
-        has_leases = has_leases or state[1] == concurrency.code
-      end
-    end
-  end
-  -- An entry without states is the same as no entry.
-  if #blob < 4 then
+  -- Dropped (it expired and nothing wrote it again): delete it. An entry whose limits hold no
+  -- state is kept until it ends, as the MemoryStore keeps it (a renew or release still finds it).
+  if entry.exp == nil then
     rcall('DEL', entry.skey)
     return
+  end
+  local blob = { entry.exp, 0 }
+  local has_leases = false
+  for _, limit in ipairs(entry.aligned.limits) do
+    local state = entry.states[limit.id]
+    if state ~= nil then
+      blob[#blob + 1] = limit.id
+      blob[#blob + 1] = state
+      has_leases = has_leases or state[1] == concurrency.code
+    end
   end
   local gc = entry.gc
   if gc ~= nil and entry.exp + GC_SAFETY_MS <= gc then

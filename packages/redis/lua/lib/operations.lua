@@ -12,23 +12,40 @@ local EXACT_INTEGER = 9007199254740992
 local NEXTS = {}
 local PEEK = {}
 
+-- One limit's decision on the key's current (aligned) state (decideLimit): allowed, remaining,
+-- retry_after, reset_after, then the next state (a rate limit) or the plan (concurrency), and the
+-- ttl; the last two only when allowed. Nothing is written.
+local function decide_limit(entry, limit, cost, lease_id, now)
+  local state = entry.states[limit.id]
+  if limit.code == concurrency.code then
+    return concurrency.acquire(entry, state, lease_id, cost, now, limit)
+  end
+  return RATE[limit.code].evaluate(normalize_state(state, now, limit), cost, now, limit)
+end
+
 -- evaluateKey(): every limit evaluated on the current state, nothing written. Writes the
 -- statuses to out[at + 1 ...] (allowed as 1/0, remaining, retry_after, reset_after per limit),
 -- the next states to NEXTS, and returns allowed, the concurrency plan and the key's ttl.
-local function evaluate_key(entry, policy, cost, lease_id, now, out, at)
+-- `reserve` (0..MAX_RESERVE) is the share of each limit held back: the cost must fit with
+-- floor(reserve * capacity) on top, and only the cost is charged.
+local function evaluate_key(entry, policy, cost, lease_id, now, out, at, reserve)
   local limits = policy.limits
-  local states = entry.states
   local allowed = true
   local ttl = 0
   local plan
   for i = 1, #limits do
     local limit = limits[i]
-    local ok, remaining, retry_after, reset_after, next_state, limit_ttl
+    local held = 0
+    if reserve > 0 then
+      held = floor(reserve * limit.capacity)
+    end
+    local ok, remaining, retry_after, reset_after, next_state, limit_ttl = decide_limit(entry, limit, cost + held, lease_id, now)
+    -- The check passed with the reserve: charge the cost alone.
+    if held > 0 and ok then
+      ok, remaining, retry_after, reset_after, next_state, limit_ttl = decide_limit(entry, limit, cost, lease_id, now)
+    end
     if limit.code == concurrency.code then
-      ok, remaining, retry_after, reset_after, plan, limit_ttl = concurrency.acquire(entry, states[limit.id], lease_id, cost, now, limit)
-    else
-      ok, remaining, retry_after, reset_after, next_state, limit_ttl =
-        RATE[limit.code].evaluate(normalize_state(states[limit.id], now, limit), cost, now, limit)
+      plan, next_state = next_state, nil
     end
     NEXTS[i] = next_state
     -- Denied outcomes carry no ttl, but a denied key is never written.
@@ -37,7 +54,7 @@ local function evaluate_key(entry, policy, cost, lease_id, now, out, at)
     else
       allowed = false
     end
-    out[at + 1], out[at + 2], out[at + 3], out[at + 4] = ok and 1 or 0, remaining, retry_after, reset_after
+    out[at + 1], out[at + 2], out[at + 3], out[at + 4] = ok and 1 or 0, max(0, remaining - held), retry_after, reset_after
     at = at + 4
   end
   if not allowed then
@@ -70,13 +87,14 @@ local function exact_figures(out, from, to)
   end
 end
 
--- consume: all-or-nothing over the key's limits. Appends A, then per limit a, m, t, s.
-local function op_consume(entry, policy, cost, lease_id, now, out)
+-- consume: all-or-nothing over the key's limits, `reserve` of each held back. Appends A, then
+-- per limit a, m, t, s.
+local function op_consume(entry, policy, cost, lease_id, reserve, now, out)
   entry_align(entry, policy, now)
   local head = #out + 1
   -- Filled first so the reply stays a sequence (no holes) while statuses are written after it.
   out[head] = 0
-  local allowed, plan, ttl = evaluate_key(entry, policy, cost, lease_id, now, out, head)
+  local allowed, plan, ttl = evaluate_key(entry, policy, cost, lease_id, now, out, head, reserve)
   out[head] = allowed and 1 or 0
   if allowed then
     commit_key(entry, policy, plan, lease_id, ttl, now)
@@ -89,7 +107,7 @@ end
 -- consume.
 local function op_reserve(entry, policy, min_permits, max_permits, now, out)
   entry_align(entry, policy, now)
-  evaluate_key(entry, policy, 0, '', now, PEEK, 0)
+  evaluate_key(entry, policy, 0, '', now, PEEK, 0, 0)
   local left = max_permits
   for a = 2, 4 * #policy.limits, 4 do
     left = min(left, PEEK[a])
@@ -100,7 +118,7 @@ local function op_reserve(entry, policy, min_permits, max_permits, now, out)
   end
   local head = #out + 1
   out[head], out[head + 1] = 0, 0
-  local allowed, plan, ttl = evaluate_key(entry, policy, granted == 0 and min_permits or granted, '', now, out, head + 1)
+  local allowed, plan, ttl = evaluate_key(entry, policy, granted == 0 and min_permits or granted, '', now, out, head + 1, 0)
   if granted > 0 and allowed then
     commit_key(entry, policy, plan, '', ttl, now)
   else
