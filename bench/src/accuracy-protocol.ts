@@ -8,6 +8,8 @@ export type AccuracySpec =
       readonly resource: string;
       readonly limit: number;
       readonly burst: number;
+      /** Take permits in leases (`lease: true`) and serve them with `trySync`. */
+      readonly lease?: boolean;
     }
   | { readonly contender: 'rlf'; readonly keyPrefix: string; readonly limit: number };
 

@@ -26,9 +26,9 @@ export interface AccuracyResult {
   /** Busiest windows by the store's clock at each admission (Redis TIME); Sluice only. */
   readonly decidedMax1s: number | undefined;
   readonly decidedMax100ms: number | undefined;
-  /** Most a correct limiter admits in any 1 s window. */
+  /** Most a correct limiter admits in any 1 s window (with leases: the documented lease bound). */
   readonly bound1s: number;
-  /** Most a correct limiter admits in any 100 ms window. */
+  /** Most a correct limiter admits in any 100 ms window (with leases: the documented lease bound). */
   readonly bound100ms: number;
   readonly errors: number;
   readonly firstError: string | undefined;
@@ -44,18 +44,25 @@ export interface AccuracySettings {
   readonly durationMs: number;
 }
 
-interface Run {
+/** One contender of an accuracy part and the bounds it is held to. */
+export interface AccuracyRun {
   readonly label: string;
   readonly spec: AccuracySpec;
   readonly burst: number;
+  readonly bound1s: number;
   readonly bound100ms: number;
 }
 
-function runsOf(s: AccuracySettings): Run[] {
-  const bucket = (algorithm: 'token-bucket' | 'gcra', label: string): Run => ({
+/** The default lease TTL (`lease: true`), docs/leases.md. */
+export const DEFAULT_LEASE_TTL_MS = 200;
+
+/** The accuracy part's runs: Sluice's algorithms and RLF, without leases. */
+export function accuracyRuns(s: AccuracySettings): AccuracyRun[] {
+  const bucket = (algorithm: 'token-bucket' | 'gcra', label: string): AccuracyRun => ({
     label,
     spec: { contender: 'sluice', algorithm, resource: `bench:${s.runId}:acc:${algorithm}`, limit: s.limit, burst: s.burst },
     burst: s.burst,
+    bound1s: s.limit + s.burst,
     bound100ms: s.burst + s.limit / 10,
   });
   return [
@@ -71,13 +78,40 @@ function runsOf(s: AccuracySettings): Run[] {
         burst: 0,
       },
       burst: 0,
+      bound1s: s.limit,
       bound100ms: s.limit,
     },
     {
       label: 'RLF RateLimiterRedis (fixed window)',
       spec: { contender: 'rlf', keyPrefix: `rlf:${s.runId}:acc`, limit: s.limit },
       burst: 0,
+      bound1s: s.limit,
       bound100ms: s.limit,
+    },
+  ];
+}
+
+/**
+ * The lease-accuracy part's run: the token bucket with `lease: true`. Leased permits are taken
+ * from the global budget but used up to `ttlMs` later, so the documented bound (docs/leases.md)
+ * for a window of W is `burst + limit * (W + ttlMs) / 1 s`.
+ */
+export function leaseAccuracyRuns(s: AccuracySettings): AccuracyRun[] {
+  const ttl = DEFAULT_LEASE_TTL_MS;
+  return [
+    {
+      label: 'Sluice token bucket, lease: true',
+      spec: {
+        contender: 'sluice',
+        algorithm: 'token-bucket',
+        resource: `bench:${s.runId}:lacc:token-bucket`,
+        limit: s.limit,
+        burst: s.burst,
+        lease: true,
+      },
+      burst: s.burst,
+      bound1s: s.burst + (s.limit * (1000 + ttl)) / 1000,
+      bound100ms: s.burst + (s.limit * (100 + ttl)) / 1000,
     },
   ];
 }
@@ -129,12 +163,16 @@ class Worker {
  * Forks `processes` workers and, for each contender in turn, has them share one limit under
  * excess demand; merges the wall-clock times of admitted calls and measures the busiest windows.
  */
-export async function runAccuracy(settings: AccuracySettings, progress: (line: string) => void): Promise<AccuracyResult[]> {
+export async function runAccuracy(
+  settings: AccuracySettings,
+  runs: readonly AccuracyRun[],
+  progress: (line: string) => void,
+): Promise<AccuracyResult[]> {
   const script = fileURLToPath(new URL('./accuracy-worker.js', import.meta.url));
   const workers = Array.from({ length: settings.processes }, () => new Worker(script));
   try {
     const results: AccuracyResult[] = [];
-    for (const run of runsOf(settings)) {
+    for (const run of runs) {
       for (const w of workers)
         w.send({ type: 'prepare', redisUrl: settings.redisUrl, spec: run.spec, inFlight: settings.inFlight });
       for (const w of workers) await w.next();
@@ -169,7 +207,7 @@ export async function runAccuracy(settings: AccuracySettings, progress: (line: s
         max100ms: maxInWindow(times, 100),
         decidedMax1s: decided === undefined ? undefined : maxInWindow(decided, 1000),
         decidedMax100ms: decided === undefined ? undefined : maxInWindow(decided, 100),
-        bound1s: settings.limit + run.burst,
+        bound1s: run.bound1s,
         bound100ms: run.bound100ms,
         errors: replies.reduce((n, r) => n + r.errors, 0),
         firstError: replies.find((r) => r.firstError !== undefined)?.firstError,
@@ -227,6 +265,52 @@ export function accuracyTable(results: readonly AccuracyResult[], settings: Accu
       'it), "arrived" on the callers\' wall clocks when the decision reached them (adds client queueing jitter).',
       'Bound: limit + burst per 1 s for token bucket and GCRA (burst + limit/10 per 100 ms); the limit for the window',
       'algorithms, which have no burst. The summary judges Sluice on the "decided" column.',
+    ],
+  };
+}
+
+/** The table of the lease-accuracy part: windows by arrival, against the lease bound and limit + burst. */
+export function leaseAccuracyTable(results: readonly AccuracyResult[], settings: AccuracySettings): Table {
+  return {
+    title: `Accuracy with leases: ${settings.processes} processes sharing one limit of ${fmtInt(settings.limit)}/s through Redis`,
+    header: [
+      'limiter',
+      'burst',
+      'demand/s',
+      'admitted/s',
+      'of limit',
+      'max 1 s',
+      '1 s lease bound',
+      '1 s limit + burst',
+      'max 100 ms',
+      '100 ms lease bound',
+      '100 ms burst + limit/10',
+      'admitted total',
+      'errors',
+    ],
+    rows: results.map((r) => [
+      r.label,
+      String(r.burst),
+      fmtInt(r.demandPerSec),
+      fmtInt(r.steadyPerSec),
+      fmt(r.steadyPerSec / r.limit, 3),
+      fmtInt(r.max1s),
+      fmtInt(r.bound1s),
+      fmtInt(r.limit + r.burst),
+      fmtInt(r.max100ms),
+      fmtInt(r.bound100ms),
+      fmtInt(r.burst + r.limit / 10),
+      `${fmtInt(r.admitted)} of ${fmtInt(r.burst + (r.limit * r.durationMs) / 1000)}`,
+      r.errors === 0 ? '0' : `${fmtInt(r.errors)} (${r.firstError ?? ''})`.slice(0, 60),
+    ]),
+    notes: [
+      `Each run: ${settings.durationMs / 1000} s, every process keeps ${settings.inFlight} calls in flight on one shared key, each call`,
+      '`trySync` (served from the lease without I/O) or, when that cannot answer, `await try` (a refill: one reservation',
+      'of a batch of permits, shared by concurrent callers). admitted/s is measured after the first second.',
+      'Windows are by arrival (when each admitted decision reached its caller, merged over all processes): a leased permit',
+      "is granted by Redis when the batch is reserved but used later, so Redis' clock does not say when it was used.",
+      `Lease bound (docs/leases.md, ttlMs ${DEFAULT_LEASE_TTL_MS}): burst + limit * (W + ttlMs) / 1 s for a window W. "admitted total" is`,
+      'every admission of the run against burst + limit * duration, the most the token bucket can grant in that time.',
     ],
   };
 }

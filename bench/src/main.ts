@@ -1,9 +1,13 @@
 /**
  * `npm run bench`: Sluice against rate-limiter-flexible on the same Redis in one run.
  *
- *   1. throughput and latency, closed loop at several calls in flight
- *   2. accuracy of one limit shared by several processes under excess demand
- *   3. heap taken by 1M keys in the in-memory store
+ *   1. throughput and latency, closed loop at several calls in flight, and the round trips shared
+ *   2. lease throughput in one process (trySync), against plain try
+ *   3. accuracy of one limit shared by several processes under excess demand
+ *   4. the same with leases
+ *   5. a Redis outage (SIGKILL, restart) under load, per store-failure policy
+ *   6. one hot key on a 3-master Redis Cluster, split over sub-keys or not
+ *   7. heap taken by 1M keys in the in-memory store
  *
  * and a summary of the SPEC's non-functional targets. See bench/README.md.
  */
@@ -12,27 +16,59 @@ import { randomBytes } from 'node:crypto';
 import { cpus } from 'node:os';
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { accuracyTable, runAccuracy, type AccuracyResult, type AccuracySettings } from './accuracy.js';
+import {
+  accuracyRuns,
+  accuracyTable,
+  leaseAccuracyRuns,
+  leaseAccuracyTable,
+  runAccuracy,
+  type AccuracyResult,
+  type AccuracySettings,
+} from './accuracy.js';
+import { clusterTable, runCluster, type ClusterResult } from './cluster.js';
+import { leaseTable, runLeaseThroughput, type LeaseCellResult, type LeaseSettings } from './lease-throughput.js';
 import { rlfDecider, sluiceDecider, type Decider } from './contenders.js';
 import { memoryTable, runMemory, type MemoryResult } from './memory.js';
 import { parseOptions, type BenchOptions } from './options.js';
-import { startThrowawayRedis, type ThrowawayRedis } from './redis-server.js';
+import { outageSummaryTable, outageTimelineTable, runOutage, type OutageResult, type OutageSettings } from './outage.js';
+import { startThrowawayRedis, stopAllServers, type ThrowawayRedis } from './redis-server.js';
 import { summaryTable } from './summary.js';
 import { renderTable, type Table } from './table.js';
-import { runThroughput, throughputTable, type ThroughputRow } from './throughput.js';
+import { coalescingTable, runThroughput, throughputTable, type ThroughputRow } from './throughput.js';
 
 /** The throughput part's limit: generous enough that (nearly) every call is allowed. */
 const GENEROUS = 1_000_000_000;
 
 const ACCURACY = Object.freeze({ processes: 4, inFlight: 64, limit: 1000, burst: 100 });
 
+/** Keys of the lease-throughput part's "many keys" cells, and its caller counts. */
+const LEASE = Object.freeze({ manyKeys: 1000, callers: [1, 64] });
+
+/** The outage part: a fixed window of 200/s, two peers, a 50 ms command timeout; kill at 1 s, restart 1.5 s later. */
+const OUTAGE = Object.freeze({
+  limit: 200,
+  peers: 2,
+  commandTimeoutMs: 50,
+  callers: 8,
+  pauseMs: 1,
+  beforeKillMs: 1000,
+  downMs: 1500,
+  afterMs: 1500,
+  bucketMs: 100,
+});
+
+/** The cluster part: 3 masters, one hot key at 256 in flight, split over 1, 3 and 8 sub-keys. */
+const CLUSTER = Object.freeze({ masters: 3, inFlight: 256, splits: [1, 3, 8] });
+
 /** The commit the code under test comes from, and whether the work tree differs from it. */
 function sourceVersion(): string {
   const git = (...args: string[]) => spawnSync('git', args, { encoding: 'utf8' });
   const head = git('rev-parse', '--short', 'HEAD');
   if (head.status !== 0) return 'unknown (not a git checkout)';
-  const dirty = git('status', '--porcelain', '--untracked-files=normal', '--', 'packages', 'bench').stdout.trim() !== '';
-  return `commit ${head.stdout.trim()}${dirty ? ' + uncommitted changes in packages/ or bench/' : ''}`;
+  const dirty = ['packages', 'bench'].filter(
+    (dir) => git('status', '--porcelain', '--untracked-files=normal', '--', dir).stdout.trim() !== '',
+  );
+  return `commit ${head.stdout.trim()}${dirty.length > 0 ? ` + uncommitted changes in ${dirty.map((d) => `${d}/`).join(' and ')}` : ''}`;
 }
 
 function print(table: Table): void {
@@ -61,6 +97,7 @@ async function throughputPart(options: BenchOptions, redisUrl: string, runId: st
     opened.push(rlf);
     const rows = await runThroughput({ sluice, rlf, admin }, options.mode, settle, progress);
     print(throughputTable(rows, options.mode));
+    print(coalescingTable(rows));
     return rows;
   } finally {
     await Promise.all(opened.map((d) => d.close()));
@@ -68,12 +105,61 @@ async function throughputPart(options: BenchOptions, redisUrl: string, runId: st
   }
 }
 
+async function leasePart(options: BenchOptions, redisUrl: string, runId: string): Promise<LeaseCellResult[]> {
+  progress('lease throughput...');
+  const settings: LeaseSettings = {
+    redisUrl,
+    runId,
+    warmupMs: options.mode.leaseWarmupMs,
+    measureMs: options.mode.leaseMeasureMs,
+    ...LEASE,
+  };
+  const admin = new Redis(redisUrl, { lazyConnect: true });
+  try {
+    await admin.connect();
+    await settle();
+    const results = await runLeaseThroughput(settings, admin, settle, progress);
+    print(leaseTable(results, settings));
+    return results;
+  } finally {
+    admin.disconnect();
+  }
+}
+
 async function accuracyPart(options: BenchOptions, redisUrl: string, runId: string): Promise<AccuracyResult[]> {
   progress('accuracy across processes...');
   const settings: AccuracySettings = { redisUrl, runId, durationMs: options.mode.accuracyMs, ...ACCURACY };
-  const results = await runAccuracy(settings, progress);
+  const results = await runAccuracy(settings, accuracyRuns(settings), progress);
   print(accuracyTable(results, settings));
   return results;
+}
+
+async function leaseAccuracyPart(options: BenchOptions, redisUrl: string, runId: string): Promise<AccuracyResult[]> {
+  progress('accuracy across processes with leases...');
+  const settings: AccuracySettings = { redisUrl, runId, durationMs: options.mode.accuracyMs, ...ACCURACY };
+  const results = await runAccuracy(settings, leaseAccuracyRuns(settings), progress);
+  print(leaseAccuracyTable(results, settings));
+  return results;
+}
+
+async function outagePart(runId: string): Promise<OutageResult> {
+  progress('Redis outage under load...');
+  const settings: OutageSettings = { runId, ...OUTAGE };
+  const result = await runOutage(settings, progress);
+  print(outageTimelineTable(result));
+  print(outageSummaryTable(result));
+  return result;
+}
+
+async function clusterPart(options: BenchOptions, runId: string): Promise<ClusterResult> {
+  progress('hot key on Redis Cluster...');
+  await settle();
+  const result = await runCluster(
+    { runId, ...CLUSTER, warmupMs: options.mode.clusterWarmupMs, measureMs: options.mode.clusterMeasureMs },
+    progress,
+  );
+  print(clusterTable(result));
+  return result;
 }
 
 async function memoryPart(options: BenchOptions): Promise<MemoryResult> {
@@ -87,12 +173,15 @@ async function memoryPart(options: BenchOptions): Promise<MemoryResult> {
 async function main(): Promise<void> {
   const options = parseOptions(process.argv.slice(2), process.env);
   const runId = randomBytes(4).toString('hex');
-  const needsRedis = options.parts.has('throughput') || options.parts.has('accuracy');
+  // The outage and cluster parts start servers of their own.
+  const needsRedis = (['throughput', 'leases', 'accuracy', 'lease-accuracy'] as const).some((p) => options.parts.has(p));
   let server: ThrowawayRedis | undefined;
   const onSignal = (signal: NodeJS.Signals) => {
     progress(`${signal}: stopping`);
-    const stopping = server?.stop() ?? Promise.resolve();
-    stopping.finally(() => process.exit(130)).catch(() => undefined);
+    // Every redis-server the bench started: the shared one, the outage's, the cluster's.
+    stopAllServers()
+      .finally(() => process.exit(130))
+      .catch(() => undefined);
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
@@ -117,17 +206,37 @@ async function main(): Promise<void> {
       ].join('\n'),
     );
     const throughput = options.parts.has('throughput') ? await throughputPart(options, redisUrl!, runId) : undefined;
+    const leases = options.parts.has('leases') ? await leasePart(options, redisUrl!, runId) : undefined;
     const accuracy = options.parts.has('accuracy') ? await accuracyPart(options, redisUrl!, runId) : undefined;
+    const leaseAccuracy = options.parts.has('lease-accuracy') ? await leaseAccuracyPart(options, redisUrl!, runId) : undefined;
+    const outage = options.parts.has('outage') ? await outagePart(runId) : undefined;
+    const cluster = options.parts.has('cluster') ? await clusterPart(options, runId) : undefined;
     const memory = options.parts.has('memory') ? await memoryPart(options) : undefined;
-    print(summaryTable(throughput, accuracy, memory));
+    print(summaryTable({ throughput, leases, accuracy, leaseAccuracy, outage, cluster, memory }));
   } finally {
     await server?.stop();
+    await stopAllServers();
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
   }
 }
 
-main().catch((err: unknown) => {
-  console.error(err instanceof Error ? (err.stack ?? err.message) : err);
-  process.exitCode = 1;
-});
+/** How long the process may stay alive after the run before the bench ends it. */
+const EXIT_GRACE_MS = 2000;
+
+main()
+  .catch((err: unknown) => {
+    console.error(err instanceof Error ? (err.stack ?? err.message) : err);
+    process.exitCode = 1;
+  })
+  .finally(() => {
+    // Everything the bench opened is closed by now, so the process normally exits at once. A
+    // client library can leave a timer armed (an ioredis Cluster client closed while one of its
+    // periodic slot refreshes was in flight re-arms the next one), which would keep the process
+    // alive for ever: say so and end it. The timer is unref'd, so it never delays a clean exit.
+    setTimeout(() => {
+      const left = process.getActiveResourcesInfo().filter((r) => r !== 'TTYWrap');
+      progress(`still running ${EXIT_GRACE_MS} ms after the run (active: ${left.join(', ') || 'none'}); exiting`);
+      process.exit();
+    }, EXIT_GRACE_MS).unref();
+  });

@@ -4,11 +4,12 @@
  *   --quick | --full     run length; quick when --quick or BENCH_QUICK=1 (unless --full)
  *   --redis URL          Redis to measure against; default $SLUICE_REDIS_URL, else a throwaway
  *                        redis-server started (and stopped) by the bench
- *   --only a,b           run only some parts: throughput, accuracy, memory
+ *   --only a,b           run only some parts: throughput, leases, accuracy, lease-accuracy, outage,
+ *                        cluster, memory
  */
 
 /** The parts of the benchmark, in the order they run. */
-export const PARTS = ['throughput', 'accuracy', 'memory'] as const;
+export const PARTS = ['throughput', 'leases', 'accuracy', 'lease-accuracy', 'outage', 'cluster', 'memory'] as const;
 export type Part = (typeof PARTS)[number];
 
 /** How long each part runs. */
@@ -28,6 +29,14 @@ export interface ModeSettings {
   readonly accuracyMs: number;
   /** Keys put in the in-memory store. */
   readonly memoryKeys: number;
+  /** Warm-up of each lease-throughput cell, ms. */
+  readonly leaseWarmupMs: number;
+  /** Measured time of each lease-throughput cell, ms. */
+  readonly leaseMeasureMs: number;
+  /** Warm-up of each Redis Cluster hot-key cell, ms. */
+  readonly clusterWarmupMs: number;
+  /** Measured time of each Redis Cluster hot-key cell, ms. */
+  readonly clusterMeasureMs: number;
 }
 
 const QUICK: ModeSettings = Object.freeze({
@@ -39,6 +48,10 @@ const QUICK: ModeSettings = Object.freeze({
   keys: 100_000,
   accuracyMs: 5000,
   memoryKeys: 1_000_000,
+  leaseWarmupMs: 300,
+  leaseMeasureMs: 1000,
+  clusterWarmupMs: 300,
+  clusterMeasureMs: 1000,
 });
 
 const FULL: ModeSettings = Object.freeze({
@@ -50,6 +63,10 @@ const FULL: ModeSettings = Object.freeze({
   keys: 1_000_000,
   accuracyMs: 10_000,
   memoryKeys: 1_000_000,
+  leaseWarmupMs: 1000,
+  leaseMeasureMs: 5000,
+  clusterWarmupMs: 1000,
+  clusterMeasureMs: 5000,
 });
 
 /** Compiled options of one run. */
@@ -60,7 +77,7 @@ export interface BenchOptions {
   readonly parts: ReadonlySet<Part>;
 }
 
-const USAGE = 'usage: node --expose-gc bench/dist/main.js [--quick | --full] [--redis URL] [--only throughput,accuracy,memory]';
+const USAGE = `usage: node --expose-gc bench/dist/main.js [--quick | --full] [--redis URL] [--only ${PARTS.join(',')}]`;
 
 /** Parses argv (without node and script) and the environment; throws with the usage on bad input. */
 export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv): BenchOptions {

@@ -48,3 +48,59 @@ export class RecordingStore implements LimitStore {
     return this.#inner.close();
   }
 }
+
+/** Calls a {@link CountingStore} passed on, by method. */
+export interface StoreCalls {
+  consume: number;
+  reserve: number;
+  /** Permits granted by `reserve` calls. */
+  granted: number;
+  adjust: number;
+}
+
+/** Passes every call to `inner` and counts them, e.g. the lease refills of a limiter. */
+export class CountingStore implements LimitStore {
+  readonly #inner: LimitStore;
+  readonly calls: StoreCalls = { consume: 0, reserve: 0, granted: 0, adjust: 0 };
+
+  constructor(inner: LimitStore) {
+    this.#inner = inner;
+  }
+
+  get name(): string {
+    return this.#inner.name;
+  }
+
+  consume(request: ConsumeRequest): Promise<ConsumeResult> {
+    this.calls.consume++;
+    return this.#inner.consume(request);
+  }
+
+  adjust(request: AdjustRequest): Promise<void> {
+    this.calls.adjust++;
+    return this.#inner.adjust(request);
+  }
+
+  async reserve(request: Parameters<LimitStore['reserve']>[0]): ReturnType<LimitStore['reserve']> {
+    this.calls.reserve++;
+    const result = await this.#inner.reserve(request);
+    this.calls.granted += result.granted;
+    return result;
+  }
+
+  renew(request: LeaseRequest): Promise<boolean> {
+    return this.#inner.renew(request);
+  }
+
+  release(request: LeaseRequest): Promise<boolean> {
+    return this.#inner.release(request);
+  }
+
+  ping(): Promise<void> {
+    return this.#inner.ping();
+  }
+
+  close(): Promise<void> {
+    return this.#inner.close();
+  }
+}

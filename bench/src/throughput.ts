@@ -1,4 +1,5 @@
 import { createHistogram } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import type { Decider } from './contenders.js';
 import { readRedisStats, redisCost, type RedisCost } from './redis-stats.js';
@@ -31,7 +32,8 @@ export interface CellResult extends LoopResult {
  * Runs `inFlight` callers, each calling `decide` again as soon as its previous call settles, for
  * `warmupMs` unmeasured and then `measureMs` measured. Calls that complete inside the measured
  * window count, wherever they started. The loop reads the clock instead of using timers, so a
- * decider that never yields to the event loop still stops.
+ * decider that never yields to the event loop still stops. A caller whose call failed pauses
+ * 1 ms before the next.
  */
 export async function closedLoop(
   decider: Decider,
@@ -60,6 +62,10 @@ export async function closedLoop(
       } catch (err) {
         errors++;
         firstError ??= err;
+        // A fault may be answered without I/O (e.g. a fallback decision while the store is
+        // marked down): pause, or the callers would loop on microtasks alone and starve the
+        // event loop, including the limiter's health probe that ends the fallback.
+        await sleep(1);
         continue;
       }
       const t1 = performance.now();
@@ -172,6 +178,7 @@ export function throughputTable(rows: readonly ThroughputRow[], settings: Throug
         fmtInt(r.p99),
         fmtInt(r.p999),
         fmt(r.clientUsecPerDecision, 1),
+        r.redis === undefined ? 'n/a' : fmt(r.redis.scriptsPerDecision, 3),
         r.redis === undefined ? 'n/a' : fmt(r.redis.callsPerDecision, 2),
         r.redis === undefined ? 'n/a' : fmt(r.redis.usecPerDecision, 1),
         r.redis === undefined ? 'n/a' : `${fmt(r.redis.cpuPercent, 0)}%`,
@@ -187,6 +194,7 @@ export function throughputTable(rows: readonly ThroughputRow[], settings: Throug
       fmtRatio(row.sluice.p99 / row.rlf.p99),
       fmtRatio(row.sluice.p999 / row.rlf.p999),
       fmtRatio(row.sluice.clientUsecPerDecision / row.rlf.clientUsecPerDecision),
+      '',
       '',
       fmtRatio((row.sluice.redis?.usecPerDecision ?? NaN) / (row.rlf.redis?.usecPerDecision ?? NaN)),
       '',
@@ -204,6 +212,7 @@ export function throughputTable(rows: readonly ThroughputRow[], settings: Throug
       'p99 us',
       'p99.9 us',
       'client CPU us/dec',
+      'scripts/dec',
       'Redis cmds/dec',
       'Redis us/dec',
       'Redis CPU',
@@ -215,8 +224,50 @@ export function throughputTable(rows: readonly ThroughputRow[], settings: Throug
         `${fmtInt(settings.keys)} keys, hot key is one key.`,
       'Throughput ratio > 1 favours Sluice; latency ratio < 1 favours Sluice.',
       'Cost columns (whole cell, warm-up included): CPU time of the benchmark process per decision; from Redis INFO,',
-      'commands per decision (a script call and each command it runs count), microseconds Redis spent executing per',
-      "decision, and the server's CPU use (100% = one core busy).",
+      'script calls per decision (FCALL/EVALSHA/EVAL: the round trips that carry decisions), commands per decision (a script',
+      "call and each command it runs count), microseconds Redis spent executing per decision, and the server's CPU use",
+      '(100% = one core busy).',
+    ],
+  };
+}
+
+/**
+ * Shared round trips, from the same cells: how many decisions one script call carried. Sluice
+ * coalesces the calls of one tick into one script call per slot (and one key's items into one
+ * read and write); RLF sends one script call per decision.
+ */
+export function coalescingTable(rows: readonly ThroughputRow[]): Table {
+  const perCall = (r: CellResult) =>
+    r.redis === undefined || r.redis.scriptsPerDecision === 0 ? NaN : 1 / r.redis.scriptsPerDecision;
+  return {
+    title: 'Shared round trips: decisions per script call (from the throughput cells)',
+    header: [
+      'keys',
+      'in flight',
+      'Sluice decisions/script call',
+      'Sluice scripts/dec',
+      'Sluice cmds/dec',
+      'RLF decisions/script call',
+      'RLF cmds/dec',
+      'Sluice decisions/s',
+      'RLF decisions/s',
+    ],
+    rows: rows.map((row) => [
+      row.keys === 'many' ? 'many keys' : 'hot key',
+      String(row.inFlight),
+      fmt(perCall(row.sluice), 1),
+      row.sluice.redis === undefined ? 'n/a' : fmt(row.sluice.redis.scriptsPerDecision, 3),
+      row.sluice.redis === undefined ? 'n/a' : fmt(row.sluice.redis.callsPerDecision, 2),
+      fmt(perCall(row.rlf), 1),
+      row.rlf.redis === undefined ? 'n/a' : fmt(row.rlf.redis.callsPerDecision, 2),
+      fmtInt(row.sluice.perSec),
+      fmtInt(row.rlf.perSec),
+    ]),
+    notes: [
+      'Script calls (FCALL/EVALSHA/EVAL) and commands counted by Redis (INFO commandstats) over each whole cell, divided by the',
+      'decisions completed. Concurrent calls of one tick travel in one script call (per Cluster slot, at most',
+      'maxBatchSize items, a burst split in two when nothing is in flight); in it, the items of one key read and write',
+      'that key once, so a hot key costs a fraction of a command per decision. RLF runs one script per decision.',
     ],
   };
 }
