@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import type { LimitPolicy } from '@sluice/core';
 import type { ResourceRule } from '../native.js';
 import {
   envoyPolicy,
@@ -29,14 +28,13 @@ export interface RequestDescriptor {
   readonly limit?: LimitOverride;
 }
 
-/** The limit that applies to one request descriptor. */
-export interface MatchedLimit {
+/**
+ * The limit that applies to one request descriptor: the configured limit's settings (see
+ * {@link LimitNode}; its `resource` holds the policy, one per configured `rate_limit`), plus
+ * where this request counts.
+ */
+export interface MatchedLimit extends Omit<LimitNode, 'fullKey'> {
   readonly domain: string;
-  /**
-   * The core resource that holds this limit's policy, one per configured `rate_limit` (see
-   * {@link EnvoyDomain.resources}). Stable while the descriptor's place in the file is.
-   */
-  readonly resource: string;
   /**
    * The bucket within the resource: the domain and every entry of the request with the
    * request's own values, so a key-only or wildcard descriptor counts each value on its own,
@@ -46,21 +44,6 @@ export interface MatchedLimit {
   readonly key: string;
   /** envoy's stats key (`RateLimit.FullKey`) for this match. */
   readonly statsKey: string;
-  /** The policy to enforce (a fixed window of the unit); undefined when unlimited. */
-  readonly policy: LimitPolicy | undefined;
-  readonly unit: EnvoyUnit | undefined;
-  readonly requestsPerUnit: number | undefined;
-  /** The request passes and is not counted. */
-  readonly unlimited: boolean;
-  /** Count, but never deny (`shadow_mode`). */
-  readonly shadow: boolean;
-  /** `quota_mode`: the request is denied only when every quota descriptor is over its limit. */
-  readonly quota: boolean;
-  readonly name: string | undefined;
-  /** Names of limits this one replaces (drops) among the request's other descriptors. */
-  readonly replaces: readonly string[];
-  readonly detailedMetric: boolean;
-  readonly metadata: Readonly<Record<string, unknown>> | undefined;
 }
 
 /**
@@ -94,22 +77,8 @@ function descriptorKey(domain: string, entries: readonly DescriptorEntry[]): str
 }
 
 function matched(domain: string, limit: LimitNode, key: string, statsKey: string): MatchedLimit {
-  return Object.freeze({
-    domain,
-    resource: limit.resource,
-    key,
-    statsKey,
-    policy: limit.policy,
-    unit: limit.unit,
-    requestsPerUnit: limit.requestsPerUnit,
-    unlimited: limit.unlimited,
-    shadow: limit.shadow,
-    quota: limit.quota,
-    name: limit.name,
-    replaces: limit.replaces,
-    detailedMetric: limit.detailedMetric,
-    metadata: limit.metadata,
-  });
+  const { fullKey: _fullKey, ...settings } = limit;
+  return Object.freeze({ ...settings, domain, key, statsKey });
 }
 
 function overrideMatch(domain: string, entries: readonly DescriptorEntry[], o: LimitOverride): MatchedLimit {
