@@ -8,6 +8,9 @@ const alias = {
   '@sluice/redis': fileURLToPath(new URL('./packages/redis/src/index.ts', import.meta.url)),
   '@sluice/server': fileURLToPath(new URL('./packages/server/src/index.ts', import.meta.url)),
   '@sluice/rules': fileURLToPath(new URL('./packages/rules/src/index.ts', import.meta.url)),
+  '@sluice/client': fileURLToPath(new URL('./packages/client/src/index.ts', import.meta.url)),
+  '@sluice/temporal': fileURLToPath(new URL('./packages/temporal/src/index.ts', import.meta.url)),
+  '@sluice/gateway': fileURLToPath(new URL('./packages/gateway/src/index.ts', import.meta.url)),
 };
 
 export default defineConfig({

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Run every check the project has, the same way locally and in CI:
 #
-#   install Redis (if missing) -> npm ci (if needed) -> build -> start Redis
-#   servers -> lint -> all vitest projects -> stop Redis servers
+#   install servers (if missing) -> npm ci (if needed) -> build -> start
+#   servers -> lint -> all vitest projects -> stop servers
 #
 # Usage: scripts/test-all.sh [extra vitest args...]
 #
-# The Redis servers are always stopped on exit, whether the tests pass, fail,
-# or the run is interrupted. The exit code is the tests' if they failed,
-# otherwise the linter's, otherwise 0.
+# Each real server the tests use has a script in scripts/ taking
+# install|start|stop (see SERVER_SCRIPTS); a started script writes the
+# variables tests need to $SLUICE_RUN_DIR/env (Redis) or $SLUICE_RUN_DIR/*.env.
+# Servers are always stopped on exit, whether the tests pass, fail, or the run
+# is interrupted. The exit code is the tests' if they failed, otherwise the
+# linter's, otherwise 0.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,8 +23,16 @@ export SLUICE_RUN_DIR="${SLUICE_RUN_DIR:-$REPO_ROOT/.run/redis}"
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 
-step "Redis binaries"
-bash scripts/redis-servers.sh install
+# Every server script present, in start order.
+SERVER_SCRIPTS=()
+for name in redis-servers temporal-server nats-server rocketmq-server; do
+  [[ -f "scripts/$name.sh" ]] && SERVER_SCRIPTS+=("scripts/$name.sh")
+done
+
+for script in "${SERVER_SCRIPTS[@]}"; do
+  step "install: $script"
+  bash "$script" install </dev/null
+done
 
 # npm ci wipes and reinstalls node_modules, which is slow; locally only do it
 # when the lockfile changed since the last install (npm writes
@@ -39,15 +50,16 @@ fi
 step "build"
 npm run build </dev/null
 
-servers_started=0
+started=()
 cleanup() {
   local rc=$?
   # Disarm first so a signal during cleanup cannot re-enter it.
   trap - EXIT INT TERM
-  if ((servers_started)); then
-    step "stopping Redis servers"
-    bash scripts/redis-servers.sh stop || true
-  fi
+  local i
+  for ((i = ${#started[@]} - 1; i >= 0; i--)); do
+    step "stopping: ${started[i]}"
+    bash "${started[i]}" stop </dev/null || true
+  done
   exit "$rc"
 }
 trap cleanup EXIT
@@ -56,16 +68,21 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-step "start Redis servers"
-# Mark as started before the call: a start that fails half-way may have left
-# some servers up, and stop is harmless if nothing is running.
-servers_started=1
-bash scripts/redis-servers.sh start
+for script in "${SERVER_SCRIPTS[@]}"; do
+  step "start: $script"
+  # Mark as started before the call: a start that fails half-way may have
+  # left some servers up, and stop is harmless if nothing is running.
+  started+=("$script")
+  bash "$script" start </dev/null
+done
 
-# Exports SLUICE_REDIS_URL and SLUICE_REDIS_CLUSTER_NODES for the tests.
+# Exports SLUICE_REDIS_URL, SLUICE_REDIS_CLUSTER_NODES and the other servers'
+# addresses for the tests.
 set -a
-# shellcheck source=/dev/null
-source "$SLUICE_RUN_DIR/env"
+for f in "$SLUICE_RUN_DIR/env" "$SLUICE_RUN_DIR"/*.env; do
+  # shellcheck source=/dev/null
+  [[ -f "$f" ]] && source "$f"
+done
 set +a
 
 # Lint and tests both run even if lint fails, so one CI run reports every
