@@ -10,6 +10,7 @@ const alias = {
   '@sluice/rules': fileURLToPath(new URL('./packages/rules/src/index.ts', import.meta.url)),
   '@sluice/client': fileURLToPath(new URL('./packages/client/src/index.ts', import.meta.url)),
   '@sluice/temporal': fileURLToPath(new URL('./packages/temporal/src/index.ts', import.meta.url)),
+  '@sluice/stream': fileURLToPath(new URL('./packages/stream/src/index.ts', import.meta.url)),
   '@sluice/gateway': fileURLToPath(new URL('./packages/gateway/src/index.ts', import.meta.url)),
 };
 
