@@ -9,6 +9,7 @@ import type { DecisionMode, LimiterObserver } from './observer.js';
 import { DEFAULT_MAX_KEY_LENGTH, checkCost, checkDelta, checkKey, type CompiledLimit } from './policy.js';
 import { LeaseCache } from './lease-cache.js';
 import { Prefilter } from './prefilter.js';
+import type { RateLimiter } from './rate-limiter.js';
 import { compileResource, type CompiledResource, type ResourceConfig } from './resource.js';
 import type { LimitStore } from './store.js';
 import { WaitQueue, type Waiter } from './wait-queue.js';
@@ -115,7 +116,7 @@ function intOption(value: unknown, field: string, fallback: number, min: number,
  * const d = await limiter.acquire('api:payments', { key: tenant, maxWaitMs: 2000 });
  * if (!d.allowed) throw new Error(`busy, retry in ${d.retryAfterMs} ms`);
  */
-export class Limiter {
+export class Limiter implements RateLimiter {
   readonly #store: LimitStore;
   readonly #failover: Failover;
   readonly #onStoreFailure: StoreFailurePolicy;
@@ -200,6 +201,11 @@ export class Limiter {
     this.#resources.clear();
     for (const [name, r] of next) this.#resources.set(name, r);
     this.#prefilter.clear();
+  }
+
+  /** True if the resource has limits configured. */
+  has(resource: string): boolean {
+    return this.#resources.has(resource);
   }
 
   /** Names of the configured resources. */
