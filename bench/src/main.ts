@@ -8,6 +8,7 @@
  *   5. a Redis outage (SIGKILL, restart) under load, per store-failure policy
  *   6. one hot key on a 3-master Redis Cluster, split over sub-keys or not
  *   7. heap taken by 1M keys in the in-memory store
+ *   8. `sluice serve` over HTTP and gRPC against Limiter.try in one process
  *
  * and a summary of the SPEC's non-functional targets. See bench/README.md.
  */
@@ -32,6 +33,9 @@ import { memoryTable, runMemory, type MemoryResult } from './memory.js';
 import { parseOptions, type BenchOptions } from './options.js';
 import { outageSummaryTable, outageTimelineTable, runOutage, type OutageResult, type OutageSettings } from './outage.js';
 import { startThrowawayRedis, stopAllServers, type ThrowawayRedis } from './redis-server.js';
+import { stopServiceChildren } from './service-children.js';
+import { runService, serviceTable, type ServiceCell } from './service.js';
+import { findWrk } from './service-wrk.js';
 import { summaryTable } from './summary.js';
 import { renderTable, type Table } from './table.js';
 import { coalescingTable, runThroughput, throughputTable, type ThroughputRow } from './throughput.js';
@@ -59,6 +63,9 @@ const OUTAGE = Object.freeze({
 
 /** The cluster part: 3 masters, one hot key at 256 in flight, split over 1, 3 and 8 sub-keys. */
 const CLUSTER = Object.freeze({ masters: 3, inFlight: 256, splits: [1, 3, 8] });
+
+/** The service part: 256 calls in flight, batches of 50 items at 16 calls in flight, two Node load processes. */
+const SERVICE = Object.freeze({ keys: 100_000, inFlight: 256, batch: 50, batchInFlight: 16, loadProcesses: 2 });
 
 /** The commit the code under test comes from, and whether the work tree differs from it. */
 function sourceVersion(): string {
@@ -170,16 +177,36 @@ async function memoryPart(options: BenchOptions): Promise<MemoryResult> {
   return result;
 }
 
+async function servicePart(options: BenchOptions, redisUrl: string, runId: string): Promise<ServiceCell[]> {
+  progress('service over HTTP and gRPC...');
+  const wrk = findWrk(options.wrk);
+  if (wrk === undefined) progress('  no wrk found (BENCH_WRK): the HTTP load comes from Node processes');
+  const settings = {
+    runId,
+    redisUrl,
+    warmupMs: options.mode.serviceWarmupMs,
+    measureMs: options.mode.serviceMeasureMs,
+    wrk,
+    ...SERVICE,
+  };
+  const cells = await runService(settings, settle, progress);
+  print(serviceTable(cells, settings));
+  return cells;
+}
+
 async function main(): Promise<void> {
   const options = parseOptions(process.argv.slice(2), process.env);
   const runId = randomBytes(4).toString('hex');
   // The outage and cluster parts start servers of their own.
-  const needsRedis = (['throughput', 'leases', 'accuracy', 'lease-accuracy'] as const).some((p) => options.parts.has(p));
+  const needsRedis = (['throughput', 'leases', 'accuracy', 'lease-accuracy', 'service'] as const).some((p) =>
+    options.parts.has(p),
+  );
   let server: ThrowawayRedis | undefined;
   const onSignal = (signal: NodeJS.Signals) => {
     progress(`${signal}: stopping`);
-    // Every redis-server the bench started: the shared one, the outage's, the cluster's.
-    stopAllServers()
+    // Every redis-server the bench started (the shared one, the outage's, the cluster's) and
+    // every process of the service part.
+    Promise.allSettled([stopAllServers(), stopServiceChildren()])
       .finally(() => process.exit(130))
       .catch(() => undefined);
   };
@@ -212,8 +239,10 @@ async function main(): Promise<void> {
     const outage = options.parts.has('outage') ? await outagePart(runId) : undefined;
     const cluster = options.parts.has('cluster') ? await clusterPart(options, runId) : undefined;
     const memory = options.parts.has('memory') ? await memoryPart(options) : undefined;
+    if (options.parts.has('service')) await servicePart(options, redisUrl!, runId);
     print(summaryTable({ throughput, leases, accuracy, leaseAccuracy, outage, cluster, memory }));
   } finally {
+    await stopServiceChildren();
     await server?.stop();
     await stopAllServers();
     process.off('SIGINT', onSignal);

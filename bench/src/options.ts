@@ -5,11 +5,13 @@
  *   --redis URL          Redis to measure against; default $SLUICE_REDIS_URL, else a throwaway
  *                        redis-server started (and stopped) by the bench
  *   --only a,b           run only some parts: throughput, leases, accuracy, lease-accuracy, outage,
- *                        cluster, memory
+ *                        cluster, memory, service
+ *   BENCH_WRK            the wrk binary of the service part's HTTP load (default: wrk on PATH);
+ *                        `none`: Node load processes instead
  */
 
 /** The parts of the benchmark, in the order they run. */
-export const PARTS = ['throughput', 'leases', 'accuracy', 'lease-accuracy', 'outage', 'cluster', 'memory'] as const;
+export const PARTS = ['throughput', 'leases', 'accuracy', 'lease-accuracy', 'outage', 'cluster', 'memory', 'service'] as const;
 export type Part = (typeof PARTS)[number];
 
 /** How long each part runs. */
@@ -37,6 +39,10 @@ export interface ModeSettings {
   readonly clusterWarmupMs: number;
   /** Measured time of each Redis Cluster hot-key cell, ms. */
   readonly clusterMeasureMs: number;
+  /** Warm-up of each service cell, ms (whole seconds: wrk's unit). */
+  readonly serviceWarmupMs: number;
+  /** Measured time of each service cell, ms (whole seconds). */
+  readonly serviceMeasureMs: number;
 }
 
 const QUICK: ModeSettings = Object.freeze({
@@ -52,6 +58,8 @@ const QUICK: ModeSettings = Object.freeze({
   leaseMeasureMs: 1000,
   clusterWarmupMs: 300,
   clusterMeasureMs: 1000,
+  serviceWarmupMs: 1000,
+  serviceMeasureMs: 2000,
 });
 
 const FULL: ModeSettings = Object.freeze({
@@ -67,6 +75,8 @@ const FULL: ModeSettings = Object.freeze({
   leaseMeasureMs: 5000,
   clusterWarmupMs: 1000,
   clusterMeasureMs: 5000,
+  serviceWarmupMs: 2000,
+  serviceMeasureMs: 10_000,
 });
 
 /** Compiled options of one run. */
@@ -75,6 +85,8 @@ export interface BenchOptions {
   /** Redis to use; undefined: start a throwaway server. */
   readonly redisUrl: string | undefined;
   readonly parts: ReadonlySet<Part>;
+  /** The service part's wrk binary as asked (`BENCH_WRK`); undefined: `wrk` on PATH if any. */
+  readonly wrk: string | undefined;
 }
 
 const USAGE = `usage: node --expose-gc bench/dist/main.js [--quick | --full] [--redis URL] [--only ${PARTS.join(',')}]`;
@@ -119,5 +131,6 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv): B
   }
   quick ??= env.BENCH_QUICK === '1' || env.BENCH_QUICK === 'true';
   redisUrl ??= env.SLUICE_REDIS_URL || undefined;
-  return Object.freeze({ mode: quick ? QUICK : FULL, redisUrl, parts });
+  const wrk = env.BENCH_WRK || undefined;
+  return Object.freeze({ mode: quick ? QUICK : FULL, redisUrl, parts, wrk });
 }

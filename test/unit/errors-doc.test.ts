@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { ErrorCodes } from '@sluice/core';
 import { RulesErrorCodes } from '@sluice/rules';
 import { ServerErrorCodes } from '@sluice/server';
-import { TransportErrorCodes } from '@sluice/stream';
+import { StreamErrorCodes, TransportErrorCodes } from '@sluice/stream';
 import { describe, expect, it } from 'vitest';
 
 /** Every package's stable error codes: each must be documented. */
@@ -11,6 +11,7 @@ const codeMaps: Record<string, Record<string, string>> = {
   '@sluice/rules': RulesErrorCodes,
   '@sluice/server': ServerErrorCodes,
   '@sluice/stream transports': TransportErrorCodes,
+  '@sluice/stream codecs': StreamErrorCodes,
 };
 
 describe('docs/errors.md', () => {

@@ -6,7 +6,7 @@ import { ErrorCodes, SluiceError, invalid } from './errors.js';
 import { Failover, STORE_FAILURE_POLICIES, type FailoverOptions, type StoreFailurePolicy } from './failover.js';
 import { MemoryStore } from './memory-store.js';
 import type { DecisionMode, LimiterObserver } from './observer.js';
-import { DEFAULT_MAX_KEY_LENGTH, checkCost, checkDelta, checkKey, type CompiledLimit } from './policy.js';
+import { DEFAULT_MAX_KEY_LENGTH, MAX_COST, checkCost, checkDelta, checkKey, maxCost, type CompiledLimit } from './policy.js';
 import { LeaseCache } from './lease-cache.js';
 import { Prefilter } from './prefilter.js';
 import type { RateLimiter } from './rate-limiter.js';
@@ -360,6 +360,52 @@ export class Limiter implements RateLimiter {
     }
     await this.#failover.adjust({ key, limits, delta: checkDelta(options.delta) });
     if (options.delta < 0) this.#queues.get(key)?.wake();
+  }
+
+  /**
+   * Takes between `min` and `max` permits of a key in one decision, for leases held elsewhere
+   * (the remote client): the store's `reserve`, or the resource's store-failure policy while
+   * the store is away. Concurrency limits, split keys and resources with a reserved share are
+   * never reserved (`SLUICE_ERR_INVALID_OPTIONS`); leftovers go back through {@link adjust} with
+   * a negative delta. Tenant quotas are not applied.
+   */
+  async reserve(
+    resource: string,
+    options: { key?: string; min: number; max: number },
+  ): Promise<{ granted: number; decision: Decision; fallback: boolean }> {
+    const call = this.#prepare(resource, { key: options.key, cost: 0 });
+    const r = call.resource;
+    if (r.limits.some((l) => l.algorithm === 'concurrency')) {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', 'concurrency limits cannot be reserved');
+    }
+    if (r.split > 1) throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', 'split resources cannot be reserved');
+    // A batch taken at once cannot keep the share reserved for core traffic.
+    if (r.reserved > 0)
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', 'resources with a reserved share cannot be reserved');
+    const min = checkCost(options.min, r.limits, 'min');
+    const rawMax: unknown = options.max;
+    if (typeof rawMax !== 'number' || !Number.isInteger(rawMax) || rawMax < min || rawMax > MAX_COST || min < 1) {
+      throw invalid(ErrorCodes.INVALID_COST, 'max', `must be an integer with 1 <= min <= max <= ${MAX_COST}`);
+    }
+    // More than the limit can ever hold is never granted anyway: ask for what can be.
+    const max = Math.min(rawMax, maxCost(r.limits));
+    const result = await this.#failover.reserve({ key: call.key, limits: r.limits, min, max }, r.onStoreFailure);
+    let decision = combineStatuses(result.statuses);
+    if (result.fallback) {
+      decision = { ...decision, source: 'fallback' };
+      if (!decision.allowed && r.onStoreFailure === 'closed') decision = { ...decision, reason: 'store_unavailable' };
+    }
+    return { granted: result.granted, decision, fallback: result.fallback };
+  }
+
+  /**
+   * What remote clients need to know of a resource: its limits, lease settings, store-failure
+   * policy, and whether {@link reserve} accepts it.
+   */
+  settingsOf(resource: string): Pick<CompiledResource, 'limits' | 'lease' | 'onStoreFailure'> & { reservable: boolean } {
+    const { limits, lease, onStoreFailure, split, reserved } = this.#resource(resource);
+    const reservable = split === 1 && reserved === 0 && !limits.some((l) => l.algorithm === 'concurrency');
+    return { limits, lease, onStoreFailure, reservable };
   }
 
   /**

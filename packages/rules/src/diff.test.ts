@@ -69,6 +69,7 @@ describe('diffRuleSets', () => {
     expect(d).toEqual({
       resources: { added: [], removed: [], changed: [] },
       domains: { added: [], removed: [], changed: [] },
+      governance: { added: [], removed: [], changed: [] },
       same: true,
     });
   });

@@ -23,6 +23,8 @@ export interface SectionDiff {
 export interface RuleSetDiff {
   readonly resources: SectionDiff;
   readonly domains: SectionDiff;
+  /** Governance rules added, removed and changed, by id. */
+  readonly governance: SectionDiff;
   /** True when nothing differs (the hashes are equal). */
   readonly same: boolean;
 }
@@ -73,8 +75,8 @@ function section(before: Readonly<Record<string, unknown>>, after: Readonly<Reco
 }
 
 /**
- * What changed from `before` to `after`: resources and domains added, removed, and changed
- * field by field (domains compare their normalized descriptors).
+ * What changed from `before` to `after`: resources, domains and governance rules added, removed,
+ * and changed field by field (domains compare their normalized descriptors).
  */
 export function diffRuleSets(before: RuleSet, after: RuleSet): RuleSetDiff {
   const descriptors = (rs: RuleSet) =>
@@ -82,6 +84,7 @@ export function diffRuleSets(before: RuleSet, after: RuleSet): RuleSetDiff {
   return {
     resources: section(before.resources, after.resources),
     domains: section(descriptors(before), descriptors(after)),
+    governance: section(before.governance, after.governance),
     same: before.hash === after.hash,
   };
 }

@@ -50,6 +50,22 @@ export {
   type RulesErrorOptions,
 } from './errors.js';
 export { diffLines, unifiedDiff, type LineOp, type UnifiedDiffOptions } from './line-diff.js';
+export {
+  EXPRESSION_VARIABLES,
+  GOVERNANCE_DEFAULTS,
+  GOVERNANCE_DIMENSIONS,
+  GOVERNANCE_RULE_ID,
+  GOVERNANCE_RULE_TYPES,
+  MAX_EXPRESSION_LENGTH,
+  MAX_GOVERNANCE_RULES,
+  expressionEnvironment,
+  expressionProblem,
+  type GovernanceDimension,
+  type GovernanceMatch,
+  type GovernanceRule,
+  type GovernanceRuleType,
+  type GovernanceRules,
+} from './governance.js';
 export { loadRuleFiles } from './load.js';
 export { ENVOY_RESOURCE_PREFIX, type ResourceRule, type RuleBreakerOptions, type RuleLeaseSettings } from './native.js';
 export { MAX_RULES_BYTES, type RuleFormat } from './parse.js';

@@ -11,6 +11,7 @@ import {
   type ResourceOptions,
 } from '@sluice/core';
 import { z } from 'zod';
+import { governanceSchema } from './governance.js';
 import { coreIssue, unlistLimits, type Path, type PathIssue } from './issues.js';
 
 /** Circuit breaker settings in a rule file: core's `CircuitBreakerOptions` without the clock. */
@@ -161,6 +162,7 @@ export function nativeSchema<D extends z.ZodType>(domain: D) {
   return z.strictObject({
     resources: z.record(resourceName.pipe(notEnvoy), resource).optional(),
     domains: z.array(domain).optional(),
+    governance: governanceSchema.optional(),
   });
 }
 

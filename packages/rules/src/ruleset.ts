@@ -4,6 +4,7 @@ import { compileDomain } from './envoy/compile.js';
 import { EnvoyDomain } from './envoy/match.js';
 import { envoyDomainSchema, type EnvoyDomainInput } from './envoy/schema.js';
 import { invalidRules, type RuleIssue } from './errors.js';
+import { toGovernanceRules, type GovernanceRules } from './governance.js';
 import { formatPath, toPathIssues, type Path, type PathIssue } from './issues.js';
 import { nativeSchema, toResourceRule, type ResourceRule } from './native.js';
 import { formatOf, parseRuleText, valueIssues, type RuleFormat } from './parse.js';
@@ -18,7 +19,9 @@ export interface RuleSet {
   readonly resources: Readonly<Record<string, ResourceRule>>;
   /** envoy domain name -> its compiled descriptors. */
   readonly domains: Readonly<Record<string, EnvoyDomain>>;
-  /** sha256 (hex) of the canonical JSON of `resources` and `domains`. */
+  /** Governance rule id -> its rule, for the aggregators of `@sluice/stream`. */
+  readonly governance: GovernanceRules;
+  /** sha256 (hex) of the canonical JSON of `resources`, `domains` and `governance`. */
   readonly hash: string;
 }
 
@@ -46,22 +49,36 @@ export function canonicalJson(value: unknown): string {
   });
 }
 
-/** The content a rule set's hash covers, as plain data. */
-export function ruleSetContent(resources: RuleSet['resources'], domains: RuleSet['domains']): unknown {
-  return {
+/**
+ * The content a rule set's hash covers, as plain data. `governance` is left out when empty, so
+ * the hash of a rule set without governance rules is what it was before the section existed.
+ */
+export function ruleSetContent(
+  resources: RuleSet['resources'],
+  domains: RuleSet['domains'],
+  governance: GovernanceRules = {},
+): unknown {
+  const content: Record<string, unknown> = {
     resources,
     domains: Object.fromEntries(Object.entries(domains).map(([name, d]) => [name, { descriptors: d.descriptors }])),
   };
+  if (Object.keys(governance).length > 0) content.governance = governance;
+  return content;
 }
 
 /** Builds the frozen rule set and its hash. */
-export function makeRuleSet(resources: Record<string, ResourceRule>, domains: Record<string, EnvoyDomain>): RuleSet {
+export function makeRuleSet(
+  resources: Record<string, ResourceRule>,
+  domains: Record<string, EnvoyDomain>,
+  governance: GovernanceRules = {},
+): RuleSet {
   const r = Object.freeze({ ...resources });
   const d = Object.freeze({ ...domains });
+  const g = Object.freeze({ ...governance });
   const hash = createHash('sha256')
-    .update(canonicalJson(ruleSetContent(r, d)))
+    .update(canonicalJson(ruleSetContent(r, d, g)))
     .digest('hex');
-  return Object.freeze({ resources: r, domains: d, hash });
+  return Object.freeze({ resources: r, domains: d, governance: g, hash });
 }
 
 function attach(file: string, issues: readonly PathIssue[]): RuleIssue[] {
@@ -125,7 +142,7 @@ export function compileRules(text: string, options: CompileRulesOptions): RuleSe
   const domains = compileDomains(r.data.domains ?? [], (i) => ['domains', i], issues);
   if (issues.length > 0) throw invalidRules(attach(file, issues));
   const resources = Object.fromEntries(Object.entries(r.data.resources ?? {}).map(([n, res]) => [n, toResourceRule(res)]));
-  return makeRuleSet(resources, domains);
+  return makeRuleSet(resources, domains, toGovernanceRules(r.data.governance));
 }
 
 /**
@@ -148,14 +165,17 @@ export interface RuleFile {
 }
 
 /**
- * Merges compiled files into one rule set. Resource names and domain names must be unique
- * across the files; a duplicate is reported in the file that repeats it, naming the first.
+ * Merges compiled files into one rule set. Resource names, domain names and governance rule ids
+ * must be unique across the files; a duplicate is reported in the file that repeats it, naming
+ * the first.
  */
 export function mergeRuleSets(files: readonly RuleFile[]): RuleSet {
   const resources: Record<string, ResourceRule> = {};
   const domains: Record<string, EnvoyDomain> = {};
   const resourceFile = new Map<string, string>();
   const domainFile = new Map<string, string>();
+  const governance: Record<string, GovernanceRules[string]> = {};
+  const ruleFile = new Map<string, string>();
   const issues: RuleIssue[] = [];
   for (const { file, ruleSet } of files) {
     for (const [name, rule] of Object.entries(ruleSet.resources)) {
@@ -176,7 +196,20 @@ export function mergeRuleSets(files: readonly RuleFile[]): RuleSet {
       domainFile.set(name, file);
       domains[name] = domain;
     }
+    for (const [id, rule] of Object.entries(ruleSet.governance)) {
+      const first = ruleFile.get(id);
+      if (first !== undefined) {
+        issues.push({
+          file,
+          path: formatPath(['governance', 'rules', id]),
+          message: `duplicate rule, already defined in ${first}`,
+        });
+        continue;
+      }
+      ruleFile.set(id, file);
+      governance[id] = rule;
+    }
   }
   if (issues.length > 0) throw invalidRules(issues);
-  return makeRuleSet(resources, domains);
+  return makeRuleSet(resources, domains, governance);
 }

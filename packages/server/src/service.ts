@@ -1,7 +1,8 @@
-import { ErrorCodes, SluiceError, type Decision, type Limiter, type TryOptions } from '@sluice/core';
+import { ErrorCodes, SluiceError, type Decision, type Limiter, type CompiledLimit, type TryOptions } from '@sluice/core';
+import { ClientCounter } from './http/clients.js';
+import type { LiveRules } from './live-rules.js';
 
 type Priority = NonNullable<TryOptions['priority']>;
-import type { LiveRules } from './live-rules.js';
 
 /** One check: the limiter's `try`. */
 export interface CheckItem {
@@ -31,6 +32,37 @@ export interface AdjustItem {
   readonly delta: number;
 }
 
+/** Takes between `min` and `max` permits at once (a remote client's lease). */
+export interface ReserveItem {
+  readonly resource: string;
+  readonly key?: string;
+  readonly min: number;
+  readonly max: number;
+}
+
+/** Extends a concurrency permit. */
+export interface RenewItem extends ReleaseItem {
+  readonly ttlMs?: number;
+}
+
+/** What a reservation got: `granted` permits (0 when fewer than `min` were left). */
+export interface ReserveAnswer {
+  readonly granted: number;
+  readonly decision: Decision;
+}
+
+/** One resource as remote clients see it (`GET /v1/resources`). */
+export interface ResourceView {
+  readonly limits: readonly Omit<CompiledLimit, 'code'>[];
+  readonly onStoreFailure: string;
+  /** Whether `POST /v1/reserve` accepts the resource (clients lease only those). */
+  readonly reservable: boolean;
+  readonly lease?: { readonly ttlMs: number; readonly maxBatch: number; readonly targetMs: number; readonly maxShare: number };
+}
+
+/** Most resources `GET /v1/resources` lists; rule files are bounded too, this bounds the answer. */
+export const MAX_LISTED_RESOURCES = 10_000;
+
 /**
  * The operations of the HTTP API over the limiter. Only resources of the active rules are
  * served; everything else about an item is the limiter's to validate and decide.
@@ -38,10 +70,59 @@ export interface AdjustItem {
 export class RateLimitService {
   readonly #limiter: Limiter;
   readonly #rules: LiveRules;
+  /** Distinct remote clients seen recently, for their fair shares while the service is away. */
+  readonly clients: ClientCounter;
 
-  constructor(limiter: Limiter, rules: LiveRules) {
+  constructor(limiter: Limiter, rules: LiveRules, clients: ClientCounter = new ClientCounter()) {
     this.#limiter = limiter;
     this.#rules = rules;
+    this.clients = clients;
+  }
+
+  /** The active rule version (0 before the first). */
+  get rulesVersion(): number {
+    return this.#rules.version?.version ?? 0;
+  }
+
+  async reserve(item: ReserveItem): Promise<ReserveAnswer> {
+    this.#active(item.resource);
+    const r = await this.#limiter.reserve(item.resource, { key: item.key, min: item.min, max: item.max });
+    return { granted: r.granted, decision: r.decision };
+  }
+
+  async renew(item: RenewItem): Promise<{ renewed: boolean }> {
+    this.#active(item.resource);
+    return {
+      renewed: await this.#limiter.renew(item.resource, {
+        key: item.key,
+        leaseId: item.leaseId,
+        ...(item.ttlMs === undefined ? {} : { ttlMs: item.ttlMs }),
+      }),
+    };
+  }
+
+  /**
+   * The active resources with what remote clients need: limits, lease settings, store-failure
+   * policy; the rule version; how many clients were seen in the last minute. No secrets.
+   */
+  resources(): { version: number; clients: number; truncated: boolean; resources: Record<string, ResourceView> } {
+    const names = this.#rules.resourceNames().filter((n) => this.#limiter.has(n));
+    const resources: Record<string, ResourceView> = {};
+    for (const name of names.slice(0, MAX_LISTED_RESOURCES)) {
+      const s = this.#limiter.settingsOf(name);
+      resources[name] = {
+        limits: s.limits.map(({ code: _code, ...limit }) => limit),
+        onStoreFailure: s.onStoreFailure,
+        reservable: s.reservable,
+        ...(s.lease === undefined ? {} : { lease: { ...s.lease } }),
+      };
+    }
+    return {
+      version: this.rulesVersion,
+      clients: this.clients.count(),
+      truncated: names.length > MAX_LISTED_RESOURCES,
+      resources,
+    };
   }
 
   async check(item: CheckItem): Promise<Decision> {

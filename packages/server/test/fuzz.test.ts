@@ -100,6 +100,9 @@ class Gen {
       'maxWaitMs',
       'leaseId',
       'delta',
+      'min',
+      'max',
+      'ttlMs',
       'items',
       'text',
       'author',
@@ -128,6 +131,9 @@ class Gen {
     if (this.chance(0.2)) o.maxWaitMs = this.chance(0.8) ? this.int(40) : this.number();
     if (this.chance(0.1)) o.leaseId = this.string();
     if (this.chance(0.1)) o.delta = this.number();
+    if (this.chance(0.06)) o.min = this.chance(0.8) ? this.int(4) : this.number();
+    if (this.chance(0.06)) o.max = this.chance(0.8) ? this.int(8) : this.number();
+    if (this.chance(0.04)) o.ttlMs = this.chance(0.8) ? this.int(5000) : this.number();
     if (this.chance(0.1)) o[this.pick(['extra', 'Resource', 'cost '])] = 1;
     return o;
   }
@@ -163,6 +169,9 @@ const PATHS = [
   '/v1/acquire',
   '/v1/release',
   '/v1/adjust',
+  '/v1/reserve',
+  '/v1/renew',
+  '/v1/resources',
   '/v1/admin/rules',
   '/v1/admin/rules/history',
   '/v1/admin/rules/diff',
@@ -239,6 +248,8 @@ describe('fuzzing every endpoint', () => {
           path += g.pick([
             '?http429=1',
             '?http429=x',
+            '?statuses=1',
+            '?statuses=yes',
             '?from=1&to=2',
             '?from=-1',
             '?limit=0',

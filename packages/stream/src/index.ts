@@ -1,1 +1,15 @@
 export * from './transport.js';
+export { MemoryTransport, type MemoryTransportOptions } from './transports/memory.js';
+export * from './errors.js';
+export * from './events/codec.js';
+export * from './events/partition.js';
+export * from './decisions/codec.js';
+export { RedisStreamsTransport, type RedisStreamsTransportOptions } from './transports/redis-streams.js';
+export { Aggregator } from './aggregator/aggregator.js';
+export type { AggregatorStats, ConsumeMode, PartitionStats } from './aggregator/stats.js';
+export { compileAggregatorOptions, type AggregatorOptions, type CompiledAggregatorOptions } from './aggregator/options.js';
+export { STAT_FIELDS, windowShape, type WindowShape, type WindowStats } from './aggregator/window.js';
+export { MemoryLeaseStore, type LeaseStore, type MemoryLeaseStoreOptions } from './ownership/leases.js';
+export { RedisLeaseStore, type RedisLeaseStoreOptions } from './ownership/redis-leases.js';
+export { NatsTransport, type NatsTransportOptions } from './transports/nats.js';
+export { RocketMqTransport, type RocketMqTransportOptions } from './transports/rocketmq.js';

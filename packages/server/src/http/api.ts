@@ -7,9 +7,14 @@ import type { RateLimitService } from '../service.js';
 import { decodeBody, itemSchemas, type Decoded, type ItemBounds } from './items.js';
 import { encodeDecision, errorReply, rateLimitHeaders, sendError } from './reply.js';
 
-const decisionQuery = z.strictObject({
-  http429: z.enum(['0', '1', 'true', 'false'], { error: 'must be 1 or 0' }).optional(),
-});
+const flag = z.enum(['0', '1', 'true', 'false'], { error: 'must be 1 or 0' }).optional();
+const decisionQuery = z.strictObject({ http429: flag, statuses: flag });
+const isSet = (v: string | undefined) => v === '1' || v === 'true';
+
+/** The header naming the active rule version on every API answer, so clients notice rule changes. */
+export const RULES_VERSION_HEADER = 'sluice-rules-version';
+/** The header remote clients identify themselves with (counted for fair shares). */
+export const CLIENT_ID_HEADER = 'sluice-client-id';
 const plainQuery = z.strictObject({});
 
 /** An operation's result and how it is written. */
@@ -18,13 +23,13 @@ interface Op<T, R> {
   readonly schema: z.ZodType<T>;
   readonly query: z.ZodType<Record<string, string | undefined>>;
   readonly run: (item: T, signal: AbortSignal) => Promise<R>;
-  readonly encode: (r: R) => object;
+  readonly encode: (r: R, query: Record<string, string | undefined>) => object;
   /** Headers and status of a single call's answer. */
   readonly single?: (r: R, query: Record<string, string | undefined>) => { status: number; headers: Record<string, string> };
 }
 
 function decisionSingle(d: Decision, query: Record<string, string | undefined>) {
-  const http429 = query.http429 === '1' || query.http429 === 'true';
+  const http429 = isSet(query.http429);
   return { status: !d.allowed && http429 ? 429 : 200, headers: rateLimitHeaders(d) };
 }
 
@@ -37,6 +42,8 @@ export function registerApi(app: FastifyInstance, service: RateLimitService, bou
   const schemas = itemSchemas(bounds);
   const route = <T, R>(op: Op<T, R>) => {
     app.post(op.path, async (request: FastifyRequest, reply: FastifyReply) => {
+      service.clients.note(request.headers[CLIENT_ID_HEADER]);
+      void reply.header(RULES_VERSION_HEADER, String(service.rulesVersion));
       const q = op.query.safeParse(request.query ?? {});
       if (!q.success) return sendError(reply, fromZod(q.error), logger);
       let body;
@@ -62,10 +69,12 @@ export function registerApi(app: FastifyInstance, service: RateLimitService, bou
           return sendError(reply, err, logger);
         }
         const single = op.single?.(r, q.data) ?? { status: 200, headers: {} };
-        return reply.code(single.status).headers(single.headers).send(op.encode(r));
+        return reply.code(single.status).headers(single.headers).send(op.encode(r, q.data));
       }
       const settled = await Promise.allSettled(body.items.map(answer));
-      const results = settled.map((s) => (s.status === 'fulfilled' ? op.encode(s.value) : errorReply(s.reason, logger).body));
+      const results = settled.map((s) =>
+        s.status === 'fulfilled' ? op.encode(s.value, q.data) : errorReply(s.reason, logger).body,
+      );
       return reply.code(200).send({ results });
     });
   };
@@ -74,7 +83,7 @@ export function registerApi(app: FastifyInstance, service: RateLimitService, bou
     schema: schemas.check,
     query: decisionQuery,
     run: (item) => service.check(item),
-    encode: encodeDecision,
+    encode: (d, q) => encodeDecision(d, isSet(q.statuses)),
     single: decisionSingle,
   });
   route({
@@ -82,7 +91,7 @@ export function registerApi(app: FastifyInstance, service: RateLimitService, bou
     schema: schemas.acquire,
     query: decisionQuery,
     run: (item, signal) => service.acquire(item, signal),
-    encode: encodeDecision,
+    encode: (d, q) => encodeDecision(d, isSet(q.statuses)),
     single: decisionSingle,
   });
   route({
@@ -93,4 +102,21 @@ export function registerApi(app: FastifyInstance, service: RateLimitService, bou
     encode: (r) => r,
   });
   route({ path: '/v1/adjust', schema: schemas.adjust, query: plainQuery, run: (item) => service.adjust(item), encode: (r) => r });
+  route({
+    path: '/v1/reserve',
+    schema: schemas.reserve,
+    query: plainQuery,
+    run: (item) => service.reserve(item),
+    // Statuses always: the client serves its lease's decisions from them.
+    encode: (r) => ({ granted: r.granted, ...encodeDecision(r.decision, true) }),
+  });
+  route({ path: '/v1/renew', schema: schemas.renew, query: plainQuery, run: (item) => service.renew(item), encode: (r) => r });
+  // Public and read-only: names and limits only, no secrets; bounded by MAX_LISTED_RESOURCES.
+  app.get('/v1/resources', async (request, reply) => {
+    service.clients.note(request.headers[CLIENT_ID_HEADER]);
+    const q = plainQuery.safeParse(request.query ?? {});
+    if (!q.success) return sendError(reply, fromZod(q.error), logger);
+    const view = service.resources();
+    return reply.header(RULES_VERSION_HEADER, String(view.version)).send(view);
+  });
 }

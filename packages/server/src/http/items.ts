@@ -1,7 +1,7 @@
 import { MAX_COST } from '@sluice/core';
 import { z } from 'zod';
 import { ServerError, ServerErrorCodes, fromZod } from '../errors.js';
-import type { AcquireItem, AdjustItem, CheckItem, ReleaseItem } from '../service.js';
+import type { AcquireItem, AdjustItem, CheckItem, ReleaseItem, RenewItem, ReserveItem } from '../service.js';
 
 /** Bounds the item schemas enforce. */
 export interface ItemBounds {
@@ -45,6 +45,15 @@ export function itemSchemas(b: ItemBounds) {
       key: key.optional(),
       delta: int(-MAX_COST, MAX_COST),
     }) satisfies z.ZodType<AdjustItem>,
+    reserve: z
+      .strictObject({ resource, key: key.optional(), min: int(1, MAX_COST), max: int(1, MAX_COST) })
+      .refine((r) => r.max >= r.min, { message: 'must be at least min', path: ['max'] }) satisfies z.ZodType<ReserveItem>,
+    renew: z.strictObject({
+      resource,
+      key: key.optional(),
+      leaseId: z.string({ error: 'must be a string' }).min(1, 'must not be empty').max(128, 'must be at most 128 characters'),
+      ttlMs: int(1, 24 * 3600 * 1000).optional(),
+    }) satisfies z.ZodType<RenewItem>,
   };
 }
 

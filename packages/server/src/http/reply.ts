@@ -16,10 +16,11 @@ export interface DecisionBody {
   readonly leaseId?: string;
   readonly waitedMs?: number;
   readonly shadow?: Decision['shadow'];
+  readonly statuses?: Decision['statuses'];
 }
 
-/** The fields of a decision a client needs (per-limit statuses are left out). */
-export function encodeDecision(d: Decision): DecisionBody {
+/** The fields of a decision a client needs (per-limit statuses only when asked for). */
+export function encodeDecision(d: Decision, statuses = false): DecisionBody {
   return {
     allowed: d.allowed,
     limit: d.limit,
@@ -32,6 +33,7 @@ export function encodeDecision(d: Decision): DecisionBody {
     ...(d.leaseId === undefined ? {} : { leaseId: d.leaseId }),
     ...(d.waitedMs === undefined ? {} : { waitedMs: Math.round(d.waitedMs) }),
     ...(d.shadow === undefined ? {} : { shadow: d.shadow }),
+    ...(statuses ? { statuses: d.statuses } : {}),
   };
 }
 

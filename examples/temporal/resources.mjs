@@ -1,0 +1,11 @@
+// The limits the whole sample fleet shares (every worker process loads the same).
+export const LIMIT_PER_SECOND = 20;
+export const BURST = 5;
+
+export const resources = {
+  'api:payment_provider': {
+    limits: { algorithm: 'token-bucket', limit: LIMIT_PER_SECOND, windowMs: 1000, burst: BURST },
+    // A quarter of the provider's quota is kept for core business (charges); refunds are shed first.
+    priority: { reserved: 0.25 },
+  },
+};

@@ -1,0 +1,122 @@
+import { ErrorCodes, SluiceError, type Decision } from '@sluice/core';
+import { decisionFromBody } from './wire.js';
+import { ClosedByCaller, errorFromBody, type Transport } from './transport.js';
+
+/** One check as the service takes it. */
+export interface CheckItem {
+  readonly resource: string;
+  readonly key?: string;
+  readonly cost?: number;
+  readonly tenant?: string;
+  readonly priority?: 'core' | 'normal';
+}
+
+/** The pending queue is full: the service is not keeping up with this process. */
+export class Overloaded extends SluiceError {
+  constructor(max: number) {
+    super(ErrorCodes.STORE_UNAVAILABLE, `more than ${max} checks are waiting for the service`);
+  }
+}
+
+interface Pending {
+  readonly item: CheckItem;
+  readonly resolve: (d: Decision) => void;
+  readonly reject: (e: unknown) => void;
+}
+
+/** Options of {@link CheckBatcher}. */
+export interface BatcherOptions {
+  /** Most items in one request. */
+  readonly maxBatch: number;
+  /** Most checks queued or in flight; more are refused with {@link Overloaded}. */
+  readonly maxPending: number;
+  /** Timeout of one batch request, in ms. */
+  readonly timeoutMs: number;
+}
+
+/**
+ * Coalesces the checks of one event-loop turn into `POST /v1/check` batches of at most
+ * `maxBatch` items; each caller gets its own item's answer (a decision or an error).
+ */
+export class CheckBatcher {
+  #queue: Pending[] = [];
+  #scheduled: NodeJS.Immediate | undefined;
+  #pending = 0;
+  readonly #inFlight = new Set<Promise<void>>();
+  #closed = false;
+  /** Requests sent (tests, metrics). */
+  requests = 0;
+
+  constructor(
+    private readonly transport: Transport,
+    private readonly options: BatcherOptions,
+  ) {}
+
+  /** Queues a check for the next flush. */
+  check(item: CheckItem): Promise<Decision> {
+    if (this.#closed) return Promise.reject(new ClosedByCaller());
+    if (this.#pending >= this.options.maxPending) return Promise.reject(new Overloaded(this.options.maxPending));
+    this.#pending++;
+    return new Promise<Decision>((resolve, reject) => {
+      this.#queue.push({ item, resolve, reject });
+      this.#scheduled ??= setImmediate(() => this.#flush());
+    });
+  }
+
+  /** Refuses queued checks and waits for those in flight. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#scheduled !== undefined) clearImmediate(this.#scheduled);
+    this.#scheduled = undefined;
+    const queued = this.#queue;
+    this.#queue = [];
+    for (const p of queued) {
+      this.#pending--;
+      p.reject(new ClosedByCaller());
+    }
+    await Promise.allSettled([...this.#inFlight]);
+  }
+
+  #flush(): void {
+    this.#scheduled = undefined;
+    const queue = this.#queue;
+    this.#queue = [];
+    for (let i = 0; i < queue.length; i += this.options.maxBatch) {
+      const batch = queue.slice(i, i + this.options.maxBatch);
+      const sent = this.#send(batch).finally(() => {
+        this.#pending -= batch.length;
+        this.#inFlight.delete(sent);
+      });
+      this.#inFlight.add(sent);
+    }
+  }
+
+  async #send(batch: readonly Pending[]): Promise<void> {
+    this.requests++;
+    let results: unknown[];
+    try {
+      const answer = await this.transport.call('/v1/check?statuses=1', {
+        body: { items: batch.map((p) => p.item) },
+        timeoutMs: this.options.timeoutMs,
+      });
+      if (answer.status !== 200) throw errorFromBody(answer.body, answer.status);
+      const r = (answer.body as { results?: unknown } | null)?.results;
+      if (!Array.isArray(r) || r.length !== batch.length) {
+        throw new SluiceError(ErrorCodes.STORE_PROTOCOL, 'the service answered a batch with the wrong number of results');
+      }
+      results = r;
+    } catch (err) {
+      for (const p of batch) p.reject(err);
+      return;
+    }
+    batch.forEach((p, i) => {
+      const r = results[i];
+      try {
+        if (typeof r === 'object' && r !== null && 'error' in r) throw errorFromBody(r, 400);
+        p.resolve(decisionFromBody(r));
+      } catch (err) {
+        p.reject(err);
+      }
+    });
+  }
+}

@@ -1,0 +1,138 @@
+import { randomUUID } from 'node:crypto';
+import {
+  DEFAULT_MAX_KEY_LENGTH,
+  ErrorCodes,
+  compileResource,
+  invalid,
+  systemClock,
+  type Clock,
+  type LimiterObserver,
+  type Logger,
+} from '@sluice/core';
+import type { Transport } from './transport.js';
+
+/** Lease settings, as in rule files (`lease:`); see docs/leases.md. */
+export type ClientLeaseSettings = { ttlMs?: number; maxBatch?: number; targetMs?: number; maxShare?: number } | true;
+
+/** Options of {@link RemoteLimiter}. */
+export interface RemoteLimiterOptions {
+  /** Base URL of `sluice serve`'s HTTP API, e.g. `http://127.0.0.1:8080`. */
+  url: string;
+  /** How this client names itself to the service (counted for fair shares). @default a random UUID */
+  clientId?: string;
+  /** Most keep-alive connections to the service. @default 16 */
+  connections?: number;
+  /** Timeout of a check (and of release, renew, adjust and reserve), in ms. @default 100 */
+  checkTimeoutMs?: number;
+  /** An acquire's HTTP call may take its wait bound plus this, in ms. @default 1000 */
+  acquireMarginMs?: number;
+  /** Default wait bound of `acquire`, in ms (the service refuses more than its own bound). @default 30000 */
+  maxWaitMs?: number;
+  /** Most checks in one batch request (keep it within the service's `--max-batch`). @default 100 */
+  maxBatch?: number;
+  /** Most checks queued or in flight; beyond it calls are decided by the store-failure policy. @default 10000 */
+  maxPending?: number;
+  /** @default 256 */
+  maxKeyLength?: number;
+  /** How often the resource list is re-read (rule changes also arrive with every answer). @default 1000 */
+  rulesPollMs?: number;
+  /**
+   * Clients sharing the limits, for fair shares while the service is away: the service's own
+   * count of recent clients is used when larger.
+   * @default 1
+   */
+  clients?: number;
+  /**
+   * Lease every resource that has no concurrency limit, even when its rules do not ask for
+   * leases (rules that do keep their own settings).
+   */
+  lease?: ClientLeaseSettings;
+  /** First probe of `/readyz` after a failure, in ms. @default 50 */
+  probeIntervalMs?: number;
+  /** Probes back off up to this, in ms. @default 500 */
+  maxProbeIntervalMs?: number;
+  /** Where switches to and from the fallback are logged (a pino logger fits). */
+  logger?: Logger;
+  /** Decision hooks, e.g. `createPrometheusObserver` of `@sluice/core/metrics`. */
+  observer?: LimiterObserver;
+  /** @default systemClock */
+  clock?: Clock;
+  /** How the service is reached. @default HTTP/1.1 keep-alive over an undici pool */
+  transport?: Transport;
+}
+
+/** Validated {@link RemoteLimiterOptions}. */
+export interface CompiledRemoteOptions {
+  readonly url: string;
+  readonly clientId: string;
+  readonly connections: number;
+  readonly checkTimeoutMs: number;
+  readonly acquireMarginMs: number;
+  readonly maxWaitMs: number;
+  readonly maxBatch: number;
+  readonly maxPending: number;
+  readonly maxKeyLength: number;
+  readonly rulesPollMs: number;
+  readonly clients: number;
+  readonly lease: ClientLeaseSettings | undefined;
+  readonly probeIntervalMs: number;
+  readonly maxProbeIntervalMs: number;
+  readonly logger: Logger | undefined;
+  readonly observer: LimiterObserver | undefined;
+  readonly clock: Clock;
+  readonly transport: Transport | undefined;
+}
+
+/** Checks an integer option. */
+export function intOption(value: unknown, field: string, fallback: number, min: number, max: number): number {
+  const v = value ?? fallback;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, field, `must be an integer between ${min} and ${max}, got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+const CLIENT_ID = /^[A-Za-z0-9_.:-]{1,64}$/;
+
+/** Validates options, fills defaults, freezes. */
+export function compileRemoteOptions(o: RemoteLimiterOptions): CompiledRemoteOptions {
+  if (typeof o !== 'object' || o === null) throw invalid(ErrorCodes.INVALID_OPTIONS, 'options', 'must be an object');
+  let url: URL;
+  try {
+    url = new URL(o.url);
+  } catch {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'url', 'must be an http:// or https:// URL');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'url', 'must be an http:// or https:// URL');
+  }
+  const clientId = o.clientId ?? randomUUID();
+  if (typeof clientId !== 'string' || !CLIENT_ID.test(clientId)) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'clientId', 'must be 1 to 64 characters of A-Z a-z 0-9 _ . : -');
+  }
+  if (o.lease !== undefined) {
+    // Checked the way a rule's lease settings are.
+    compileResource('client', { limits: { algorithm: 'fixed-window', limit: 1 }, lease: o.lease }, systemClock);
+  }
+  const probeIntervalMs = intOption(o.probeIntervalMs, 'probeIntervalMs', 50, 1, 60_000);
+  return Object.freeze({
+    url: url.origin,
+    clientId,
+    connections: intOption(o.connections, 'connections', 16, 1, 1024),
+    checkTimeoutMs: intOption(o.checkTimeoutMs, 'checkTimeoutMs', 100, 1, 600_000),
+    acquireMarginMs: intOption(o.acquireMarginMs, 'acquireMarginMs', 1000, 0, 600_000),
+    maxWaitMs: intOption(o.maxWaitMs, 'maxWaitMs', 30_000, 0, 24 * 3600 * 1000),
+    maxBatch: intOption(o.maxBatch, 'maxBatch', 100, 1, 10_000),
+    maxPending: intOption(o.maxPending, 'maxPending', 10_000, 1, 10_000_000),
+    maxKeyLength: intOption(o.maxKeyLength, 'maxKeyLength', DEFAULT_MAX_KEY_LENGTH, 1, 65_536),
+    rulesPollMs: intOption(o.rulesPollMs, 'rulesPollMs', 1000, 10, 3_600_000),
+    clients: intOption(o.clients, 'clients', 1, 1, 1_000_000),
+    lease: o.lease,
+    probeIntervalMs,
+    maxProbeIntervalMs: intOption(o.maxProbeIntervalMs, 'maxProbeIntervalMs', 500, probeIntervalMs, 600_000),
+    logger: o.logger,
+    observer: o.observer,
+    clock: o.clock ?? systemClock,
+    transport: o.transport,
+  });
+}

@@ -1,0 +1,416 @@
+import {
+  ErrorCodes,
+  Limiter,
+  SluiceError,
+  checkCost,
+  checkDelta,
+  checkKey,
+  invalid,
+  type AcquireOptions,
+  type Decision,
+  type DecisionMode,
+  type LeaseOptions,
+  type RateLimiter,
+  type ResourceConfig,
+  type TimerHandle,
+  type TryOptions,
+} from '@sluice/core';
+import { CheckBatcher, Overloaded, type CheckItem } from './batcher.js';
+import { LOCAL_LEASE_PREFIX, PolicyFallback } from './fallback.js';
+import { Health } from './health.js';
+import { compileRemoteOptions, intOption, type CompiledRemoteOptions, type RemoteLimiterOptions } from './options.js';
+import { RemoteStore, leaseLimiter } from './remote-store.js';
+import { ClosedByCaller, HttpTransport, errorFromBody, isUnavailable, type Transport } from './transport.js';
+import { decisionFromBody, viewFromBody, type RulesView, type ViewResource } from './wire.js';
+
+const TENANT_PATTERN = /^[^|]{1,128}$/;
+
+/** A validated call. */
+interface Call {
+  readonly resource: string;
+  readonly view: ViewResource;
+  readonly leased: boolean;
+  readonly key: string;
+  readonly cost: number;
+  readonly item: CheckItem;
+}
+
+/**
+ * The {@link RateLimiter} interface over a running `sluice serve`: swap
+ * `new Limiter({ store, resources })` for `new RemoteLimiter({ url })` and keep every call site.
+ *
+ * - Checks of one event-loop turn go out as one `POST /v1/check` batch over keep-alive
+ *   connections; `acquire` waits on the service and is cancelled with its AbortSignal.
+ * - Resources, limits and policies come from the service (`GET /v1/resources`), re-read when an
+ *   answer names a newer rule version and every `rulesPollMs`.
+ * - Resources whose rules ask for leases take permits in batches (`POST /v1/reserve`) and serve
+ *   `trySync`/`try` locally, by the core limiter's lease rules; leftovers go back on expiry, on
+ *   a rule change and on close.
+ * - While the service is unavailable, each resource follows its store-failure policy: `local`
+ *   decides on an in-process limiter holding a fair share, `open` admits, `closed` denies;
+ *   decisions then have source `fallback`, and `/readyz` is probed until the service is back.
+ */
+export class RemoteLimiter implements RateLimiter {
+  readonly #o: CompiledRemoteOptions;
+  readonly #transport: Transport;
+  readonly #batcher: CheckBatcher;
+  readonly #health: Health;
+  /** Lease resources: the core limiter over the service as a store. */
+  readonly #leases: Limiter;
+  /** The `local` store-failure policy: fair shares on an in-memory limiter. */
+  readonly #fallback: PolicyFallback;
+  readonly #tracked = new Set<Promise<unknown>>();
+  readonly #waits = new Set<AbortController>();
+  #view: RulesView | undefined;
+  #refreshing: Promise<void> | undefined;
+  #pollTimer: TimerHandle | undefined;
+  #closing: Promise<void> | undefined;
+
+  constructor(options: RemoteLimiterOptions) {
+    const o = compileRemoteOptions(options);
+    this.#o = o;
+    const transport = o.transport ?? new HttpTransport({ url: o.url, clientId: o.clientId, connections: o.connections });
+    // Every answer names the service's rule version: a newer one triggers a refresh.
+    this.#transport = {
+      call: async (path, options) => {
+        const a = await transport.call(path, options);
+        if (a.rulesVersion !== undefined) this.#noteVersion(a.rulesVersion);
+        return a;
+      },
+      close: () => transport.close(),
+    };
+    this.#batcher = new CheckBatcher(this.#transport, {
+      maxBatch: o.maxBatch,
+      maxPending: o.maxPending,
+      timeoutMs: o.checkTimeoutMs,
+    });
+    const store = new RemoteStore(this.#transport, {
+      timeoutMs: o.checkTimeoutMs,
+      readyTimeoutMs: Math.max(o.checkTimeoutMs, 1000),
+      onUnavailable: (err) => this.#health.markDown(err),
+    });
+    this.#health = new Health({
+      clock: o.clock,
+      probe: () => store.ping(),
+      probeIntervalMs: o.probeIntervalMs,
+      maxProbeIntervalMs: o.maxProbeIntervalMs,
+      url: o.url,
+      ...(o.logger === undefined ? {} : { logger: o.logger }),
+      ...(o.observer === undefined ? {} : { observer: o.observer }),
+      onRecovered: () => this.#track(this.#refresh()),
+    });
+    this.#leases = leaseLimiter(store, o, () => this.#peers());
+    this.#fallback = new PolicyFallback(o.clock, o.maxKeyLength, o.maxWaitMs, o.maxProbeIntervalMs);
+    this.#track(this.#refresh());
+    this.#schedulePoll();
+  }
+
+  /** The active rule version as last seen (0 before the first resource list). */
+  get rulesVersion(): number {
+    return this.#view?.version ?? 0;
+  }
+
+  /** False while the service is considered unavailable (calls follow the store-failure policies). */
+  get healthy(): boolean {
+    return this.#health.up;
+  }
+
+  /** Resolves once the resource list has been read from the service (or the attempt failed). */
+  async ready(): Promise<boolean> {
+    await this.#refreshing;
+    return this.#view !== undefined;
+  }
+
+  /** True if the service has limits for the resource (as of the last resource list). */
+  has(resource: string): boolean {
+    return this.#view?.resources.has(resource) ?? false;
+  }
+
+  /** Decides from a lease, or while the service is away by an `open`/`closed` policy; else undefined. */
+  trySync(resource: string, options: TryOptions = {}): Decision | undefined {
+    if (this.#view === undefined) return undefined;
+    const call = this.#prepare(resource, options);
+    if (call.leased) {
+      const d = this.#leases.trySync(resource, { key: options.key ?? '', cost: call.cost });
+      return d === undefined ? undefined : this.#closedReason(call, d);
+    }
+    if (this.#health.up || call.view.compiled.onStoreFailure === 'local') return undefined;
+    return this.#observe(resource, 'try', this.#fallback.byPolicy(call.view));
+  }
+
+  async try(resource: string, options: TryOptions = {}): Promise<Decision> {
+    const call = await this.#call(resource, options);
+    if (call.leased) return this.#closedReason(call, await this.#leases.try(resource, { key: call.key, cost: call.cost }));
+    if (!this.#health.up) return this.#observe(resource, 'try', await this.#fallbackDecision(call, 'try'));
+    try {
+      return this.#observe(resource, 'try', await this.#batcher.check(call.item));
+    } catch (err) {
+      return this.#observe(resource, 'try', await this.#onFailure(err, call, 'try'));
+    }
+  }
+
+  async acquire(resource: string, options: AcquireOptions = {}): Promise<Decision> {
+    const call = await this.#call(resource, options);
+    const maxWaitMs = intOption(options.maxWaitMs, 'maxWaitMs', this.#o.maxWaitMs, 0, 24 * 3600 * 1000);
+    const signal = options.signal;
+    throwIfAborted(signal);
+    if (call.leased) {
+      return this.#closedReason(
+        call,
+        await this.#leases.acquire(resource, { key: call.key, cost: call.cost, maxWaitMs, ...(signal ? { signal } : {}) }),
+      );
+    }
+    if (!this.#health.up)
+      return this.#observe(resource, 'acquire', await this.#fallbackDecision(call, 'acquire', maxWaitMs, signal));
+    const started = this.#o.clock.now();
+    // One controller per wait: the caller's signal, and close(), both end it.
+    const wait = new AbortController();
+    const onAbort = () => wait.abort(signal?.reason);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    this.#waits.add(wait);
+    let d: Decision;
+    try {
+      const a = await this.#transport.call('/v1/acquire?statuses=1', {
+        body: { ...call.item, maxWaitMs },
+        timeoutMs: maxWaitMs + this.#o.acquireMarginMs,
+        signal: wait.signal,
+      });
+      if (a.status !== 200) throw errorFromBody(a.body, a.status);
+      d = decisionFromBody(a.body);
+    } catch (err) {
+      if (this.#closing !== undefined) throw new ClosedByCaller();
+      if (signal?.aborted) throw new SluiceError(ErrorCodes.ABORTED, 'the wait was aborted', { cause: signal.reason });
+      const left = Math.max(0, maxWaitMs - (this.#o.clock.now() - started));
+      return this.#observe(resource, 'acquire', await this.#onFailure(err, call, 'acquire', left, signal));
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      this.#waits.delete(wait);
+    }
+    if (d.waitedMs !== undefined && d.waitedMs > 0) {
+      this.#o.observer?.waited?.({ resource, waitedMs: d.waitedMs, outcome: d.allowed ? 'granted' : 'timeout' });
+    }
+    return this.#observe(resource, 'acquire', d);
+  }
+
+  async release(resource: string, options: LeaseOptions): Promise<boolean> {
+    return this.#lease(resource, options, 'release');
+  }
+
+  async renew(resource: string, options: LeaseOptions): Promise<boolean> {
+    return this.#lease(resource, options, 'renew');
+  }
+
+  async adjust(resource: string, options: { key?: string; delta: number }): Promise<void> {
+    const call = await this.#call(resource, { key: options.key, cost: 0 });
+    const delta = checkDelta(options.delta);
+    if (call.leased) return this.#leases.adjust(resource, { key: call.key, delta });
+    const local = call.view.compiled.onStoreFailure === 'local';
+    if (this.#health.up) {
+      try {
+        const a = await this.#transport.call('/v1/adjust', {
+          body: { resource, ...(call.key === '' ? {} : { key: call.key }), delta },
+          timeoutMs: this.#o.checkTimeoutMs,
+        });
+        if (a.status !== 200) throw errorFromBody(a.body, a.status);
+        return;
+      } catch (err) {
+        if (!isUnavailable(err)) throw err;
+        this.#health.markDown(err);
+      }
+    }
+    if (local) {
+      this.#syncFallback();
+      await this.#fallback.adjust(resource, call.key, delta);
+    }
+  }
+
+  /** Returns leases, ends waits and probes, stops timers and closes the connections. Idempotent. */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      if (this.#pollTimer !== undefined) this.#o.clock.clearTimer(this.#pollTimer);
+      this.#pollTimer = undefined;
+      for (const w of this.#waits) w.abort(new ClosedByCaller());
+      await this.#health.close();
+      await this.#batcher.close();
+      // Leftover leased permits go back to the service (or to the fallback while it is away).
+      await this.#leases.close();
+      await Promise.allSettled([...this.#tracked]);
+      await this.#fallback.close();
+      await this.#transport.close();
+    })();
+    return this.#closing;
+  }
+
+  async #lease(resource: string, options: LeaseOptions, op: 'release' | 'renew'): Promise<boolean> {
+    const call = await this.#call(resource, { key: options.key, cost: 0 });
+    const leaseId = options.leaseId as unknown;
+    if (typeof leaseId !== 'string' || leaseId.length === 0 || leaseId.length > 128) {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'leaseId', 'must be a non-empty string of at most 128 characters');
+    }
+    const ttlMs = options.ttlMs === undefined ? undefined : intOption(options.ttlMs, 'ttlMs', 0, 1, 24 * 3600 * 1000);
+    if (leaseId.startsWith(LOCAL_LEASE_PREFIX)) {
+      // Taken from the fallback: it lives there, whether or not the service is back.
+      this.#syncFallback();
+      const lease = {
+        key: call.key,
+        leaseId: leaseId.slice(LOCAL_LEASE_PREFIX.length),
+        ...(ttlMs === undefined ? {} : { ttlMs }),
+      };
+      return this.#fallback.lease(op, resource, lease);
+    }
+    // A permit held by the unreachable service expires there by itself; a renewal is reported
+    // as kept so work is not abandoned because of the outage (as the core limiter does).
+    if (!this.#health.up) return op === 'renew';
+    try {
+      const a = await this.#transport.call(`/v1/${op}`, {
+        body: { resource, ...(call.key === '' ? {} : { key: call.key }), leaseId, ...(ttlMs === undefined ? {} : { ttlMs }) },
+        timeoutMs: this.#o.checkTimeoutMs,
+      });
+      if (a.status !== 200) throw errorFromBody(a.body, a.status);
+      const body = a.body as { released?: unknown; renewed?: unknown };
+      return (op === 'release' ? body.released : body.renewed) === true;
+    } catch (err) {
+      if (!isUnavailable(err)) throw err;
+      this.#health.markDown(err);
+      return op === 'renew';
+    }
+  }
+
+  /** Waits for the first resource list if there is none yet, then validates the call. */
+  async #call(resource: string, options: TryOptions): Promise<Call> {
+    if (this.#closing !== undefined) throw new ClosedByCaller();
+    if (this.#view === undefined) {
+      await (this.#refreshing ?? this.#refresh());
+      if (this.#view === undefined) {
+        throw new SluiceError(ErrorCodes.STORE_UNAVAILABLE, 'no resource list from the sluice service yet');
+      }
+    }
+    return this.#prepare(resource, options);
+  }
+
+  /** The core limiter's validation, against the service's limits. */
+  #prepare(resource: string, options: TryOptions): Call {
+    if (this.#closing !== undefined) throw new ClosedByCaller();
+    const view = this.#view?.resources.get(resource);
+    if (view === undefined) {
+      throw new SluiceError(ErrorCodes.UNKNOWN_RESOURCE, `no limits configured for resource ${JSON.stringify(resource)}`, {
+        field: 'resource',
+      });
+    }
+    const key = checkKey(options.key ?? '', this.#o.maxKeyLength);
+    const cost = checkCost(options.cost ?? 1, view.compiled.limits);
+    if (options.tenant !== undefined && (typeof options.tenant !== 'string' || !TENANT_PATTERN.test(options.tenant))) {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'tenant', "must be 1 to 128 characters without '|'");
+    }
+    if (options.priority !== undefined && options.priority !== 'core' && options.priority !== 'normal') {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'priority', 'must be one of core, normal');
+    }
+    const item: CheckItem = {
+      resource,
+      ...(key === '' ? {} : { key }),
+      ...(cost === 1 ? {} : { cost }),
+      ...(options.tenant === undefined ? {} : { tenant: options.tenant }),
+      ...(options.priority === undefined ? {} : { priority: options.priority }),
+    };
+    return { resource, view, leased: this.#leased(view), key, cost, item };
+  }
+
+  #leased(view: ViewResource): boolean {
+    // Concurrency limits, split keys and reserved shares cannot be reserved on the service.
+    if (!view.reservable) return false;
+    return view.compiled.lease !== undefined || this.#o.lease !== undefined;
+  }
+
+  /** A failed call: the store-failure policy if the service is away, the error otherwise. */
+  async #onFailure(err: unknown, call: Call, mode: DecisionMode, maxWaitMs = 0, signal?: AbortSignal): Promise<Decision> {
+    // A full queue means this process outpaces the service: decide locally, without a switch.
+    if (!(err instanceof Overloaded)) {
+      if (!isUnavailable(err)) throw err;
+      this.#health.markDown(err);
+    }
+    return this.#fallbackDecision(call, mode, maxWaitMs, signal);
+  }
+
+  /** Lease decisions of a `closed` resource while the service is away say why. */
+  #closedReason(call: Call, d: Decision): Decision {
+    if (d.source === 'fallback' && !d.allowed && call.view.compiled.onStoreFailure === 'closed') {
+      return { ...d, reason: 'store_unavailable' };
+    }
+    return d;
+  }
+
+  async #fallbackDecision(call: Call, mode: DecisionMode, maxWaitMs = 0, signal?: AbortSignal): Promise<Decision> {
+    this.#syncFallback();
+    return this.#fallback.decide(call, mode, maxWaitMs, signal);
+  }
+
+  #syncFallback(): void {
+    this.#fallback.sync(this.#view, this.#peers());
+  }
+
+  /** Clients sharing the limits: the service's recent count or the configured one, the larger. */
+  #peers(): number {
+    return Math.max(this.#o.clients, this.#view?.clients ?? 0);
+  }
+
+  #apply(view: RulesView): void {
+    const before = this.#view;
+    this.#view = view;
+    if (before !== undefined && before.version === view.version) return;
+    const leased: Record<string, ResourceConfig> = {};
+    for (const [name, r] of view.resources) {
+      if (!this.#leased(r)) continue;
+      const lease = r.compiled.lease ?? this.#o.lease!;
+      leased[name] = { limits: r.policies, lease, onStoreFailure: r.compiled.onStoreFailure, prefilter: false };
+    }
+    // New limits make the lease cache return permits taken under the old ones.
+    this.#leases.setResources(leased);
+    this.#o.logger?.info({ version: view.version, resources: view.resources.size }, 'sluice client: rules version active');
+  }
+
+  #refresh(): Promise<void> {
+    this.#refreshing ??= (async () => {
+      try {
+        const a = await this.#transport.call('/v1/resources', { timeoutMs: Math.max(this.#o.checkTimeoutMs, 1000) });
+        if (a.status !== 200) throw errorFromBody(a.body, a.status);
+        if (this.#closing === undefined) this.#apply(viewFromBody(a.body, this.#o.logger));
+      } catch (err) {
+        if (isUnavailable(err)) this.#health.markDown(err);
+        else this.#o.logger?.warn({ err }, 'sluice client: the resource list could not be read');
+      }
+    })().finally(() => (this.#refreshing = undefined));
+    return this.#refreshing;
+  }
+
+  #noteVersion(version: number): void {
+    if (this.#closing === undefined && version > (this.#view?.version ?? 0)) this.#track(this.#refresh());
+  }
+
+  #schedulePoll(): void {
+    if (this.#closing !== undefined) return;
+    this.#pollTimer = this.#o.clock.setTimer(
+      () => {
+        this.#pollTimer = undefined;
+        // While the service is away the probe notices its return and refreshes then.
+        const p = this.#health.up ? this.#refresh() : Promise.resolve();
+        this.#track(p.finally(() => this.#schedulePoll()));
+      },
+      this.#o.rulesPollMs,
+      true,
+    );
+  }
+
+  #track(p: Promise<unknown>): void {
+    const t = p.catch(() => undefined).finally(() => this.#tracked.delete(t));
+    this.#tracked.add(t);
+  }
+
+  #observe(resource: string, mode: DecisionMode, decision: Decision): Decision {
+    this.#o.observer?.decided?.({ resource, mode, decision });
+    return decision;
+  }
+}
+
+function throwIfAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw new SluiceError(ErrorCodes.ABORTED, 'the wait was aborted', { cause: signal.reason });
+}

@@ -1,0 +1,123 @@
+import { ErrorCodes, Limiter, SluiceError, type LimitStatus, type LimitStore, type ReserveResult } from '@sluice/core';
+import type { CompiledRemoteOptions } from './options.js';
+import { decisionFromBody } from './wire.js';
+import { errorFromBody, isUnavailable, type Transport } from './transport.js';
+
+/** Splits a limiter storage key (`resource|key`) into its parts; resource names have no '|'. */
+function split(storageKey: string): { resource: string; key?: string } {
+  const bar = storageKey.indexOf('|');
+  return bar < 0 ? { resource: storageKey } : { resource: storageKey.slice(0, bar), key: storageKey.slice(bar + 1) };
+}
+
+/** Timeouts of the calls a lease makes. */
+export interface RemoteStoreOptions {
+  readonly timeoutMs: number;
+  readonly readyTimeoutMs: number;
+  /** Told of every failure that means the service is away. */
+  readonly onUnavailable: (err: unknown) => void;
+}
+
+/**
+ * The service as a {@link LimitStore} for leases: `reserve` takes a batch of permits
+ * (`POST /v1/reserve`), `adjust` returns leftovers (`POST /v1/adjust`), `ping` asks `/readyz`.
+ * The core limiter's lease cache and failover run on top of it unchanged, so leases over the
+ * service follow exactly the in-process rules (batch sizing, TTL, return on expiry and close,
+ * fair-share fallback). Concurrency limits are never leased, so renew/release are not served.
+ */
+export class RemoteStore implements LimitStore {
+  readonly name = 'sluice-service';
+
+  constructor(
+    private readonly transport: Transport,
+    private readonly o: RemoteStoreOptions,
+  ) {}
+
+  async consume(
+    request: Parameters<LimitStore['consume']>[0],
+  ): Promise<{ allowed: boolean; statuses: LimitStatus[]; now: number }> {
+    const d = decisionFromBody(await this.#post('/v1/check?statuses=1', { ...split(request.key), cost: request.cost }));
+    return { allowed: d.allowed, statuses: [...d.statuses], now: Date.now() };
+  }
+
+  async reserve(request: Parameters<LimitStore['reserve']>[0]): Promise<ReserveResult> {
+    const body = await this.#post('/v1/reserve', { ...split(request.key), min: request.min, max: request.max });
+    const d = decisionFromBody(body);
+    const granted = (body as { granted?: unknown }).granted;
+    if (typeof granted !== 'number' || !Number.isInteger(granted) || granted < 0) {
+      throw new SluiceError(ErrorCodes.STORE_PROTOCOL, 'the service answered a reservation without a valid "granted"');
+    }
+    return { allowed: granted > 0, statuses: d.statuses, now: Date.now(), granted };
+  }
+
+  async adjust(request: Parameters<LimitStore['adjust']>[0]): Promise<void> {
+    await this.#post('/v1/adjust', { ...split(request.key), delta: request.delta });
+  }
+
+  renew(): Promise<boolean> {
+    return Promise.resolve(false);
+  }
+
+  release(): Promise<boolean> {
+    return Promise.resolve(false);
+  }
+
+  async ping(): Promise<void> {
+    const a = await this.transport.call('/readyz', { timeoutMs: this.o.readyTimeoutMs });
+    if (a.status !== 200) throw new SluiceError(ErrorCodes.STORE_UNAVAILABLE, `the service is not ready (${a.status})`);
+  }
+
+  async close(): Promise<void> {
+    // The transport belongs to the remote limiter.
+  }
+
+  async #post(path: string, body: object): Promise<unknown> {
+    try {
+      const a = await this.transport.call(path, { body, timeoutMs: this.o.timeoutMs });
+      if (a.status !== 200) throw errorFromBody(a.body, a.status);
+      return a.body;
+    } catch (err) {
+      if (isUnavailable(err)) {
+        this.o.onUnavailable(err);
+        // The core failover recognises only these two codes as "store away".
+        if (err instanceof SluiceError && err.code !== ErrorCodes.STORE_TIMEOUT) {
+          throw new SluiceError(ErrorCodes.STORE_UNAVAILABLE, err.message, { cause: err });
+        }
+      }
+      throw err;
+    }
+  }
+}
+
+/**
+ * The core limiter over the service as its store, for leased resources: its lease cache,
+ * failover (fair shares, probing) and wait queues apply unchanged. Store switches are reported
+ * once, by the remote limiter's own health, so only decisions, refills and waits are observed.
+ */
+export function leaseLimiter(store: RemoteStore, o: CompiledRemoteOptions, peers: () => number): Limiter {
+  const observer = o.observer;
+  return new Limiter({
+    resources: {},
+    store,
+    clock: o.clock,
+    maxKeyLength: o.maxKeyLength,
+    maxWaitMs: o.maxWaitMs,
+    ...(observer === undefined
+      ? {}
+      : {
+          observer: {
+            decided: (e) => observer.decided?.(e),
+            leaseRefilled: (e) => observer.leaseRefilled?.(e),
+            waited: (e) => observer.waited?.(e),
+          },
+        }),
+    failover: {
+      peers: {
+        get count() {
+          return peers();
+        },
+      },
+      probeIntervalMs: o.probeIntervalMs,
+      maxProbeIntervalMs: o.maxProbeIntervalMs,
+    },
+  });
+}

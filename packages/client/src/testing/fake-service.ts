@@ -1,0 +1,132 @@
+import { ErrorCodes, Limiter, SluiceError, isSluiceError, type Clock, type Decision, type ResourceConfig } from '@sluice/core';
+import type { Answer, CallOptions, Transport } from '../transport.js';
+
+/** What the fake saw: one entry per call. */
+export interface Seen {
+  readonly path: string;
+  readonly body: unknown;
+}
+
+function encode(d: Decision): object {
+  return { ...d, source: d.source ?? 'store' };
+}
+
+function errorAnswer(err: unknown): Answer {
+  if (!isSluiceError(err)) throw err;
+  const status = err.code === ErrorCodes.UNKNOWN_RESOURCE ? 404 : 400;
+  return { status, body: { error: { code: err.code, message: err.message, ...(err.field ? { field: err.field } : {}) } } };
+}
+
+/**
+ * An in-process stand-in for `sluice serve` behind the {@link Transport} interface: a core
+ * limiter answers the same endpoints with the same shapes. `down` makes every call fail as an
+ * unreachable service would.
+ */
+export class FakeService implements Transport {
+  readonly limiter: Limiter;
+  readonly seen: Seen[] = [];
+  down = false;
+  version = 1;
+  clients = 0;
+  closed = false;
+  /** Acquire calls that wait here until released by the test or aborted. */
+  holdAcquire = false;
+
+  constructor(resources: Record<string, ResourceConfig>, clock: Clock) {
+    this.limiter = new Limiter({ resources, clock });
+  }
+
+  /** A new rule version. */
+  setRules(resources: Record<string, ResourceConfig>): void {
+    this.limiter.setResources(resources);
+    this.version++;
+  }
+
+  count(path: string): number {
+    return this.seen.filter((s) => s.path.split('?')[0] === path).length;
+  }
+
+  async call(path: string, options: CallOptions): Promise<Answer> {
+    this.seen.push({ path, body: options.body });
+    if (this.down) throw new SluiceError(ErrorCodes.STORE_UNAVAILABLE, 'connection refused');
+    const answer = await this.#answer(path.split('?')[0]!, options);
+    return { ...answer, rulesVersion: this.version };
+  }
+
+  /** The client closes its transport; the fake's limiter stays readable for assertions. */
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+
+  async #answer(path: string, options: CallOptions): Promise<Answer> {
+    const b = options.body;
+    const one = async <T>(fn: () => Promise<T>, enc: (r: T) => object): Promise<object> => {
+      try {
+        return enc(await fn());
+      } catch (err) {
+        return errorAnswer(err).body as object;
+      }
+    };
+    switch (path) {
+      case '/readyz':
+        return { status: 200, body: { status: 'ready' } };
+      case '/v1/resources': {
+        const resources: Record<string, object> = {};
+        for (const name of this.limiter.resources()) {
+          const s = this.limiter.settingsOf(name);
+          resources[name] = {
+            limits: s.limits.map(({ code: _code, ...l }) => l),
+            onStoreFailure: s.onStoreFailure,
+            reservable: s.reservable,
+            ...(s.lease === undefined ? {} : { lease: s.lease }),
+          };
+        }
+        return { status: 200, body: { version: this.version, clients: this.clients, truncated: false, resources } };
+      }
+      case '/v1/check': {
+        const items = (b as { items: { resource: string; key?: string; cost?: number; tenant?: string }[] }).items;
+        const results = await Promise.all(items.map((i) => one(() => this.limiter.try(i.resource, i), encode)));
+        return { status: 200, body: { results } };
+      }
+      case '/v1/acquire': {
+        const i = b as { resource: string; key?: string; cost?: number; maxWaitMs: number };
+        if (this.holdAcquire) {
+          await new Promise((_, reject) =>
+            options.signal?.addEventListener('abort', () => reject(new SluiceError(ErrorCodes.ABORTED, 'aborted'))),
+          );
+        }
+        try {
+          return { status: 200, body: encode(await this.limiter.acquire(i.resource, i)) };
+        } catch (err) {
+          return errorAnswer(err);
+        }
+      }
+      case '/v1/reserve': {
+        const i = b as { resource: string; key?: string; min: number; max: number };
+        try {
+          const r = await this.limiter.reserve(i.resource, i);
+          return { status: 200, body: { granted: r.granted, ...encode(r.decision) } };
+        } catch (err) {
+          return errorAnswer(err);
+        }
+      }
+      case '/v1/adjust':
+      case '/v1/release':
+      case '/v1/renew': {
+        const i = b as { resource: string; key?: string; delta: number; leaseId: string };
+        try {
+          if (path === '/v1/adjust') {
+            await this.limiter.adjust(i.resource, i);
+            return { status: 200, body: { adjusted: true } };
+          }
+          if (path === '/v1/release') return { status: 200, body: { released: await this.limiter.release(i.resource, i) } };
+          return { status: 200, body: { renewed: await this.limiter.renew(i.resource, i) } };
+        } catch (err) {
+          return errorAnswer(err);
+        }
+      }
+      default:
+        return { status: 404, body: { error: { code: 'SLUICE_ERR_NOT_FOUND', message: path } } };
+    }
+  }
+}

@@ -1,0 +1,93 @@
+import {
+  ErrorCodes,
+  SluiceError,
+  compileResource,
+  systemClock,
+  type CompiledResource,
+  type Decision,
+  type LimitPolicy,
+  type LimitStatus,
+  type Logger,
+} from '@sluice/core';
+
+function protocol(message: string): SluiceError {
+  return new SluiceError(ErrorCodes.STORE_PROTOCOL, `the service answered ${message}`);
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const num = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
+
+/** A decision as the service answers it (`?statuses=1`), as a {@link Decision}. */
+export function decisionFromBody(body: unknown): Decision {
+  if (!isObject(body) || typeof body.allowed !== 'boolean' || !num(body.limit) || !num(body.remaining)) {
+    throw protocol('a malformed decision');
+  }
+  if (!num(body.retryAfterMs) || !num(body.resetAfterMs) || typeof body.reason !== 'string' || typeof body.limitId !== 'string') {
+    throw protocol('a malformed decision');
+  }
+  const statuses = Array.isArray(body.statuses) ? (body.statuses as LimitStatus[]) : [];
+  return {
+    allowed: body.allowed,
+    limit: body.limit,
+    remaining: body.remaining,
+    retryAfterMs: body.retryAfterMs,
+    resetAfterMs: body.resetAfterMs,
+    reason: body.reason as Decision['reason'],
+    limitId: body.limitId,
+    statuses,
+    source: (typeof body.source === 'string' ? body.source : 'store') as NonNullable<Decision['source']>,
+    ...(typeof body.leaseId === 'string' ? { leaseId: body.leaseId } : {}),
+    ...(num(body.waitedMs) ? { waitedMs: body.waitedMs } : {}),
+    ...(isObject(body.shadow) ? { shadow: body.shadow as unknown as NonNullable<Decision['shadow']> } : {}),
+  };
+}
+
+/** The client's view of the service's rules (`GET /v1/resources`). */
+export interface RulesView {
+  readonly version: number;
+  /** Distinct clients the service saw in the last minute (0 when it reports none). */
+  readonly clients: number;
+  readonly resources: ReadonlyMap<string, ViewResource>;
+}
+
+/** One resource of the view: its limits as policies (to rebuild locally) and compiled. */
+export interface ViewResource {
+  readonly policies: readonly LimitPolicy[];
+  readonly compiled: CompiledResource;
+  /** The service accepts reservations for it (no concurrency limit, split or reserved share). */
+  readonly reservable: boolean;
+}
+
+/**
+ * Decodes `GET /v1/resources`. A resource the client cannot compile is left out (and logged):
+ * calls to it then fail as unknown rather than being decided on a wrong limit.
+ */
+export function viewFromBody(body: unknown, logger?: Logger): RulesView {
+  if (!isObject(body) || !num(body.version) || !isObject(body.resources)) throw protocol('a malformed resource list');
+  const resources = new Map<string, ViewResource>();
+  for (const [name, raw] of Object.entries(body.resources)) {
+    if (!isObject(raw) || !Array.isArray(raw.limits)) continue;
+    try {
+      const policies = raw.limits.map((l: unknown) => {
+        if (!isObject(l)) throw protocol('a malformed limit');
+        const { id, algorithm, limit, windowMs, burst, slices, leaseTtlMs } = l;
+        return { id, algorithm, limit, windowMs, burst, slices, leaseTtlMs } as LimitPolicy;
+      });
+      const compiled = compileResource(
+        name,
+        {
+          limits: policies,
+          prefilter: false,
+          ...(typeof raw.onStoreFailure === 'string' ? { onStoreFailure: raw.onStoreFailure as 'local' } : {}),
+          ...(isObject(raw.lease) ? { lease: raw.lease } : {}),
+        },
+        systemClock,
+      );
+      const reservable = raw.reservable !== false && !compiled.limits.some((l) => l.algorithm === 'concurrency');
+      resources.set(name, { policies, compiled, reservable });
+    } catch (err) {
+      logger?.warn({ err, resource: name }, 'resource from the service left out: the client cannot compile it');
+    }
+  }
+  return { version: body.version, clients: num(body.clients) ? Math.max(0, Math.floor(body.clients)) : 0, resources };
+}

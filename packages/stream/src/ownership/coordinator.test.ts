@@ -1,0 +1,133 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { PartitionOwnership } from './coordinator.js';
+import { MemoryLeaseStore, type LeaseStore } from './leases.js';
+
+const owners: PartitionOwnership[] = [];
+afterEach(async () => {
+  for (const o of owners.splice(0)) await o.close();
+});
+
+function owner(store: LeaseStore, id: string, log: string[], partitions = 4, now?: () => number): PartitionOwnership {
+  const o = new PartitionOwnership(
+    { store, partitions, owner: id, leaseTtlMs: 3000, renewMs: 1_000_000, now },
+    {
+      acquired: (p) => {
+        log.push(`${id}+${p}`);
+        return Promise.resolve();
+      },
+      released: (p, voluntary) => {
+        log.push(`${id}-${p}${voluntary ? '' : '!'}`);
+        return Promise.resolve();
+      },
+    },
+  );
+  owners.push(o);
+  return o;
+}
+
+describe('PartitionOwnership', () => {
+  it('shares the partitions fairly and never gives one partition to two owners', async () => {
+    let now = 0;
+    const store = new MemoryLeaseStore({ now: () => now });
+    const log: string[] = [];
+    const a = owner(store, 'a', log);
+    await a.round();
+    expect(a.owned).toEqual([0, 1, 2, 3]);
+    const b = owner(store, 'b', log);
+    await b.round(); // b is live now, but every partition is taken
+    expect(b.owned).toEqual([]);
+    now += 1000;
+    await a.round(); // a sees two members and gives up half
+    await b.round();
+    expect(a.owned.length).toBe(2);
+    expect(b.owned.length).toBe(2);
+    expect([...a.owned, ...b.owned].sort()).toEqual([0, 1, 2, 3]);
+    for (let p = 0; p < 4; p++) expect(store.holder(p)).toBe(a.owned.includes(p) ? 'a' : 'b');
+  });
+
+  it("takes a dead owner's partitions over once their leases lapse", async () => {
+    let now = 0;
+    const store = new MemoryLeaseStore({ now: () => now });
+    const log: string[] = [];
+    const a = owner(store, 'a', log);
+    const b = owner(store, 'b', log);
+    await a.round();
+    await b.round();
+    now += 1000;
+    await a.round();
+    await b.round();
+    const fromA = a.owned;
+    expect(fromA.length).toBe(2);
+    // a dies: it stops renewing. Before the TTL nothing moves; after it, b owns everything.
+    now += 1500;
+    await b.round();
+    expect(b.owned.length).toBe(2);
+    now += 2000;
+    await b.round();
+    expect(b.owned).toEqual([0, 1, 2, 3]);
+    // a comes back from a pause: its renewals fail and it drops its state.
+    await a.round();
+    expect(a.owned).toEqual([]);
+    expect(log.filter((l) => l.endsWith('!')).sort()).toEqual(fromA.map((p) => `a-${p}!`).sort());
+  });
+
+  it('gives every partition up on close', async () => {
+    const store = new MemoryLeaseStore();
+    const log: string[] = [];
+    const a = owner(store, 'a', log, 2);
+    await a.round();
+    await a.close();
+    expect(log.slice(0, 2).sort()).toEqual(['a+0', 'a+1']);
+    expect(log.slice(2)).toEqual(['a-0', 'a-1']);
+    expect(store.holder(0)).toBeUndefined();
+    expect(await store.heartbeat('probe', 1000)).toBe(1);
+  });
+
+  it('keeps consuming while the lease store is down, until its leases would have lapsed', async () => {
+    let now = 0;
+    const memory = new MemoryLeaseStore({ now: () => now });
+    let down = false;
+    const failing = new Proxy(memory, {
+      get(target, prop, receiver) {
+        const value: unknown = Reflect.get(target, prop, receiver);
+        if (typeof value !== 'function') return value;
+        return (...args: unknown[]) =>
+          down ? Promise.reject(new Error('store down')) : (value as (...a: unknown[]) => unknown).apply(target, args);
+      },
+    });
+    const log: string[] = [];
+    const a = owner(failing, 'a', log, 2, () => now);
+    await a.round();
+    expect(a.owned).toEqual([0, 1]);
+    down = true;
+    now += 2000;
+    await a.round();
+    expect(a.owned).toEqual([0, 1]);
+    now += 1500;
+    await a.round();
+    expect(a.owned).toEqual([]);
+    expect(log.slice(2).sort()).toEqual(['a-0!', 'a-1!']);
+    down = false;
+  });
+
+  it('gives a partition back when it cannot start consuming it', async () => {
+    const store = new MemoryLeaseStore();
+    const errors: unknown[] = [];
+    let failing = true;
+    const o = new PartitionOwnership(
+      { store, partitions: 1, owner: 'a', leaseTtlMs: 3000, renewMs: 1_000_000, onError: (e) => errors.push(e) },
+      {
+        acquired: () => (failing ? Promise.reject(new Error('stream down')) : Promise.resolve()),
+        released: () => Promise.resolve(),
+      },
+    );
+    owners.push(o);
+    await o.round();
+    expect(o.owned).toEqual([]);
+    expect(store.holder(0)).toBeUndefined();
+    expect(errors.length).toBe(1);
+    failing = false;
+    await o.round();
+    expect(o.owned).toEqual([0]);
+  });
+});

@@ -1,0 +1,187 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { ErrorCodes, invalid } from '@sluice/core';
+import { Cluster, Redis } from 'ioredis';
+import { StreamError, StreamErrorCodes } from '../errors.js';
+import { MAX_OWNER_LENGTH, type LeaseStore } from './leases.js';
+
+/** Options of {@link RedisLeaseStore}: give exactly one of `client` and `url`. */
+export interface RedisLeaseStoreOptions {
+  /** A connected client (standalone or Cluster) the store uses and does not close. */
+  client?: Redis | Cluster;
+  /** A Redis URL; the store opens (and closes) its own connection. */
+  url?: string;
+  /**
+   * Prefix of every key. Each partition's keys share a hash tag, so the store works on Redis
+   * Cluster.
+   * @default 'sluice:agg:'
+   */
+  prefix?: string;
+  /** Command timeout of a connection the store opens, in ms. @default 1000 */
+  commandTimeoutMs?: number;
+}
+
+interface Script {
+  readonly source: string;
+  readonly sha: string;
+}
+
+let leaseScript: Script | undefined;
+
+function script(): Script {
+  if (!leaseScript) {
+    // lua/ is a sibling of both src/ and dist/ (two levels up from src/ownership/).
+    const source = readFileSync(new URL('../../lua/lease.lua', import.meta.url), 'utf8');
+    leaseScript = Object.freeze({ source, sha: createHash('sha1').update(source).digest('hex') });
+  }
+  return leaseScript;
+}
+
+function isReplyError(e: unknown): e is Error {
+  return e instanceof Error && e.name === 'ReplyError';
+}
+
+/** The one place where Redis failures of the lease store become stream errors. */
+function unavailable(what: string, e: unknown): StreamError {
+  if (e instanceof StreamError) return e;
+  const message = e instanceof Error ? e.message : String(e);
+  return new StreamError(StreamErrorCodes.LEASE_UNAVAILABLE, `the lease store cannot ${what}: ${message}`, { cause: e });
+}
+
+function checkOwner(owner: string): void {
+  if (typeof owner !== 'string' || owner.length < 1 || owner.length > MAX_OWNER_LENGTH) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'owner', `must be 1..${MAX_OWNER_LENGTH} characters`);
+  }
+}
+
+/**
+ * Partition leases in Redis: a lease is a key holding its owner's id with a TTL, taken with
+ * `SET NX PX`; renewals, releases and snapshot writes compare the owner first, in
+ * `lua/lease.lua` (EVALSHA, EVAL when the server does not have it cached). Snapshots are
+ * written only by the lease holder.
+ *
+ * | key                              | type   | content                                 |
+ * | -------------------------------- | ------ | --------------------------------------- |
+ * | `<prefix>{p<n>}:lease`           | STRING | the owner of partition n, with a TTL    |
+ * | `<prefix>{p<n>}:snapshot`        | STRING | partition n's window snapshot, with TTL |
+ * | `<prefix>{members}`              | ZSET   | live aggregators, scored by expiry (ms) |
+ */
+export class RedisLeaseStore implements LeaseStore {
+  readonly #client: Redis | Cluster;
+  readonly #owned: boolean;
+  readonly #prefix: string;
+  #closed = false;
+
+  constructor(options: RedisLeaseStoreOptions) {
+    if ((options.client === undefined) === (options.url === undefined)) {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'client', 'give exactly one of client and url');
+    }
+    this.#prefix = options.prefix ?? 'sluice:agg:';
+    if (options.client !== undefined) {
+      this.#client = options.client;
+      this.#owned = false;
+    } else {
+      this.#client = new Redis(options.url!, {
+        commandTimeout: options.commandTimeoutMs ?? 1000,
+        maxRetriesPerRequest: 1,
+        // A lease command resent after a reconnect could renew a lease that changed hands.
+        autoResendUnfulfilledCommands: false,
+      });
+      // Failures surface on the calls; the client reconnects by itself.
+      this.#client.on('error', () => undefined);
+      this.#owned = true;
+    }
+  }
+
+  #lease(partition: number): string {
+    return `${this.#prefix}{p${partition}}:lease`;
+  }
+
+  #snapshot(partition: number): string {
+    return `${this.#prefix}{p${partition}}:snapshot`;
+  }
+
+  #members(): string {
+    return `${this.#prefix}{members}`;
+  }
+
+  async #eval(what: string, keys: string[], args: (string | Buffer)[]): Promise<number> {
+    const s = script();
+    let reply: unknown;
+    try {
+      try {
+        reply = await this.#client.evalsha(s.sha, keys.length, ...keys, '1', ...args);
+      } catch (e) {
+        if (!(isReplyError(e) && e.message.startsWith('NOSCRIPT'))) throw e;
+        reply = await this.#client.eval(s.source, keys.length, ...keys, '1', ...args);
+      }
+    } catch (e) {
+      throw unavailable(what, e);
+    }
+    if (typeof reply !== 'number' || reply < 0) {
+      throw new StreamError(StreamErrorCodes.LEASE_UNAVAILABLE, `the lease script refused to ${what} (reply ${String(reply)})`);
+    }
+    return reply;
+  }
+
+  async acquire(partition: number, owner: string, ttlMs: number): Promise<boolean> {
+    checkOwner(owner);
+    const key = this.#lease(partition);
+    try {
+      const set = await this.#client.set(key, owner, 'PX', ttlMs, 'NX');
+      if (set === 'OK') return true;
+    } catch (e) {
+      throw unavailable(`take the lease of partition ${partition}`, e);
+    }
+    return this.renew(partition, owner, ttlMs);
+  }
+
+  async renew(partition: number, owner: string, ttlMs: number): Promise<boolean> {
+    checkOwner(owner);
+    const key = this.#lease(partition);
+    return (await this.#eval(`renew the lease of partition ${partition}`, [key], ['renew', owner, String(ttlMs)])) === 1;
+  }
+
+  async release(partition: number, owner: string): Promise<void> {
+    checkOwner(owner);
+    await this.#eval(`release the lease of partition ${partition}`, [this.#lease(partition)], ['release', owner, '0']);
+  }
+
+  heartbeat(owner: string, ttlMs: number): Promise<number> {
+    checkOwner(owner);
+    return this.#eval('record a live member', [this.#members()], ['members', owner, String(ttlMs)]);
+  }
+
+  async leave(owner: string): Promise<void> {
+    checkOwner(owner);
+    await this.#eval('remove a member', [this.#members()], ['leave', owner, '0']);
+  }
+
+  async saveSnapshot(partition: number, owner: string, snapshot: Uint8Array, ttlMs: number): Promise<boolean> {
+    checkOwner(owner);
+    const keys = [this.#lease(partition), this.#snapshot(partition)];
+    const bytes = Buffer.from(snapshot.buffer, snapshot.byteOffset, snapshot.byteLength);
+    return (await this.#eval(`save the snapshot of partition ${partition}`, keys, ['save', owner, String(ttlMs), bytes])) === 1;
+  }
+
+  async loadSnapshot(partition: number): Promise<Uint8Array | undefined> {
+    try {
+      const b = await this.#client.getBuffer(this.#snapshot(partition));
+      return b === null ? undefined : new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+    } catch (e) {
+      throw unavailable(`read the snapshot of partition ${partition}`, e);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#owned) {
+      try {
+        await this.#client.quit();
+      } catch {
+        this.#client.disconnect();
+      }
+    }
+  }
+}

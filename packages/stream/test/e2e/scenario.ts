@@ -1,0 +1,205 @@
+/**
+ * The governance scenario every transport runs end to end: three gateway processes and two
+ * aggregator processes on one stream, rules from a versioned file rule store.
+ *
+ *   1. a burst on /search is blocked on every gateway, and lifted after it stops;
+ *   2. a user with more than 10 failed logins is blocked on every path of every gateway;
+ *   3. a new rule version in the rule store applies without a restart;
+ *   4. SIGKILL of an aggregator hands its partitions to the other, which keeps the user blocked
+ *      (its state restored from the snapshot) and blocks a new burst;
+ *   5. the stream going away lets traffic through, and the gateways count the events dropped.
+ *
+ * Waits are bounded polls with generous limits; nothing asserts how long anything took.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { FileRuleStore } from '@sluice/rules';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AggregatorProcess, GatewayProcess, until, type TransportSpec } from './fleet.js';
+
+/** A transport under test, with a way to make its server go away for the gateways only. */
+export interface TransportSetup {
+  /** The spec aggregators connect with. */
+  readonly aggregator: TransportSpec;
+  /** The spec gateways connect with (through something `streamDown` can cut). */
+  readonly gateway: TransportSpec;
+  /** Makes the stream unreachable for the gateways; absent when the transport cannot be cut. */
+  readonly streamDown?: () => Promise<void>;
+  readonly streamUp?: () => Promise<void>;
+  dispose(): Promise<void>;
+}
+
+/** Settings of the scenario that do not depend on the transport. */
+export interface ScenarioSettings {
+  /** Redis for the partition leases and snapshots. */
+  readonly redisUrl: string;
+  readonly leasePrefix: string;
+}
+
+export const PARTITIONS = 4;
+
+export const RULES = `
+governance:
+  rules:
+    search-burst:
+      type: threshold
+      dimension: path
+      match: { path: /search }
+      limit: 60
+      blockMs: 1000
+    login-failures:
+      type: correlated
+      dimension: user
+      match: { path: /login, status: [401, 403] }
+      limit: 10
+      windowMs: 300000
+      blockMs: 600000
+`;
+
+/** Sends `count` requests spread over the gateways, `parallel` at a time. */
+async function burst(gateways: readonly GatewayProcess[], path: string, count: number, parallel = 16): Promise<number[]> {
+  const statuses: number[] = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < count) {
+      const i = next++;
+      statuses.push(await gateways[i % gateways.length]!.request(path));
+    }
+  };
+  await Promise.all(Array.from({ length: parallel }, worker));
+  return statuses;
+}
+
+async function everyGateway(
+  gateways: readonly GatewayProcess[],
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<number[]> {
+  return Promise.all(gateways.map((g) => g.request(path, headers)));
+}
+
+/** Registers the scenario as a describe block for one transport. */
+export function governanceScenario(
+  name: string,
+  setup: () => Promise<TransportSetup>,
+  settings: () => ScenarioSettings,
+  options: { outage: boolean } = { outage: true },
+): void {
+  describe(`governance end to end over ${name}`, () => {
+    let transport: TransportSetup;
+    let rulesDir: string;
+    let gateways: GatewayProcess[] = [];
+    let aggregators: AggregatorProcess[] = [];
+
+    beforeAll(async () => {
+      transport = await setup();
+      rulesDir = mkdtempSync(join(tmpdir(), 'sluice-e2e-rules-'));
+      const store = new FileRuleStore({ dir: rulesDir });
+      await store.apply(RULES, { author: 'e2e', reason: 'governance scenario' });
+      await store.close();
+      const { redisUrl, leasePrefix } = settings();
+      aggregators = await Promise.all(
+        ['agg-a', 'agg-b'].map((id) => AggregatorProcess.start(transport.aggregator, { rulesDir, redisUrl, leasePrefix, id })),
+      );
+      gateways = await Promise.all([0, 1, 2].map(() => GatewayProcess.start(transport.gateway)));
+      // Both aggregators hold leases, together on every partition.
+      await until('the partitions to be shared', async () => {
+        const owned = await Promise.all(aggregators.map((a) => a.report()));
+        const all = owned.flatMap((r) => r.partitions).sort();
+        return owned.every((r) => r.partitions.length > 0) && all.length === PARTITIONS ? all : undefined;
+      });
+    });
+
+    afterAll(async () => {
+      await Promise.all([...gateways, ...aggregators].map((p) => p.close()));
+      await transport?.dispose();
+      if (rulesDir) rmSync(rulesDir, { recursive: true, force: true });
+    });
+
+    it('blocks a burst on one path on every gateway and lifts it after the burst', async () => {
+      const statuses = await burst(gateways, '/search', 150);
+      expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(60);
+      await until('/search to be blocked everywhere', async () => {
+        const s = await everyGateway(gateways, '/search');
+        return s.every((x) => x === 429) ? s : undefined;
+      });
+      // Other paths pass meanwhile.
+      expect(await everyGateway(gateways, '/orders')).toEqual([200, 200, 200]);
+      // The burst stopped: the aggregator lifts the block explicitly.
+      await until('/search to be lifted everywhere', async () => {
+        const s = await everyGateway(gateways, '/search');
+        return s.every((x) => x === 200) ? s : undefined;
+      });
+      const caches = await Promise.all(gateways.map((g) => g.counters()));
+      for (const c of caches) expect(c.cache.lifts).toBeGreaterThanOrEqual(1);
+    });
+
+    it('blocks a user with more than 10 failed logins on every path of every gateway', async () => {
+      const mallory = { 'x-user': 'mallory' };
+      for (let i = 0; i < 11; i++) expect(await gateways[i % gateways.length]!.request('/login', mallory)).toBe(401);
+      await until('mallory to be blocked everywhere', async () => {
+        const s = await everyGateway(gateways, '/orders', mallory);
+        return s.every((x) => x === 429) ? s : undefined;
+      });
+      expect(await everyGateway(gateways, '/login', mallory)).toEqual([429, 429, 429]);
+      expect(await everyGateway(gateways, '/orders', { 'x-user': 'alice' })).toEqual([200, 200, 200]);
+    });
+
+    it('applies a new rule version from the rule store without a restart', async () => {
+      const store = new FileRuleStore({ dir: rulesDir });
+      try {
+        const reports = '    reports-burst: { type: threshold, dimension: path, match: { path: /reports }, limit: 20 }\n';
+        await store.apply(RULES + reports, { author: 'e2e', reason: 'a rule for /reports' });
+      } finally {
+        await store.close();
+      }
+      await until('both aggregators to follow version 2', async () => {
+        const reports = await Promise.all(aggregators.map((a) => a.report()));
+        return reports.every((r) => r.stats.ruleVersion === 2) ? reports : undefined;
+      });
+      await burst(gateways, '/reports', 60);
+      await until('/reports to be blocked everywhere', async () => {
+        const s = await everyGateway(gateways, '/reports');
+        return s.every((x) => x === 429) ? s : undefined;
+      });
+    });
+
+    it('hands the partitions of a killed aggregator to the other, state included', async () => {
+      const [victim, survivor] = aggregators as [AggregatorProcess, AggregatorProcess];
+      await victim.kill();
+      await until('the survivor to own every partition', async () => {
+        const r = await survivor.report();
+        return r.partitions.length === PARTITIONS ? r : undefined;
+      });
+      // Past several block TTLs, mallory is still blocked: the survivor refreshes the hold.
+      await new Promise((r) => setTimeout(r, 4000));
+      expect(await everyGateway(gateways, '/orders', { 'x-user': 'mallory' })).toEqual([429, 429, 429]);
+      // And it counts the partitions it took over.
+      await burst(gateways, '/search', 150);
+      await until('/search to be blocked everywhere again', async () => {
+        const s = await everyGateway(gateways, '/search');
+        return s.every((x) => x === 429) ? s : undefined;
+      });
+      const r = await survivor.report();
+      expect(r.stats.malformedBatches).toBe(0);
+    });
+
+    it.skipIf(!options.outage)('lets traffic through while the stream is away, counting the events dropped', async () => {
+      const before = await Promise.all(gateways.map((g) => g.counters()));
+      await transport.streamDown!();
+      try {
+        const statuses = await burst(gateways, '/health', 90, 8);
+        expect(statuses.every((s) => s === 200)).toBe(true);
+        await until('the gateways to count dropped events', async () => {
+          const now = await Promise.all(gateways.map((g) => g.counters()));
+          const dropped = (s: (typeof now)[number]) =>
+            Object.values(s.probe.dropped).reduce((a, b) => a + b, 0) + s.probe.publishErrors;
+          return now.every((s, i) => dropped(s) > dropped(before[i]!)) ? now : undefined;
+        });
+      } finally {
+        await transport.streamUp!();
+      }
+    });
+  });
+}

@@ -1,0 +1,89 @@
+import { ApplicationFailure } from '@temporalio/common';
+import { ErrorCodes, SluiceError, type RateLimiter } from '@sluice/core';
+import { isPriority, isTenant } from './headers.js';
+import { INVALID_REQUEST_FAILURE } from './failures.js';
+import {
+  PERMIT_ACTIVITY,
+  RELEASE_ACTIVITY,
+  type PermitAnswer,
+  type PermitRequest,
+  type ReleaseRequest,
+} from './permit-protocol.js';
+
+/** The activities behind the workflow helper (`acquirePermit` in `@sluice/temporal/workflow`). */
+export interface SluicePermitActivities {
+  [PERMIT_ACTIVITY](request: PermitRequest): Promise<PermitAnswer>;
+  [RELEASE_ACTIVITY](request: ReleaseRequest): Promise<boolean>;
+}
+
+const INPUT_CODES: ReadonlySet<string> = new Set([
+  ErrorCodes.INVALID_COST,
+  ErrorCodes.COST_EXCEEDS_LIMIT,
+  ErrorCodes.INVALID_KEY,
+  ErrorCodes.INVALID_OPTIONS,
+  ErrorCodes.UNKNOWN_RESOURCE,
+]);
+
+function badRequest(message: string, err?: unknown): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: INVALID_REQUEST_FAILURE,
+    message,
+    nonRetryable: true,
+    ...(err instanceof Error ? { cause: err } : {}),
+  });
+}
+
+/** Limiter input errors become non-retryable failures; faults stay retryable. */
+function rethrow(err: unknown): never {
+  if (err instanceof SluiceError && INPUT_CODES.has(err.code)) throw badRequest(err.message, err);
+  throw err;
+}
+
+/**
+ * Activities to register on workers that run workflows using the workflow helper: they ask
+ * the limiter once (never wait: the workflow sleeps instead) and answer with plain data.
+ *
+ * @example
+ * Worker.create({ activities: { ...myActivities, ...createSluicePermitActivities(limiter) }, ... })
+ */
+export function createSluicePermitActivities(limiter: RateLimiter): SluicePermitActivities {
+  return {
+    async [PERMIT_ACTIVITY](request: PermitRequest): Promise<PermitAnswer> {
+      if (typeof request !== 'object' || request === null || typeof request.resource !== 'string') {
+        throw badRequest('a permit request needs a resource');
+      }
+      if (request.priority !== undefined && !isPriority(request.priority))
+        throw badRequest("priority must be 'core' or 'normal'");
+      if (request.tenant !== undefined && !isTenant(request.tenant))
+        throw badRequest('tenant must be 1 to 128 characters without |');
+      try {
+        const d = await limiter.try(request.resource, {
+          key: request.key ?? '',
+          cost: request.cost ?? 1,
+          ...(request.priority === undefined ? {} : { priority: request.priority }),
+          ...(request.tenant === undefined ? {} : { tenant: request.tenant }),
+        });
+        return {
+          allowed: d.allowed,
+          reason: d.reason,
+          retryAfterMs: d.retryAfterMs,
+          limit: d.limit,
+          remaining: d.remaining,
+          ...(d.leaseId === undefined ? {} : { leaseId: d.leaseId }),
+        };
+      } catch (err) {
+        return rethrow(err);
+      }
+    },
+    async [RELEASE_ACTIVITY](request: ReleaseRequest): Promise<boolean> {
+      if (typeof request !== 'object' || request === null || typeof request.resource !== 'string') {
+        throw badRequest('a release request needs a resource and a leaseId');
+      }
+      try {
+        return await limiter.release(request.resource, { key: request.key ?? '', leaseId: request.leaseId });
+      } catch (err) {
+        return rethrow(err);
+      }
+    },
+  };
+}

@@ -1,0 +1,322 @@
+#!/usr/bin/env bash
+# Manage the throwaway Apache RocketMQ 5.5 the stream transport tests run against: a name
+# server, a broker and a gRPC proxy in cluster mode, on loopback. (The proxy's local mode,
+# with the broker inside its JVM, cannot serve LiteTopic subscriptions in 5.5.0: its
+# LocalServiceManager has no LiteSubscriptionService, and subscribing fails with a
+# NullPointerException. Cluster mode has one.)
+#
+# Usage: scripts/rocketmq-server.sh install|start|stop|status
+#
+#   install  fetches the 5.5.x jars from Maven Central (mvn dependency:copy-dependencies on
+#            scripts/rocketmq/pom.xml) into $SLUICE_TOOLS_DIR/rocketmq-<version>/lib, only if
+#            that directory is missing
+#   start    starts namesrv, broker and proxy, creates the topics and groups, waits until a topic route
+#            answers, writes $SLUICE_RUN_DIR/rocketmq.env
+#   stop     stops the three JVMs by pid and deletes their run directory
+#
+# Environment:
+#   SLUICE_RUN_DIR                where rocketmq/ (logs, store, pids) and rocketmq.env go
+#   SLUICE_TOOLS_DIR              jar cache (default ~/.cache/sluice/tools)
+#   SLUICE_ROCKETMQ_NAMESRV_PORT  name server port        (default 19876)
+#   SLUICE_ROCKETMQ_PROXY_PORT    proxy gRPC port, clients (default 18081)
+#   SLUICE_ROCKETMQ_REMOTING_PORT proxy remoting port     (default 18082)
+#   SLUICE_ROCKETMQ_BROKER_PORT   broker port; it also binds port-2 and port+1 (default 18085)
+#   SLUICE_ROCKETMQ_TOPIC         topic prefix: partition topics <topic>-p-<n> (normal) and the
+#                                 LITE parent topic <topic>      (default sluice-events)
+#   SLUICE_ROCKETMQ_PARTITIONS    partition topics to create     (default 16)
+#   SLUICE_ROCKETMQ_DECISIONS     normal topic for decisions     (default sluice-decisions)
+#   SLUICE_ROCKETMQ_GROUPS        comma-separated LiteTopic groups bound to the parent topic
+#   SLUICE_ROCKETMQ_START_TIMEOUT seconds to wait for ready (default 180)
+#
+# After `start`, $SLUICE_RUN_DIR/rocketmq.env holds:
+#   SLUICE_ROCKETMQ_ENDPOINTS=127.0.0.1:<proxy port>
+#   SLUICE_ROCKETMQ_NAMESRV=127.0.0.1:<namesrv port>
+#   SLUICE_ROCKETMQ_TOPIC=..., SLUICE_ROCKETMQ_DECISIONS=...
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+RUN_DIR="${SLUICE_RUN_DIR:-$REPO_ROOT/.run/redis}"
+MQ_DIR="$RUN_DIR/rocketmq"
+TOOLS_DIR="${SLUICE_TOOLS_DIR:-$HOME/.cache/sluice/tools}"
+POM="$REPO_ROOT/scripts/rocketmq/pom.xml"
+VERSION="$(sed -n 's:.*<rocketmq.version>\(.*\)</rocketmq.version>.*:\1:p' "$POM")"
+HOME_DIR="$TOOLS_DIR/rocketmq-$VERSION"
+HOST=127.0.0.1
+NAMESRV_PORT="${SLUICE_ROCKETMQ_NAMESRV_PORT:-19876}"
+PROXY_PORT="${SLUICE_ROCKETMQ_PROXY_PORT:-18081}"
+REMOTING_PORT="${SLUICE_ROCKETMQ_REMOTING_PORT:-18082}"
+BROKER_PORT="${SLUICE_ROCKETMQ_BROKER_PORT:-18085}"
+TOPIC="${SLUICE_ROCKETMQ_TOPIC:-sluice-events}"
+DECISIONS="${SLUICE_ROCKETMQ_DECISIONS:-sluice-decisions}"
+PARTITIONS="${SLUICE_ROCKETMQ_PARTITIONS:-16}"
+# LiteTopic groups (bound to the LITE parent topic). The transport itself uses normal topics
+# and auto-created groups; these exist so LiteTopic consumption can be tried on this server.
+GROUPS_CSV="${SLUICE_ROCKETMQ_GROUPS:-sluice-aggregators}"
+START_TIMEOUT="${SLUICE_ROCKETMQ_START_TIMEOUT:-180}"
+STOP_TIMEOUT=20
+
+log() { printf '[rocketmq-server] %s\n' "$*" >&2; }
+die() {
+  log "ERROR: $*"
+  exit 1
+}
+
+port_in_use() {
+  (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null
+}
+
+# ---------------------------------------------------------------------------
+# install
+# ---------------------------------------------------------------------------
+
+cmd_install() {
+  command -v java >/dev/null || die "java (>= 8) is required; on Debian: apt-get install -y openjdk-17-jre-headless"
+  if [[ -f "$HOME_DIR/lib/rocketmq-proxy-$VERSION.jar" ]]; then
+    log "RocketMQ $VERSION already installed in $HOME_DIR"
+    return 0
+  fi
+  command -v mvn >/dev/null || die "mvn is required to fetch the RocketMQ jars; on Debian: apt-get install -y maven"
+  log "fetching RocketMQ $VERSION jars from Maven Central into $HOME_DIR/lib"
+  local tmp="$HOME_DIR.tmp.$$"
+  rm -rf -- "$tmp"
+  mvn -q -B -f "$POM" dependency:copy-dependencies -Dmdep.includeScope=runtime \
+    -DoutputDirectory="$tmp/lib" </dev/null || {
+    rm -rf -- "$tmp"
+    die "mvn dependency:copy-dependencies failed"
+  }
+  # Rename into place only when complete, so an interrupted install is retried next time.
+  rm -rf -- "$HOME_DIR"
+  mv -- "$tmp" "$HOME_DIR"
+  log "installed $(find "$HOME_DIR/lib" -name '*.jar' | wc -l) jars"
+}
+
+# ---------------------------------------------------------------------------
+# stop
+# ---------------------------------------------------------------------------
+
+is_running() {
+  local state
+  kill -0 "$1" 2>/dev/null || return 1
+  state="$(ps -o stat= -p "$1" 2>/dev/null || true)"
+  [[ -n "$state" && "$state" != Z* ]]
+}
+
+# PID from $MQ_DIR/$1.pid if alive and a java process started for this role.
+live_pid() {
+  local pid cmd
+  [[ -f "$MQ_DIR/$1.pid" ]] || return 1
+  pid="$(tr -dc '0-9' <"$MQ_DIR/$1.pid")"
+  [[ -n "$pid" ]] || return 1
+  is_running "$pid" || return 1
+  cmd="$(ps -p "$pid" -o args= 2>/dev/null || true)"
+  [[ "$cmd" == *java*"-Dsluice.role=$1"* ]] || return 1
+  printf '%s\n' "$pid"
+}
+
+cmd_stop() {
+  local role pid pids=()
+  for role in proxy broker namesrv; do
+    if pid="$(live_pid "$role")"; then pids+=("$pid"); fi
+  done
+  if ((${#pids[@]} > 0)); then
+    log "stopping pids: ${pids[*]}"
+    kill -TERM "${pids[@]}" 2>/dev/null || true
+    local deadline=$((SECONDS + STOP_TIMEOUT))
+    for pid in "${pids[@]}"; do
+      while is_running "$pid" && ((SECONDS < deadline)); do sleep 0.2; done
+      if is_running "$pid"; then
+        log "pid $pid still running after ${STOP_TIMEOUT}s, sending SIGKILL"
+        kill -KILL "$pid" 2>/dev/null || true
+        local kill_deadline=$((SECONDS + 5))
+        while is_running "$pid" && ((SECONDS < kill_deadline)); do sleep 0.1; done
+      fi
+    done
+  fi
+  rm -rf -- "$MQ_DIR"
+  rm -f -- "$RUN_DIR/rocketmq.env"
+  rmdir -- "$RUN_DIR" 2>/dev/null || true
+  log "stopped"
+}
+
+# ---------------------------------------------------------------------------
+# start
+# ---------------------------------------------------------------------------
+
+dump_logs() {
+  local f
+  for f in "$MQ_DIR"/namesrv.out "$MQ_DIR"/broker.out "$MQ_DIR"/proxy.out "$MQ_DIR"/home/logs/rocketmqlogs/proxy.log \
+    "$MQ_DIR"/home/logs/rocketmqlogs/broker.log "$MQ_DIR"/home/logs/rocketmqlogs/namesrv.log; do
+    if [[ -f "$f" ]]; then
+      log "---- last lines of $f ----"
+      tail -n 25 "$f" >&2 || true
+    fi
+  done
+}
+
+fail_start() {
+  log "ERROR: $*"
+  dump_logs
+  cmd_stop || true
+  exit 1
+}
+
+classpath() {
+  printf '%s/lib/*' "$HOME_DIR"
+}
+
+# Starts one JVM in the background. -Dsluice.role lets stop recognise it by its command line.
+# -Duser.home keeps RocketMQ's logs and default store paths inside the run dir.
+launch() {
+  local role="$1" heap="$2" main="$3"
+  shift 3
+  # shellcheck disable=SC2086
+  ROCKETMQ_HOME="$HOME_DIR" nohup java -server $heap -XX:+UseG1GC -Xss512k \
+    -Dsluice.role="$role" -Duser.home="$MQ_DIR/home" -Drocketmq.home.dir="$HOME_DIR" \
+    -Djava.net.preferIPv4Stack=true \
+    -cp "$(classpath)" "$main" "$@" </dev/null >"$MQ_DIR/$role.out" 2>&1 &
+  echo $! >"$MQ_DIR/$role.pid"
+}
+
+admin() {
+  ROCKETMQ_HOME="$HOME_DIR" java -Xmx128m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Duser.home="$MQ_DIR/home" -Drocketmq.home.dir="$HOME_DIR" \
+    -cp "$(classpath)" org.apache.rocketmq.tools.command.MQAdminStartup "$@" -n "$HOST:$NAMESRV_PORT" </dev/null
+}
+
+wait_port() {
+  local port="$1" what="$2" deadline="$3"
+  until port_in_use "$port"; do
+    ((SECONDS < deadline)) || fail_start "$what did not listen on $HOST:$port in time"
+    local role
+    for role in namesrv broker proxy; do
+      [[ -f "$MQ_DIR/$role.pid" ]] && ! live_pid "$role" >/dev/null && fail_start "$role exited"
+    done
+    sleep 0.5
+  done
+}
+
+cmd_start() {
+  [[ -f "$HOME_DIR/lib/rocketmq-proxy-$VERSION.jar" ]] ||
+    die "RocketMQ $VERSION not installed; run: bash scripts/rocketmq-server.sh install"
+  cmd_stop
+  local p
+  for p in "$NAMESRV_PORT" "$PROXY_PORT" "$REMOTING_PORT" "$BROKER_PORT" "$((BROKER_PORT - 2))" "$((BROKER_PORT + 1))"; do
+    port_in_use "$p" && die "port $p is in use by a process this script did not start; set SLUICE_ROCKETMQ_*_PORT"
+  done
+  mkdir -p "$MQ_DIR/home" "$MQ_DIR/store"
+  local t0=$SECONDS deadline=$((SECONDS + START_TIMEOUT))
+
+  cat >"$MQ_DIR/namesrv.conf" <<EOT
+listenPort=$NAMESRV_PORT
+EOT
+  # brokerIP1: the default is the first non-loopback address, which must never be used here.
+  # Small mapped files and a high disk ratio keep a test broker working on a small disk.
+  cat >"$MQ_DIR/broker.conf" <<EOT
+brokerClusterName=DefaultCluster
+brokerName=broker-a
+brokerId=0
+brokerIP1=$HOST
+listenPort=$BROKER_PORT
+namesrvAddr=$HOST:$NAMESRV_PORT
+storePathRootDir=$MQ_DIR/store
+storePathCommitLog=$MQ_DIR/store/commitlog
+mappedFileSizeCommitLog=67108864
+mappedFileSizeConsumeQueue=600000
+diskMaxUsedSpaceRatio=95
+autoCreateTopicEnable=false
+autoCreateSubscriptionGroup=true
+deleteWhen=04
+fileReservedTime=1
+EOT
+  # A short minimum long-polling time lets consumers stop within about a second.
+  cat >"$MQ_DIR/rmq-proxy.json" <<EOT
+{
+  "rocketMQClusterName": "DefaultCluster",
+  "namesrvAddr": "$HOST:$NAMESRV_PORT",
+  "grpcServerPort": $PROXY_PORT,
+  "remotingListenPort": $REMOTING_PORT,
+  "proxyMode": "cluster",
+  "grpcClientConsumerMinLongPollingTimeoutMillis": 500
+}
+EOT
+
+  log "starting namesrv on $HOST:$NAMESRV_PORT"
+  launch namesrv "-Xms128m -Xmx256m" org.apache.rocketmq.namesrv.NamesrvStartup -c "$MQ_DIR/namesrv.conf"
+  wait_port "$NAMESRV_PORT" namesrv "$deadline"
+
+  log "starting broker on $HOST:$BROKER_PORT"
+  ROCKETMQ_HOME="$HOME_DIR" launch broker "-Xms256m -Xmx768m -XX:MaxDirectMemorySize=512m" \
+    org.apache.rocketmq.broker.BrokerStartup -c "$MQ_DIR/broker.conf"
+  wait_port "$BROKER_PORT" broker "$deadline"
+
+  log "starting proxy (cluster mode) gRPC $HOST:$PROXY_PORT, remoting $REMOTING_PORT"
+  launch proxy "-Xms128m -Xmx384m -XX:MaxDirectMemorySize=256m" org.apache.rocketmq.proxy.ProxyStartup \
+    -pm cluster -pc "$MQ_DIR/rmq-proxy.json" -n "$HOST:$NAMESRV_PORT"
+
+  # Topics and groups go straight to the broker (-b): with -c the admin tool would silently
+  # create nothing while the broker has not registered with the name server yet. Each admin
+  # call is a JVM start that mostly waits, so they run in parallel.
+  log "creating topics $TOPIC-p-0..$((PARTITIONS - 1)), $DECISIONS, $TOPIC (LITE) and groups $GROUPS_CSV"
+  local broker="$HOST:$BROKER_PORT" group pids=() failed=0 i=0 n
+  {
+    printf '['
+    for ((n = 0; n < PARTITIONS; n++)); do
+      printf '{"topicName":"%s-p-%d","readQueueNums":1,"writeQueueNums":1,"perm":6,"attributes":{"+message.type":"NORMAL"}},' "$TOPIC" "$n"
+    done
+    printf '{"topicName":"%s","readQueueNums":1,"writeQueueNums":1,"perm":6,"attributes":{"+message.type":"NORMAL"}}]' "$DECISIONS"
+  } >"$MQ_DIR/topics.json"
+  admin updateTopicList -b "$broker" -f "$MQ_DIR/topics.json" >"$MQ_DIR/admin-$((i++)).out" 2>&1 &
+  pids+=($!)
+  admin updateTopic -b "$broker" -t "$TOPIC" -r 1 -w 1 -a +message.type=LITE >"$MQ_DIR/admin-$((i++)).out" 2>&1 &
+  pids+=($!)
+  IFS=, read -r -a groups <<<"$GROUPS_CSV"
+  for group in "${groups[@]}"; do
+    admin updateSubGroup -b "$broker" -g "$group" -o true --attributes "+lite.bind.topic=$TOPIC" \
+      >"$MQ_DIR/admin-$((i++)).out" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || failed=1; done
+  if ((failed)); then
+    cat "$MQ_DIR"/admin-*.out >&2
+    fail_start "creating topics or groups failed"
+  fi
+  grep -qi 'success' "$MQ_DIR/admin-0.out" || fail_start "partition topics were not created: $(cat "$MQ_DIR/admin-0.out")"
+  wait_port "$PROXY_PORT" proxy "$deadline"
+  # The proxy answers routes only once the broker registered the topics with the name server.
+  until admin topicRoute -t "$TOPIC-p-$((PARTITIONS - 1))" >"$MQ_DIR/route.out" 2>&1 && grep -q "$HOST:$BROKER_PORT" "$MQ_DIR/route.out"; do
+    ((SECONDS < deadline)) || fail_start "no route for $TOPIC in the name server in time"
+    sleep 1
+  done
+
+  cat >"$RUN_DIR/rocketmq.env.tmp" <<EOT
+SLUICE_ROCKETMQ_ENDPOINTS=$HOST:$PROXY_PORT
+SLUICE_ROCKETMQ_NAMESRV=$HOST:$NAMESRV_PORT
+SLUICE_ROCKETMQ_TOPIC=$TOPIC
+SLUICE_ROCKETMQ_DECISIONS=$DECISIONS
+EOT
+  mv -f -- "$RUN_DIR/rocketmq.env.tmp" "$RUN_DIR/rocketmq.env"
+  log "ready in $((SECONDS - t0))s; environment (also in $RUN_DIR/rocketmq.env):"
+  cat "$RUN_DIR/rocketmq.env"
+}
+
+cmd_status() {
+  local role pid
+  for role in namesrv broker proxy; do
+    if pid="$(live_pid "$role")"; then echo "$role pid $pid"; else echo "$role not running"; fi
+  done
+  [[ -f "$RUN_DIR/rocketmq.env" ]] && sed 's/^/  /' "$RUN_DIR/rocketmq.env"
+  return 0
+}
+
+usage() {
+  echo "usage: $0 install|start|stop|status" >&2
+  exit 2
+}
+
+[[ $# -eq 1 ]] || usage
+case "$1" in
+  install) cmd_install ;;
+  start) cmd_start ;;
+  stop) cmd_stop ;;
+  status) cmd_status ;;
+  *) usage ;;
+esac
