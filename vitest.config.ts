@@ -20,7 +20,7 @@ export default defineConfig({
     projects: [
       {
         resolve: { alias },
-        test: { name: 'unit', include: ['packages/*/src/**/*.test.ts', 'test/unit/**/*.test.ts'] },
+        test: { name: 'unit', include: ['packages/*/src/**/*.test.ts', 'bench/src/**/*.test.ts', 'test/unit/**/*.test.ts'] },
       },
       {
         resolve: { alias },

@@ -244,7 +244,7 @@ EOT
   wait_port "$NAMESRV_PORT" namesrv "$deadline"
 
   log "starting broker on $HOST:$BROKER_PORT"
-  ROCKETMQ_HOME="$HOME_DIR" launch broker "-Xms256m -Xmx768m -XX:MaxDirectMemorySize=512m" \
+  launch broker "-Xms256m -Xmx768m -XX:MaxDirectMemorySize=512m" \
     org.apache.rocketmq.broker.BrokerStartup -c "$MQ_DIR/broker.conf"
   wait_port "$BROKER_PORT" broker "$deadline"
 
@@ -264,14 +264,17 @@ EOT
     done
     printf '{"topicName":"%s","readQueueNums":1,"writeQueueNums":1,"perm":6,"attributes":{"+message.type":"NORMAL"}}]' "$DECISIONS"
   } >"$MQ_DIR/topics.json"
-  admin updateTopicList -b "$broker" -f "$MQ_DIR/topics.json" >"$MQ_DIR/admin-$((i++)).out" 2>&1 &
+  # The counter moves outside the redirections: those run in the background subshell.
+  admin updateTopicList -b "$broker" -f "$MQ_DIR/topics.json" >"$MQ_DIR/admin-$i.out" 2>&1 &
   pids+=($!)
-  admin updateTopic -b "$broker" -t "$TOPIC" -r 1 -w 1 -a +message.type=LITE >"$MQ_DIR/admin-$((i++)).out" 2>&1 &
+  i=$((i + 1))
+  admin updateTopic -b "$broker" -t "$TOPIC" -r 1 -w 1 -a +message.type=LITE >"$MQ_DIR/admin-$i.out" 2>&1 &
   pids+=($!)
   IFS=, read -r -a groups <<<"$GROUPS_CSV"
   for group in "${groups[@]}"; do
+    i=$((i + 1))
     admin updateSubGroup -b "$broker" -g "$group" -o true --attributes "+lite.bind.topic=$TOPIC" \
-      >"$MQ_DIR/admin-$((i++)).out" 2>&1 &
+      >"$MQ_DIR/admin-$i.out" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || failed=1; done

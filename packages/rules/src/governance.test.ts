@@ -1,5 +1,8 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { RulesError, compileRules, diffRuleSets, expressionProblem, mergeRuleSets } from './index.js';
+import { FileRuleStore, RulesError, compileRules, diffRuleSets, expressionProblem, mergeRuleSets } from './index.js';
 
 const GOVERNANCE = `
 governance:
@@ -112,5 +115,25 @@ describe('expressionProblem', () => {
     expect(expressionProblem('now() > 1')).toMatch(/^invalid CEL expression: /);
     expect(expressionProblem('requests')).toBe('must be a CEL expression of type bool, got int');
     expect(expressionProblem(`${'('.repeat(100)}true${')'.repeat(100)}`)).toMatch(/^invalid CEL expression: /);
+  });
+});
+
+describe('governance rules in the rule store', () => {
+  it('never records a version with an invalid expression, and records a valid one', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-governance-'));
+    const store = new FileRuleStore({ dir });
+    try {
+      const bad = GOVERNANCE.replace('errors > 20 &&', 'errors > "20" &&');
+      await expect(store.apply(bad, { author: 'ana', reason: 'typo' })).rejects.toMatchObject({
+        code: 'SLUICE_ERR_INVALID_RULES',
+        message: expect.stringContaining('rules.yaml: governance.rules.failing-paths.when: invalid CEL expression: '),
+      });
+      expect(await store.current()).toBeUndefined();
+      const v = await store.apply(GOVERNANCE, { author: 'ana', reason: 'governance' });
+      expect(Object.keys(v.ruleSet.governance).sort()).toEqual(['failing-paths', 'login-failures', 'search-burst']);
+    } finally {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

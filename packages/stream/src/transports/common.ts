@@ -13,12 +13,17 @@ export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024;
 /** Group names and prefixes: safe as Redis keys, NATS subject tokens and RocketMQ resource names. */
 const NAME_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 
+/** A short, safe rendering of a rejected value for an error message. */
+function describe(value: unknown): string {
+  return typeof value === 'number' || typeof value === 'boolean' ? String(value) : typeof value;
+}
+
 /** Rejects a partition count outside 1..1024. */
 export function checkPartitionCount(partitions: unknown): number {
   if (typeof partitions !== 'number' || !Number.isInteger(partitions) || partitions < 1 || partitions > MAX_PARTITIONS) {
     throw new TransportError(
       TransportErrorCodes.INVALID,
-      `partitions must be an integer in 1..${MAX_PARTITIONS}, got ${String(partitions)}`,
+      `partitions must be an integer in 1..${MAX_PARTITIONS}, got ${describe(partitions)}`,
     );
   }
   return partitions;
@@ -28,7 +33,7 @@ export function checkPartitionCount(partitions: unknown): number {
 export function checkBound(name: string, value: unknown, fallback: number, min: number, max: number): number {
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new TransportError(TransportErrorCodes.INVALID, `${name} must be an integer in ${min}..${max}, got ${String(value)}`);
+    throw new TransportError(TransportErrorCodes.INVALID, `${name} must be an integer in ${min}..${max}, got ${describe(value)}`);
   }
   return value;
 }
@@ -36,7 +41,10 @@ export function checkBound(name: string, value: unknown, fallback: number, min: 
 /** Rejects a name (group, prefix) that is not 1-64 characters of `[A-Za-z0-9_-]`. */
 export function checkName(kind: string, name: unknown): string {
   if (typeof name !== 'string' || !NAME_PATTERN.test(name)) {
-    throw new TransportError(TransportErrorCodes.INVALID, `${kind} must be 1-64 characters of [A-Za-z0-9_-], got ${JSON.stringify(name)}`);
+    throw new TransportError(
+      TransportErrorCodes.INVALID,
+      `${kind} must be 1-64 characters of [A-Za-z0-9_-], got ${JSON.stringify(name)}`,
+    );
   }
   return name;
 }
@@ -44,7 +52,10 @@ export function checkName(kind: string, name: unknown): string {
 /** Rejects a partition number outside `0..partitions-1`. */
 export function checkPartition(partition: unknown, partitions: number): number {
   if (typeof partition !== 'number' || !Number.isInteger(partition) || partition < 0 || partition >= partitions) {
-    throw new TransportError(TransportErrorCodes.INVALID, `partition must be an integer in 0..${partitions - 1}, got ${String(partition)}`);
+    throw new TransportError(
+      TransportErrorCodes.INVALID,
+      `partition must be an integer in 0..${partitions - 1}, got ${describe(partition)}`,
+    );
   }
   return partition;
 }
@@ -77,7 +88,10 @@ export function unavailable(what: string, cause: unknown): TransportError {
 export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new TransportError(TransportErrorCodes.UNAVAILABLE, `${what}: no answer within ${ms} ms`)), ms);
+    timer = setTimeout(
+      () => reject(new TransportError(TransportErrorCodes.UNAVAILABLE, `${what}: no answer within ${ms} ms`)),
+      ms,
+    );
     timer.unref();
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));

@@ -37,7 +37,12 @@ describe('MemoryTransport bounds', () => {
   });
 
   it('rejects malformed options with SLUICE_ERR_STREAM_INVALID', () => {
-    for (const options of [{ partitions: 0 }, { partitions: 1025 }, { partitions: 2, queueCapacity: 0 }, { partitions: 2, maxGroups: 1.5 }]) {
+    for (const options of [
+      { partitions: 0 },
+      { partitions: 1025 },
+      { partitions: 2, queueCapacity: 0 },
+      { partitions: 2, maxGroups: 1.5 },
+    ]) {
       expect(() => new MemoryTransport(options)).toThrow(expect.objectContaining({ code: TransportErrorCodes.INVALID }));
     }
   });

@@ -103,7 +103,8 @@ export class NatsTransport implements EventTransport {
       throw new TransportError(TransportErrorCodes.INVALID, 'servers must name at least one server');
     }
     const storage = options.storage ?? 'file';
-    if (storage !== 'file' && storage !== 'memory') throw new TransportError(TransportErrorCodes.INVALID, `storage must be file or memory`);
+    if (storage !== 'file' && storage !== 'memory')
+      throw new TransportError(TransportErrorCodes.INVALID, `storage must be file or memory`);
     const reconnectWaitMs = checkBound('reconnectWaitMs', options.reconnectWaitMs, 250, 1, 60_000);
     this.o = {
       partitions: this.partitions,
@@ -121,7 +122,11 @@ export class NatsTransport implements EventTransport {
       maxBatchBytes: checkBound('maxBatchBytes', options.maxBatchBytes, DEFAULT_MAX_BATCH_BYTES, 1, 64 * 1024 * 1024),
       maxMessageBytes: checkBound('maxMessageBytes', options.maxMessageBytes, DEFAULT_MAX_MESSAGE_BYTES, 1, 16 * 1024 * 1024),
     };
-    this.hooks = { onHandlerError: options.onHandlerError, onDecisionError: options.onDecisionError, onConsumeError: options.onConsumeError };
+    this.hooks = {
+      onHandlerError: options.onHandlerError,
+      onDecisionError: options.onDecisionError,
+      onConsumeError: options.onConsumeError,
+    };
     this.connectionOptions = options.connectionOptions ?? {};
   }
 
@@ -188,7 +193,11 @@ export class NatsTransport implements EventTransport {
     this.inFlight++;
     try {
       const { js } = await this.connected();
-      await withTimeout(js.publish(this.subject(partition), batch, { timeout: this.o.commandTimeoutMs }), this.o.commandTimeoutMs, 'publish');
+      await withTimeout(
+        js.publish(this.subject(partition), batch, { timeout: this.o.commandTimeoutMs }),
+        this.o.commandTimeoutMs,
+        'publish',
+      );
     } catch (err) {
       throw this.closed ? closedError(this.name) : unavailable('publish', err);
     } finally {

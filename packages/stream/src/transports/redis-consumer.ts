@@ -118,7 +118,11 @@ export class RedisStreamConsumer implements Subscription {
   /** Entries in the stream the group has not read yet (Redis >= 7), or undefined. */
   private async groupLag(): Promise<number | undefined> {
     try {
-      const groups = (await withTimeout(this.conn.call('XINFO', 'GROUPS', this.o.key), this.o.settings.commandTimeoutMs, 'lag')) as unknown[];
+      const groups = (await withTimeout(
+        this.conn.call('XINFO', 'GROUPS', this.o.key),
+        this.o.settings.commandTimeoutMs,
+        'lag',
+      )) as unknown[];
       for (const g of groups) {
         if (!Array.isArray(g)) continue;
         const fields = g as unknown[];

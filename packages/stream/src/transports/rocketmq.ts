@@ -66,7 +66,12 @@ type Compiled = Required<Omit<RocketMqTransportOptions, keyof TransportHooks>>;
 /** The client logs through this: errors go to the consume hook, the rest is dropped. */
 function clientLogger(hooks: TransportHooks) {
   const drop = (): void => {};
-  return { info: drop, debug: drop, warn: drop, error: (...args: unknown[]) => hooks.onConsumeError?.(new Error(args.map(String).join(' ')), -1) };
+  return {
+    info: drop,
+    debug: drop,
+    warn: drop,
+    error: (...args: unknown[]) => hooks.onConsumeError?.(new Error(args.map(String).join(' ')), -1),
+  };
 }
 
 /**
@@ -108,7 +113,11 @@ export class RocketMqTransport implements EventTransport {
       maxBatchBytes: checkBound('maxBatchBytes', options.maxBatchBytes, 1024 * 1024, 1, 4 * 1024 * 1024),
       maxMessageBytes: checkBound('maxMessageBytes', options.maxMessageBytes, DEFAULT_MAX_MESSAGE_BYTES, 1, 4 * 1024 * 1024),
     };
-    this.hooks = { onHandlerError: options.onHandlerError, onDecisionError: options.onDecisionError, onConsumeError: options.onConsumeError };
+    this.hooks = {
+      onHandlerError: options.onHandlerError,
+      onDecisionError: options.onDecisionError,
+      onConsumeError: options.onConsumeError,
+    };
   }
 
   private topic(partition: number): string {
@@ -116,14 +125,21 @@ export class RocketMqTransport implements EventTransport {
   }
 
   private clientOptions() {
-    return { endpoints: this.o.endpoints, namespace: '', requestTimeout: this.o.commandTimeoutMs, logger: clientLogger(this.hooks) };
+    return {
+      endpoints: this.o.endpoints,
+      namespace: '',
+      requestTimeout: this.o.commandTimeoutMs,
+      logger: clientLogger(this.hooks),
+    };
   }
 
   /** Starts the producer once; a failed start is retried by the next call. */
   private started(): Promise<Producer> {
     this.producer ??= (async () => {
-      const topics = [...Array.from({ length: this.partitions }, (_, p) => this.topic(p)), this.o.decisionsTopic];
-      const producer = new Producer({ ...this.clientOptions(), topics, maxAttempts: 1 });
+      // No topics up front: routes are fetched on first send. With several topics, client
+      // 1.0.8 can receive the proxy's settings before it starts waiting for them, and its
+      // startup then never completes.
+      const producer = new Producer({ ...this.clientOptions(), topics: [], maxAttempts: 1 });
       try {
         await producer.startup();
       } catch (err) {
@@ -172,7 +188,12 @@ export class RocketMqTransport implements EventTransport {
     checkPartition(partition, this.partitions);
     checkName('group', group);
     return this.startLoop(this.topic(partition), `${this.o.prefix}_${group}`, async (m) => {
-      await runHandler(handler, new Uint8Array(m.body.buffer, m.body.byteOffset, m.body.byteLength), { partition }, this.hooks.onHandlerError);
+      await runHandler(
+        handler,
+        new Uint8Array(m.body.buffer, m.body.byteOffset, m.body.byteLength),
+        { partition },
+        this.hooks.onHandlerError,
+      );
     });
   }
 
@@ -268,11 +289,16 @@ class RocketMqLoop implements Subscription {
           'receive',
         );
         attempt = 0;
+        // Each ack leaves as soon as its handler resolved; the next handler does not wait for
+        // the round trip, the next receive does.
+        const acks: Promise<void>[] = [];
         for (const m of messages) {
           if (signal.aborted) break;
           await this.onMessage(m);
-          await withTimeout(this.consumer.ack(m), this.o.commandTimeoutMs, 'ack');
+          acks.push(withTimeout(this.consumer.ack(m), this.o.commandTimeoutMs, 'ack'));
         }
+        const failed = (await Promise.allSettled(acks)).find((r) => r.status === 'rejected');
+        if (failed) throw failed.reason;
       } catch (err) {
         if (signal.aborted) break;
         this.hooks.onConsumeError?.(err, -1);

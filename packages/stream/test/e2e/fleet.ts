@@ -116,6 +116,7 @@ export class GatewayProcess extends Member {
 export interface AggregatorReport {
   readonly partitions: number[];
   readonly stats: {
+    batches: number;
     blocksSent: number;
     liftsSent: number;
     snapshotsRestored: number;

@@ -109,7 +109,20 @@ export function governanceScenario(
         const all = owned.flatMap((r) => r.partitions).sort();
         return owned.every((r) => r.partitions.length > 0) && all.length === PARTITIONS ? all : undefined;
       });
-    });
+      // Some brokers take a while before new consumer groups get messages: wait until both
+      // aggregators read batches (paths no rule counts, spread over the partitions).
+      let i = 0;
+      await until(
+        'both aggregators to read events',
+        async () => {
+          await everyGateway(gateways, `/warmup-${i++ % 16}`);
+          const reports = await Promise.all(aggregators.map((a) => a.report()));
+          return reports.every((r) => r.stats.batches > 0) ? reports : undefined;
+        },
+        45_000,
+        200,
+      );
+    }, 60_000);
 
     afterAll(async () => {
       await Promise.all([...gateways, ...aggregators].map((p) => p.close()));

@@ -225,10 +225,14 @@ export function runTransportConformance(target: TransportTarget): void {
       await expect(t.subscribeDecisions(() => {})).rejects.toMatchObject(closed);
       await r.sub.stop();
       // Sockets close asynchronously after the client let go of them.
-      await waitFor(() => {
-        const now = handleCounts();
-        return now.sockets <= before.sockets && now.timers <= before.timers;
-      }, 'handles released', 10_000);
+      await waitFor(
+        () => {
+          const now = handleCounts();
+          return now.sockets <= before.sockets && now.timers <= before.timers;
+        },
+        'handles released',
+        10_000,
+      );
     });
 
     if (target.makeCuttable) {
@@ -259,6 +263,23 @@ export function runTransportConformance(target: TransportTarget): void {
           await r.sub.stop();
         } finally {
           await c.transport.close();
+          await c.dispose();
+        }
+      });
+
+      it('closes while the server is away, stopping consumers and subscriptions', async () => {
+        const c = await makeCuttable(newPrefix());
+        try {
+          const t = c.transport;
+          const r = await recorder(t, 1, 'outage');
+          await t.subscribeDecisions(() => {});
+          await t.publish(1, seqBatch(0));
+          await waitFor(() => r.seen.includes(0), 'batch before the outage');
+          await c.down();
+          // Resolves (the test's timeout is the bound) although no server answers.
+          await t.close();
+          await expect(t.publish(1, seqBatch(1))).rejects.toMatchObject({ code: TransportErrorCodes.CLOSED });
+        } finally {
           await c.dispose();
         }
       });
