@@ -24,6 +24,9 @@
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source-path=SCRIPTDIR source=lib/daemon.sh
+. "$REPO_ROOT/scripts/lib/daemon.sh"
+LOG_TAG=redis-servers
 RUN_DIR="${SLUICE_RUN_DIR:-$REPO_ROOT/.run/redis}"
 HOST=127.0.0.1
 STANDALONE_PORT="${SLUICE_REDIS_PORT:-6390}"
@@ -41,24 +44,12 @@ for ((i = 0; i < CLUSTER_SIZE; i++)); do
 done
 ALL_PORTS=("$STANDALONE_PORT" "${CLUSTER_PORTS[@]}")
 
-log() { printf '[redis-servers] %s\n' "$*" >&2; }
-die() {
-  log "ERROR: $*"
-  exit 1
-}
-
 # redis-cli against one local port. stdin is closed so that nothing can ever
 # block waiting for input (CI has no stdin).
 rcli() {
   local port="$1"
   shift
   redis-cli -h "$HOST" -p "$port" "$@" </dev/null
-}
-
-# True if something accepts TCP connections on 127.0.0.1:$1. Uses bash's
-# /dev/tcp so it works without ss/netstat/lsof being installed.
-port_in_use() {
-  (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null
 }
 
 # ---------------------------------------------------------------------------
@@ -77,23 +68,7 @@ cmd_install() {
   command -v apt-get >/dev/null ||
     die "redis-server/redis-cli not found and apt-get is unavailable; install Redis >= 7 manually"
 
-  local sudo=()
-  if [[ "$(id -u)" -ne 0 ]]; then
-    command -v sudo >/dev/null || die "need root or sudo to install redis"
-    sudo=(sudo)
-  fi
-
-  log "installing redis-server and redis-tools via apt-get"
-  # DEBIAN_FRONTEND=noninteractive: no debconf prompts (there is no stdin in
-  # CI). The lock timeout makes us wait for, rather than fail on, another apt
-  # process (e.g. unattended-upgrades on a fresh VM). env(1) is used so the
-  # variable survives sudo.
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get -o DPkg::Lock::Timeout=300 update </dev/null
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends \
-    redis-server redis-tools </dev/null
-
+  apt_install redis "redis-server and redis-tools" redis-server redis-tools
   have_redis || die "apt-get finished but redis-server/redis-cli are still not on PATH"
   log "installed: $(redis-server --version | head -n1)"
 }
@@ -127,34 +102,14 @@ server_dirs() {
   return 0
 }
 
-# True if $1 is a running process. A zombie does not count: an exited
-# daemon is reparented to PID 1, and until PID 1 reaps it (which some
-# container init processes do lazily, taking seconds) `kill -0` still
-# succeeds even though the server is gone and its ports are free.
-is_running() {
-  local state
-  kill -0 "$1" 2>/dev/null || return 1
-  state="$(ps -o stat= -p "$1" 2>/dev/null || true)"
-  [[ -n "$state" && "$state" != Z* ]]
-}
-
 # Prints the PID recorded in $1/pid if that process is still alive *and* is a
-# redis-server. The name check guards against a stale pidfile whose PID the
-# OS has since handed to an unrelated process (e.g. after a SIGKILL, when
-# Redis could not remove its pidfile).
+# redis-server.
 live_pid() {
-  local pidfile="$1/pid" pid cmd
-  [[ -f "$pidfile" ]] || return 1
-  pid="$(tr -dc '0-9' <"$pidfile")"
-  [[ -n "$pid" ]] || return 1
-  is_running "$pid" || return 1
-  cmd="$(ps -p "$pid" -o args= 2>/dev/null || true)"
-  [[ "$cmd" == *redis-server* ]] || return 1
-  printf '%s\n' "$pid"
+  pidfile_pid "$1/pid" '*redis-server*'
 }
 
 cmd_stop() {
-  local dir pid pids=() remaining
+  local dir pid pids=() dirs=()
 
   while IFS= read -r dir; do
     if pid="$(live_pid "$dir")"; then
@@ -166,36 +121,14 @@ cmd_stop() {
     log "stopping redis-server pids: ${pids[*]}"
     # Signal everything first and wait collectively, so stopping 7 servers
     # costs one wait rather than seven.
-    kill -TERM "${pids[@]}" 2>/dev/null || true
-    remaining=("${pids[@]}")
-    local deadline=$((SECONDS + STOP_TIMEOUT))
-    while ((${#remaining[@]} > 0 && SECONDS < deadline)); do
-      sleep 0.1
-      local still=()
-      for pid in "${remaining[@]}"; do
-        is_running "$pid" && still+=("$pid")
-      done
-      remaining=("${still[@]+"${still[@]}"}")
-    done
-    if ((${#remaining[@]} > 0)); then
-      log "still running after ${STOP_TIMEOUT}s, sending SIGKILL: ${remaining[*]}"
-      kill -KILL "${remaining[@]}" 2>/dev/null || true
-      # SIGKILL is asynchronous; give the kernel a moment (bounded) to
-      # release the ports so an immediate restart can bind them.
-      deadline=$((SECONDS + 5))
-      for pid in "${remaining[@]}"; do
-        while is_running "$pid" && ((SECONDS < deadline)); do sleep 0.05; done
-      done
-    fi
+    terminate_pids "$STOP_TIMEOUT" list "${pids[@]}"
   fi
 
   # Remove data dirs (pidfiles, logs, nodes.conf) so the next start is fresh.
   while IFS= read -r dir; do
-    rm -rf -- "$dir"
+    dirs+=("$dir")
   done < <(server_dirs)
-  rm -f -- "$RUN_DIR/env"
-  # Only removes the run dir if we emptied it; never deletes foreign files.
-  rmdir -- "$RUN_DIR" 2>/dev/null || true
+  remove_run_state "$RUN_DIR" "${dirs[@]+"${dirs[@]}"}" "$RUN_DIR/env"
 
   log "stopped"
 }
@@ -204,25 +137,14 @@ cmd_stop() {
 # start
 # ---------------------------------------------------------------------------
 
-dump_logs() {
+# What fail_start shows before it takes down whatever did start.
+dump_start_logs() {
   local dir
   while IFS= read -r dir; do
-    if [[ -f "$dir/redis.log" ]]; then
-      log "---- last lines of $dir/redis.log ----"
-      tail -n 30 "$dir/redis.log" >&2 || true
-    fi
+    log_tail "$dir/redis.log" 30
   done < <(server_dirs)
-}
-
-# Called when start cannot complete: show why, then take down whatever did
-# start so a failed start never leaks background servers.
-fail_start() {
-  log "ERROR: $*"
-  dump_logs
   log "cluster view from :${CLUSTER_BASE_PORT}:"
   rcli "$CLUSTER_BASE_PORT" cluster nodes >&2 2>/dev/null || true
-  cmd_stop || true
-  exit 1
 }
 
 check_ports_free() {
@@ -383,15 +305,10 @@ cmd_start() {
     IFS=,
     echo "${nodes[*]}"
   )"
-  # Write via a temp file + rename so a reader never sees a half-written env.
-  cat >"$RUN_DIR/env.tmp" <<EOF
+  publish_env "$RUN_DIR/env" "ready in $(elapsed_since "$t0")s" <<EOF
 SLUICE_REDIS_URL=redis://$HOST:$STANDALONE_PORT
 SLUICE_REDIS_CLUSTER_NODES=$cluster_nodes
 EOF
-  mv -f -- "$RUN_DIR/env.tmp" "$RUN_DIR/env"
-
-  log "ready in $(elapsed_since "$t0")s; environment (also in $RUN_DIR/env):"
-  cat "$RUN_DIR/env"
 }
 
 # ---------------------------------------------------------------------------
@@ -421,22 +338,10 @@ cmd_status() {
   ((found)) || echo "  no servers started by this script"
   if [[ -f "$RUN_DIR/env" ]]; then
     echo "env ($RUN_DIR/env):"
-    sed 's/^/  /' "$RUN_DIR/env"
+    print_env_indented "$RUN_DIR/env"
   fi
 }
 
 # ---------------------------------------------------------------------------
 
-usage() {
-  echo "usage: $0 install|start|stop|status" >&2
-  exit 2
-}
-
-[[ $# -eq 1 ]] || usage
-case "$1" in
-  install) cmd_install ;;
-  start) cmd_start ;;
-  stop) cmd_stop ;;
-  status) cmd_status ;;
-  *) usage ;;
-esac
+daemon_main "$@"

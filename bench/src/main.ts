@@ -37,6 +37,9 @@ import { stopServiceChildren } from './service-children.js';
 import { runService, type ServiceCell } from './service.js';
 import { serviceTable } from './service-table.js';
 import { findWrk } from './service-wrk.js';
+import { gatewayOverheadTable, runGatewayOverhead } from './gateway-overhead.js';
+import { governanceLatencyTable, runGovernanceLatency } from './governance-latency.js';
+import { runStreamThroughput, streamThroughputTable } from './stream-throughput.js';
 import { summaryTable } from './summary.js';
 import { renderTable, type Table } from './table.js';
 import { coalescingTable, runThroughput, throughputTable, type ThroughputRow } from './throughput.js';
@@ -195,12 +198,51 @@ async function servicePart(options: BenchOptions, redisUrl: string, runId: strin
   return cells;
 }
 
+async function gatewayPart(options: BenchOptions): Promise<void> {
+  progress('gateway middleware overhead...');
+  await settle();
+  const sizes = options.mode.name === 'quick' ? { requests: 200_000, rounds: 5 } : { requests: 1_000_000, rounds: 7 };
+  print(gatewayOverheadTable(await runGatewayOverhead(sizes)));
+}
+
+/** NATS and RocketMQ cells run when their servers are given (scripts/nats-server.sh, rocketmq-server.sh). */
+async function streamPart(options: BenchOptions, redisUrl: string, runId: string): Promise<void> {
+  progress('event stream throughput...');
+  await settle();
+  const settings = {
+    redisUrl,
+    natsUrl: process.env.SLUICE_NATS_URL,
+    rocketMqEndpoints: process.env.SLUICE_ROCKETMQ_ENDPOINTS,
+    partitions: 4,
+    inFlight: 32,
+    warmupMs: options.mode.name === 'quick' ? 500 : 1000,
+    measureMs: options.mode.name === 'quick' ? 2000 : 5000,
+    runId,
+  };
+  print(streamThroughputTable(await runStreamThroughput(settings), settings));
+}
+
+async function governancePart(options: BenchOptions, redisUrl: string, runId: string): Promise<void> {
+  progress('governance latency...');
+  await settle();
+  const settings = {
+    redisUrl,
+    runId,
+    gateways: 4,
+    partitions: 8,
+    bursts: options.mode.name === 'quick' ? 5 : 20,
+    limit: 200,
+    tickMs: 100,
+  };
+  print(governanceLatencyTable(await runGovernanceLatency(settings, progress), settings));
+}
+
 async function main(): Promise<void> {
   const options = parseOptions(process.argv.slice(2), process.env);
   const runId = randomBytes(4).toString('hex');
   // The outage and cluster parts start servers of their own.
-  const needsRedis = (['throughput', 'leases', 'accuracy', 'lease-accuracy', 'service'] as const).some((p) =>
-    options.parts.has(p),
+  const needsRedis = (['throughput', 'leases', 'accuracy', 'lease-accuracy', 'service', 'stream', 'governance'] as const).some(
+    (p) => options.parts.has(p),
   );
   let server: ThrowawayRedis | undefined;
   const onSignal = (signal: NodeJS.Signals) => {
@@ -241,6 +283,9 @@ async function main(): Promise<void> {
     const cluster = options.parts.has('cluster') ? await clusterPart(options, runId) : undefined;
     const memory = options.parts.has('memory') ? await memoryPart(options) : undefined;
     if (options.parts.has('service')) await servicePart(options, redisUrl!, runId);
+    if (options.parts.has('gateway')) await gatewayPart(options);
+    if (options.parts.has('stream')) await streamPart(options, redisUrl!, runId);
+    if (options.parts.has('governance')) await governancePart(options, redisUrl!, runId);
     print(summaryTable({ throughput, leases, accuracy, leaseAccuracy, outage, cluster, memory }));
   } finally {
     await stopServiceChildren();

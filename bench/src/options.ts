@@ -5,13 +5,25 @@
  *   --redis URL          Redis to measure against; default $SLUICE_REDIS_URL, else a throwaway
  *                        redis-server started (and stopped) by the bench
  *   --only a,b           run only some parts: throughput, leases, accuracy, lease-accuracy, outage,
- *                        cluster, memory, service
+ *                        cluster, memory, service, gateway, stream, governance
  *   BENCH_WRK            the wrk binary of the service part's HTTP load (default: wrk on PATH);
  *                        `none`: Node load processes instead
  */
 
 /** The parts of the benchmark, in the order they run. */
-export const PARTS = ['throughput', 'leases', 'accuracy', 'lease-accuracy', 'outage', 'cluster', 'memory', 'service'] as const;
+export const PARTS = [
+  'throughput',
+  'leases',
+  'accuracy',
+  'lease-accuracy',
+  'outage',
+  'cluster',
+  'memory',
+  'service',
+  'gateway',
+  'stream',
+  'governance',
+] as const;
 export type Part = (typeof PARTS)[number];
 
 /** How long each part runs. */
