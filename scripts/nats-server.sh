@@ -19,6 +19,9 @@
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source-path=SCRIPTDIR source=lib/daemon.sh
+. "$REPO_ROOT/scripts/lib/daemon.sh"
+LOG_TAG=nats-server
 RUN_DIR="${SLUICE_RUN_DIR:-$REPO_ROOT/.run/redis}"
 NATS_DIR="$RUN_DIR/nats"
 HOST=127.0.0.1
@@ -26,85 +29,35 @@ PORT="${SLUICE_NATS_PORT:-4222}"
 START_TIMEOUT="${SLUICE_NATS_START_TIMEOUT:-30}"
 STOP_TIMEOUT=10
 
-log() { printf '[nats-server] %s\n' "$*" >&2; }
-die() {
-  log "ERROR: $*"
-  exit 1
-}
-
-# True if something accepts TCP connections on 127.0.0.1:$1 (bash /dev/tcp, no ss/lsof needed).
-port_in_use() {
-  (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null
-}
-
 cmd_install() {
   if command -v nats-server >/dev/null; then
     log "nats-server already installed: $(nats-server --version)"
     return 0
   fi
   command -v apt-get >/dev/null || die "nats-server not found and apt-get is unavailable; install nats-server >= 2.9 manually"
-  local sudo=()
-  if [[ "$(id -u)" -ne 0 ]]; then
-    command -v sudo >/dev/null || die "need root or sudo to install nats-server"
-    sudo=(sudo)
-  fi
-  log "installing nats-server via apt-get"
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update </dev/null
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends nats-server </dev/null
+  apt_install nats-server nats-server nats-server
   command -v nats-server >/dev/null || die "apt-get finished but nats-server is still not on PATH"
   log "installed: $(nats-server --version)"
 }
 
-# True if $1 is a live (non-zombie) process.
-is_running() {
-  local state
-  kill -0 "$1" 2>/dev/null || return 1
-  state="$(ps -o stat= -p "$1" 2>/dev/null || true)"
-  [[ -n "$state" && "$state" != Z* ]]
-}
-
-# The PID in our pidfile if that process is alive and is a nats-server (a stale pidfile's PID
-# may belong to an unrelated process by now).
+# The PID in our pidfile if that process is alive and is a nats-server.
 live_pid() {
-  local pid cmd
-  [[ -f "$NATS_DIR/pid" ]] || return 1
-  pid="$(tr -dc '0-9' <"$NATS_DIR/pid")"
-  [[ -n "$pid" ]] || return 1
-  is_running "$pid" || return 1
-  cmd="$(ps -p "$pid" -o args= 2>/dev/null || true)"
-  [[ "$cmd" == *nats-server* ]] || return 1
-  printf '%s\n' "$pid"
+  pidfile_pid "$NATS_DIR/pid" '*nats-server*'
 }
 
 cmd_stop() {
   local pid
   if pid="$(live_pid)"; then
     log "stopping nats-server pid $pid"
-    kill -TERM "$pid" 2>/dev/null || true
-    local deadline=$((SECONDS + STOP_TIMEOUT))
-    while is_running "$pid" && ((SECONDS < deadline)); do sleep 0.1; done
-    if is_running "$pid"; then
-      log "still running after ${STOP_TIMEOUT}s, sending SIGKILL"
-      kill -KILL "$pid" 2>/dev/null || true
-      deadline=$((SECONDS + 5))
-      while is_running "$pid" && ((SECONDS < deadline)); do sleep 0.05; done
-    fi
+    terminate_pids "$STOP_TIMEOUT" plain "$pid"
   fi
-  rm -rf -- "$NATS_DIR"
-  rm -f -- "$RUN_DIR/nats.env"
-  rmdir -- "$RUN_DIR" 2>/dev/null || true
+  remove_run_state "$RUN_DIR" "$NATS_DIR" "$RUN_DIR/nats.env"
   log "stopped"
 }
 
-fail_start() {
-  log "ERROR: $*"
-  if [[ -f "$NATS_DIR/nats.log" ]]; then
-    log "---- last lines of $NATS_DIR/nats.log ----"
-    tail -n 30 "$NATS_DIR/nats.log" >&2 || true
-  fi
-  cmd_stop || true
-  exit 1
+# What fail_start shows before it stops the server.
+dump_start_logs() {
+  log_tail "$NATS_DIR/nats.log" 30
 }
 
 # Ready = the log says the server (with JetStream) is up and it answers PING with PONG on
@@ -136,12 +89,9 @@ cmd_start() {
     ((SECONDS < deadline)) || fail_start "nats-server did not become ready within ${START_TIMEOUT}s"
     sleep 0.1
   done
-  cat >"$RUN_DIR/nats.env.tmp" <<EOT
+  publish_env "$RUN_DIR/nats.env" ready <<EOT
 SLUICE_NATS_URL=nats://$HOST:$PORT
 EOT
-  mv -f -- "$RUN_DIR/nats.env.tmp" "$RUN_DIR/nats.env"
-  log "ready; environment (also in $RUN_DIR/nats.env):"
-  cat "$RUN_DIR/nats.env"
 }
 
 cmd_status() {
@@ -151,20 +101,7 @@ cmd_status() {
   else
     echo "nats-server not running (run dir $NATS_DIR)"
   fi
-  [[ -f "$RUN_DIR/nats.env" ]] && sed 's/^/  /' "$RUN_DIR/nats.env"
-  return 0
+  print_env_indented "$RUN_DIR/nats.env"
 }
 
-usage() {
-  echo "usage: $0 install|start|stop|status" >&2
-  exit 2
-}
-
-[[ $# -eq 1 ]] || usage
-case "$1" in
-  install) cmd_install ;;
-  start) cmd_start ;;
-  stop) cmd_stop ;;
-  status) cmd_status ;;
-  *) usage ;;
-esac
+daemon_main "$@"

@@ -35,6 +35,9 @@
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source-path=SCRIPTDIR source=lib/daemon.sh
+. "$REPO_ROOT/scripts/lib/daemon.sh"
+LOG_TAG=rocketmq-server
 RUN_DIR="${SLUICE_RUN_DIR:-$REPO_ROOT/.run/redis}"
 MQ_DIR="$RUN_DIR/rocketmq"
 TOOLS_DIR="${SLUICE_TOOLS_DIR:-$HOME/.cache/sluice/tools}"
@@ -54,16 +57,6 @@ PARTITIONS="${SLUICE_ROCKETMQ_PARTITIONS:-16}"
 GROUPS_CSV="${SLUICE_ROCKETMQ_GROUPS:-sluice-aggregators}"
 START_TIMEOUT="${SLUICE_ROCKETMQ_START_TIMEOUT:-180}"
 STOP_TIMEOUT=20
-
-log() { printf '[rocketmq-server] %s\n' "$*" >&2; }
-die() {
-  log "ERROR: $*"
-  exit 1
-}
-
-port_in_use() {
-  (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null
-}
 
 # ---------------------------------------------------------------------------
 # install
@@ -94,23 +87,10 @@ cmd_install() {
 # stop
 # ---------------------------------------------------------------------------
 
-is_running() {
-  local state
-  kill -0 "$1" 2>/dev/null || return 1
-  state="$(ps -o stat= -p "$1" 2>/dev/null || true)"
-  [[ -n "$state" && "$state" != Z* ]]
-}
-
-# PID from $MQ_DIR/$1.pid if alive and a java process started for this role.
+# PID from $MQ_DIR/$1.pid if alive and a java process started for this role (roles are
+# plain words, so they are safe inside the glob).
 live_pid() {
-  local pid cmd
-  [[ -f "$MQ_DIR/$1.pid" ]] || return 1
-  pid="$(tr -dc '0-9' <"$MQ_DIR/$1.pid")"
-  [[ -n "$pid" ]] || return 1
-  is_running "$pid" || return 1
-  cmd="$(ps -p "$pid" -o args= 2>/dev/null || true)"
-  [[ "$cmd" == *java*"-Dsluice.role=$1"* ]] || return 1
-  printf '%s\n' "$pid"
+  pidfile_pid "$MQ_DIR/$1.pid" "*java*-Dsluice.role=$1*"
 }
 
 cmd_stop() {
@@ -120,21 +100,9 @@ cmd_stop() {
   done
   if ((${#pids[@]} > 0)); then
     log "stopping pids: ${pids[*]}"
-    kill -TERM "${pids[@]}" 2>/dev/null || true
-    local deadline=$((SECONDS + STOP_TIMEOUT))
-    for pid in "${pids[@]}"; do
-      while is_running "$pid" && ((SECONDS < deadline)); do sleep 0.2; done
-      if is_running "$pid"; then
-        log "pid $pid still running after ${STOP_TIMEOUT}s, sending SIGKILL"
-        kill -KILL "$pid" 2>/dev/null || true
-        local kill_deadline=$((SECONDS + 5))
-        while is_running "$pid" && ((SECONDS < kill_deadline)); do sleep 0.1; done
-      fi
-    done
+    terminate_pids "$STOP_TIMEOUT" each "${pids[@]}"
   fi
-  rm -rf -- "$MQ_DIR"
-  rm -f -- "$RUN_DIR/rocketmq.env"
-  rmdir -- "$RUN_DIR" 2>/dev/null || true
+  remove_run_state "$RUN_DIR" "$MQ_DIR" "$RUN_DIR/rocketmq.env"
   log "stopped"
 }
 
@@ -142,22 +110,13 @@ cmd_stop() {
 # start
 # ---------------------------------------------------------------------------
 
-dump_logs() {
+# What fail_start shows before it stops the three JVMs.
+dump_start_logs() {
   local f
   for f in "$MQ_DIR"/namesrv.out "$MQ_DIR"/broker.out "$MQ_DIR"/proxy.out "$MQ_DIR"/home/logs/rocketmqlogs/proxy.log \
     "$MQ_DIR"/home/logs/rocketmqlogs/broker.log "$MQ_DIR"/home/logs/rocketmqlogs/namesrv.log; do
-    if [[ -f "$f" ]]; then
-      log "---- last lines of $f ----"
-      tail -n 25 "$f" >&2 || true
-    fi
+    log_tail "$f" 25
   done
-}
-
-fail_start() {
-  log "ERROR: $*"
-  dump_logs
-  cmd_stop || true
-  exit 1
 }
 
 classpath() {
@@ -290,15 +249,12 @@ EOT
     sleep 1
   done
 
-  cat >"$RUN_DIR/rocketmq.env.tmp" <<EOT
+  publish_env "$RUN_DIR/rocketmq.env" "ready in $((SECONDS - t0))s" <<EOT
 SLUICE_ROCKETMQ_ENDPOINTS=$HOST:$PROXY_PORT
 SLUICE_ROCKETMQ_NAMESRV=$HOST:$NAMESRV_PORT
 SLUICE_ROCKETMQ_TOPIC=$TOPIC
 SLUICE_ROCKETMQ_DECISIONS=$DECISIONS
 EOT
-  mv -f -- "$RUN_DIR/rocketmq.env.tmp" "$RUN_DIR/rocketmq.env"
-  log "ready in $((SECONDS - t0))s; environment (also in $RUN_DIR/rocketmq.env):"
-  cat "$RUN_DIR/rocketmq.env"
 }
 
 cmd_status() {
@@ -306,20 +262,7 @@ cmd_status() {
   for role in namesrv broker proxy; do
     if pid="$(live_pid "$role")"; then echo "$role pid $pid"; else echo "$role not running"; fi
   done
-  [[ -f "$RUN_DIR/rocketmq.env" ]] && sed 's/^/  /' "$RUN_DIR/rocketmq.env"
-  return 0
+  print_env_indented "$RUN_DIR/rocketmq.env"
 }
 
-usage() {
-  echo "usage: $0 install|start|stop|status" >&2
-  exit 2
-}
-
-[[ $# -eq 1 ]] || usage
-case "$1" in
-  install) cmd_install ;;
-  start) cmd_start ;;
-  stop) cmd_stop ;;
-  status) cmd_status ;;
-  *) usage ;;
-esac
+daemon_main "$@"

@@ -25,6 +25,9 @@
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source-path=SCRIPTDIR source=lib/daemon.sh
+. "$REPO_ROOT/scripts/lib/daemon.sh"
+LOG_TAG=temporal-server
 RUN_DIR="${SLUICE_RUN_DIR:-$REPO_ROOT/.run/redis}"
 STATE_DIR="$RUN_DIR/temporal"
 TOOLS_DIR="${SLUICE_TOOLS_DIR:-$HOME/.cache/sluice/tools}"
@@ -34,22 +37,6 @@ HOST=127.0.0.1
 PORT="${SLUICE_TEMPORAL_PORT:-7233}"
 START_TIMEOUT="${SLUICE_TEMPORAL_START_TIMEOUT:-60}"
 STOP_TIMEOUT=10
-
-log() { printf '[temporal-server] %s\n' "$*" >&2; }
-die() {
-  log "ERROR: $*"
-  exit 1
-}
-
-port_in_use() {
-  (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null
-}
-
-# A free loopback port, picked by the kernel (python3 is not guaranteed; node is,
-# since the tests need it).
-free_port() {
-  node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close();});'
-}
 
 # ---------------------------------------------------------------------------
 # install
@@ -72,43 +59,18 @@ cmd_install() {
 # stop
 # ---------------------------------------------------------------------------
 
-is_running() {
-  local state
-  kill -0 "$1" 2>/dev/null || return 1
-  state="$(ps -o stat= -p "$1" 2>/dev/null || true)"
-  [[ -n "$state" && "$state" != Z* ]]
-}
-
-# The recorded pid, if that process is alive and is a temporal binary (guards
-# against a stale pidfile whose pid was reused).
+# The recorded pid, if that process is alive and is a temporal binary.
 live_pid() {
-  local pid cmd
-  [[ -f "$STATE_DIR/pid" ]] || return 1
-  pid="$(tr -dc '0-9' <"$STATE_DIR/pid")"
-  [[ -n "$pid" ]] || return 1
-  is_running "$pid" || return 1
-  cmd="$(ps -p "$pid" -o args= 2>/dev/null || true)"
-  [[ "$cmd" == *temporal* ]] || return 1
-  printf '%s\n' "$pid"
+  pidfile_pid "$STATE_DIR/pid" '*temporal*'
 }
 
 cmd_stop() {
   local pid
   if pid="$(live_pid)"; then
     log "stopping temporal pid $pid"
-    kill -TERM "$pid" 2>/dev/null || true
-    local deadline=$((SECONDS + STOP_TIMEOUT))
-    while is_running "$pid" && ((SECONDS < deadline)); do sleep 0.1; done
-    if is_running "$pid"; then
-      log "still running after ${STOP_TIMEOUT}s, sending SIGKILL"
-      kill -KILL "$pid" 2>/dev/null || true
-      deadline=$((SECONDS + 5))
-      while is_running "$pid" && ((SECONDS < deadline)); do sleep 0.05; done
-    fi
+    terminate_pids "$STOP_TIMEOUT" plain "$pid"
   fi
-  rm -rf -- "$STATE_DIR"
-  rm -f -- "$RUN_DIR/temporal.env"
-  rmdir -- "$RUN_DIR" 2>/dev/null || true
+  remove_run_state "$RUN_DIR" "$STATE_DIR" "$RUN_DIR/temporal.env"
   log "stopped"
 }
 
@@ -116,14 +78,9 @@ cmd_stop() {
 # start
 # ---------------------------------------------------------------------------
 
-fail_start() {
-  log "ERROR: $*"
-  if [[ -f "$STATE_DIR/temporal.log" ]]; then
-    log "---- last lines of $STATE_DIR/temporal.log ----"
-    tail -n 40 "$STATE_DIR/temporal.log" >&2 || true
-  fi
-  cmd_stop || true
-  exit 1
+# What fail_start shows before it stops the server.
+dump_start_logs() {
+  log_tail "$STATE_DIR/temporal.log" 40
 }
 
 # Ready = the frontend answers a namespace call for "default" (created at
@@ -165,12 +122,9 @@ cmd_start() {
     sleep 0.2
   done
 
-  cat >"$RUN_DIR/temporal.env.tmp" <<EOF
+  publish_env "$RUN_DIR/temporal.env" "ready (pid $pid)" <<EOF
 SLUICE_TEMPORAL_ADDRESS=$HOST:$PORT
 EOF
-  mv -f -- "$RUN_DIR/temporal.env.tmp" "$RUN_DIR/temporal.env"
-  log "ready (pid $pid); environment (also in $RUN_DIR/temporal.env):"
-  cat "$RUN_DIR/temporal.env"
 }
 
 cmd_status() {
@@ -180,20 +134,7 @@ cmd_status() {
   else
     echo "temporal not running (run dir $RUN_DIR)"
   fi
-  [[ -f "$RUN_DIR/temporal.env" ]] && sed 's/^/  /' "$RUN_DIR/temporal.env"
-  return 0
+  print_env_indented "$RUN_DIR/temporal.env"
 }
 
-usage() {
-  echo "usage: $0 install|start|stop|status" >&2
-  exit 2
-}
-
-[[ $# -eq 1 ]] || usage
-case "$1" in
-  install) cmd_install ;;
-  start) cmd_start ;;
-  stop) cmd_stop ;;
-  status) cmd_status ;;
-  *) usage ;;
-esac
+daemon_main "$@"

@@ -4,10 +4,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomPrefix, redisUrl } from '../../../test/env.js';
 import { eventually, liveHandles, rulesFile, spawnServe, type Serve } from './support.js';
 
-// Fixed ports: the service comes back where the client expects it.
-const PORT = 18120;
-const GRPC_PORT = 18121;
-
 const RULES = `
 resources:
   api:local: { limits: { algorithm: fixed-window, limit: 40, windowMs: 600000 }, onStoreFailure: local }
@@ -22,7 +18,14 @@ resources:
 describe('the service goes away (SIGKILL) and comes back', () => {
   const rules = rulesFile(RULES);
   const prefix = randomPrefix('client-outage');
-  const start = () => spawnServe({ rules: rules.path, port: PORT, grpcPort: GRPC_PORT, redis: redisUrl(), prefix });
+  // The first start takes a free port; the restart reuses it, so the service comes back where
+  // the client expects it.
+  let port = 0;
+  const start = async () => {
+    const s = await spawnServe({ rules: rules.path, port, redis: redisUrl(), prefix });
+    port = Number(new URL(s.url).port);
+    return s;
+  };
   const unhandled: unknown[] = [];
   const onUnhandled = (reason: unknown) => unhandled.push(reason);
   let serve: Serve | undefined;
