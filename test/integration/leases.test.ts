@@ -36,8 +36,13 @@ it('four processes with leases keep one global limit', async () => {
   const seconds = durationMs / 1000;
   // Bound with leases (ttl 200 ms): burst + limit * (1 s + 0.2 s) in any 1 s window.
   expect(maxInWindow(times, 1000)).toBeLessThanOrEqual(100 + 1200);
-  // Over the whole run nothing beyond burst + limit * duration can pass.
-  expect(times.length).toBeLessThanOrEqual(100 + 1000 * seconds);
+  // Over the whole run nothing beyond burst + limit * (time from the first reservation to the
+  // last) can pass. Measured as the span of the recorded admissions, not the nominal duration: a
+  // worker whose event loop is late on a busy machine admits a little after its 4 s are up, with
+  // permits the bucket refilled meanwhile. The first admission is recorded a round trip (and
+  // any event-loop delay) after Redis granted its reservation, so allow 50 ms of refill for that.
+  const spanSeconds = (times[times.length - 1]! - times[0]!) / 1000;
+  expect(times.length).toBeLessThanOrEqual(100 + Math.ceil(1000 * (spanSeconds + 0.05)));
   // Excess demand uses nearly the whole limit.
   expect(times.length).toBeGreaterThanOrEqual(0.9 * 1000 * seconds);
 });
