@@ -25,6 +25,21 @@ export function redisClusterNodes(): { host: string; port: number }[] {
     });
 }
 
+/** URL of the NATS server (JetStream enabled), e.g. nats://127.0.0.1:4222. */
+export function natsUrl(): string {
+  return required('SLUICE_NATS_URL');
+}
+
+/** RocketMQ proxy endpoints (gRPC), e.g. 127.0.0.1:18081. */
+export function rocketMqEndpoints(): string {
+  return required('SLUICE_ROCKETMQ_ENDPOINTS');
+}
+
+/** host:port of the Temporal frontend. */
+export function temporalAddress(): string {
+  return required('SLUICE_TEMPORAL_ADDRESS');
+}
+
 /** A random prefix so tests never see each other's keys. */
 export function randomPrefix(label = 't'): string {
   return `${label}:${Math.random().toString(36).slice(2, 10)}:`;

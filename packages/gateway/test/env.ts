@@ -1,12 +1,8 @@
 /**
- * Server addresses for the gateway's integration tests against real streams. A missing
- * variable fails the file loudly instead of skipping it.
+ * Server addresses for the gateway's integration tests against real streams (see test/env.ts:
+ * a missing variable fails the file loudly instead of skipping it).
  */
-export function redisUrl(): string {
-  const value = process.env.SLUICE_REDIS_URL;
-  if (!value) throw new Error('SLUICE_REDIS_URL is not set: run the tests with "npm run test:all", which starts the servers');
-  return value;
-}
+export { redisUrl } from '../../../test/env.js';
 
 /** A random stream key prefix, so runs never see each other's streams. */
 export function randomPrefix(): string {

@@ -13,23 +13,9 @@ import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporali
 import { Connection, Client, type WorkflowHandle } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 
-function required(name: string): string {
-  const value = process.env[name];
-  if (!value) {
-    throw new Error(`${name} is not set: run the tests with "npm run test:all", which starts the servers`);
-  }
-  return value;
-}
+import { temporalAddress } from '../../../test/env.js';
 
-/** host:port of the Temporal frontend started by scripts/temporal-server.sh. */
-export function temporalAddress(): string {
-  return required('SLUICE_TEMPORAL_ADDRESS');
-}
-
-/** URL of the standalone Redis started by scripts/redis-servers.sh. */
-export function redisUrl(): string {
-  return required('SLUICE_REDIS_URL');
-}
+export { redisUrl, temporalAddress } from '../../../test/env.js';
 
 /** A random suffix for task queues, key prefixes and workflow ids. */
 export function randomId(label: string): string {
