@@ -35,6 +35,12 @@ export function rocketMqEndpoints(): string {
   return required('SLUICE_ROCKETMQ_ENDPOINTS');
 }
 
+/** The RocketMQ proxy's pid: clients reach the proxy at the address it advertises, so an
+ * outage drill stops the process (SIGSTOP) instead of cutting a connection. */
+export function rocketMqProxyPid(): number {
+  return Number(required('SLUICE_ROCKETMQ_PROXY_PID'));
+}
+
 /** host:port of the Temporal frontend. */
 export function temporalAddress(): string {
   return required('SLUICE_TEMPORAL_ADDRESS');

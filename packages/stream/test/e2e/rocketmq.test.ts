@@ -1,4 +1,4 @@
-import { randomPrefix, redisUrl, rocketMqEndpoints } from './env.js';
+import { randomPrefix, redisUrl, rocketMqEndpoints, rocketMqProxyPid } from './env.js';
 import { PARTITIONS, governanceScenario } from './scenario.js';
 
 const prefix = randomPrefix('e2e').replace('-', '_');
@@ -7,10 +7,17 @@ governanceScenario(
   'Apache RocketMQ',
   async () => {
     const spec = { kind: 'rocketmq' as const, partitions: PARTITIONS, prefix, endpoints: rocketMqEndpoints() };
-    return { aggregator: spec, gateway: spec, dispose: () => Promise.resolve() };
+    // The proxy hands clients its own address in topic routes, so a forwarder in between cannot
+    // cut the gateways off: the drill freezes the proxy itself (for gateways and aggregators).
+    const pid = rocketMqProxyPid();
+    const signal = (s: NodeJS.Signals) => Promise.resolve(void process.kill(pid, s));
+    return {
+      aggregator: spec,
+      gateway: spec,
+      streamDown: () => signal('SIGSTOP'),
+      streamUp: () => signal('SIGCONT'),
+      dispose: () => signal('SIGCONT'),
+    };
   },
   () => ({ redisUrl: redisUrl(), leasePrefix: `${prefix}:agg:` }),
-  // The proxy hands clients its own address in topic routes, so a forwarder in between cannot
-  // cut the gateways off (see docs/transports.md): no outage drill on this transport.
-  { outage: false },
 );

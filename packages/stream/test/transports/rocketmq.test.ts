@@ -1,14 +1,20 @@
 import { RocketMqTransport } from '@sluice/stream';
 import { runTransportConformance } from './conformance.js';
-import { rocketMqEndpoints } from './env.js';
+import { rocketMqEndpoints, rocketMqProxyPid } from './env.js';
 
 const endpoints = rocketMqEndpoints();
 
-// No outage drill here: the proxy hands clients its own address in topic routes, so a
-// forwarder in between cannot cut the connection (see docs/transports.md).
 runTransportConformance({
   name: 'rocketmq',
   partitions: 4,
   shared: true,
   make: async (prefix) => new RocketMqTransport({ partitions: 4, endpoints, prefix, awaitMs: 1_000 }),
+  // The proxy hands clients its own address in topic routes, so a forwarder in between cannot
+  // cut the connection: the drill freezes the proxy process instead (SIGSTOP, then SIGCONT).
+  makeCuttable: async (prefix) => {
+    const pid = rocketMqProxyPid();
+    const signal = (s: NodeJS.Signals) => Promise.resolve(void process.kill(pid, s));
+    const transport = new RocketMqTransport({ partitions: 4, endpoints, prefix, awaitMs: 1_000, commandTimeoutMs: 1_000 });
+    return { transport, down: () => signal('SIGSTOP'), up: () => signal('SIGCONT'), dispose: () => signal('SIGCONT') };
+  },
 });
