@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Manage the throwaway Apache RocketMQ 5.5 the stream transport tests run against: a name
-# server, a broker and a gRPC proxy in cluster mode, on loopback, with LiteTopic enabled.
-# (The proxy's local mode, with the broker inside its JVM, cannot serve LiteTopic
-# subscriptions in 5.5.0: its LocalServiceManager has no LiteSubscriptionService, and
-# subscribing fails with a NullPointerException. Cluster mode has one.)
+# server, a broker and a gRPC proxy in cluster mode, on loopback. (The proxy's local mode,
+# with the broker inside its JVM, cannot serve LiteTopic subscriptions in 5.5.0: its
+# LocalServiceManager has no LiteSubscriptionService, and subscribing fails with a
+# NullPointerException. Cluster mode has one.)
 #
 # Usage: scripts/rocketmq-server.sh install|start|stop|status
 #
@@ -21,12 +21,11 @@
 #   SLUICE_ROCKETMQ_PROXY_PORT    proxy gRPC port, clients (default 18081)
 #   SLUICE_ROCKETMQ_REMOTING_PORT proxy remoting port     (default 18082)
 #   SLUICE_ROCKETMQ_BROKER_PORT   broker port; it also binds port-2 and port+1 (default 18085)
-#   SLUICE_ROCKETMQ_TOPIC         LITE parent topic of the partitions' lite topics (default
-#                                 sluice-events)
+#   SLUICE_ROCKETMQ_TOPIC         topic prefix: partition topics <topic>-p-<n> (normal) and the
+#                                 LITE parent topic <topic>      (default sluice-events)
+#   SLUICE_ROCKETMQ_PARTITIONS    partition topics to create     (default 16)
 #   SLUICE_ROCKETMQ_DECISIONS     normal topic for decisions     (default sluice-decisions)
-#   SLUICE_ROCKETMQ_GROUPS        comma-separated consumer groups created orderly and bound to
-#                                 the parent topic (default: sluice-aggregators, sluice-bench and
-#                                 the groups of the transport conformance tests)
+#   SLUICE_ROCKETMQ_GROUPS        comma-separated LiteTopic groups bound to the parent topic
 #   SLUICE_ROCKETMQ_START_TIMEOUT seconds to wait for ready (default 180)
 #
 # After `start`, $SLUICE_RUN_DIR/rocketmq.env holds:
@@ -53,9 +52,10 @@ REMOTING_PORT="${SLUICE_ROCKETMQ_REMOTING_PORT:-18082}"
 BROKER_PORT="${SLUICE_ROCKETMQ_BROKER_PORT:-18085}"
 TOPIC="${SLUICE_ROCKETMQ_TOPIC:-sluice-events}"
 DECISIONS="${SLUICE_ROCKETMQ_DECISIONS:-sluice-decisions}"
-# Partition consumers need their group to exist, bound to the LITE parent topic: the proxy
-# rejects LitePushConsumer groups that are missing or not bound (no auto-creation).
-GROUPS_CSV="${SLUICE_ROCKETMQ_GROUPS:-sluice-aggregators,sluice-bench,order,lag,keep,other,poison,closing,outage}"
+PARTITIONS="${SLUICE_ROCKETMQ_PARTITIONS:-16}"
+# LiteTopic groups (bound to the LITE parent topic). The transport itself uses normal topics
+# and auto-created groups; these exist so LiteTopic consumption can be tried on this server.
+GROUPS_CSV="${SLUICE_ROCKETMQ_GROUPS:-sluice-aggregators}"
 START_TIMEOUT="${SLUICE_ROCKETMQ_START_TIMEOUT:-180}"
 STOP_TIMEOUT=20
 
@@ -186,15 +186,8 @@ autoCreateTopicEnable=false
 autoCreateSubscriptionGroup=true
 deleteWhen=04
 fileReservedTime=1
-# LiteTopic storage: a lite message is dispatched to the LMQ %LMQ%\$<parent>\$<lite topic>; with
-# these off (the defaults) it only lands in the parent topic and no lite consumer ever sees it.
-enableLmq=true
-enableMultiDispatch=true
 EOT
-  # A short minimum long-polling time lets consumers stop within about a second. The maximum
-  # is every LitePushConsumer's long poll (the proxy sends it in the client settings; the
-  # client has no option for it), and a stopping LitePushConsumer waits for its receive in
-  # flight: with the default 30 s, stopping a partition consumer would take up to 30 s.
+  # A short minimum long-polling time lets consumers stop within about a second.
   cat >"$MQ_DIR/rmq-proxy.json" <<EOT
 {
   "rocketMQClusterName": "DefaultCluster",
@@ -202,8 +195,7 @@ EOT
   "grpcServerPort": $PROXY_PORT,
   "remotingListenPort": $REMOTING_PORT,
   "proxyMode": "cluster",
-  "grpcClientConsumerMinLongPollingTimeoutMillis": 500,
-  "grpcClientConsumerMaxLongPollingTimeoutMillis": 2000
+  "grpcClientConsumerMinLongPollingTimeoutMillis": 500
 }
 EOT
 
@@ -223,10 +215,17 @@ EOT
   # Topics and groups go straight to the broker (-b): with -c the admin tool would silently
   # create nothing while the broker has not registered with the name server yet. Each admin
   # call is a JVM start that mostly waits, so they run in parallel.
-  log "creating topics $DECISIONS, $TOPIC (LITE) and groups $GROUPS_CSV"
-  local broker="$HOST:$BROKER_PORT" group pids=() failed=0 i=0
+  log "creating topics $TOPIC-p-0..$((PARTITIONS - 1)), $DECISIONS, $TOPIC (LITE) and groups $GROUPS_CSV"
+  local broker="$HOST:$BROKER_PORT" group pids=() failed=0 i=0 n
+  {
+    printf '['
+    for ((n = 0; n < PARTITIONS; n++)); do
+      printf '{"topicName":"%s-p-%d","readQueueNums":1,"writeQueueNums":1,"perm":6,"attributes":{"+message.type":"NORMAL"}},' "$TOPIC" "$n"
+    done
+    printf '{"topicName":"%s","readQueueNums":1,"writeQueueNums":1,"perm":6,"attributes":{"+message.type":"NORMAL"}}]' "$DECISIONS"
+  } >"$MQ_DIR/topics.json"
   # The counter moves outside the redirections: those run in the background subshell.
-  admin updateTopic -b "$broker" -t "$DECISIONS" -r 1 -w 1 -a +message.type=NORMAL >"$MQ_DIR/admin-$i.out" 2>&1 &
+  admin updateTopicList -b "$broker" -f "$MQ_DIR/topics.json" >"$MQ_DIR/admin-$i.out" 2>&1 &
   pids+=($!)
   i=$((i + 1))
   admin updateTopic -b "$broker" -t "$TOPIC" -r 1 -w 1 -a +message.type=LITE >"$MQ_DIR/admin-$i.out" 2>&1 &
@@ -243,11 +242,10 @@ EOT
     cat "$MQ_DIR"/admin-*.out >&2
     fail_start "creating topics or groups failed"
   fi
-  grep -qi 'success' "$MQ_DIR/admin-0.out" || fail_start "topic $DECISIONS was not created: $(cat "$MQ_DIR/admin-0.out")"
-  grep -qi 'success' "$MQ_DIR/admin-1.out" || fail_start "topic $TOPIC was not created: $(cat "$MQ_DIR/admin-1.out")"
+  grep -qi 'success' "$MQ_DIR/admin-0.out" || fail_start "partition topics were not created: $(cat "$MQ_DIR/admin-0.out")"
   wait_port "$PROXY_PORT" proxy "$deadline"
   # The proxy answers routes only once the broker registered the topics with the name server.
-  until admin topicRoute -t "$TOPIC" >"$MQ_DIR/route.out" 2>&1 && grep -q "$HOST:$BROKER_PORT" "$MQ_DIR/route.out"; do
+  until admin topicRoute -t "$TOPIC-p-$((PARTITIONS - 1))" >"$MQ_DIR/route.out" 2>&1 && grep -q "$HOST:$BROKER_PORT" "$MQ_DIR/route.out"; do
     ((SECONDS < deadline)) || fail_start "no route for $TOPIC in the name server in time"
     sleep 1
   done

@@ -1,23 +1,11 @@
 /**
- * Event stream on Apache RocketMQ 5.5 through its gRPC proxy. Partitions are LiteTopics
- * (RIP-83): lite topic `<prefix>-p-<n>` under one LITE parent topic (`parentTopic`), created
- * by the broker on first send; a partition is read by a `LitePushConsumer` of the consumer
- * group named `group`, which the operator creates bound to the parent topic
- * (`lite.bind.topic`, orderly). Decisions go to one normal topic read by a fresh consumer group
- * per subscriber (every group gets every message: fan-out). The broker needs `enableLmq` and
- * `enableMultiDispatch` (see docs/transports.md).
+ * Event stream on Apache RocketMQ 5 through its gRPC proxy: one normal topic per partition
+ * (`<topicPrefix>-p-<n>`, one queue each, created by the operator), the logical stream name
+ * (`prefix`) as the message tag, consumer groups named `<prefix>_<group>`, decisions on one
+ * normal topic read by a fresh consumer group per subscriber (every group gets every message:
+ * fan-out). See docs/transports.md for why partitions are not LiteTopics.
  */
-import {
-  ConsumeResult,
-  ConsumeResultSuspend,
-  FilterExpression,
-  LitePushConsumerImpl,
-  Producer,
-  SimpleConsumer,
-  type MessageListener,
-  type MessageView,
-} from 'rocketmq-client-nodejs';
-import { createRequire } from 'node:module';
+import { FilterExpression, Producer, SimpleConsumer, type MessageView } from 'rocketmq-client-nodejs';
 import { TransportError, TransportErrorCodes, type BatchHandler, type EventTransport, type Subscription } from '../transport.js';
 import {
   DEFAULT_MAX_MESSAGE_BYTES,
@@ -38,20 +26,17 @@ import {
 
 /** Options for {@link RocketMqTransport}. */
 export interface RocketMqTransportOptions extends TransportHooks {
-  /** Number of partitions, 1..1024: lite topics `<prefix>-p-0..partitions-1` of `parentTopic`. */
+  /** Number of partitions, 1..1024; topics `<topicPrefix>-p-0..partitions-1` must exist. */
   partitions: number;
   /** Proxy gRPC endpoints, e.g. `127.0.0.1:8081`. */
   endpoints: string;
-  /**
-   * LITE parent topic (`message.type=LITE`) holding the partitions' lite topics; consumer groups
-   * must be bound to it (`lite.bind.topic`). @default 'sluice-events'
-   */
-  parentTopic?: string;
+  /** Partition topics are `<topicPrefix>-p-<n>`. @default 'sluice-events' */
+  topicPrefix?: string;
   /** Topic for decisions. @default 'sluice-decisions' */
   decisionsTopic?: string;
-  /** Logical stream name: lite topic prefix, decisions tag and decisions group prefix. @default 'sluice' */
+  /** Logical stream name: message tag and consumer group prefix. @default 'sluice' */
   prefix?: string;
-  /** Batches per decisions receive call (RocketMQ allows at most 32). @default 32 */
+  /** Batches per receive call (RocketMQ allows at most 32). @default 32 */
   readCount?: number;
   /**
    * Long-polling wait of one receive call, in ms; a stopping consumer waits for it. The proxy
@@ -59,15 +44,13 @@ export interface RocketMqTransportOptions extends TransportHooks {
    * @default 5000
    */
   awaitMs?: number;
-  /** How long a received, unacknowledged decision stays invisible before redelivery, in ms. @default 15000 */
+  /** How long a received, unacknowledged batch stays invisible before redelivery, in ms. @default 15000 */
   invisibleMs?: number;
-  /** Batches one partition consumer holds received but not yet handled. @default 256 */
-  maxCachedBatches?: number;
   /** Bound on one publish / broadcast / setup call, in ms. @default 3000 */
   commandTimeoutMs?: number;
   /** Publishes waiting for the proxy at once; more reject. @default 1024 */
   maxInFlight?: number;
-  /** Consumers and decision subscriptions at once (each is one client session). @default 64 */
+  /** Consumers at once (each is one client session). @default 64 */
   maxConsumers?: number;
   /** First / largest retry delay of a failing consumer, in ms. @default 100 / 5000 */
   retryBaseMs?: number;
@@ -79,31 +62,6 @@ export interface RocketMqTransportOptions extends TransportHooks {
 }
 
 type Compiled = Required<Omit<RocketMqTransportOptions, keyof TransportHooks>>;
-
-/** What the transport reaches inside client 1.0.8's `LitePushConsumerImpl` (see `consume`). */
-interface LiteInternals {
-  liteSubscriptionManager: {
-    liteTopicSet: Set<string>;
-    syncLiteSubscription(action: number, liteTopics: string[], offsetOption: null): Promise<void>;
-  };
-}
-
-/** `LiteSubscriptionAction.COMPLETE_ADD` of the client's protocol. */
-const COMPLETE_ADD = 2;
-
-/** The proxy's default `maxLiteTopicSize`. */
-const MAX_LITE_TOPIC_LENGTH = 64;
-
-/**
- * Client 1.0.8's consume services ignore the client's logger: each calls `getDefaultLogger()`,
- * which opens a new file logger under ~/logs/rocketmq with a 1 s flush interval that is never
- * closed (two per LitePushConsumer, and they keep the process alive). Its callers look the
- * function up on this module at every call, so a silent logger replaces it.
- */
-const silentLogger = { info() {}, debug() {}, warn() {}, error() {} };
-(
-  createRequire(import.meta.url)('rocketmq-client-nodejs/dist/client/Logger.js') as { getDefaultLogger: () => unknown }
-).getDefaultLogger = () => silentLogger;
 
 /** The client logs through this: errors go to the consume hook, the rest is dropped. */
 function clientLogger(hooks: TransportHooks) {
@@ -128,7 +86,7 @@ export class RocketMqTransport implements EventTransport {
   private readonly o: Compiled;
   private readonly hooks: TransportHooks;
   private producer: Promise<Producer> | undefined;
-  private readonly subs = new Set<Subscription>();
+  private readonly subs = new Set<RocketMqLoop>();
   private inFlight = 0;
   private closed = false;
 
@@ -141,13 +99,12 @@ export class RocketMqTransport implements EventTransport {
     this.o = {
       partitions: this.partitions,
       endpoints: options.endpoints,
-      parentTopic: checkName('parentTopic', options.parentTopic ?? 'sluice-events'),
+      topicPrefix: checkName('topicPrefix', options.topicPrefix ?? 'sluice-events'),
       decisionsTopic: checkName('decisionsTopic', options.decisionsTopic ?? 'sluice-decisions'),
       prefix: checkName('prefix', options.prefix ?? 'sluice'),
       readCount: checkBound('readCount', options.readCount, 32, 1, 32),
       awaitMs: checkBound('awaitMs', options.awaitMs, 5_000, 100, 30_000),
       invisibleMs: checkBound('invisibleMs', options.invisibleMs, 15_000, 10_000, 12 * 3_600_000),
-      maxCachedBatches: checkBound('maxCachedBatches', options.maxCachedBatches, 256, 1, 100_000),
       commandTimeoutMs: checkBound('commandTimeoutMs', options.commandTimeoutMs, 3_000, 1, 600_000),
       maxInFlight: checkBound('maxInFlight', options.maxInFlight, 1_024, 1, 1_000_000),
       maxConsumers: checkBound('maxConsumers', options.maxConsumers, 64, 1, 1_024),
@@ -156,14 +113,6 @@ export class RocketMqTransport implements EventTransport {
       maxBatchBytes: checkBound('maxBatchBytes', options.maxBatchBytes, 1024 * 1024, 1, 4 * 1024 * 1024),
       maxMessageBytes: checkBound('maxMessageBytes', options.maxMessageBytes, DEFAULT_MAX_MESSAGE_BYTES, 1, 4 * 1024 * 1024),
     };
-    // The proxy accepts lite topic names of at most `maxLiteTopicSize` bytes (64 by default).
-    const longest = this.liteTopic(this.partitions - 1);
-    if (longest.length > MAX_LITE_TOPIC_LENGTH) {
-      throw new TransportError(
-        TransportErrorCodes.INVALID,
-        `lite topic ${longest} is longer than ${MAX_LITE_TOPIC_LENGTH} characters: use a shorter prefix`,
-      );
-    }
     this.hooks = {
       onHandlerError: options.onHandlerError,
       onDecisionError: options.onDecisionError,
@@ -171,8 +120,8 @@ export class RocketMqTransport implements EventTransport {
     };
   }
 
-  private liteTopic(partition: number): string {
-    return `${this.o.prefix}-p-${partition}`;
+  private topic(partition: number): string {
+    return `${this.o.topicPrefix}-p-${partition}`;
   }
 
   private clientOptions() {
@@ -205,7 +154,7 @@ export class RocketMqTransport implements EventTransport {
     return withTimeout(this.producer, this.o.commandTimeoutMs * 2, 'connect');
   }
 
-  private async send(target: { topic: string; liteTopic?: string }, body: Uint8Array, what: string): Promise<void> {
+  private async send(topic: string, body: Uint8Array, what: string): Promise<void> {
     if (this.inFlight >= this.o.maxInFlight) {
       throw new TransportError(TransportErrorCodes.UNAVAILABLE, `more than ${this.o.maxInFlight} publishes in flight`);
     }
@@ -213,10 +162,7 @@ export class RocketMqTransport implements EventTransport {
     try {
       const producer = await this.started();
       const buffer = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-      const message = target.liteTopic
-        ? { topic: target.topic, liteTopic: target.liteTopic, body: buffer }
-        : { topic: target.topic, tag: this.o.prefix, body: buffer };
-      await withTimeout(producer.send(message), this.o.commandTimeoutMs, what);
+      await withTimeout(producer.send({ topic, tag: this.o.prefix, body: buffer }), this.o.commandTimeoutMs, what);
     } catch (err) {
       throw this.closed ? closedError(this.name) : unavailable(what, err);
     } finally {
@@ -228,74 +174,27 @@ export class RocketMqTransport implements EventTransport {
     if (this.closed) throw closedError(this.name);
     checkPartition(partition, this.partitions);
     checkPayload('batch', batch, this.o.maxBatchBytes);
-    await this.send({ topic: this.o.parentTopic, liteTopic: this.liteTopic(partition) }, batch, 'publish');
+    await this.send(this.topic(partition), batch, 'publish');
   }
 
   async broadcast(message: Uint8Array): Promise<void> {
     if (this.closed) throw closedError(this.name);
     checkPayload('decision message', message, this.o.maxMessageBytes);
-    await this.send({ topic: this.o.decisionsTopic }, message, 'broadcast');
+    await this.send(this.o.decisionsTopic, message, 'broadcast');
   }
 
   async consume(partition: number, group: string, handler: BatchHandler): Promise<Subscription> {
     if (this.closed) throw closedError(this.name);
     checkPartition(partition, this.partitions);
     checkName('group', group);
-    this.checkConsumerRoom();
-    const liteTopic = this.liteTopic(partition);
-    const sub: LiteSubscription = new LiteSubscription(
-      (listener) =>
-        new LitePushConsumerImpl({
-          ...this.clientOptions(),
-          consumerGroup: group,
-          bindTopic: this.o.parentTopic,
-          subscriptions: new Map(),
-          maxCacheMessageCount: this.o.maxCachedBatches,
-          maxCacheMessageSizeInBytes: Math.min(this.o.maxCachedBatches * this.o.maxBatchBytes, 64 * 1024 * 1024),
-          messageListener: listener,
-        }),
-      liteTopic,
-      this.o,
-      async (m) => {
-        await runHandler(
-          handler,
-          new Uint8Array(m.body.buffer, m.body.byteOffset, m.body.byteLength),
-          { partition },
-          this.hooks.onHandlerError,
-        );
-      },
-      () => this.subs.delete(sub),
-    );
-    const consumer = sub.consumer;
-    // Client 1.0.8 starts with an unawaited full sync (COMPLETE_ADD) of its lite topic set, and
-    // the broker replaces the client's subscription with that set: sent empty, it can land
-    // after `subscribeLite` and unsubscribe the partition until the next sync 30 s later. So
-    // the set holds the partition before startup, and the same full sync is awaited after it:
-    // whichever lands last, the subscription is the partition. Without an offset option a
-    // group's first read of a lite topic starts at its oldest message, later reads where the
-    // group left off.
-    const manager = (consumer as unknown as LiteInternals).liteSubscriptionManager;
-    manager.liteTopicSet.add(liteTopic);
-    try {
-      await withTimeout(consumer.startup(), this.o.commandTimeoutMs * 2, 'consume');
-      await withTimeout(manager.syncLiteSubscription(COMPLETE_ADD, [liteTopic], null), this.o.commandTimeoutMs, 'consume');
-    } catch (err) {
-      await sub.stop();
-      if (this.closed) throw closedError(this.name);
-      if (/group not found|bind topic|lite group/i.test(String(err))) {
-        throw new TransportError(
-          TransportErrorCodes.INVALID,
-          `consumer group ${group} must exist, bound to the LITE topic ${this.o.parentTopic} (lite.bind.topic): ${String(err)}`,
-        );
-      }
-      throw unavailable('consume', err);
-    }
-    this.subs.add(sub);
-    if (this.closed) {
-      await sub.stop();
-      throw closedError(this.name);
-    }
-    return sub;
+    return this.startLoop(this.topic(partition), `${this.o.prefix}_${group}`, async (m) => {
+      await runHandler(
+        handler,
+        new Uint8Array(m.body.buffer, m.body.byteOffset, m.body.byteLength),
+        { partition },
+        this.hooks.onHandlerError,
+      );
+    });
   }
 
   async subscribeDecisions(handler: (message: Uint8Array) => void): Promise<Subscription> {
@@ -310,14 +209,10 @@ export class RocketMqTransport implements EventTransport {
     });
   }
 
-  private checkConsumerRoom(): void {
+  private async startLoop(topic: string, group: string, onMessage: (m: MessageView) => Promise<void>): Promise<Subscription> {
     if (this.subs.size >= this.o.maxConsumers) {
       throw new TransportError(TransportErrorCodes.INVALID, `more than ${this.o.maxConsumers} consumers on one transport`);
     }
-  }
-
-  private async startLoop(topic: string, group: string, onMessage: (m: MessageView) => Promise<void>): Promise<Subscription> {
-    this.checkConsumerRoom();
     const consumer = new SimpleConsumer({
       ...this.clientOptions(),
       consumerGroup: group,
@@ -352,47 +247,6 @@ export class RocketMqTransport implements EventTransport {
         // Never started: nothing to shut down.
       }
     }
-  }
-}
-
-/**
- * One partition read by a `LitePushConsumer`: the group is orderly, so the client hands over
- * one message of the lite topic at a time and acknowledges it when the handler resolved.
- */
-class LiteSubscription implements Subscription {
-  private current: Promise<unknown> = Promise.resolve();
-  private stopping: Promise<void> | undefined;
-
-  readonly consumer: LitePushConsumerImpl;
-
-  constructor(
-    create: (listener: MessageListener) => LitePushConsumerImpl,
-    private readonly liteTopic: string,
-    private readonly o: Compiled,
-    private readonly handle: (m: MessageView) => Promise<void>,
-    private readonly onStopped: () => void,
-  ) {
-    this.consumer = create({ consume: (m) => this.onMessage(m) });
-  }
-
-  /** The client's listener: never throws, so every handled batch is acknowledged. */
-  onMessage(m: MessageView): Promise<ConsumeResult> {
-    // After stop, a message is handed back: visible again soon, for the partition's next owner.
-    if (this.stopping || m.liteTopic !== this.liteTopic) return Promise.resolve(ConsumeResultSuspend.of(1_000));
-    const run = this.handle(m).then(() => ConsumeResult.SUCCESS);
-    this.current = run;
-    return run;
-  }
-
-  async stop(): Promise<void> {
-    this.stopping ??= (async () => {
-      // The batch being handled finishes and is acknowledged; the client then lets go of the
-      // subscription (the proxy removes it from the broker when the client goes away).
-      await this.current;
-      await withTimeout(this.consumer.shutdown(), this.o.commandTimeoutMs, 'shutdown').catch(() => undefined);
-      this.onStopped();
-    })();
-    return this.stopping;
   }
 }
 
