@@ -24,15 +24,67 @@ export function rulesFile(text: string): { path: string; remove: () => void } {
 /** A `sluice serve` child process. */
 export interface Serve {
   readonly url: string;
+  readonly grpcPort: number;
   readonly child: ChildProcess;
+  /** Every log line so far. */
   readonly logs: string[];
-  /** Sends `signal` (SIGTERM by default) and resolves once the process exited. */
-  stop(signal?: NodeJS.Signals): Promise<void>;
+  /** Sends `signal` (SIGTERM by default) and resolves to the exit code once the process exited. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** The parent's environment without its SLUICE_* variables (those are for the tests, not the service). */
+export function childEnv(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SLUICE_')));
 }
 
 /**
- * Spawns `node packages/server/bin/sluice.js serve --rules FILE --port P --grpc-port G [--redis URL]`
- * and resolves once it serves. Port 0 picks free ports.
+ * Spawns `node packages/server/bin/sluice.js serve --host 127.0.0.1 ARGS` with {@link childEnv},
+ * the admin token and `env`, and resolves once it logs that it serves.
+ */
+export function spawnSluice(args: readonly string[], env: Record<string, string> = {}): Promise<Serve> {
+  const child = spawn(process.execPath, [SLUICE_BIN, 'serve', '--host', '127.0.0.1', ...args], {
+    env: { ...childEnv(), SLUICE_ADMIN_TOKEN: TOKEN, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: string[] = [];
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return new Promise((resolve, reject) => {
+    let buffered = '';
+    const onLine = (line: string) => {
+      logs.push(line);
+      let entry: { msg?: string; url?: string; grpcPort?: number };
+      try {
+        entry = JSON.parse(line) as typeof entry;
+      } catch {
+        return;
+      }
+      if (entry.msg === 'sluice serving') {
+        resolve({
+          url: entry.url!,
+          grpcPort: entry.grpcPort!,
+          child,
+          logs,
+          stop: (signal = 'SIGTERM') => {
+            if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+            return exited;
+          },
+        });
+      }
+    };
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      buffered += chunk;
+      const lines = buffered.split('\n');
+      buffered = lines.pop()!;
+      lines.forEach(onLine);
+    });
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => logs.push(chunk));
+    void exited.then((code) => reject(new Error(`sluice serve exited with ${code} before serving:\n${logs.join('\n')}`)));
+  });
+}
+
+/**
+ * Spawns `sluice serve --rules FILE --port P --grpc-port G [--redis URL]` and resolves once it
+ * serves. Port 0 picks free ports.
  */
 export function spawnServe(options: {
   rules: string;
@@ -41,47 +93,11 @@ export function spawnServe(options: {
   redis?: string;
   prefix?: string;
 }): Promise<Serve> {
-  const args = ['serve', '--host', '127.0.0.1', '--rules', options.rules];
+  const args = ['--rules', options.rules];
   args.push('--port', String(options.port ?? 0), '--grpc-port', String(options.grpcPort ?? 0));
   // A generous store timeout: these tests are about global decisions, and on a loaded machine a
   // Redis reply can take longer than the 50 ms default (the service would then decide locally).
   if (options.redis !== undefined) args.push('--redis', options.redis, '--store-timeout-ms', '2000');
   if (options.prefix !== undefined) args.push('--redis-prefix', options.prefix);
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SLUICE_')));
-  const child = spawn(process.execPath, [SLUICE_BIN, ...args], {
-    env: { ...env, SLUICE_ADMIN_TOKEN: TOKEN, SLUICE_SHUTDOWN_GRACE_MS: '500' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const logs: string[] = [];
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  return new Promise((resolve, reject) => {
-    let buffered = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      buffered += chunk;
-      const lines = buffered.split('\n');
-      buffered = lines.pop()!;
-      for (const line of lines) {
-        logs.push(line);
-        let entry: { msg?: string; url?: string };
-        try {
-          entry = JSON.parse(line) as typeof entry;
-        } catch {
-          continue;
-        }
-        if (entry.msg === 'sluice serving') {
-          resolve({
-            url: entry.url!,
-            child,
-            logs,
-            stop: async (signal = 'SIGTERM') => {
-              if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-              await exited;
-            },
-          });
-        }
-      }
-    });
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => logs.push(chunk));
-    void exited.then(() => reject(new Error(`sluice serve exited before serving:\n${logs.join('\n')}`)));
-  });
+  return spawnSluice(args, { SLUICE_SHUTDOWN_GRACE_MS: '500' });
 }

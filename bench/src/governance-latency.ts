@@ -19,6 +19,7 @@ import {
   type LeaseStore,
 } from '@sluice/stream';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { percentile } from './service-measure.js';
 import { fmt, fmtRatio, type Table } from './table.js';
 
 /** Settings of the governance-latency part. */
@@ -169,10 +170,12 @@ export async function runGovernanceLatency(
   return results;
 }
 
-function percentile(values: readonly number[], p: number): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+/** Nearest-rank percentile of unsorted samples. */
+function percentileOf(values: readonly number[], p: number): number {
+  return percentile(
+    [...values].sort((a, b) => a - b),
+    p,
+  );
 }
 
 /** The part's table: block and lift latency per transport, and the ratio to the in-process peer. */
@@ -193,11 +196,11 @@ export function governanceLatencyTable(results: readonly GovernanceLatencyResult
     rows: results.map((r) => [
       r.transport,
       String(r.blockMs.length),
-      fmt(percentile(r.blockMs, 50)),
-      fmt(percentile(r.blockMs, 99)),
-      fmt(percentile(r.liftMs, 50)),
-      fmt(percentile(r.liftMs, 99)),
-      peer === undefined ? 'n/a' : fmtRatio(percentile(r.blockMs, 50) / percentile(peer.blockMs, 50)),
+      fmt(percentileOf(r.blockMs, 50)),
+      fmt(percentileOf(r.blockMs, 99)),
+      fmt(percentileOf(r.liftMs, 50)),
+      fmt(percentileOf(r.liftMs, 99)),
+      peer === undefined ? 'n/a' : fmtRatio(percentileOf(r.blockMs, 50) / percentileOf(peer.blockMs, 50)),
       String(r.missed),
     ]),
     notes: [

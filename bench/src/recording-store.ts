@@ -1,51 +1,71 @@
-import type { AdjustRequest, ConsumeRequest, ConsumeResult, LeaseRequest, LimitStore } from '@sluice/core';
+import type {
+  AdjustRequest,
+  ConsumeRequest,
+  ConsumeResult,
+  LeaseRequest,
+  LimitStore,
+  ReserveRequest,
+  ReserveResult,
+} from '@sluice/core';
+
+/** Passes every call to `inner`; subclasses override the calls they watch. */
+class ForwardingStore implements LimitStore {
+  protected readonly inner: LimitStore;
+
+  constructor(inner: LimitStore) {
+    this.inner = inner;
+  }
+
+  get name(): string {
+    return this.inner.name;
+  }
+
+  consume(request: ConsumeRequest): Promise<ConsumeResult> {
+    return this.inner.consume(request);
+  }
+
+  adjust(request: AdjustRequest): Promise<void> {
+    return this.inner.adjust(request);
+  }
+
+  reserve(request: ReserveRequest): Promise<ReserveResult> {
+    return this.inner.reserve(request);
+  }
+
+  renew(request: LeaseRequest): Promise<boolean> {
+    return this.inner.renew(request);
+  }
+
+  release(request: LeaseRequest): Promise<boolean> {
+    return this.inner.release(request);
+  }
+
+  ping(): Promise<void> {
+    return this.inner.ping();
+  }
+
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
 
 /**
  * Passes every call to `inner` and reports the store-clock time of each admitted `consume`
  * (Redis `TIME` for the Redis store), so accuracy can be judged on the clock that decided,
  * free of the callers' queueing.
  */
-export class RecordingStore implements LimitStore {
-  readonly #inner: LimitStore;
+export class RecordingStore extends ForwardingStore {
   readonly #onAdmitted: (decidedAt: number) => void;
 
   constructor(inner: LimitStore, onAdmitted: (decidedAt: number) => void) {
-    this.#inner = inner;
+    super(inner);
     this.#onAdmitted = onAdmitted;
   }
 
-  get name(): string {
-    return this.#inner.name;
-  }
-
-  async consume(request: ConsumeRequest): Promise<ConsumeResult> {
-    const result = await this.#inner.consume(request);
+  override async consume(request: ConsumeRequest): Promise<ConsumeResult> {
+    const result = await this.inner.consume(request);
     if (result.allowed) this.#onAdmitted(result.now);
     return result;
-  }
-
-  adjust(request: AdjustRequest): Promise<void> {
-    return this.#inner.adjust(request);
-  }
-
-  reserve(request: Parameters<LimitStore['reserve']>[0]): ReturnType<LimitStore['reserve']> {
-    return this.#inner.reserve(request);
-  }
-
-  renew(request: LeaseRequest): Promise<boolean> {
-    return this.#inner.renew(request);
-  }
-
-  release(request: LeaseRequest): Promise<boolean> {
-    return this.#inner.release(request);
-  }
-
-  ping(): Promise<void> {
-    return this.#inner.ping();
-  }
-
-  close(): Promise<void> {
-    return this.#inner.close();
   }
 }
 
@@ -59,48 +79,23 @@ export interface StoreCalls {
 }
 
 /** Passes every call to `inner` and counts them, e.g. the lease refills of a limiter. */
-export class CountingStore implements LimitStore {
-  readonly #inner: LimitStore;
+export class CountingStore extends ForwardingStore {
   readonly calls: StoreCalls = { consume: 0, reserve: 0, granted: 0, adjust: 0 };
 
-  constructor(inner: LimitStore) {
-    this.#inner = inner;
-  }
-
-  get name(): string {
-    return this.#inner.name;
-  }
-
-  consume(request: ConsumeRequest): Promise<ConsumeResult> {
+  override consume(request: ConsumeRequest): Promise<ConsumeResult> {
     this.calls.consume++;
-    return this.#inner.consume(request);
+    return this.inner.consume(request);
   }
 
-  adjust(request: AdjustRequest): Promise<void> {
+  override adjust(request: AdjustRequest): Promise<void> {
     this.calls.adjust++;
-    return this.#inner.adjust(request);
+    return this.inner.adjust(request);
   }
 
-  async reserve(request: Parameters<LimitStore['reserve']>[0]): ReturnType<LimitStore['reserve']> {
+  override async reserve(request: ReserveRequest): Promise<ReserveResult> {
     this.calls.reserve++;
-    const result = await this.#inner.reserve(request);
+    const result = await this.inner.reserve(request);
     this.calls.granted += result.granted;
     return result;
-  }
-
-  renew(request: LeaseRequest): Promise<boolean> {
-    return this.#inner.renew(request);
-  }
-
-  release(request: LeaseRequest): Promise<boolean> {
-    return this.#inner.release(request);
-  }
-
-  ping(): Promise<void> {
-    return this.#inner.ping();
-  }
-
-  close(): Promise<void> {
-    return this.#inner.close();
   }
 }

@@ -14,6 +14,7 @@ import {
   type EventTransport,
   type Subscription,
 } from '@sluice/stream';
+import { percentile } from './service-measure.js';
 import { fmt, fmtInt, fmtRatio, type Table } from './table.js';
 
 /** Events per batch and bytes per event, as the probe sends them. */
@@ -63,11 +64,6 @@ function transports(s: StreamThroughputSettings): [string, () => EventTransport]
     ]);
   }
   return list;
-}
-
-function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
 /** Runs one transport: warm-up, then a measured window of publishing with `inFlight` loops. */

@@ -44,8 +44,6 @@ export class CheckBatcher {
   #pending = 0;
   readonly #inFlight = new Set<Promise<void>>();
   #closed = false;
-  /** Requests sent (tests, metrics). */
-  requests = 0;
 
   constructor(
     private readonly transport: Transport,
@@ -92,7 +90,6 @@ export class CheckBatcher {
   }
 
   async #send(batch: readonly Pending[]): Promise<void> {
-    this.requests++;
     let results: unknown[];
     try {
       const answer = await this.transport.call('/v1/check?statuses=1', {

@@ -179,7 +179,7 @@ export class RemoteLimiter implements RateLimiter {
       d = decisionFromBody(a.body);
     } catch (err) {
       if (this.#closing !== undefined) throw new ClosedByCaller();
-      if (signal?.aborted) throw new SluiceError(ErrorCodes.ABORTED, 'the wait was aborted', { cause: signal.reason });
+      throwIfAborted(signal);
       const left = Math.max(0, maxWaitMs - (this.#o.clock.now() - started));
       return this.#observe(resource, 'acquire', await this.#onFailure(err, call, 'acquire', left, signal));
     } finally {

@@ -60,6 +60,7 @@ export {
   type LimitPolicy,
 } from './policy.js';
 export {
+  MAX_RESERVED_SHARE,
   RESOURCE_PATTERN,
   compileResource,
   type CompiledResource,

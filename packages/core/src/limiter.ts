@@ -10,7 +10,7 @@ import { DEFAULT_MAX_KEY_LENGTH, MAX_COST, checkCost, checkDelta, checkKey, maxC
 import { LeaseCache } from './lease-cache.js';
 import { Prefilter } from './prefilter.js';
 import type { RateLimiter } from './rate-limiter.js';
-import { compileResource, type CompiledResource, type ResourceConfig } from './resource.js';
+import { TENANT_NAME, compileResource, type CompiledResource, type ResourceConfig } from './resource.js';
 import type { LimitStore } from './store.js';
 import { WaitQueue, type Waiter } from './wait-queue.js';
 
@@ -441,7 +441,6 @@ export class Limiter implements RateLimiter {
     return { resource: r, key: sub === '' ? resource : `${resource}|${sub}`, limits: r.limits, cost, tenant, priority };
   }
 
-  /** One decision: breaker, then the local pre-filter, then the store. */
   /** One decision: breaker, tenant quota, the resource's limits, shadow mode. */
   async #consume(call: Call): Promise<Decision> {
     const { resource, limits, cost, tenant } = call;
@@ -702,10 +701,8 @@ interface Charge {
   readonly leaseId: string | undefined;
 }
 
-const TENANT_PATTERN = /^[^|]{1,128}$/;
-
 function checkTenant(tenant: unknown): string {
-  if (typeof tenant !== 'string' || !TENANT_PATTERN.test(tenant)) {
+  if (typeof tenant !== 'string' || !TENANT_NAME.test(tenant)) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, 'tenant', "must be 1 to 128 characters without '|'");
   }
   return tenant;

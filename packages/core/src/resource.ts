@@ -62,6 +62,12 @@ export interface CompiledResource {
   readonly tenants: ReadonlyMap<string, readonly CompiledLimit[]>;
 }
 
+/** Largest share of a limit a resource may reserve for core traffic (`priority.reserved`). */
+export const MAX_RESERVED_SHARE = 0.9;
+
+/** A tenant name: 1 to 128 characters without `|`, which separates the parts of a storage key. */
+export const TENANT_NAME = /^[^|]{1,128}$/;
+
 /** Share `i` of `n` of a whole, the remainder going to the first shares (never below 1). */
 function share(whole: number, i: number, n: number): number {
   return Math.max(1, Math.floor(whole / n) + (i < whole % n ? 1 : 0));
@@ -132,15 +138,19 @@ export function compileResource(
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.shadow`, 'must be a boolean');
   }
   const reserved = config.priority?.reserved ?? 0;
-  if (typeof reserved !== 'number' || !(reserved >= 0 && reserved <= 0.9)) {
-    throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.priority.reserved`, 'must be a number between 0 and 0.9');
+  if (typeof reserved !== 'number' || !(reserved >= 0 && reserved <= MAX_RESERVED_SHARE)) {
+    throw invalid(
+      ErrorCodes.INVALID_OPTIONS,
+      `${path}.priority.reserved`,
+      `must be a number between 0 and ${MAX_RESERVED_SHARE}`,
+    );
   }
   if (reserved > 0 && config.lease !== undefined) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.priority`, 'a reserved share cannot be combined with leases');
   }
   const tenants = new Map<string, readonly CompiledLimit[]>();
   for (const [tenant, policies] of Object.entries(config.tenants ?? {})) {
-    if (tenant.length === 0 || tenant.length > 128 || tenant.includes('|')) {
+    if (!TENANT_NAME.test(tenant)) {
       throw invalid(
         ErrorCodes.INVALID_OPTIONS,
         `${path}.tenants`,

@@ -231,8 +231,9 @@ export class DecisionCache {
   /** The active block of one dimension value, if any. */
   lookup(dimension: Dimension, value: number): ActiveBlock | undefined {
     if (this.#order.size === 0 || value === 0) return undefined;
-    const entry = this.#live(DIMENSION_INDEX[dimension], value, this.#clock.now());
-    return entry === undefined ? undefined : this.#view(entry, this.#clock.now());
+    const now = this.#clock.now();
+    const entry = this.#live(DIMENSION_INDEX[dimension], value, now);
+    return entry === undefined ? undefined : this.#view(entry, now);
   }
 
   /**

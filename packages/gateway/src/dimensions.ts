@@ -39,15 +39,6 @@ export interface DimensionOptions {
   tenant?: HeaderSource | RequestValue;
 }
 
-/** The hashed dimensions of one request (0 = none). */
-export interface RequestHashes {
-  resource: number;
-  path: number;
-  user: number;
-  ip: number;
-  tenant: number;
-}
-
 /** Hashes the first `max` characters of `value` (without copying them); 0 for none. */
 export function hashBounded(value: string | undefined, max: number): number {
   if (typeof value !== 'string') return 0;
@@ -79,8 +70,7 @@ export function firstSegmentEnd(path: string, end: number): number {
 
 /** The first path segment of `path`: `/orders/42` -> `/orders`, `/` -> `/`. */
 export function firstSegment(path: string): string {
-  const end = path.indexOf('/', 1);
-  return end < 0 ? path || '/' : path.slice(0, end);
+  return path.slice(0, firstSegmentEnd(path, path.length)) || '/';
 }
 
 function headerValue(req: IncomingMessage, name: string): string | undefined {

@@ -3,7 +3,7 @@
  * node:http's request and response, which express's extend.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { writeRejection, type Gateway, type Rejection, type RouteOptions } from './gateway.js';
+import { settle, writeRejection, type Gateway, type RouteOptions } from './gateway.js';
 
 /** An express-compatible middleware. */
 export type ExpressMiddleware = (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
@@ -18,17 +18,10 @@ export type ExpressMiddleware = (req: IncomingMessage, res: ServerResponse, next
  */
 export function expressMiddleware(gateway: Gateway, route?: RouteOptions): ExpressMiddleware {
   const compiled = gateway.route(route);
-  return (req, res, next) => {
-    const verdict = gateway.evaluate(req, res, compiled);
-    if (verdict === undefined) {
-      next();
-    } else if (verdict instanceof Promise) {
-      verdict.then(
-        (v: Rejection | undefined) => (v === undefined ? next() : writeRejection(res, v)),
-        () => next(),
-      );
-    } else {
-      writeRejection(res, verdict);
-    }
-  };
+  return (req, res, next) =>
+    settle(
+      gateway.evaluate(req, res, compiled),
+      () => next(),
+      (r) => writeRejection(res, r),
+    );
 }

@@ -4,7 +4,7 @@
  * path dimension defaults to the route template (`/orders/:id`), not the raw URL.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Gateway, Rejection, RouteOptions } from './gateway.js';
+import { settle, type Gateway, type Rejection, type RouteOptions } from './gateway.js';
 
 /** The members of a fastify request the hook reads. */
 export interface FastifyRequestLike {
@@ -38,19 +38,12 @@ function reject(reply: FastifyReplyLike, r: Rejection): void {
  */
 export function fastifyOnRequest(gateway: Gateway, route?: RouteOptions): FastifyOnRequest {
   const compiled = gateway.route(route);
-  return (request, reply, done) => {
-    const verdict = gateway.evaluate(request.raw, reply.raw, compiled, request.routeOptions?.url);
-    if (verdict === undefined) {
-      done();
-    } else if (verdict instanceof Promise) {
-      verdict.then(
-        (v: Rejection | undefined) => (v === undefined ? done() : reject(reply, v)),
-        () => done(),
-      );
-    } else {
-      reject(reply, verdict);
-    }
-  };
+  return (request, reply, done) =>
+    settle(
+      gateway.evaluate(request.raw, reply.raw, compiled, request.routeOptions?.url),
+      () => done(),
+      (r) => reject(reply, r),
+    );
 }
 
 /**

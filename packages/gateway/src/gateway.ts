@@ -276,19 +276,12 @@ export class Gateway {
     route?: RouteOptions,
   ): (req: IncomingMessage, res: ServerResponse) => void {
     const compiled = this.route(route);
-    return (req, res) => {
-      const verdict = this.evaluate(req, res, compiled);
-      if (verdict === undefined) {
-        void handler(req, res);
-      } else if (verdict instanceof Promise) {
-        verdict.then(
-          (v) => (v === undefined ? void handler(req, res) : writeRejection(res, v)),
-          () => void handler(req, res),
-        );
-      } else {
-        writeRejection(res, verdict);
-      }
-    };
+    return (req, res) =>
+      settle(
+        this.evaluate(req, res, compiled),
+        () => void handler(req, res),
+        (r) => writeRejection(res, r),
+      );
   }
 
   /** Stops the probe (flushing within its bound) and the decision subscription. Idempotent. */
@@ -356,6 +349,27 @@ export class Gateway {
       headers: { ...headers, 'content-type': 'application/json' },
       body: JSON.stringify({ error: 'too_many_requests', policy: resource, retryAfterSeconds: Number(retry) }),
     };
+  }
+}
+
+/**
+ * Acts on a verdict of {@link Gateway.evaluate}, now or when its limiter answers: `pass` lets
+ * the request go on, `refuse` answers the rejection. A failed limiter lets the request go on.
+ */
+export function settle(
+  verdict: Rejection | undefined | Promise<Rejection | undefined>,
+  pass: () => void,
+  refuse: (rejection: Rejection) => void,
+): void {
+  if (verdict === undefined) {
+    pass();
+  } else if (verdict instanceof Promise) {
+    verdict.then(
+      (v) => (v === undefined ? pass() : refuse(v)),
+      () => pass(),
+    );
+  } else {
+    refuse(verdict);
   }
 }
 

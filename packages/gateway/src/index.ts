@@ -21,7 +21,6 @@ export {
   type CompiledDimensions,
   type DimensionOptions,
   type HeaderSource,
-  type RequestHashes,
   type RequestValue,
 } from './dimensions.js';
 export { expressMiddleware, type ExpressMiddleware } from './express.js';

@@ -14,6 +14,7 @@ describe('createGatewayMetrics', () => {
     o.decisionApplied!('block');
     o.decisionMalformed!(new Error('x'));
     o.blocksChanged!(3);
+    o.limiterFailed!(new Error('x'));
     const text = await registry.metrics();
     expect(text).toContain('sluice_gateway_events_sent_total 120');
     expect(text).toContain('sluice_gateway_batches_total 2');
@@ -24,5 +25,6 @@ describe('createGatewayMetrics', () => {
     expect(text).toContain('sluice_gateway_decisions_total{action="block"} 1');
     expect(text).toContain('sluice_gateway_decisions_malformed_total 1');
     expect(text).toContain('sluice_gateway_active_blocks 3');
+    expect(text).toContain('sluice_gateway_limiter_errors_total 1');
   });
 });

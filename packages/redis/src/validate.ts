@@ -9,6 +9,7 @@ import {
   compileLimits,
   type CompiledLimit,
   MAX_COST,
+  MAX_RESERVED_SHARE,
 } from '@sluice/core';
 import { invalid } from './errors.js';
 
@@ -16,7 +17,7 @@ import { invalid } from './errors.js';
 export const MAX_LEASE_ID_BYTES = 256;
 
 /** Largest share of a limit a consume may hold back (the core's bound on `priority.reserved`). */
-export const MAX_RESERVE = 0.9;
+export const MAX_RESERVE = MAX_RESERVED_SHARE;
 
 const FIELDS = ['id', 'algorithm', 'code', 'limit', 'windowMs', 'burst', 'slices', 'leaseTtlMs'] as const;
 

@@ -2,8 +2,9 @@
 import { readFileSync } from 'node:fs';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { RedisRuleStore, isRulesError, type RedisRuleStoreOptions, type RuleVersion } from '../src/index.js';
+import { RedisRuleStore, isRulesError, type RedisRuleStoreOptions } from '../src/index.js';
 import { randomPrefix, redisClusterNodes, redisUrl } from '../../../test/env.js';
+import { nextVersion, rejection } from './store-helpers.js';
 
 const V1 = 'resources:\n  api: { limits: { algorithm: gcra, limit: 100 } }\n';
 const V2 = 'resources:\n  api: { limits: { algorithm: gcra, limit: 200 } }\n';
@@ -11,26 +12,6 @@ const V3 = 'domain: edge\ndescriptors:\n  - key: ip\n    rate_limit: { unit: sec
 const who = { author: 'ana', reason: 'integration test' };
 
 const APPLY_LUA = readFileSync(new URL('../lua/apply.lua', import.meta.url), 'utf8');
-
-async function rejection(p: Promise<unknown>): Promise<Error> {
-  try {
-    await p;
-  } catch (e) {
-    return e as Error;
-  }
-  throw new Error('expected a rejection');
-}
-
-function nextVersion(store: RedisRuleStore, after: number): Promise<RuleVersion> {
-  return new Promise((resolve) => {
-    const stop = store.watch((v) => {
-      if (v.version > after) {
-        stop();
-        resolve(v);
-      }
-    });
-  });
-}
 
 function suite(name: string, connect: () => Redis | Cluster) {
   describe(name, () => {

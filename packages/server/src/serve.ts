@@ -1,9 +1,7 @@
 import type { AddressInfo } from 'node:net';
-import { Limiter, compileLimits, type LimitStore, type PeerCount } from '@sluice/core';
-import * as sluiceRedis from '@sluice/redis';
-import { RedisStore } from '@sluice/redis';
+import { Limiter, compileLimits, type LimitStore } from '@sluice/core';
+import { RedisPeerRegistry, RedisStore } from '@sluice/redis';
 import { FileRuleStore, RedisRuleStore, type RuleStore } from '@sluice/rules';
-import type { Redis, Cluster } from 'ioredis';
 import { pino, type Logger } from 'pino';
 import { LiveRules } from './live-rules.js';
 import { ServerMetrics } from './metrics.js';
@@ -36,17 +34,6 @@ export interface StartOptions {
   logger?: Logger;
 }
 
-interface PeerRegistry extends PeerCount {
-  start(): Promise<void>;
-  close(): Promise<void>;
-}
-type PeerRegistryClass = new (options: { client: Redis | Cluster; key?: string }) => PeerRegistry;
-
-/** The live-clients registry of `@sluice/redis`, when the installed version exports it. */
-function peerRegistryClass(): PeerRegistryClass | undefined {
-  return (sluiceRedis as unknown as { RedisPeerRegistry?: PeerRegistryClass }).RedisPeerRegistry;
-}
-
 async function waitFor(probe: () => Promise<unknown>, timeoutMs: number, what: string): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -74,7 +61,7 @@ function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
 interface Stores {
   readonly limitStore: LimitStore | undefined;
   readonly ruleStore: RuleStore;
-  readonly peers: PeerRegistry | undefined;
+  readonly peers: RedisPeerRegistry | undefined;
   close(): Promise<void>;
 }
 
@@ -93,7 +80,7 @@ async function openStores(settings: Settings, logger: Logger): Promise<Stores> {
   }
   const limitStore = new RedisStore({ ...redisSource, prefix: settings.redisPrefix, commandTimeoutMs: settings.storeTimeoutMs });
   const ruleStore = new RedisRuleStore({ ...redisSource, prefix: settings.redisPrefix, logger });
-  let peers: PeerRegistry | undefined;
+  let peers: RedisPeerRegistry | undefined;
   try {
     // A first decision loads the scripts, so the first burst of calls does not wait for it.
     const warmup = {
@@ -103,13 +90,8 @@ async function openStores(settings: Settings, logger: Logger): Promise<Stores> {
       leaseId: '',
     };
     await waitFor(() => limitStore.consume(warmup), 10_000, 'Redis');
-    const Registry = peerRegistryClass();
-    if (Registry === undefined) {
-      logger.warn('the Redis peer registry is unavailable: fallback shares assume a single server');
-    } else {
-      peers = new Registry({ client: limitStore.client, key: `${settings.redisPrefix}peers` });
-      await peers.start();
-    }
+    peers = new RedisPeerRegistry({ client: limitStore.client, key: `${settings.redisPrefix}peers` });
+    await peers.start();
   } catch (err) {
     await ruleStore.close();
     await limitStore.close();

@@ -1,16 +1,15 @@
 /* eslint-disable @typescript-eslint/no-explicit-any --
    the assertions read parsed JSON and protobuf answers dynamically */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import { loadRlsDefinition, loadSettings, startServer, type RunningServer, type SettingFlags } from '@sluice/server';
 import { pino } from 'pino';
+import { SLUICE_BIN, TOKEN, childEnv, spawnSluice, type Serve } from '../../../test/sluice-serve.js';
 
-export const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
-export const TOKEN = 'test-admin-token-0123456789';
+export { TOKEN };
 
 /** A scratch directory removed by the returned function. */
 export function scratch(): { dir: string; remove: () => void } {
@@ -107,60 +106,14 @@ export class RlsClient {
 }
 
 /** A `sluice serve` child process. */
-export interface ServerProcess {
-  readonly url: string;
-  readonly grpcPort: number;
-  readonly child: ChildProcess;
-  /** Every log line so far. */
-  readonly logs: string[];
-  /** Sends `signal` and resolves to the exit code. */
-  stop(signal?: NodeJS.Signals): Promise<number | null>;
-}
+export type ServerProcess = Serve;
 
 /**
- * Starts `node dist/cli.js serve ARGS` on free ports; resolves once it serves. The environment
- * is the parent's without its SLUICE_* variables, plus `env`.
+ * Starts `sluice serve ARGS` on free ports; resolves once it serves. The environment is the
+ * parent's without its SLUICE_* variables, plus `env`.
  */
 export function spawnServer(args: readonly string[], env: Record<string, string> = {}): Promise<ServerProcess> {
-  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SLUICE_')));
-  const child = spawn(process.execPath, [CLI, 'serve', '--host', '127.0.0.1', '--port', '0', '--grpc-port', '0', ...args], {
-    env: { ...clean, SLUICE_ADMIN_TOKEN: TOKEN, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const logs: string[] = [];
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return new Promise((resolve, reject) => {
-    let buffered = '';
-    const onLine = (line: string) => {
-      logs.push(line);
-      let entry: { msg?: string; url?: string; grpcPort?: number };
-      try {
-        entry = JSON.parse(line) as typeof entry;
-      } catch {
-        return;
-      }
-      if (entry.msg === 'sluice serving') {
-        resolve({
-          url: entry.url!,
-          grpcPort: entry.grpcPort!,
-          child,
-          logs,
-          stop: (signal = 'SIGTERM') => {
-            if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-            return exited;
-          },
-        });
-      }
-    };
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      buffered += chunk;
-      const lines = buffered.split('\n');
-      buffered = lines.pop()!;
-      lines.forEach(onLine);
-    });
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => logs.push(chunk));
-    void exited.then((code) => reject(new Error(`sluice serve exited with ${code} before serving:\n${logs.join('\n')}`)));
-  });
+  return spawnSluice(['--port', '0', '--grpc-port', '0', ...args], env);
 }
 
 /** Runs the CLI to completion. */
@@ -168,9 +121,11 @@ export function runCli(
   args: readonly string[],
   env: Record<string, string> = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SLUICE_')));
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], { env: { ...clean, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [SLUICE_BIN, ...args], {
+      env: { ...childEnv(), ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));

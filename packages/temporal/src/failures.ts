@@ -1,5 +1,5 @@
 import { ApplicationFailure, ApplicationFailureCategory } from '@temporalio/common';
-import type { Decision } from '@sluice/core';
+import { ErrorCodes, type Decision } from '@sluice/core';
 
 /** `type` of the retryable failure an activity fails with when it gets no permit. */
 export const RATE_LIMITED_FAILURE = 'SluiceRateLimited';
@@ -7,6 +7,14 @@ export const RATE_LIMITED_FAILURE = 'SluiceRateLimited';
 export const LIMITER_FAULT_FAILURE = 'SluiceLimiterFault';
 /** `type` of the non-retryable failure for a call the limiter rejects as malformed (bad cost, key, tenant). */
 export const INVALID_REQUEST_FAILURE = 'SluiceInvalidRequest';
+
+/** Limiter errors about the request itself: retrying the same call cannot succeed. */
+export const INPUT_ERROR_CODES: ReadonlySet<string> = new Set([
+  ErrorCodes.INVALID_COST,
+  ErrorCodes.COST_EXCEEDS_LIMIT,
+  ErrorCodes.INVALID_KEY,
+  ErrorCodes.INVALID_OPTIONS,
+]);
 
 /** The details attached to a `SluiceRateLimited` failure (its `details[0]`). */
 export interface RateLimitedDetails {

@@ -298,5 +298,7 @@ describe('wrapActivity', () => {
   it('validates its mapping when wrapping', () => {
     const { gate } = setup();
     expect(() => wrapActivity(gate, { resource: 'api:nope' }, async () => 1)).toThrow(/unknown|no limits/);
+    // The same bound on resources per activity as the configuration's mapping.
+    expect(() => wrapActivity(gate, [], async () => 1)).toThrow(/from 1 to 8 resources/);
   });
 });

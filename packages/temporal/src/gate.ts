@@ -1,7 +1,7 @@
 import { CancelledFailure } from '@temporalio/common';
 import type { Context } from '@temporalio/activity';
 import { ErrorCodes, SluiceError, isSluiceError, type Decision, type TryOptions } from '@sluice/core';
-import { invalidRequestFailure, limiterFaultFailure, rateLimitedFailure } from './failures.js';
+import { INPUT_ERROR_CODES, invalidRequestFailure, limiterFaultFailure, rateLimitedFailure } from './failures.js';
 import type { SluiceCallContext } from './headers.js';
 import {
   compileActivityOptions,
@@ -38,14 +38,6 @@ interface Held {
   readonly options: TryOptions;
   readonly leaseId: string | undefined;
 }
-
-/** Limiter errors about the request itself: retrying the same call cannot succeed. */
-const INPUT_CODES: ReadonlySet<string> = new Set([
-  ErrorCodes.INVALID_COST,
-  ErrorCodes.COST_EXCEEDS_LIMIT,
-  ErrorCodes.INVALID_KEY,
-  ErrorCodes.INVALID_OPTIONS,
-]);
 
 /**
  * Takes the permits an activity needs before its code runs, holds concurrency permits while it
@@ -137,7 +129,7 @@ export class SluiceActivityGate {
       if (ctx.cancellationSignal.aborted || isSluiceError(err, ErrorCodes.ABORTED)) {
         throw new CancelledFailure('cancelled while waiting for a rate-limit permit', [], err instanceof Error ? err : undefined);
       }
-      if (err instanceof SluiceError && INPUT_CODES.has(err.code)) throw invalidRequestFailure(resource, err);
+      if (err instanceof SluiceError && INPUT_ERROR_CODES.has(err.code)) throw invalidRequestFailure(resource, err);
       observer?.fault?.({ ...event, kind: 'error' });
       const message = err instanceof Error ? err.message : String(err);
       heartbeat(ctx, { state: 'limiter_fault', activityType, resource, waitedMs: 0, error: message });

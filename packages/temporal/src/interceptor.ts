@@ -7,7 +7,7 @@ import type {
 } from '@temporalio/worker';
 import { SluiceActivityGate } from './gate.js';
 import { readContextHeaders, type SluiceCallContext } from './headers.js';
-import { compilePermit, type ActivityPermit, type CompiledPermit, type SluiceActivityOptions } from './options.js';
+import { compilePermits, type ActivityPermit, type SluiceActivityOptions } from './options.js';
 
 /** What the interceptor learnt about a running activity, for {@link wrapActivity}. */
 interface Seen extends SluiceCallContext {
@@ -80,16 +80,9 @@ export function wrapActivity<A extends unknown[], R>(
   permits: ActivityPermit | readonly ActivityPermit[],
   fn: (...args: A) => Promise<R>,
 ): (...args: A) => Promise<R> {
-  const list: readonly ActivityPermit[] = Array.isArray(permits) ? permits : [permits as ActivityPermit];
   const name = fn.name || 'wrapped activity';
   const o = gate.options;
-  const compiled: readonly CompiledPermit[] = list.map((p, i) =>
-    compilePermit(o.limiter, name, p, `wrap(${name})[${i}]`, {
-      mode: o.mode,
-      maxWaitMs: o.maxWaitMs,
-      renewIntervalMs: o.renewIntervalMs,
-    }),
-  );
+  const compiled = compilePermits(o.limiter, name, permits, `wrap(${name})`, o);
   return async (...args: A): Promise<R> => {
     const ctx = Context.current();
     const s = seen.get(ctx);

@@ -186,28 +186,10 @@ export function compileActivityOptions(options: SluiceActivityOptions): Compiled
   }
   const activities = new Map<string, readonly CompiledPermit[]>();
   for (const [activityType, config] of entries) {
-    const list: readonly ActivityPermit[] = Array.isArray(config) ? config : [config as ActivityPermit];
-    if (list.length === 0 || list.length > MAX_PERMITS_PER_ACTIVITY) {
-      throw invalid(
-        ErrorCodes.INVALID_OPTIONS,
-        `activities.${activityType}`,
-        `activity "${activityType}" must take permits from 1 to ${MAX_PERMITS_PER_ACTIVITY} resources`,
-      );
-    }
-    const compiled = list.map((p, i) =>
-      compilePermit(
-        limiter,
-        activityType,
-        p,
-        Array.isArray(config) ? `activities.${activityType}[${i}]` : `activities.${activityType}`,
-        {
-          mode,
-          maxWaitMs,
-          renewIntervalMs,
-        },
-      ),
+    activities.set(
+      activityType,
+      compilePermits(limiter, activityType, config, `activities.${activityType}`, { mode, maxWaitMs, renewIntervalMs }),
     );
-    activities.set(activityType, Object.freeze(compiled));
   }
   return Object.freeze({
     limiter,
@@ -226,13 +208,41 @@ export function compileActivityOptions(options: SluiceActivityOptions): Compiled
   });
 }
 
+/**
+ * Validates the resources one activity type takes permits from (one mapping or a list of 1 to
+ * {@link MAX_PERMITS_PER_ACTIVITY}); `path` prefixes field names in errors.
+ */
+export function compilePermits(
+  limiter: RateLimiter,
+  activityType: string,
+  config: ActivityPermit | readonly ActivityPermit[],
+  path: string,
+  defaults: PermitDefaults,
+): readonly CompiledPermit[] {
+  const list: readonly ActivityPermit[] = Array.isArray(config) ? config : [config as ActivityPermit];
+  if (list.length === 0 || list.length > MAX_PERMITS_PER_ACTIVITY) {
+    throw invalid(
+      ErrorCodes.INVALID_OPTIONS,
+      path,
+      `activity "${activityType}" must take permits from 1 to ${MAX_PERMITS_PER_ACTIVITY} resources`,
+    );
+  }
+  const compiled = list.map((p, i) =>
+    compilePermit(limiter, activityType, p, Array.isArray(config) ? `${path}[${i}]` : path, defaults),
+  );
+  return Object.freeze(compiled);
+}
+
+/** The options-wide defaults a permit falls back on. */
+export type PermitDefaults = Pick<CompiledActivityOptions, 'mode' | 'maxWaitMs' | 'renewIntervalMs'>;
+
 /** Validates one activity -> resource mapping; `path` prefixes field names in errors. */
 export function compilePermit(
   limiter: RateLimiter,
   activityType: string,
   permit: ActivityPermit,
   path: string,
-  defaults: { mode: PermitMode; maxWaitMs: number; renewIntervalMs: number | undefined },
+  defaults: PermitDefaults,
 ): CompiledPermit {
   const where = `activity "${activityType}"`;
   if (typeof permit !== 'object' || permit === null) {

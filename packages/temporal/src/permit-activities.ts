@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { ErrorCodes, SluiceError, type RateLimiter } from '@sluice/core';
 import { isPriority, isTenant } from './headers.js';
-import { INVALID_REQUEST_FAILURE } from './failures.js';
+import { INPUT_ERROR_CODES, INVALID_REQUEST_FAILURE } from './failures.js';
 import {
   PERMIT_ACTIVITY,
   RELEASE_ACTIVITY,
@@ -16,13 +16,8 @@ export interface SluicePermitActivities {
   [RELEASE_ACTIVITY](request: ReleaseRequest): Promise<boolean>;
 }
 
-const INPUT_CODES: ReadonlySet<string> = new Set([
-  ErrorCodes.INVALID_COST,
-  ErrorCodes.COST_EXCEEDS_LIMIT,
-  ErrorCodes.INVALID_KEY,
-  ErrorCodes.INVALID_OPTIONS,
-  ErrorCodes.UNKNOWN_RESOURCE,
-]);
+/** Workflow code names its resource at run time (no start-up check): an unknown one is bad input too. */
+const INPUT_CODES: ReadonlySet<string> = new Set([...INPUT_ERROR_CODES, ErrorCodes.UNKNOWN_RESOURCE]);
 
 function badRequest(message: string, err?: unknown): ApplicationFailure {
   return ApplicationFailure.create({

@@ -148,12 +148,14 @@ const MAX_ASKS = 1000;
  */
 export async function acquirePermit(resource: string, options: AcquirePermitOptions = {}): Promise<PermitGrant> {
   const context = currentSluiceContext();
+  const priority = options.priority ?? context.priority;
+  const tenant = options.tenant ?? context.tenant;
   const request: PermitRequest = {
     resource,
     key: options.key ?? '',
     cost: options.cost ?? 1,
-    ...((options.priority ?? context.priority) === undefined ? {} : { priority: options.priority ?? context.priority }),
-    ...((options.tenant ?? context.tenant) === undefined ? {} : { tenant: options.tenant ?? context.tenant }),
+    ...(priority === undefined ? {} : { priority }),
+    ...(tenant === undefined ? {} : { tenant }),
   };
   const maxWaitMs = options.maxWaitMs ?? 600_000;
   const minSleepMs = options.minSleepMs ?? 100;

@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isSluiceError } from '@sluice/core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FileRuleStore, isRulesError, type FileRuleStoreOptions, type RuleVersion } from '../index.js';
+import { nextVersion, rejection } from '../../test/store-helpers.js';
+import { FileRuleStore, isRulesError, type FileRuleStoreOptions } from '../index.js';
 
 const V1 = 'resources:\n  api: { limits: { algorithm: gcra, limit: 100 } }\n';
 const V2 = 'resources:\n  api: { limits: { algorithm: gcra, limit: 200 } }\n';
@@ -19,27 +20,6 @@ function open(options: Partial<FileRuleStoreOptions> = {}): FileRuleStore {
   const s = new FileRuleStore({ dir, now: () => clock, pollIntervalMs: 10, ...options });
   stores.push(s);
   return s;
-}
-
-async function rejection(p: Promise<unknown>): Promise<Error> {
-  try {
-    await p;
-  } catch (e) {
-    return e as Error;
-  }
-  throw new Error('expected a rejection');
-}
-
-/** The next version a listener is called with, beyond `after`. */
-function nextVersion(store: FileRuleStore, after: number): Promise<RuleVersion> {
-  return new Promise((resolve) => {
-    const stop = store.watch((v) => {
-      if (v.version > after) {
-        stop();
-        resolve(v);
-      }
-    });
-  });
 }
 
 beforeEach(() => {

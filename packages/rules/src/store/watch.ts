@@ -30,11 +30,6 @@ export class VersionWatch {
     this.#logger = logger;
   }
 
-  /** Number of listeners. */
-  get size(): number {
-    return this.#listeners.size;
-  }
-
   add(listener: RuleListener): () => void {
     if (this.#closed) return () => {};
     this.#listeners.set(listener, 0);

@@ -19,17 +19,15 @@ const int = (min: number, max: number) =>
 
 /** The item schema of each operation, strict: unknown fields are rejected. */
 export function itemSchemas(b: ItemBounds) {
-  const resource = z.string({ error: 'must be a string' }).min(1, 'must not be empty').max(128, 'must be at most 128 characters');
+  // Resource names, tenants and lease ids share one bound.
+  const name = z.string({ error: 'must be a string' }).min(1, 'must not be empty').max(128, 'must be at most 128 characters');
+  const resource = name;
   const key = z.string({ error: 'must be a string' }).max(b.maxKeyLength, `must be at most ${b.maxKeyLength} characters`);
   const base = {
     resource,
     key: key.optional(),
     cost: int(0, MAX_COST).optional(),
-    tenant: z
-      .string({ error: 'must be a string' })
-      .min(1, 'must not be empty')
-      .max(128, 'must be at most 128 characters')
-      .optional(),
+    tenant: name.optional(),
     priority: z.enum(['core', 'normal'], { error: 'must be "core" or "normal"' }).optional(),
   };
   return {
@@ -38,7 +36,7 @@ export function itemSchemas(b: ItemBounds) {
     release: z.strictObject({
       resource,
       key: key.optional(),
-      leaseId: z.string({ error: 'must be a string' }).min(1, 'must not be empty').max(128, 'must be at most 128 characters'),
+      leaseId: name,
     }) satisfies z.ZodType<ReleaseItem>,
     adjust: z.strictObject({
       resource,
@@ -51,7 +49,7 @@ export function itemSchemas(b: ItemBounds) {
     renew: z.strictObject({
       resource,
       key: key.optional(),
-      leaseId: z.string({ error: 'must be a string' }).min(1, 'must not be empty').max(128, 'must be at most 128 characters'),
+      leaseId: name,
       ttlMs: int(1, 24 * 3600 * 1000).optional(),
     }) satisfies z.ZodType<RenewItem>,
   };
@@ -68,6 +66,11 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
+function decodeItem<T>(item: unknown, schema: z.ZodType<T>): Decoded<T> {
+  const r = schema.safeParse(item);
+  return r.success ? { ok: true, value: r.data } : { ok: false, error: fromZod(r.error) };
+}
+
 /**
  * Decodes a body as one item or as `{ items: [...] }`. A malformed batch (not a list, too long,
  * other fields) fails as a whole; a malformed item is that item's error only.
@@ -77,8 +80,7 @@ export function decodeBody<T>(body: unknown, schema: z.ZodType<T>, maxBatch: num
     throw new ServerError(ServerErrorCodes.INVALID_REQUEST, 'the body must be a JSON object: one item, or { "items": [...] }');
   }
   if (!Object.hasOwn(body, 'items')) {
-    const r = schema.safeParse(body);
-    return { batch: false, item: r.success ? { ok: true, value: r.data } : { ok: false, error: fromZod(r.error) } };
+    return { batch: false, item: decodeItem(body, schema) };
   }
   const extra = Object.keys(body).find((k) => k !== 'items');
   if (extra !== undefined) {
@@ -94,9 +96,6 @@ export function decodeBody<T>(body: unknown, schema: z.ZodType<T>, maxBatch: num
   }
   return {
     batch: true,
-    items: items.map((item) => {
-      const r = schema.safeParse(item);
-      return r.success ? { ok: true, value: r.data } : { ok: false, error: fromZod(r.error) };
-    }),
+    items: items.map((item) => decodeItem(item, schema)),
   };
 }

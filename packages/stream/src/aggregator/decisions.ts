@@ -35,11 +35,6 @@ export class DecisionTracker {
     return this.#sent.size;
   }
 
-  /** True when `key` is currently blocked by this tracker. */
-  has(key: string): boolean {
-    return this.#sent.has(key);
-  }
-
   /** The decisions due at `now`, given every value held now (key -> its longest hold). */
   update(held: ReadonlyMap<string, Hold>, now: number): GovernanceDecision[] {
     const { ttlMs, refreshMs } = this.#settings;

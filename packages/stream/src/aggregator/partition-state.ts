@@ -127,13 +127,8 @@ export class PartitionState {
         if (!fires) continue;
         const key = holdKey(r.dimension, value);
         firing.add(`${r.id}\u0000${key}`);
-        let byRule = this.#holds.get(key);
-        if (byRule === undefined) {
-          byRule = new Map();
-          this.#holds.set(key, byRule);
-        }
-        const hold = byRule.get(r.id);
-        if (hold === undefined) byRule.set(r.id, { ruleId: r.id, dimension: r.dimension, value, holdUntil: now + r.blockMs });
+        const byRule = this.#holdsOf(key);
+        if (!byRule.has(r.id)) byRule.set(r.id, { ruleId: r.id, dimension: r.dimension, value, holdUntil: now + r.blockMs });
       }
     }
     for (const [key, byRule] of this.#holds) {
@@ -163,12 +158,16 @@ export class PartitionState {
   /** Puts back a hold from a snapshot (ignored when its rule is gone). */
   restoreHold(hold: Hold): void {
     if (!this.#tables.has(hold.ruleId) || !DIMENSIONS.includes(hold.dimension)) return;
-    const key = holdKey(hold.dimension, hold.value);
+    this.#holdsOf(holdKey(hold.dimension, hold.value)).set(hold.ruleId, { ...hold });
+  }
+
+  /** The holds of one value by rule id, created empty when there are none. */
+  #holdsOf(key: string): Map<string, Hold> {
     let byRule = this.#holds.get(key);
     if (byRule === undefined) {
       byRule = new Map();
       this.#holds.set(key, byRule);
     }
-    byRule.set(hold.ruleId, { ...hold });
+    return byRule;
   }
 }

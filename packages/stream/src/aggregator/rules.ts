@@ -22,11 +22,6 @@ export interface CompiledRule {
   fires(w: SlidingWindow, now: number): boolean;
 }
 
-/** The value of a dimension in an event (0 = none). */
-export function dimensionValue(e: GatewayEvent, d: Dimension): number {
-  return e[d];
-}
-
 type Check = (e: GatewayEvent) => boolean;
 
 function matcher(rule: GovernanceRule): Check {

@@ -159,14 +159,19 @@ export function validateEvent(e: GatewayEvent, index = 0): void {
   if (e.outcome !== EventOutcome.PASSED && e.outcome !== EventOutcome.ERROR) throw invalidEvent(index, 'outcome', e.outcome);
 }
 
-/** Writes the batch header for `count` records at the start of `view`. */
-export function writeEventsHeader(view: DataView, count: number): void {
+/** Throws `SLUICE_ERR_STREAM_BATCH_TOO_LARGE` unless `count` fits in one batch. */
+function checkBatchSize(count: number): void {
   if (!Number.isInteger(count) || count < 0 || count > MAX_EVENTS_PER_BATCH) {
     throw new StreamError(
       StreamErrorCodes.BATCH_TOO_LARGE,
       `an event batch holds at most ${MAX_EVENTS_PER_BATCH} events (got ${count})`,
     );
   }
+}
+
+/** Writes the batch header for `count` records at the start of `view`. */
+export function writeEventsHeader(view: DataView, count: number): void {
+  checkBatchSize(count);
   view.setUint8(0, MAGIC_0);
   view.setUint8(1, MAGIC_1);
   view.setUint8(2, KIND_EVENTS);
@@ -209,12 +214,8 @@ export function writeEventRecord(
  */
 export function encodeEvents(events: readonly GatewayEvent[]): Uint8Array {
   const count = events.length;
-  if (count > MAX_EVENTS_PER_BATCH) {
-    throw new StreamError(
-      StreamErrorCodes.BATCH_TOO_LARGE,
-      `an event batch holds at most ${MAX_EVENTS_PER_BATCH} events (got ${count})`,
-    );
-  }
+  // Checked before the buffer is sized, not only when the header is written.
+  checkBatchSize(count);
   const bytes = new Uint8Array(EVENT_HEADER_BYTES + count * EVENT_BYTES);
   const view = new DataView(bytes.buffer);
   writeEventsHeader(view, count);

@@ -169,3 +169,12 @@ export interface TransportHooks {
   /** A background read failed (server gone, timeout); the consumer retries with backoff. */
   onConsumeError?: (err: unknown, partition: number) => void;
 }
+
+/** The hooks of a transport's options, without the rest of them. */
+export function hooksOf(options: TransportHooks): TransportHooks {
+  return {
+    onHandlerError: options.onHandlerError,
+    onDecisionError: options.onDecisionError,
+    onConsumeError: options.onConsumeError,
+  };
+}

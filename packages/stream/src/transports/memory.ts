@@ -15,6 +15,7 @@ import {
   checkPayload,
   closedError,
   deliverDecision,
+  hooksOf,
   runHandler,
   type TransportHooks,
 } from './common.js';
@@ -136,11 +137,7 @@ export class MemoryTransport implements EventTransport {
     this.maxBatchBytes = checkBound('maxBatchBytes', options.maxBatchBytes, DEFAULT_MAX_BATCH_BYTES, 1, 64 * 1024 * 1024);
     this.maxMessageBytes = checkBound('maxMessageBytes', options.maxMessageBytes, DEFAULT_MAX_MESSAGE_BYTES, 1, 16 * 1024 * 1024);
     this.maxGroups = checkBound('maxGroups', options.maxGroups, 64, 1, 1024);
-    this.hooks = {
-      onHandlerError: options.onHandlerError,
-      onDecisionError: options.onDecisionError,
-      onConsumeError: options.onConsumeError,
-    };
+    this.hooks = hooksOf(options);
     this.logs = Array.from({ length: this.partitions }, () => new PartitionLog());
   }
 

@@ -28,6 +28,7 @@ import {
   checkPayload,
   closedError,
   deliverDecision,
+  hooksOf,
   unavailable,
   withTimeout,
   type TransportHooks,
@@ -122,11 +123,7 @@ export class NatsTransport implements EventTransport {
       maxBatchBytes: checkBound('maxBatchBytes', options.maxBatchBytes, DEFAULT_MAX_BATCH_BYTES, 1, 64 * 1024 * 1024),
       maxMessageBytes: checkBound('maxMessageBytes', options.maxMessageBytes, DEFAULT_MAX_MESSAGE_BYTES, 1, 16 * 1024 * 1024),
     };
-    this.hooks = {
-      onHandlerError: options.onHandlerError,
-      onDecisionError: options.onDecisionError,
-      onConsumeError: options.onConsumeError,
-    };
+    this.hooks = hooksOf(options);
     this.connectionOptions = options.connectionOptions ?? {};
   }
 

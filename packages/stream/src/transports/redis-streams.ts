@@ -15,6 +15,7 @@ import {
   checkPayload,
   closedError,
   deliverDecision,
+  hooksOf,
   unavailable,
   withTimeout,
   type TransportHooks,
@@ -97,11 +98,7 @@ export class RedisStreamsTransport implements EventTransport {
     this.maxMessageBytes = checkBound('maxMessageBytes', options.maxMessageBytes, DEFAULT_MAX_MESSAGE_BYTES, 1, 16 * 1024 * 1024);
     const reconnectBaseMs = checkBound('reconnectBaseMs', options.reconnectBaseMs, 100, 1, 60_000);
     const reconnectMaxMs = checkBound('reconnectMaxMs', options.reconnectMaxMs, 5_000, reconnectBaseMs, 600_000);
-    this.hooks = {
-      onHandlerError: options.onHandlerError,
-      onDecisionError: options.onDecisionError,
-      onConsumeError: options.onConsumeError,
-    };
+    this.hooks = hooksOf(options);
     this.settings = {
       endpoint: { url: options.url, clusterNodes: options.clusterNodes, redisOptions: options.redisOptions },
       commandTimeoutMs: this.timeoutMs,

@@ -17,6 +17,7 @@ import {
   checkPayload,
   closedError,
   deliverDecision,
+  hooksOf,
   runHandler,
   sleep,
   unavailable,
@@ -113,11 +114,7 @@ export class RocketMqTransport implements EventTransport {
       maxBatchBytes: checkBound('maxBatchBytes', options.maxBatchBytes, 1024 * 1024, 1, 4 * 1024 * 1024),
       maxMessageBytes: checkBound('maxMessageBytes', options.maxMessageBytes, DEFAULT_MAX_MESSAGE_BYTES, 1, 4 * 1024 * 1024),
     };
-    this.hooks = {
-      onHandlerError: options.onHandlerError,
-      onDecisionError: options.onDecisionError,
-      onConsumeError: options.onConsumeError,
-    };
+    this.hooks = hooksOf(options);
   }
 
   private topic(partition: number): string {
