@@ -80,6 +80,55 @@ describe('leases', () => {
     await store.close();
   });
 
+  it('takes the next batch ahead, so a steady caller is served without waiting for refills', async () => {
+    const clock = new ManualClock();
+    const store = new CountingStore({ clock });
+    const window = { algorithm: 'fixed-window', limit: 100_000, windowMs: 60_000 } as const;
+    const limiter = new Limiter({ resources: { hot: { limits: window, lease: true } }, store, clock });
+    await limiter.try('hot');
+    let misses = 0;
+    let allowed = 0;
+    for (let ms = 0; ms < 500; ms++) {
+      for (let i = 0; i < 5; i++) {
+        let d = limiter.trySync('hot');
+        if (d === undefined) {
+          misses++;
+          d = await limiter.try('hot');
+        }
+        if (d.allowed) allowed++;
+      }
+      clock.advance(1);
+      // A request handler yields between requests: the background refill completes.
+      await Promise.resolve();
+    }
+    expect(allowed).toBe(2500);
+    expect(store.reserves).toBeLessThan(100);
+    // Only the first batches, sized before demand is known, can run out before their successor.
+    expect(misses).toBeLessThanOrEqual(3);
+    await limiter.close();
+    // Close returned the current and the spare batch: the store counts exactly the decisions made.
+    const peek = new Limiter({ resources: { hot: window }, store, clock });
+    expect((await peek.try('hot', { cost: 0 })).remaining).toBe(100_000 - 2501);
+    await peek.close();
+    await store.close();
+  });
+
+  it('serves the permits it holds as allowed after a refill for a larger cost was denied', async () => {
+    const store = new MemoryStore();
+    const limits = { algorithm: 'token-bucket', limit: 10, windowMs: 3_600_000 } as const;
+    const a = new Limiter({ resources: { api: { limits, lease: { maxShare: 1 } } }, store });
+    const other = new Limiter({ resources: { api: limits }, store });
+    expect((await other.try('api', { cost: 8 })).allowed).toBe(true);
+    expect((await a.try('api')).allowed).toBe(true);
+    // The lease holds the last permit; two do not fit, and the store has none left.
+    expect((await a.try('api', { cost: 2 })).allowed).toBe(false);
+    const d = a.trySync('api');
+    expect(d).toMatchObject({ allowed: true, reason: 'allowed', remaining: 0, source: 'lease' });
+    await a.close();
+    await other.close();
+    await store.close();
+  });
+
   it('rejects leases on concurrency limits', () => {
     expect(() => new Limiter({ resources: { pool: { limits: { algorithm: 'concurrency', limit: 3 }, lease: true } } })).toThrow(
       /cannot be leased/,

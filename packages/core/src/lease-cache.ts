@@ -12,7 +12,11 @@ export interface LeaseSettings {
    * @default 200
    */
   ttlMs?: number;
-  /** Most permits taken in one round trip. @default 1000 */
+  /**
+   * Most permits taken in one round trip. A batch should outlast a round trip at the rates
+   * leases are for (10,000 is 5 ms at 2M decisions/s); `maxShare` bounds it for small limits.
+   * @default 10000
+   */
   maxBatch?: number;
   /** A batch is sized to last about this long at the current local demand, in ms. @default 50 */
   targetMs?: number;
@@ -39,7 +43,7 @@ export function compileLeaseSettings(s: LeaseSettings | true, path: string): Com
   };
   return Object.freeze({
     ttlMs: check(o.ttlMs, 'ttlMs', 200, 1, 60_000),
-    maxBatch: Math.floor(check(o.maxBatch, 'maxBatch', 1000, 1, 1_000_000)),
+    maxBatch: Math.floor(check(o.maxBatch, 'maxBatch', 10_000, 1, 1_000_000)),
     targetMs: check(o.targetMs, 'targetMs', 50, 1, 60_000),
     maxShare: check(o.maxShare, 'maxShare', 0.1, 0.001, 1),
   });
@@ -48,21 +52,34 @@ export function compileLeaseSettings(s: LeaseSettings | true, path: string): Com
 /** Permits of one key held by this process. */
 class Held {
   constructor(public limits: readonly CompiledLimit[]) {}
+  /** Permits being served, usable until `expiresAt`. */
   available = 0;
   expiresAt = 0;
+  /** Permits taken ahead (see `lowWater`), served once `available` runs out; usable until `spareExpiresAt`. */
+  spare = 0;
+  spareExpiresAt = 0;
+  /** When serving leaves fewer than this many permits, the next batch is taken ahead, in the background. */
+  lowWater = 0;
+  /** Settings of the last refill, for refills taken ahead. */
+  settings: CompiledLeaseSettings | undefined;
+  policy: StoreFailurePolicy = 'local';
   /** Local demand in permits per ms, smoothed over `DEMAND_INTERVAL_MS` intervals. */
   rate = 0;
   demand = 0;
   intervalStart = 0;
   /** After a denied refill, the key is denied locally until then. */
   denyUntil = 0;
-  /** The last store decision, the template for local ones. */
+  /** The last store decision, the template for local denials. */
   last: Decision | undefined;
+  /** The last granting store decision as an allowed one, the template for permits served. */
+  granted: Decision | undefined;
   refill: Promise<Decision> | undefined;
   touchedAt = 0;
 }
 
 const DEMAND_INTERVAL_MS = 100;
+/** The next batch is taken ahead when a batch is down to this share of its size. */
+const LOW_WATER_SHARE = 0.5;
 
 /**
  * Leases: a process takes a batch of permits from the global budget in one round trip and
@@ -102,11 +119,13 @@ export class LeaseCache {
       this.#giveBack(key, h);
       h.limits = limits;
     }
-    if (now >= h.expiresAt && h.available > 0) this.#giveBack(key, h);
-    if (h.available >= cost && h.last !== undefined) {
+    this.#expire(key, h, now);
+    if (h.available < cost && h.spare > 0) this.#promoteSpare(key, h);
+    if (h.available >= cost && h.granted !== undefined) {
       h.available -= cost;
+      if (h.available < h.lowWater && h.refill === undefined && h.spare === 0 && now >= h.denyUntil) this.#refillAhead(key, h);
       // What this caller could still get: the store's remaining plus this process's lease.
-      return leaseDecision(h.last, h.last.remaining + h.available, h.last.retryAfterMs);
+      return leaseDecision(h.granted, h.granted.remaining + h.available + h.spare, 0);
     }
     if (now < h.denyUntil && h.last !== undefined) {
       return leaseDecision(h.last, h.last.remaining, Math.ceil(h.denyUntil - now));
@@ -127,13 +146,15 @@ export class LeaseCache {
       if (local !== undefined) return local;
       const h = this.#entry(key, limits);
       if (h.refill === undefined) {
-        h.refill = this.#refill(key, limits, h, cost, settings, policy).finally(() => (h.refill = undefined));
+        h.settings = settings;
+        h.policy = policy;
+        h.refill = this.#refill(key, limits, h, cost, false).finally(() => (h.refill = undefined));
         const d = await h.refill;
         if (!d.allowed) return d;
         // The caller that triggered the refill is served first.
         if (h.available >= cost) {
           h.available -= cost;
-          return { ...d, remaining: d.remaining + h.available };
+          return { ...d, remaining: d.remaining + h.available + h.spare };
         }
         continue;
       }
@@ -149,40 +170,69 @@ export class LeaseCache {
     if (this.#sweepTimer !== undefined) this.clock.clearTimer(this.#sweepTimer);
     this.#sweepTimer = undefined;
     for (const [key, h] of this.#held) this.#giveBack(key, h);
-    await Promise.allSettled([...this.#pending]);
+    // A refill that lands meanwhile returns its permits at once, adding a refund to wait for.
+    while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
     this.#held.clear();
   }
 
-  /** Permits held locally for `key` (tests, metrics). */
+  /** Permits held locally for `key`, taken ahead included (tests, metrics). */
   held(key: string): number {
-    return this.#held.get(key)?.available ?? 0;
+    const h = this.#held.get(key);
+    return h === undefined ? 0 : h.available + h.spare;
   }
 
-  async #refill(
-    key: string,
-    limits: readonly CompiledLimit[],
-    h: Held,
-    cost: number,
-    settings: CompiledLeaseSettings,
-    policy: StoreFailurePolicy,
-  ): Promise<Decision> {
-    const min = cost - h.available;
-    const max = Math.max(min, this.#batchSize(h, limits, cost, settings) - h.available);
+  /**
+   * Takes permits from the store: enough for `cost` beyond what is available (a refill on the
+   * caller's path), or, `ahead`, the next batch while the current one still serves (kept as
+   * spare, with its own TTL, so every permit is still used within `ttlMs` of being taken).
+   */
+  async #refill(key: string, limits: readonly CompiledLimit[], h: Held, cost: number, ahead: boolean): Promise<Decision> {
+    const settings = h.settings!;
+    const min = ahead ? 1 : cost - h.available;
+    const max = Math.max(min, this.#batchSize(h, limits, cost, settings) - (ahead ? 0 : h.available));
     this.refills++;
-    const r = await this.store.reserve({ key, limits, min, max }, policy);
+    const r = await this.store.reserve({ key, limits, min, max }, h.policy);
     this.onRefill?.(key, r.granted);
     const now = this.clock.now();
     const d = combineStatuses(r.statuses);
-    h.last = { ...d, allowed: true, reason: 'allowed', retryAfterMs: 0 };
-    if (r.granted > 0) {
-      h.available += r.granted;
-      h.expiresAt = now + settings.ttlMs;
+    if (r.granted > 0 && h.limits !== limits) {
+      // The rule changed while the permits were on their way: they go back under the old limits.
+      this.#return(key, limits, r.granted);
+    } else if (r.granted > 0) {
+      h.granted = { ...d, allowed: true, reason: 'allowed', retryAfterMs: 0 };
+      h.last = h.granted;
       h.denyUntil = 0;
-      return r.fallback ? { ...d, source: 'fallback' } : d;
+      h.lowWater = Math.floor(r.granted * LOW_WATER_SHARE);
+      if (ahead) {
+        h.spare += r.granted;
+        h.spareExpiresAt = now + settings.ttlMs;
+      } else {
+        h.available += r.granted;
+        h.expiresAt = now + settings.ttlMs;
+      }
+      // Permits that arrive after close go straight back.
+      if (this.#closed) this.#giveBack(key, h);
+    } else {
+      h.denyUntil = now + d.retryAfterMs;
+      h.last = d;
     }
-    h.denyUntil = now + d.retryAfterMs;
-    h.last = d;
     return r.fallback ? { ...d, source: 'fallback' } : d;
+  }
+
+  /** Starts taking the next batch in the background; callers that run out meanwhile wait for it. */
+  #refillAhead(key: string, h: Held): void {
+    if (this.#closed || h.settings === undefined) return;
+    const refill = this.#refill(key, h.limits, h, 1, true).finally(() => (h.refill = undefined));
+    h.refill = refill;
+    this.#track(refill);
+  }
+
+  /** The current batch cannot serve the call: its leftovers go back and the spare batch takes over. */
+  #promoteSpare(key: string, h: Held): void {
+    this.#return(key, h.limits, h.available);
+    h.available = h.spare;
+    h.expiresAt = h.spareExpiresAt;
+    h.spare = 0;
   }
 
   /** About `targetMs` of local demand, within [cost, maxBatch] and `maxShare` of the tightest limit. */
@@ -229,11 +279,29 @@ export class LeaseCache {
     this.#held.delete(key);
   }
 
+  /** Returns every permit held for `key`, the spare batch included. */
   #giveBack(key: string, h: Held): void {
-    const n = h.available;
+    const n = h.available + h.spare;
     h.available = 0;
-    if (n <= 0) return;
-    this.#track(this.store.adjust({ key, limits: h.limits, delta: -n }));
+    h.spare = 0;
+    this.#return(key, h.limits, n);
+  }
+
+  /** Returns the permits of each batch whose TTL has passed. */
+  #expire(key: string, h: Held, now: number): void {
+    if (now >= h.expiresAt && h.available > 0) {
+      this.#return(key, h.limits, h.available);
+      h.available = 0;
+    }
+    if (now >= h.spareExpiresAt && h.spare > 0) {
+      this.#return(key, h.limits, h.spare);
+      h.spare = 0;
+    }
+  }
+
+  /** Refunds `n` unused permits to the store (in the background). */
+  #return(key: string, limits: readonly CompiledLimit[], n: number): void {
+    if (n > 0) this.#track(this.store.adjust({ key, limits, delta: -n }));
   }
 
   #track(p: Promise<unknown>): void {
@@ -258,8 +326,8 @@ export class LeaseCache {
   #sweep(): void {
     const now = this.clock.now();
     for (const [key, h] of this.#held) {
-      if (now >= h.expiresAt && h.available > 0) this.#giveBack(key, h);
-      if (now - h.touchedAt > 10 * this.sweepMs && h.available === 0 && h.refill === undefined) {
+      this.#expire(key, h, now);
+      if (now - h.touchedAt > 10 * this.sweepMs && h.available + h.spare === 0 && h.refill === undefined) {
         this.#held.delete(key);
       }
     }
