@@ -7,6 +7,7 @@ import {
   checkKey,
   invalid,
   type AcquireOptions,
+  type AdjustOptions,
   type Decision,
   type DecisionMode,
   type LeaseOptions,
@@ -200,15 +201,28 @@ export class RemoteLimiter implements RateLimiter {
     return this.#lease(resource, options, 'renew');
   }
 
-  async adjust(resource: string, options: { key?: string; delta: number }): Promise<void> {
-    const call = await this.#call(resource, { key: options.key, cost: 0 });
+  /**
+   * Charges or refunds permits; with `tenant`, the service adjusts the tenant's quota too (the
+   * lease and the local fallback keep no tenant quotas).
+   */
+  async adjust(resource: string, options: AdjustOptions): Promise<void> {
+    const call = await this.#call(resource, {
+      key: options.key,
+      cost: 0,
+      ...(options.tenant === undefined ? {} : { tenant: options.tenant }),
+    });
     const delta = checkDelta(options.delta);
     if (call.leased) return this.#leases.adjust(resource, { key: call.key, delta });
     const local = call.view.compiled.onStoreFailure === 'local';
     if (this.#health.up) {
       try {
         const a = await this.#transport.call('/v1/adjust', {
-          body: { resource, ...(call.key === '' ? {} : { key: call.key }), delta },
+          body: {
+            resource,
+            ...(call.key === '' ? {} : { key: call.key }),
+            delta,
+            ...(options.tenant === undefined ? {} : { tenant: options.tenant }),
+          },
           timeoutMs: this.#o.checkTimeoutMs,
         });
         if (a.status !== 200) throw errorFromBody(a.body, a.status);

@@ -38,7 +38,14 @@ export {
   type StoreFailurePolicy,
 } from './failover.js';
 export { adjustKey, evaluateKey, reserveKey, type KeyOutcome, type LimitState } from './evaluate.js';
-export { Limiter, type AcquireOptions, type LeaseOptions, type LimiterOptions, type TryOptions } from './limiter.js';
+export {
+  Limiter,
+  type AcquireOptions,
+  type AdjustOptions,
+  type LeaseOptions,
+  type LimiterOptions,
+  type TryOptions,
+} from './limiter.js';
 export type { RateLimiter } from './rate-limiter.js';
 export { MemoryStore, compileMemoryStoreOptions, type MemoryStoreOptions, type MemoryStoreStats } from './memory-store.js';
 export type { DecisionMode, LimiterObserver } from './observer.js';

@@ -36,6 +36,20 @@ describe('local pre-filter', () => {
     await store.close();
   });
 
+  it('forgets a key when this process refunds it', async () => {
+    const clock = new ManualClock();
+    const store = new CountingStore({ clock });
+    const limiter = new Limiter({ resources: { api: oneEvery100ms }, store, clock });
+    await limiter.try('api');
+    expect((await limiter.try('api')).allowed).toBe(false);
+    await limiter.adjust('api', { delta: -1 });
+    // The store decides again (and admits: the refund gave the permit back).
+    expect((await limiter.try('api')).allowed).toBe(true);
+    expect(store.calls).toBe(3);
+    await limiter.close();
+    await store.close();
+  });
+
   it('can be turned off per resource', async () => {
     const clock = new ManualClock();
     const store = new CountingStore({ clock });

@@ -49,6 +49,25 @@ describe('tenants', () => {
     await limiter.close();
   });
 
+  it('adjusts the tenant quota with the resource when adjust names the tenant', async () => {
+    const limiter = new Limiter({ resources, clock: new ManualClock() });
+    for (let i = 0; i < 6; i++) expect((await limiter.try('api:search', { tenant: 'acme' })).allowed).toBe(true);
+    expect((await limiter.try('api:search', { tenant: 'acme' })).limitId).toBe('tenant:0');
+    // A refund of the resource alone leaves the tenant's quota spent.
+    await limiter.adjust('api:search', { delta: -2 });
+    expect((await limiter.try('api:search', { tenant: 'acme' })).allowed).toBe(false);
+    // Naming the tenant refunds both.
+    await limiter.adjust('api:search', { delta: -2, tenant: 'acme' });
+    expect((await limiter.try('api:search', { tenant: 'acme' })).allowed).toBe(true);
+    expect((await limiter.try('api:search', { tenant: 'acme' })).allowed).toBe(true);
+    expect((await limiter.try('api:search', { tenant: 'acme' })).limitId).toBe('tenant:0');
+    // A tenant's extra charge is charged to its quota too.
+    await limiter.adjust('api:search', { delta: 1, tenant: 'small-co' });
+    expect((await limiter.try('api:search', { tenant: 'small-co', cost: 3 })).limitId).toBe('tenant:0');
+    await expect(limiter.adjust('api:search', { delta: -1, tenant: 'a|b' })).rejects.toMatchObject({ field: 'tenant' });
+    await limiter.close();
+  });
+
   it('rejects bad tenant names', async () => {
     const limiter = new Limiter({ resources });
     await expect(limiter.try('api:search', { tenant: 'a|b' })).rejects.toMatchObject({

@@ -8,7 +8,7 @@ import { MemoryStore } from './memory-store.js';
 import type { DecisionMode, LimiterObserver } from './observer.js';
 import { DEFAULT_MAX_KEY_LENGTH, MAX_COST, checkCost, checkDelta, checkKey, maxCost, type CompiledLimit } from './policy.js';
 import { LeaseCache } from './lease-cache.js';
-import { Prefilter } from './prefilter.js';
+import { Prefilter, filterKey } from './prefilter.js';
 import type { RateLimiter } from './rate-limiter.js';
 import { TENANT_NAME, compileResource, type CompiledResource, type ResourceConfig } from './resource.js';
 import type { LimitStore } from './store.js';
@@ -94,6 +94,15 @@ export interface LeaseOptions {
   leaseId: string;
   /** New lifetime for `renew`. @default the limit's leaseTtlMs */
   ttlMs?: number;
+}
+
+/** What `adjust` charges or refunds. */
+export interface AdjustOptions {
+  key?: string;
+  /** Permits to charge; negative refunds. */
+  delta: number;
+  /** The tenant the permits were taken for: its quota is adjusted too. */
+  tenant?: string;
 }
 
 const MAX_WAIT_BOUND_MS = 24 * 3600 * 1000;
@@ -349,8 +358,14 @@ export class Limiter implements RateLimiter {
    * Charges the real cost after the work: `delta` more permits, or a refund when negative.
    * E.g. a call admitted with cost 100 that used 350 LLM tokens adjusts by +250.
    */
-  async adjust(resource: string, options: { key?: string; delta: number }): Promise<void> {
-    const call = this.#prepare(resource, { key: options.key, cost: 0 });
+  async adjust(resource: string, options: AdjustOptions): Promise<void> {
+    const call = this.#prepare(resource, {
+      key: options.key,
+      cost: 0,
+      ...(options.tenant === undefined ? {} : { tenant: options.tenant }),
+    });
+    const delta = checkDelta(options.delta);
+    const tenantLimits = this.#tenantLimits(call);
     let { key, limits } = call;
     if (call.resource.split > 1) {
       // Charged on one sub-key: the sum over sub-keys is what matters.
@@ -358,8 +373,14 @@ export class Limiter implements RateLimiter {
       key = `${key}#${i}`;
       limits = call.resource.splitLimits[i]!;
     }
-    await this.#failover.adjust({ key, limits, delta: checkDelta(options.delta) });
-    if (options.delta < 0) this.#queues.get(key)?.wake();
+    await this.#failover.adjust({ key, limits, delta });
+    if (tenantLimits !== undefined) await this.#failover.adjust({ key: tenantKey(call), limits: tenantLimits, delta });
+    if (delta < 0) {
+      // Refunded here: what the pre-filter learnt of these keys no longer holds.
+      this.#prefilter.forget(key);
+      if (tenantLimits !== undefined) this.#prefilter.forget(tenantKey(call));
+      this.#queues.get(key)?.wake();
+    }
   }
 
   /**
@@ -443,13 +464,13 @@ export class Limiter implements RateLimiter {
 
   /** One decision: breaker, tenant quota, the resource's limits, shadow mode. */
   async #consume(call: Call): Promise<Decision> {
-    const { resource, limits, cost, tenant } = call;
+    const { resource, limits, cost } = call;
     if (resource.breaker !== undefined) {
       const pass = resource.breaker.tryPass();
       if (!pass.allowed) return breakerDecision(limits, pass.retryAfterMs);
     }
     const reserve = call.priority === 'core' ? 0 : resource.reserved;
-    const tenantLimits = tenant === undefined ? undefined : (resource.tenants.get(tenant) ?? resource.tenants.get('*'));
+    const tenantLimits = this.#tenantLimits(call);
     let decision: Decision;
     const charges: Charge[] = [];
     if (tenantLimits === undefined) {
@@ -457,12 +478,11 @@ export class Limiter implements RateLimiter {
     } else {
       // The tenant's quota first, then the resource's limits; a denial by the resource gives
       // the tenant's permits back, so the pair behaves all-or-nothing.
-      const tenantKey = `${resource.name}|@${tenant}`;
-      const t = await this.#consumeKey(resource, tenantKey, tenantLimits, cost, reserve);
+      const t = await this.#consumeKey(resource, tenantKey(call), tenantLimits, cost, reserve);
       if (!t.allowed) {
         decision = { ...t, limitId: `tenant:${t.limitId}` };
       } else {
-        charges.push({ key: tenantKey, limits: tenantLimits, leaseId: t.leaseId });
+        charges.push({ key: tenantKey(call), limits: tenantLimits, leaseId: t.leaseId });
         decision = await this.#consumeResource(call, reserve, charges);
         if (!decision.allowed) await this.#giveBack(charges.splice(0), cost);
       }
@@ -508,9 +528,9 @@ export class Limiter implements RateLimiter {
     reserve: number,
   ): Promise<Decision> {
     // Normal and core traffic see different limits when a share is reserved: separate entries.
-    const filterKey = reserve > 0 ? `${key}\u0000normal` : key;
+    const entry = filterKey(key, reserve > 0);
     if (resource.prefilter) {
-      const local = this.#prefilter.check(filterKey, cost, this.#clock.now());
+      const local = this.#prefilter.check(entry, cost, this.#clock.now());
       if (local !== undefined) return local;
     }
     if (resource.lease !== undefined) return this.#leases.take(key, limits, cost, resource.lease, resource.onStoreFailure);
@@ -524,7 +544,7 @@ export class Limiter implements RateLimiter {
       if (!decision.allowed && resource.onStoreFailure === 'closed') decision = { ...decision, reason: 'store_unavailable' };
     }
     // Only global decisions teach the pre-filter: a fallback's denials reflect a local share.
-    if (resource.prefilter && !result.fallback) this.#prefilter.learn(filterKey, cost, this.#clock.now(), decision);
+    if (resource.prefilter && !result.fallback) this.#prefilter.learn(entry, cost, this.#clock.now(), decision);
     return decision;
   }
 
@@ -667,10 +687,21 @@ export class Limiter implements RateLimiter {
     else w.reject(error);
   }
 
+  /** The quota of the call's tenant (its own, or the `*` default); none without a tenant. */
+  #tenantLimits(call: Call): readonly CompiledLimit[] | undefined {
+    const { tenant, resource } = call;
+    return tenant === undefined ? undefined : (resource.tenants.get(tenant) ?? resource.tenants.get('*'));
+  }
+
   #observe(resource: string, mode: DecisionMode, decision: Decision): Decision {
     this.#observer?.decided?.({ resource, mode, decision });
     return decision;
   }
+}
+
+/** Where a tenant's quota within a resource is kept (resource names cannot contain '|'). */
+function tenantKey(call: Call): string {
+  return `${call.resource.name}|@${call.tenant}`;
 }
 
 function throwIfAborted(signal: AbortSignal | undefined): void {

@@ -13,6 +13,11 @@ interface Blocked {
  * sooner, which the pre-filter then misses for at most that retry-after. The table is bounded:
  * past `maxKeys`, the oldest entry goes.
  */
+/** The pre-filter's entry of a key: normal and core traffic see different limits when a share is reserved. */
+export function filterKey(key: string, reserved: boolean): string {
+  return reserved ? `${key}\u0000normal` : key;
+}
+
 export class Prefilter {
   readonly #blocked = new Map<string, Blocked>();
 
@@ -45,6 +50,12 @@ export class Prefilter {
     // Stored already marked as local: answering then only overwrites retryAfterMs (a spread
     // that adds a property is many times slower, and this is the hot path of denials).
     this.#blocked.set(key, { until: now + decision.retryAfterMs, cost, decision: { ...decision, source: 'prefilter' } });
+  }
+
+  /** Forgets what was learnt of `key` (both entries: see `filterKey`), e.g. after a refund made here. */
+  forget(key: string): void {
+    this.#blocked.delete(key);
+    this.#blocked.delete(filterKey(key, true));
   }
 
   /** Forgets everything, e.g. after a rule change. */

@@ -1,5 +1,5 @@
 import type { Decision } from './decision.js';
-import type { AcquireOptions, LeaseOptions, TryOptions } from './limiter.js';
+import type { AcquireOptions, AdjustOptions, LeaseOptions, TryOptions } from './limiter.js';
 
 /**
  * What every Sluice limiter offers, whichever way it decides: {@link Limiter} over the embedded
@@ -20,8 +20,11 @@ export interface RateLimiter {
   release(resource: string, options: LeaseOptions): Promise<boolean>;
   /** Extends a concurrency permit; true if it was still held. */
   renew(resource: string, options: LeaseOptions): Promise<boolean>;
-  /** Charges `delta` more permits (negative: a refund) after the fact. */
-  adjust(resource: string, options: { key?: string; delta: number }): Promise<void>;
+  /**
+   * Charges `delta` more permits (negative: a refund) after the fact; with `tenant`, the tenant's
+   * quota is charged or refunded too, as the call that took the permits was.
+   */
+  adjust(resource: string, options: AdjustOptions): Promise<void>;
   /** True if the limiter knows the resource (has limits for it). */
   has(resource: string): boolean;
   /** Frees everything the limiter started. Idempotent. */

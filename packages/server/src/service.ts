@@ -30,6 +30,8 @@ export interface AdjustItem {
   readonly resource: string;
   readonly key?: string;
   readonly delta: number;
+  /** The tenant the permits were taken for: its quota is adjusted too. */
+  readonly tenant?: string;
 }
 
 /** Takes between `min` and `max` permits at once (a remote client's lease). */
@@ -146,7 +148,11 @@ export class RateLimitService {
 
   async adjust(item: AdjustItem): Promise<{ adjusted: true }> {
     this.#active(item.resource);
-    await this.#limiter.adjust(item.resource, { key: item.key, delta: item.delta });
+    await this.#limiter.adjust(item.resource, {
+      key: item.key,
+      delta: item.delta,
+      ...(item.tenant === undefined ? {} : { tenant: item.tenant }),
+    });
     return { adjusted: true };
   }
 

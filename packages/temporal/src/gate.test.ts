@@ -214,6 +214,22 @@ describe('several resources', () => {
   });
 });
 
+describe('several resources for a tenant', () => {
+  it('give the tenant its permits back too when a later resource denies', async () => {
+    const { limiter, run } = setup({
+      mode: 'non-blocking',
+      activities: { call: [{ resource: 'api:a', tenant: () => 'acme' }, { resource: 'api:b' }] },
+    });
+    limiter.answers.push(allow(), deny(500));
+    await expect(run()).rejects.toMatchObject({ type: 'SluiceRateLimited' });
+    expect(limiter.calls.at(-1)).toEqual({
+      method: 'adjust',
+      resource: 'api:a',
+      options: { key: '', delta: -1, tenant: 'acme' },
+    });
+  });
+});
+
 describe('several resources with a concurrency permit', () => {
   it('release the earlier lease when a later resource denies', async () => {
     const { limiter, run, events } = setup({

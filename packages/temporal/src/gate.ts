@@ -258,7 +258,13 @@ export class SluiceActivityGate {
         // Nothing was called: the rate limits get their permits back too (a no-op for
         // concurrency-only resources).
         if (refund && (h.options.cost ?? 1) > 0) {
-          await limiter.adjust(resource, { key: h.options.key, delta: -(h.options.cost ?? 1) });
+          // The tenant's quota was charged with the resource: it gets its permits back too.
+          const tenant = h.options.tenant;
+          await limiter.adjust(resource, {
+            key: h.options.key,
+            delta: -(h.options.cost ?? 1),
+            ...(tenant === undefined ? {} : { tenant }),
+          });
         }
       } catch (err) {
         // The lease expires on its own after its TTL; never let a release mask the result.

@@ -14,6 +14,9 @@ resources:
   api:one: { limits: { algorithm: fixed-window, limit: 2, windowMs: 10000 } }
   db:pool: { limits: { algorithm: concurrency, limit: 1 } }
   api:llm: { limits: { algorithm: token-bucket, limit: 100, windowMs: 60000 } }
+  api:tenants:
+    limits: { algorithm: fixed-window, limit: 10, windowMs: 60000 }
+    tenants: { acme: { limits: { algorithm: fixed-window, limit: 1, windowMs: 60000 } } }
 `;
 
 describe('HTTP API', () => {
@@ -107,6 +110,16 @@ describe('HTTP API', () => {
     await post('/v1/check', { resource: 'api:llm', key: 't', cost: 10 });
     expect((await post('/v1/adjust', { resource: 'api:llm', key: 't', delta: 60 })).json()).toEqual({ adjusted: true });
     expect((await post('/v1/check', { resource: 'api:llm', key: 't', cost: 0 })).json().remaining).toBe(30);
+  });
+
+  it("refunds the tenant's quota when the adjustment names the tenant", async () => {
+    const check = async (): Promise<unknown> => (await post('/v1/check', { resource: 'api:tenants', tenant: 'acme' })).json();
+    expect(await check()).toMatchObject({ allowed: true });
+    expect(await check()).toMatchObject({ allowed: false, limitId: 'tenant:0' });
+    expect((await post('/v1/adjust', { resource: 'api:tenants', delta: -1, tenant: 'acme' })).json()).toEqual({ adjusted: true });
+    expect(await check()).toMatchObject({ allowed: true });
+    const bad = await post('/v1/adjust', { resource: 'api:tenants', delta: -1, tenant: 'a|b' });
+    expect(bad.statusCode).toBe(400);
   });
 
   it('answers malformed requests with 4xx and a stable code', async () => {

@@ -42,6 +42,7 @@ export function itemSchemas(b: ItemBounds) {
       resource,
       key: key.optional(),
       delta: int(-MAX_COST, MAX_COST),
+      tenant: name.optional(),
     }) satisfies z.ZodType<AdjustItem>,
     reserve: z
       .strictObject({ resource, key: key.optional(), min: int(1, MAX_COST), max: int(1, MAX_COST) })
