@@ -326,7 +326,8 @@ export class RemoteLimiter implements RateLimiter {
       ...(options.tenant === undefined ? {} : { tenant: options.tenant }),
       ...(options.priority === undefined ? {} : { priority: options.priority }),
     };
-    return { resource, view, leased: this.#leased(view), key, cost, item };
+    // A tenant's quota lives on the service: its calls are decided there, never from the lease.
+    return { resource, view, leased: this.#leased(view) && options.tenant === undefined, key, cost, item };
   }
 
   #leased(view: ViewResource): boolean {

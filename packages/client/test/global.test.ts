@@ -10,6 +10,7 @@ resources:
   api:leased:
     limits: { algorithm: fixed-window, limit: 400, windowMs: 600000 }
     lease: { ttlMs: 2000, maxBatch: 20, targetMs: 50, maxShare: 0.05 }
+    tenants: { acme: { limits: { algorithm: fixed-window, limit: 3, windowMs: 600000 } } }
   db:pool: { limits: { algorithm: concurrency, limit: 3, leaseTtlMs: 10000 } }
 `;
 
@@ -99,6 +100,17 @@ describe('two clients against two services sharing one Redis', () => {
     expect(admitted).toBeLessThanOrEqual(400);
     expect(admitted).toBeGreaterThanOrEqual(400 - 2 * 2 * 20);
     expect(all.filter((d) => d.source === 'lease').length).toBeGreaterThan(100);
+  });
+
+  it("keep a tenant's quota on a leased resource: its calls go to the service", async () => {
+    let admitted = 0;
+    for (const c of [ca, cb, ca, cb, ca, cb]) {
+      const d =
+        c.trySync('api:leased', { key: 'quota', tenant: 'acme' }) ??
+        (await c.try('api:leased', { key: 'quota', tenant: 'acme' }));
+      if (d.allowed) admitted++;
+    }
+    expect(admitted).toBe(3);
   });
 
   it('apply a rule change made on one service on the other within about a second', async () => {

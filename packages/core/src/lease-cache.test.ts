@@ -129,6 +129,28 @@ describe('leases', () => {
     await store.close();
   });
 
+  it("keeps a tenant's quota on a leased resource, also for trySync", async () => {
+    const limiter = new Limiter({
+      resources: {
+        api: {
+          limits: { algorithm: 'fixed-window', limit: 1000, windowMs: 60_000 },
+          lease: { maxShare: 1 },
+          tenants: { acme: { algorithm: 'fixed-window', limit: 3, windowMs: 60_000 } },
+        },
+      },
+    });
+    let admitted = 0;
+    for (let i = 0; i < 10; i++) {
+      const d = limiter.trySync('api', { tenant: 'acme' }) ?? (await limiter.try('api', { tenant: 'acme' }));
+      if (d.allowed) admitted++;
+    }
+    expect(admitted).toBe(3);
+    // Calls without a tenant still use the resource's lease.
+    expect((await limiter.try('api')).allowed).toBe(true);
+    expect(limiter.trySync('api')).toMatchObject({ allowed: true, source: 'lease' });
+    await limiter.close();
+  });
+
   it('rejects leases on concurrency limits', () => {
     expect(() => new Limiter({ resources: { pool: { limits: { algorithm: 'concurrency', limit: 3 }, lease: true } } })).toThrow(
       /cannot be leased/,

@@ -282,6 +282,9 @@ export class Limiter implements RateLimiter {
     const call = this.#prepare(resource, options);
     const r = call.resource;
     if (r.breaker !== undefined && r.breaker.state === 'open') return undefined;
+    // A tenant's call draws on two leases (the tenant's and the resource's) all-or-nothing:
+    // `try` takes them in order and gives the first back if the second denies.
+    if (r.lease !== undefined && this.#tenantLimits(call) !== undefined) return undefined;
     const local =
       r.lease !== undefined
         ? this.#leases.takeLocal(call.key, call.limits, call.cost)
