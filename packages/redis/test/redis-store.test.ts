@@ -22,7 +22,8 @@ describe('standalone', () => {
   afterAll(() => cleanUp(client, prefix));
 
   it('decides the calls made in one tick in two script calls, in arrival order, one time each', async () => {
-    const store = new RedisStore({ client, prefix, maxBatchSize: 512 });
+    // Batching is the subject, not timeouts: a loaded machine may take longer than the default 50 ms.
+    const store = new RedisStore({ client, prefix, maxBatchSize: 512, commandTimeoutMs: 2000 });
     await warmUp(store);
     const fcall = vi.spyOn(client, 'fcall');
     try {
@@ -44,7 +45,7 @@ describe('standalone', () => {
   });
 
   it('splits a burst larger than maxBatchSize into calls that keep the order', async () => {
-    const store = new RedisStore({ client, prefix, maxBatchSize: 100 });
+    const store = new RedisStore({ client, prefix, maxBatchSize: 100, commandTimeoutMs: 2000 });
     await warmUp(store);
     const fcall = vi.spyOn(client, 'fcall');
     // 250 calls, at most 100 per script call: three calls.

@@ -150,7 +150,14 @@ export class AggregatorProcess extends Member {
  * Polls `check` until it returns a value other than undefined, at most `limitMs` (a generous
  * bound for a shared, slow machine: this never measures how fast anything is).
  */
-export async function until<T>(what: string, check: () => Promise<T | undefined>, limitMs = 20_000, everyMs = 100): Promise<T> {
+export async function until<T>(
+  what: string,
+  check: () => Promise<T | undefined>,
+  limitMs = 20_000,
+  everyMs = 100,
+  /** What to add to the error when the wait gives up (the state that would explain it). */
+  explain?: () => Promise<string>,
+): Promise<T> {
   const end = Date.now() + limitMs;
   let last: unknown;
   for (;;) {
@@ -160,7 +167,10 @@ export async function until<T>(what: string, check: () => Promise<T | undefined>
     } catch (e) {
       last = e;
     }
-    if (Date.now() > end) throw new Error(`gave up waiting for ${what}${last instanceof Error ? `: ${last.message}` : ''}`);
+    if (Date.now() > end) {
+      const state = explain === undefined ? '' : `; state: ${await explain().catch((e: unknown) => String(e))}`;
+      throw new Error(`gave up waiting for ${what}${last instanceof Error ? `: ${last.message}` : ''}${state}`);
+    }
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }

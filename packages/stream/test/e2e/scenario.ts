@@ -121,6 +121,7 @@ export function governanceScenario(
         },
         45_000,
         200,
+        async () => JSON.stringify(await Promise.all(aggregators.map((a) => a.report()))),
       );
       // And the partition the burst test uses is read: one request on /search (far below its
       // rule's limit) is counted; its window drains before the test starts.
@@ -134,6 +135,11 @@ export function governanceScenario(
         },
         45_000,
         500,
+        async () =>
+          JSON.stringify({
+            aggregators: await Promise.all(aggregators.map((a) => a.report())),
+            gateway: await gateways[0]!.counters(),
+          }),
       );
       await new Promise((r) => setTimeout(r, 1_500));
     }, 120_000);
