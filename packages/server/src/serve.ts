@@ -179,6 +179,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     logger,
     readiness,
     closing: () => closing,
+    dashboard: settings.dashboard,
   });
   const grpcServer = buildGrpcServer({
     limiter,

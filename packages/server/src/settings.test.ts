@@ -38,6 +38,13 @@ describe('loadSettings', () => {
     expect(() => loadSettings({ redisUrl: 'redis://a:1', redisCluster: 'a:1' }, {})).toThrow(/exclude each other/);
   });
 
+  it('serves the dashboard unless --no-dashboard or SLUICE_DASHBOARD=off', () => {
+    expect(loadSettings({}, {}).dashboard).toBe(true);
+    expect(loadSettings({}, { SLUICE_DASHBOARD: 'off' }).dashboard).toBe(false);
+    expect(loadSettings({ dashboard: 'off' }, { SLUICE_DASHBOARD: 'on' }).dashboard).toBe(false);
+    expect(() => loadSettings({}, { SLUICE_DASHBOARD: 'no' })).toThrow(/--no-dashboard \/ SLUICE_DASHBOARD: must be on or off/);
+  });
+
   it('gives every setting a distinct flag and SLUICE_ variable', () => {
     const specs = Object.values(SETTINGS);
     expect(new Set(specs.map((s) => s.env)).size).toBe(specs.length);

@@ -27,6 +27,8 @@ export interface Settings {
   readonly maxDescriptors: number;
   readonly maxOverrides: number;
   readonly shutdownGraceMs: number;
+  /** Serve the web dashboard at `/dashboard`. */
+  readonly dashboard: boolean;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 }
 
@@ -160,6 +162,14 @@ export const SETTINGS = {
     default: '10000',
     schema: int(0, 600_000),
     doc: 'On SIGTERM/SIGINT, how long in-flight calls may finish before waits are ended',
+  },
+  dashboard: {
+    // The flag only turns the dashboard off; the variable takes `on` or `off`.
+    flag: '--no-dashboard',
+    env: 'SLUICE_DASHBOARD',
+    default: 'on',
+    schema: z.enum(['on', 'off'], { error: 'must be on or off' }).transform((v) => v === 'on'),
+    doc: 'Serve the web dashboard at `/dashboard` (`off`, or the flag, turns it off)',
   },
   logLevel: {
     flag: '--log-level',

@@ -88,19 +88,22 @@ export function buildCli(): Command {
     );
   const attrToSetting = new Map<string, keyof Settings>();
   for (const [name, spec] of Object.entries(SETTINGS) as [keyof Settings, (typeof SETTINGS)[keyof Settings]][]) {
-    const opt = new Option(
-      `${spec.flag} <${name === 'rules' ? 'file' : 'value'}>`,
-      `${spec.doc} [env ${spec.env}${spec.default === undefined ? '' : `, default ${spec.default}`}]`,
-    );
+    const help = `${spec.doc} [env ${spec.env}${spec.default === undefined ? '' : `, default ${spec.default}`}]`;
+    // A `--no-...` flag takes no value: given, it sets its setting to `off`.
+    const opt = spec.flag.startsWith('--no-')
+      ? new Option(spec.flag, help)
+      : new Option(`${spec.flag} <${name === 'rules' ? 'file' : 'value'}>`, help);
     if (name === 'rules') opt.argParser(collect);
     serveCmd.addOption(opt);
     attrToSetting.set(opt.attributeName(), name);
   }
-  serveCmd.action(async (opts: Record<string, string | string[] | undefined>) => {
+  serveCmd.action(async (opts: Record<string, string | string[] | boolean | undefined>) => {
     const flags: SettingFlags = {};
     for (const [attr, value] of Object.entries(opts)) {
       const name = attrToSetting.get(attr);
-      if (name !== undefined && value !== undefined) flags[name] = value;
+      // commander gives a `--no-...` flag `true` unless it is given; only `false` is a choice.
+      if (name === undefined || value === undefined || value === true) continue;
+      flags[name] = value === false ? 'off' : value;
     }
     await serve(flags);
   });

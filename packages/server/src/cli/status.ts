@@ -1,51 +1,8 @@
-import type { ResourceStats } from '../metrics.js';
 import { request } from './client.js';
 import type { Out } from './rules.js';
+import { formatRate as fmt, statusRows, type StatsSnapshot } from '../stats/rates.js';
 
-/** What `GET /v1/stats` answers. */
-export interface StatsSnapshot {
-  /** Server time of the snapshot, ms since the epoch. */
-  readonly at: number;
-  readonly version: number;
-  readonly resources: readonly ResourceStats[];
-}
-
-/** One row of the status view. */
-export interface StatusRow {
-  readonly resource: string;
-  /** Decisions per second between the two snapshots. */
-  readonly rate: number;
-  readonly deniedRate: number;
-  readonly limit: number;
-  readonly remaining: number;
-  /** Share of decisions denied since the server started. */
-  readonly rejectedShare: number;
-}
-
-/** The busiest resources between two snapshots, busiest first. */
-export function statusRows(prev: StatsSnapshot, cur: StatsSnapshot, top: number): StatusRow[] {
-  const seconds = Math.max(0.001, (cur.at - prev.at) / 1000);
-  const before = new Map(prev.resources.map((r) => [r.resource, r]));
-  return cur.resources
-    .map((r) => {
-      const p = before.get(r.resource);
-      const total = r.allowed + r.denied;
-      const delta = total - (p === undefined ? 0 : p.allowed + p.denied);
-      const deniedDelta = r.denied - (p?.denied ?? 0);
-      return {
-        resource: r.resource,
-        rate: Math.max(0, delta) / seconds,
-        deniedRate: Math.max(0, deniedDelta) / seconds,
-        limit: r.limit,
-        remaining: r.remaining,
-        rejectedShare: total === 0 ? 0 : r.denied / total,
-      };
-    })
-    .sort((a, b) => b.rate - a.rate || b.deniedRate - a.deniedRate || a.resource.localeCompare(b.resource))
-    .slice(0, top);
-}
-
-const fmt = (n: number) => (n >= 100 ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2));
+export { statusRows, type StatsSnapshot, type StatusRow } from '../stats/rates.js';
 
 /** One frame of the status view as text. */
 export function renderStatus(server: string, prev: StatsSnapshot, cur: StatsSnapshot, top: number): string {

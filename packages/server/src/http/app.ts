@@ -8,6 +8,7 @@ import type { RateLimitService } from '../service.js';
 import type { Settings } from '../settings.js';
 import { registerAdmin } from './admin.js';
 import { registerApi } from './api.js';
+import { registerDashboard } from './dashboard.js';
 import { fromFastifyError, sendError } from './reply.js';
 
 /** What the HTTP app is built from. */
@@ -22,11 +23,16 @@ export interface HttpDeps {
   readonly readiness: () => Promise<{ ready: boolean; checks: Record<string, string> }>;
   /** True once the server is shutting down. */
   readonly closing?: () => boolean;
+  /**
+   * Serve the web dashboard at `/dashboard`.
+   * @default false
+   */
+  readonly dashboard?: boolean;
 }
 
 /**
  * The HTTP side of the server: the JSON API, the admin API, `/metrics`, `/v1/stats`,
- * `/healthz` and `/readyz`. Every error, fastify's own included, is answered by
+ * `/healthz`, `/readyz` and (with `dashboard`) the web dashboard. Every error, fastify's own included, is answered by
  * {@link sendError}.
  */
 export function buildHttpApp(deps: HttpDeps): FastifyInstance {
@@ -100,6 +106,7 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
 
   registerApi(app, deps.service, settings, logger);
   registerAdmin(app, { store: deps.ruleStore, rules: deps.rules, token: settings.adminToken, logger });
+  if (deps.dashboard === true) registerDashboard(app, logger);
 
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {

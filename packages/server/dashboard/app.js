@@ -1,0 +1,49 @@
+/* global fetch */
+import { Charts } from './charts.js';
+import { byId } from './dom.js';
+import { RateHistory, limitPerSecond } from './lib/rates.js';
+import { RulesPanel } from './rules.js';
+
+/** How often `/v1/stats` is read; rates are the differences between consecutive reads. */
+const POLL_MS = 1000;
+
+const history = new RateHistory({ windowMs: 5 * 60_000, maxResources: 200 });
+const charts = new Charts(byId('charts'), byId('charts-empty'));
+const rules = new RulesPanel();
+const connection = byId('connection');
+const statsVersion = byId('stats-version');
+/** Limit per second per key, by resource, from `/v1/resources` (read again when the rules change). */
+let limitRates = new Map();
+let limitsVersion = -1;
+
+async function getJson(path) {
+  const res = await fetch(path, { cache: 'no-store' });
+  if (!res.ok) throw new Error(`${path} answered ${res.status}`);
+  return res.json();
+}
+
+async function refreshLimits(version) {
+  const view = await getJson('/v1/resources');
+  limitRates = new Map(Object.entries(view.resources ?? {}).map(([name, r]) => [name, limitPerSecond(r.limits ?? [])]));
+  limitsVersion = version;
+}
+
+async function poll() {
+  try {
+    const snapshot = await getJson('/v1/stats');
+    if (snapshot.version !== limitsVersion) await refreshLimits(snapshot.version);
+    history.add(snapshot);
+    charts.render(history, limitRates);
+    statsVersion.textContent = `v${snapshot.version}`;
+    connection.textContent = 'live';
+    connection.setAttribute('data-state', 'live');
+    rules.onVersion(snapshot.version);
+  } catch (err) {
+    connection.textContent = `server unreachable (${err instanceof Error ? err.message : String(err)})`;
+    connection.setAttribute('data-state', 'down');
+  } finally {
+    setTimeout(() => void poll(), POLL_MS);
+  }
+}
+
+void poll();
