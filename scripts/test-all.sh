@@ -9,6 +9,8 @@
 # Each real server the tests use has a script in scripts/ taking
 # install|start|stop (see SERVER_SCRIPTS); a started script writes the
 # variables tests need to $SLUICE_RUN_DIR/env (Redis) or $SLUICE_RUN_DIR/*.env.
+# scripts/chromium.sh is among them: it installs the headless browser the
+# dashboard tests drive and publishes its path (it runs no daemon).
 # Servers are always stopped on exit, whether the tests pass, fail, or the run
 # is interrupted. The exit code is the tests' if they failed, otherwise the
 # linter's, otherwise 0.
@@ -25,7 +27,7 @@ step() { printf '\n==> %s\n' "$*" >&2; }
 
 # Every server script present, in start order.
 SERVER_SCRIPTS=()
-for name in redis-servers temporal-server nats-server rocketmq-server; do
+for name in redis-servers temporal-server nats-server rocketmq-server chromium; do
   [[ -f "scripts/$name.sh" ]] && SERVER_SCRIPTS+=("scripts/$name.sh")
 done
 
