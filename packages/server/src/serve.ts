@@ -203,7 +203,16 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   const httpPort = (app.server.address() as AddressInfo).port;
   const host = settings.host === '0.0.0.0' || settings.host === '::' ? '127.0.0.1' : settings.host;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${httpPort}`;
-  logger.info({ url, grpcPort, store: stores.limitStore?.name ?? 'memory', version: rules.version?.version }, 'sluice serving');
+  logger.info(
+    {
+      url,
+      grpcPort,
+      store: stores.limitStore?.name ?? 'memory',
+      version: rules.version?.version,
+      ...(settings.dashboard ? { dashboard: `${url}/dashboard` } : {}),
+    },
+    'sluice serving',
+  );
 
   let closed: Promise<void> | undefined;
   const close = () => {
