@@ -5,6 +5,7 @@
  * normal topic read by a fresh consumer group per subscriber (every group gets every message:
  * fan-out). See docs/transports.md for why partitions are not LiteTopics.
  */
+import { format } from 'node:util';
 import { FilterExpression, Producer, SimpleConsumer, type MessageView } from 'rocketmq-client-nodejs';
 import { TransportError, TransportErrorCodes, type BatchHandler, type EventTransport, type Subscription } from '../transport.js';
 import {
@@ -71,7 +72,7 @@ function clientLogger(hooks: TransportHooks) {
     info: drop,
     debug: drop,
     warn: drop,
-    error: (...args: unknown[]) => hooks.onConsumeError?.(new Error(args.map(String).join(' ')), -1),
+    error: (...args: unknown[]) => hooks.onConsumeError?.(new Error(format(...args)), -1),
   };
 }
 

@@ -20,4 +20,7 @@ governanceScenario(
     };
   },
   () => ({ redisUrl: redisUrl(), leasePrefix: `${prefix}:agg:` }),
+  // A receive that outlives its deadline on a loaded machine leaves its messages invisible
+  // until their invisibility period (15 s) ends: a decision may arrive that late.
+  { deliveryWaitMs: 45_000 },
 );

@@ -79,13 +79,28 @@ async function everyGateway(
   return Promise.all(gateways.map((g) => g.request(path, headers)));
 }
 
+/** How the scenario runs on one transport. */
+export interface ScenarioOptions {
+  /** Run the stream-away step (the transport can be cut). @default true */
+  readonly outage?: boolean;
+  /**
+   * Bound on each wait for decisions to reach every gateway. A broker that redelivers a message
+   * whose receive timed out only after its invisibility period needs more. @default 20000
+   */
+  readonly deliveryWaitMs?: number;
+}
+
 /** Registers the scenario as a describe block for one transport. */
 export function governanceScenario(
   name: string,
   setup: () => Promise<TransportSetup>,
   settings: () => ScenarioSettings,
-  options: { outage: boolean } = { outage: true },
+  options: ScenarioOptions = {},
 ): void {
+  const outage = options.outage ?? true;
+  // Waits for decisions to reach the gateways, and the tests' bounds that contain them.
+  const deliveryMs = options.deliveryWaitMs ?? 20_000;
+  const testMs = 3 * deliveryMs + 30_000;
   describe(`governance end to end over ${name}`, () => {
     let transport: TransportSetup;
     let rulesDir: string;
@@ -150,84 +165,121 @@ export function governanceScenario(
       if (rulesDir) rmSync(rulesDir, { recursive: true, force: true });
     });
 
-    it('blocks a burst on one path on every gateway and lifts it after the burst', async () => {
-      const statuses = await burst(gateways, '/search', 150);
-      expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(60);
-      await until('/search to be blocked everywhere', async () => {
-        const s = await everyGateway(gateways, '/search');
-        return s.every((x) => x === 429) ? s : undefined;
-      });
-      // Other paths pass meanwhile.
-      expect(await everyGateway(gateways, '/orders')).toEqual([200, 200, 200]);
-      // The burst stopped: the aggregator lifts the block explicitly.
-      await until('/search to be lifted everywhere', async () => {
-        const s = await everyGateway(gateways, '/search');
-        return s.every((x) => x === 200) ? s : undefined;
-      });
-      // Every gateway receives the explicit lift. On a slow stream a gateway may have let the
-      // block lapse first (its TTL ran out between refreshes); the lift still reaches it.
-      await until(
-        'every gateway to receive the lift',
-        async () => {
-          const caches = await Promise.all(gateways.map((g) => g.counters()));
-          return caches.every((c) => c.cache.lifts >= 1) ? caches : undefined;
-        },
-        30_000,
-        200,
-      );
-    }, 90_000);
+    it(
+      'blocks a burst on one path on every gateway and lifts it after the burst',
+      async () => {
+        const statuses = await burst(gateways, '/search', 150);
+        expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(60);
+        await until(
+          '/search to be blocked everywhere',
+          async () => {
+            const s = await everyGateway(gateways, '/search');
+            return s.every((x) => x === 429) ? s : undefined;
+          },
+          deliveryMs,
+        );
+        // Other paths pass meanwhile.
+        expect(await everyGateway(gateways, '/orders')).toEqual([200, 200, 200]);
+        // The burst stopped: the aggregator lifts the block explicitly.
+        await until(
+          '/search to be lifted everywhere',
+          async () => {
+            const s = await everyGateway(gateways, '/search');
+            return s.every((x) => x === 200) ? s : undefined;
+          },
+          deliveryMs,
+        );
+        // Every gateway receives the explicit lift. On a slow stream a gateway may have let the
+        // block lapse first (its TTL ran out between refreshes); the lift still reaches it.
+        await until(
+          'every gateway to receive the lift',
+          async () => {
+            const caches = await Promise.all(gateways.map((g) => g.counters()));
+            return caches.every((c) => c.cache.lifts >= 1) ? caches : undefined;
+          },
+          deliveryMs,
+          200,
+          async () => JSON.stringify({ gateways: await Promise.all(gateways.map((g) => g.counters())) }),
+        );
+      },
+      testMs,
+    );
 
-    it('blocks a user with more than 10 failed logins on every path of every gateway', async () => {
-      const mallory = { 'x-user': 'mallory' };
-      for (let i = 0; i < 11; i++) expect(await gateways[i % gateways.length]!.request('/login', mallory)).toBe(401);
-      await until('mallory to be blocked everywhere', async () => {
-        const s = await everyGateway(gateways, '/orders', mallory);
-        return s.every((x) => x === 429) ? s : undefined;
-      });
-      expect(await everyGateway(gateways, '/login', mallory)).toEqual([429, 429, 429]);
-      expect(await everyGateway(gateways, '/orders', { 'x-user': 'alice' })).toEqual([200, 200, 200]);
-    });
+    it(
+      'blocks a user with more than 10 failed logins on every path of every gateway',
+      async () => {
+        const mallory = { 'x-user': 'mallory' };
+        for (let i = 0; i < 11; i++) expect(await gateways[i % gateways.length]!.request('/login', mallory)).toBe(401);
+        await until(
+          'mallory to be blocked everywhere',
+          async () => {
+            const s = await everyGateway(gateways, '/orders', mallory);
+            return s.every((x) => x === 429) ? s : undefined;
+          },
+          deliveryMs,
+        );
+        expect(await everyGateway(gateways, '/login', mallory)).toEqual([429, 429, 429]);
+        expect(await everyGateway(gateways, '/orders', { 'x-user': 'alice' })).toEqual([200, 200, 200]);
+      },
+      testMs,
+    );
 
-    it('applies a new rule version from the rule store without a restart', async () => {
-      const store = new FileRuleStore({ dir: rulesDir });
-      try {
-        const reports = '    reports-burst: { type: threshold, dimension: path, match: { path: /reports }, limit: 20 }\n';
-        await store.apply(RULES + reports, { author: 'e2e', reason: 'a rule for /reports' });
-      } finally {
-        await store.close();
-      }
-      await until('both aggregators to follow version 2', async () => {
-        const reports = await Promise.all(aggregators.map((a) => a.report()));
-        return reports.every((r) => r.stats.ruleVersion === 2) ? reports : undefined;
-      });
-      await burst(gateways, '/reports', 60);
-      await until('/reports to be blocked everywhere', async () => {
-        const s = await everyGateway(gateways, '/reports');
-        return s.every((x) => x === 429) ? s : undefined;
-      });
-    });
+    it(
+      'applies a new rule version from the rule store without a restart',
+      async () => {
+        const store = new FileRuleStore({ dir: rulesDir });
+        try {
+          const reports = '    reports-burst: { type: threshold, dimension: path, match: { path: /reports }, limit: 20 }\n';
+          await store.apply(RULES + reports, { author: 'e2e', reason: 'a rule for /reports' });
+        } finally {
+          await store.close();
+        }
+        await until('both aggregators to follow version 2', async () => {
+          const reports = await Promise.all(aggregators.map((a) => a.report()));
+          return reports.every((r) => r.stats.ruleVersion === 2) ? reports : undefined;
+        });
+        await burst(gateways, '/reports', 60);
+        await until(
+          '/reports to be blocked everywhere',
+          async () => {
+            const s = await everyGateway(gateways, '/reports');
+            return s.every((x) => x === 429) ? s : undefined;
+          },
+          deliveryMs,
+        );
+      },
+      testMs,
+    );
 
-    it('hands the partitions of a killed aggregator to the other, state included', async () => {
-      const [victim, survivor] = aggregators as [AggregatorProcess, AggregatorProcess];
-      await victim.kill();
-      await until('the survivor to own every partition', async () => {
+    it(
+      'hands the partitions of a killed aggregator to the other, state included',
+      async () => {
+        const [victim, survivor] = aggregators as [AggregatorProcess, AggregatorProcess];
+        await victim.kill();
+        await until('the survivor to own every partition', async () => {
+          const r = await survivor.report();
+          return r.partitions.length === PARTITIONS ? r : undefined;
+        });
+        // Past several block TTLs, mallory is still blocked: the survivor refreshes the hold.
+        await new Promise((r) => setTimeout(r, 4000));
+        expect(await everyGateway(gateways, '/orders', { 'x-user': 'mallory' })).toEqual([429, 429, 429]);
+        // And it counts the partitions it took over.
+        await burst(gateways, '/search', 150);
+        await until(
+          '/search to be blocked everywhere again',
+          async () => {
+            const s = await everyGateway(gateways, '/search');
+            return s.every((x) => x === 429) ? s : undefined;
+          },
+          deliveryMs,
+        );
         const r = await survivor.report();
-        return r.partitions.length === PARTITIONS ? r : undefined;
-      });
-      // Past several block TTLs, mallory is still blocked: the survivor refreshes the hold.
-      await new Promise((r) => setTimeout(r, 4000));
-      expect(await everyGateway(gateways, '/orders', { 'x-user': 'mallory' })).toEqual([429, 429, 429]);
-      // And it counts the partitions it took over.
-      await burst(gateways, '/search', 150);
-      await until('/search to be blocked everywhere again', async () => {
-        const s = await everyGateway(gateways, '/search');
-        return s.every((x) => x === 429) ? s : undefined;
-      });
-      const r = await survivor.report();
-      expect(r.stats.malformedBatches).toBe(0);
-    });
+        expect(r.stats.malformedBatches).toBe(0);
+      },
+      testMs,
+    );
 
-    it.skipIf(!options.outage)('lets traffic through while the stream is away, counting the events dropped', async () => {
+    it.skipIf(!outage)('lets traffic through while the stream is away, counting the events dropped', async () => {
       const before = await Promise.all(gateways.map((g) => g.counters()));
       await transport.streamDown!();
       try {
