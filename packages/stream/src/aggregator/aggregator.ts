@@ -162,13 +162,20 @@ export class Aggregator {
     }
     const owned: Owned = { state, sub: undefined, lagBatches: 0, lagMs: 0, mode: 'normal', gone: false, snapshotHolds: '' };
     this.#owned.set(partition, owned);
+    let sub: Subscription;
     try {
-      owned.sub = await this.#o.transport.consume(partition, this.#o.group, (batch, info) => this.#onBatch(owned, batch, info));
+      sub = await this.#o.transport.consume(partition, this.#o.group, (batch, info) => this.#onBatch(owned, batch, info));
     } catch (err) {
       // The ownership round gives the partition up again (released(p, true) finds it here).
       this.#o.logger?.warn({ err, partition }, 'cannot consume the partition');
       throw err;
     }
+    if (this.#owned.get(partition) !== owned) {
+      // The lease was lost while the consumer started (renewals run on their own): stop it.
+      await sub.stop();
+      return;
+    }
+    owned.sub = sub;
   }
 
   async #released(partition: number, voluntary: boolean): Promise<void> {

@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PartitionOwnership } from './coordinator.js';
 import { MemoryLeaseStore, type LeaseStore } from './leases.js';
 
@@ -108,6 +108,37 @@ describe('PartitionOwnership', () => {
     expect(a.owned).toEqual([]);
     expect(log.slice(2).sort()).toEqual(['a-0!', 'a-1!']);
     down = false;
+  });
+
+  it('keeps renewing its leases while a partition is slow to start', async () => {
+    class CountingStore extends MemoryLeaseStore {
+      renewals = new Map<number, number>();
+      override renew(partition: number, owner: string, ttlMs: number): Promise<boolean> {
+        this.renewals.set(partition, (this.renewals.get(partition) ?? 0) + 1);
+        return super.renew(partition, owner, ttlMs);
+      }
+    }
+    const store = new CountingStore();
+    let startSlow: () => void = () => {};
+    const slow = new Promise<void>((resolve) => (startSlow = resolve));
+    const o = new PartitionOwnership(
+      { store, partitions: 2, owner: 'a', leaseTtlMs: 3000, renewMs: 5 },
+      {
+        // Partition 1 takes as long as the test wants to start (a broker client's start-up).
+        acquired: (p) => (p === 1 ? slow : Promise.resolve()),
+        released: () => Promise.resolve(),
+      },
+    );
+    owners.push(o);
+    const first = o.start();
+    try {
+      // The lease of the partition that is starting is renewed meanwhile, again and again.
+      await vi.waitFor(() => expect(store.renewals.get(1) ?? 0).toBeGreaterThanOrEqual(3), { timeout: 4000 });
+      expect(o.owned).toContain(1);
+    } finally {
+      startSlow();
+    }
+    await first;
   });
 
   it('gives a partition back when it cannot start consuming it', async () => {

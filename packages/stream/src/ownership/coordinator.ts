@@ -28,10 +28,16 @@ export interface OwnershipSettings {
 }
 
 /**
- * Keeps an aggregator's share of the partitions: every round it records itself as a live
- * member, renews its leases (a lease it could not renew is lost at once), gives up partitions
- * beyond its fair share (`ceil(partitions / live members)`) so a new member gets some, and
- * takes free ones up to its share. A round runs only when the previous one finished.
+ * Keeps an aggregator's share of the partitions in two loops, each every `renewMs`:
+ *
+ * - renewal: records itself as a live member and renews its leases (a lease it could not renew
+ *   is lost at once);
+ * - balance: gives up partitions beyond its fair share (`ceil(partitions / live members)`) so a
+ *   new member gets some, and takes free ones up to its share.
+ *
+ * The loops are separate because starting to consume a partition can take seconds (a broker
+ * client's start-up); renewals must not wait behind it, or every other lease would lapse
+ * meanwhile. Each loop runs a round only when its previous one finished.
  */
 export class PartitionOwnership {
   readonly #s: OwnershipSettings;
@@ -42,7 +48,8 @@ export class PartitionOwnership {
   /** Live members at the last heartbeat that answered. */
   #members = 1;
   #timer: NodeJS.Timeout | undefined;
-  #round: Promise<void> | undefined;
+  #renewing: Promise<void> | undefined;
+  #balancing: Promise<void> | undefined;
   #closed = false;
   /** Where this owner starts looking for free partitions, so owners do not all race for the same one. */
   readonly #offset: number;
@@ -66,33 +73,48 @@ export class PartitionOwnership {
   start(): Promise<void> {
     const first = this.round();
     this.#timer = setInterval(() => {
-      if (this.#round === undefined) void this.round();
+      // Each loop skips a tick while its previous round is still running.
+      void this.#renewRound();
+      void this.#balanceRound();
     }, this.#s.renewMs);
     this.#timer.unref();
     return first;
   }
 
-  /** One round (exposed for tests that drive time themselves). */
-  round(): Promise<void> {
-    if (this.#closed) return Promise.resolve();
-    this.#round ??= this.#runRound().finally(() => {
-      this.#round = undefined;
-    });
-    return this.#round;
+  /** One renewal round, then one balance round (exposed for tests that drive time themselves). */
+  async round(): Promise<void> {
+    await this.#renewRound();
+    await this.#balanceRound();
   }
 
-  async #runRound(): Promise<void> {
-    const { store, owner, leaseTtlMs, partitions } = this.#s;
+  #renewRound(): Promise<void> {
+    if (this.#closed) return Promise.resolve();
+    this.#renewing ??= this.#renew().finally(() => {
+      this.#renewing = undefined;
+    });
+    return this.#renewing;
+  }
+
+  #balanceRound(): Promise<void> {
+    if (this.#closed) return Promise.resolve();
+    this.#balancing ??= this.#balance().finally(() => {
+      this.#balancing = undefined;
+    });
+    return this.#balancing;
+  }
+
+  async #renew(): Promise<void> {
+    const { store, owner, leaseTtlMs } = this.#s;
     try {
       this.#members = Math.max(1, await store.heartbeat(owner, leaseTtlMs));
     } catch (e) {
       // Renewals below still run: they decide, per lease, whether to keep consuming.
       this.#s.onError?.(e);
     }
-    const members = this.#members;
     try {
       for (const p of this.owned) {
-        if (this.#closed) return;
+        // Given up by the balance loop meanwhile: renewing would hold a lease nobody consumes.
+        if (this.#closed || !this.#owned.has(p)) continue;
         let kept = false;
         try {
           kept = await store.renew(p, owner, leaseTtlMs);
@@ -102,13 +124,21 @@ export class PartitionOwnership {
           // Unknown: keep consuming until the lease would have lapsed anyway, then let it go.
           kept = this.#now() - (this.#renewedAt.get(p) ?? 0) < leaseTtlMs;
         }
-        if (!kept) {
+        if (!kept && this.#owned.has(p)) {
           this.#renewedAt.delete(p);
           this.#owned.delete(p);
           await this.#handlers.released(p, false);
         }
       }
-      const share = Math.ceil(partitions / members);
+    } catch (e) {
+      this.#s.onError?.(e);
+    }
+  }
+
+  async #balance(): Promise<void> {
+    const { store, owner, leaseTtlMs, partitions } = this.#s;
+    try {
+      const share = Math.ceil(partitions / this.#members);
       // Give up the highest partitions beyond the share; others pick them up.
       for (const p of this.owned.reverse()) {
         if (this.#owned.size <= share || this.#closed) break;
@@ -149,7 +179,7 @@ export class PartitionOwnership {
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#timer);
-    await this.#round;
+    await Promise.all([this.#renewing, this.#balancing]);
     for (const p of this.owned) {
       try {
         await this.#giveUp(p);
