@@ -238,6 +238,38 @@ describe('Aggregator', () => {
     expect((await second.tick()).map((d) => d.action)).toEqual(['block']);
   });
 
+  it('stops a consumer that finished starting after its lease was lost', async () => {
+    h = new Harness();
+    let open: () => void = () => {};
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const consume = h.transport.consume.bind(h.transport);
+    let starts = 0;
+    let stops = 0;
+    // Starting to consume takes as long as the test wants (a broker client's start-up).
+    vi.spyOn(h.transport, 'consume').mockImplementation(async (partition, group, handler) => {
+      starts++;
+      await gate;
+      const sub = await consume(partition, group, handler);
+      const stop = sub.stop.bind(sub);
+      sub.stop = () => {
+        stops++;
+        return stop();
+      };
+      return sub;
+    });
+    const a = h.aggregator({ id: 'a', leaseTtlMs: 300 });
+    const starting = a.start();
+    await vi.waitFor(() => expect(starts).toBe(1));
+    // Meanwhile the lease lapses and another owner takes the partition; a's renewals notice.
+    h.now += 1000;
+    expect(await h.leases.acquire(0, 'b', 60_000)).toBe(true);
+    await vi.waitFor(() => expect(a.partitions).toEqual([]));
+    open();
+    await starting;
+    await vi.waitFor(() => expect(stops).toBe(1));
+    expect(h.leases.holder(0)).toBe('b');
+  });
+
   it('keeps a bounded table under a flood of distinct IPs, evicting and counting', async () => {
     h = new Harness();
     const rules = governance('governance:\n  rules:\n    ip-burst: { type: threshold, dimension: ip, limit: 50 }\n');
