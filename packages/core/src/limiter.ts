@@ -377,11 +377,12 @@ export class Limiter implements RateLimiter {
       limits = call.resource.splitLimits[i]!;
     }
     await this.#failover.adjust({ key, limits, delta });
-    if (tenantLimits !== undefined) await this.#failover.adjust({ key: tenantKey(call), limits: tenantLimits, delta });
+    const tenant = tenantLimits && { key: tenantKey(call), limits: tenantLimits };
+    if (tenant !== undefined) await this.#failover.adjust({ ...tenant, delta });
     if (delta < 0) {
       // Refunded here: what the pre-filter learnt of these keys no longer holds.
       this.#prefilter.forget(key);
-      if (tenantLimits !== undefined) this.#prefilter.forget(tenantKey(call));
+      if (tenant !== undefined) this.#prefilter.forget(tenant.key);
       this.#queues.get(key)?.wake();
     }
   }
@@ -481,11 +482,12 @@ export class Limiter implements RateLimiter {
     } else {
       // The tenant's quota first, then the resource's limits; a denial by the resource gives
       // the tenant's permits back, so the pair behaves all-or-nothing.
-      const t = await this.#consumeKey(resource, tenantKey(call), tenantLimits, cost, reserve);
+      const key = tenantKey(call);
+      const t = await this.#consumeKey(resource, key, tenantLimits, cost, reserve);
       if (!t.allowed) {
         decision = { ...t, limitId: `tenant:${t.limitId}` };
       } else {
-        charges.push({ key: tenantKey(call), limits: tenantLimits, leaseId: t.leaseId });
+        charges.push({ key, limits: tenantLimits, leaseId: t.leaseId });
         decision = await this.#consumeResource(call, reserve, charges);
         if (!decision.allowed) await this.#giveBack(charges.splice(0), cost);
       }

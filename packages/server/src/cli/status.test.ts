@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { renderStatus, statusRows, type StatsSnapshot } from './status.js';
+import { statusRows, type StatsSnapshot } from '../stats/rates.js';
+import { renderStatus } from './status.js';
 
 const r = (resource: string, allowed: number, denied: number, limit = 10, remaining = 5) => ({
   resource,

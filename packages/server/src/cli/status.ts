@@ -2,8 +2,6 @@ import { request } from './client.js';
 import type { Out } from './rules.js';
 import { formatRate as fmt, statusRows, type StatsSnapshot } from '../stats/rates.js';
 
-export { statusRows, type StatsSnapshot, type StatusRow } from '../stats/rates.js';
-
 /** One frame of the status view as text. */
 export function renderStatus(server: string, prev: StatsSnapshot, cur: StatsSnapshot, top: number): string {
   const rows = statusRows(prev, cur, top);

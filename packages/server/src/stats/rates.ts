@@ -36,7 +36,7 @@ export interface RateRow extends StatusRow {
 }
 
 /** Busiest first: by rate, then by denied rate, then by name. */
-export function busiestFirst(a: StatusRow, b: StatusRow): number {
+function busiestFirst(a: StatusRow, b: StatusRow): number {
   return b.rate - a.rate || b.deniedRate - a.deniedRate || a.resource.localeCompare(b.resource);
 }
 

@@ -107,6 +107,17 @@ export function governanceScenario(
     let gateways: GatewayProcess[] = [];
     let aggregators: AggregatorProcess[] = [];
 
+    /** Waits (up to `deliveryMs`) until every gateway answers `path` with `status`. */
+    const untilEveryGateway = (what: string, path: string, status: number, headers: Record<string, string> = {}) =>
+      until(
+        what,
+        async () => {
+          const s = await everyGateway(gateways, path, headers);
+          return s.every((x) => x === status) ? s : undefined;
+        },
+        deliveryMs,
+      );
+
     beforeAll(async () => {
       transport = await setup();
       rulesDir = mkdtempSync(join(tmpdir(), 'sluice-e2e-rules-'));
@@ -170,25 +181,11 @@ export function governanceScenario(
       async () => {
         const statuses = await burst(gateways, '/search', 150);
         expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(60);
-        await until(
-          '/search to be blocked everywhere',
-          async () => {
-            const s = await everyGateway(gateways, '/search');
-            return s.every((x) => x === 429) ? s : undefined;
-          },
-          deliveryMs,
-        );
+        await untilEveryGateway('/search to be blocked everywhere', '/search', 429);
         // Other paths pass meanwhile.
         expect(await everyGateway(gateways, '/orders')).toEqual([200, 200, 200]);
         // The burst stopped: the aggregator lifts the block explicitly.
-        await until(
-          '/search to be lifted everywhere',
-          async () => {
-            const s = await everyGateway(gateways, '/search');
-            return s.every((x) => x === 200) ? s : undefined;
-          },
-          deliveryMs,
-        );
+        await untilEveryGateway('/search to be lifted everywhere', '/search', 200);
         // Every gateway receives the explicit lift. On a slow stream a gateway may have let the
         // block lapse first (its TTL ran out between refreshes); the lift still reaches it.
         await until(
@@ -210,14 +207,7 @@ export function governanceScenario(
       async () => {
         const mallory = { 'x-user': 'mallory' };
         for (let i = 0; i < 11; i++) expect(await gateways[i % gateways.length]!.request('/login', mallory)).toBe(401);
-        await until(
-          'mallory to be blocked everywhere',
-          async () => {
-            const s = await everyGateway(gateways, '/orders', mallory);
-            return s.every((x) => x === 429) ? s : undefined;
-          },
-          deliveryMs,
-        );
+        await untilEveryGateway('mallory to be blocked everywhere', '/orders', 429, mallory);
         expect(await everyGateway(gateways, '/login', mallory)).toEqual([429, 429, 429]);
         expect(await everyGateway(gateways, '/orders', { 'x-user': 'alice' })).toEqual([200, 200, 200]);
       },
@@ -239,14 +229,7 @@ export function governanceScenario(
           return reports.every((r) => r.stats.ruleVersion === 2) ? reports : undefined;
         });
         await burst(gateways, '/reports', 60);
-        await until(
-          '/reports to be blocked everywhere',
-          async () => {
-            const s = await everyGateway(gateways, '/reports');
-            return s.every((x) => x === 429) ? s : undefined;
-          },
-          deliveryMs,
-        );
+        await untilEveryGateway('/reports to be blocked everywhere', '/reports', 429);
       },
       testMs,
     );
@@ -265,14 +248,7 @@ export function governanceScenario(
         expect(await everyGateway(gateways, '/orders', { 'x-user': 'mallory' })).toEqual([429, 429, 429]);
         // And it counts the partitions it took over.
         await burst(gateways, '/search', 150);
-        await until(
-          '/search to be blocked everywhere again',
-          async () => {
-            const s = await everyGateway(gateways, '/search');
-            return s.every((x) => x === 429) ? s : undefined;
-          },
-          deliveryMs,
-        );
+        await untilEveryGateway('/search to be blocked everywhere again', '/search', 429);
         const r = await survivor.report();
         expect(r.stats.malformedBatches).toBe(0);
       },
