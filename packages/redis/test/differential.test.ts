@@ -71,6 +71,15 @@ function scenarios(): Scenario[] {
   return [
     ...single,
     {
+      // More groups than the window keeps (8 per slice): the merges must match bit for bit.
+      name: 'sliding-window merging groups',
+      variants: [
+        [{ algorithm: 'sliding-window', id: 'r', limit: 40, windowMs: 200, slices: 1 }],
+        [{ algorithm: 'sliding-window', id: 'r', limit: 30, windowMs: 150, slices: 2 }],
+      ],
+      maxCost: 3,
+    },
+    {
       name: 'algorithm changes on one limit id',
       variants: RATE.map((algorithm, i) => [
         strip({ algorithm, id: 'main', limit: 4 + i, windowMs: 90 + 30 * i, burst: 3 + i, slices: 3 }),

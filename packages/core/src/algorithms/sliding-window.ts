@@ -1,187 +1,108 @@
 import type { CompiledLimit } from '../policy.js';
-import { EPS_PERMITS, ceilMs, wholePermits, type RateAlgorithm, type RateState } from './types.js';
+import { appendEntry, liveEntries, refundNewest, resetAfterEntries, retryAfterEntries, sumEntries } from './timed-log.js';
+import { EPS_PERMITS, wholePermits, type RateAlgorithm, type RateState } from './types.js';
 
 /**
- * Sliding window counter over `slices` slices of `windowMs / slices` each, stored as
- * `[3, sliceMs, k, c(k-N), f(k-N), l(k-N), ..., c(k), f(k), l(k)]`: the index `k` of the newest
- * slice and, for each of the N+1 slices, its count and the offsets (ms into the slice) of its
- * first and last call. The window `(now - windowMs, now]` covers the N newest slices fully; of
- * the oldest slice it covers the calls not yet slid past, assuming they were spread evenly
- * between its first and last call:
+ * Sliding window with bounded state, stored as `[3, 0, ts1, cost1, ts2, cost2, ...]`: at most
+ * `8 * slices` groups of admitted calls in time order (see `timed-log.ts`), each stamped with the
+ * time of its newest call. A group counts in full while its stamp is inside the window
+ * `(now - windowMs, now]`. (The `0` tells this layout from the counted slices `[3, sliceMs, k,
+ * ...]` of earlier versions, read conservatively: every counted call stays until the state is
+ * replaced.)
  *
- *     estimate = c(k-N+1) + ... + c(k) + c(k-N) * share,
- *     share = clamp((l - x) / (l - f), 0, 1),  x = now - k*sliceMs   (a step at f when f = l)
+ * The bound is hard: a group's calls were all made at or before its stamp, so every admitted
+ * call inside the window is counted, and no window of `windowMs` on the store's clock ever holds
+ * more than `limit` admitted permits, whatever the arrival pattern, costs or number of callers.
  *
- * Keeping first and last matters under floods: a burst early in a slice leaves the window
- * early, and a burst that arrived late in its slice is not counted out before it leaves (a
- * plain counter assumes the whole slice and lets up to one slice's calls too many through).
- *
- * Trade-offs: O(N) state, close to exact; the error is bounded by the oldest slice's calls and
- * only arises when they cluster late between its first and last call. When the slicing
- * changes, the estimated usage is spread evenly over the new slices, so it decays over one
- * window instead of being reset.
+ * The price of bounded state is throughput, never accuracy: when a call would make more groups
+ * than the cap, the two neighbours whose merging wastes the fewest permit-milliseconds (the older
+ * group's permits times the gap to the newer one) become one group stamped at the newer time, so
+ * those permits are held a little longer than a log would hold them. Under sustained excess
+ * demand the window still admits close to the limit (see docs/algorithms.md for the figures and
+ * the tests that check them); with at most `8 * slices` calls per window it is the exact log.
  */
 export const slidingWindow: RateAlgorithm = {
   code: 3,
 
   evaluate(state, cost, now, limit) {
-    const w = view(state, now, limit);
-    const estimate = estimateOf(w);
-    const ttlMs = ceilMs((w.k + limit.slices + 1) * w.sliceMs - now);
-    if (estimate + cost <= limit.limit + EPS_PERMITS) {
-      const slots = w.slots.slice();
-      if (cost > 0) charge(slots, limit.slices, cost, w.x);
-      const after = { ...w, slots };
+    const entries = liveOf(state, now, limit);
+    const count = sumEntries(entries);
+    if (count + cost <= limit.limit + EPS_PERMITS) {
+      const next = cost > 0 ? merged(appendEntry(entries, now, cost), limit) : entries;
+      const resetAfterMs = resetAfterEntries(next, now, limit.windowMs);
       return {
         allowed: true,
-        remaining: wholePermits(limit.limit - estimate - cost),
+        remaining: wholePermits(limit.limit - count - cost),
         retryAfterMs: 0,
-        resetAfterMs: resetAfter(after),
-        next: [3, w.sliceMs, w.k, ...slots],
-        ttlMs,
+        resetAfterMs,
+        next: [3, 0, ...next],
+        ttlMs: resetAfterMs,
       };
     }
+    const resetAfterMs = resetAfterEntries(entries, now, limit.windowMs);
     return {
       allowed: false,
-      remaining: wholePermits(limit.limit - estimate),
-      retryAfterMs: retryAfter(w, estimate + cost - limit.limit),
-      resetAfterMs: resetAfter(w),
-      next: [3, w.sliceMs, w.k, ...w.slots],
-      ttlMs,
+      remaining: wholePermits(limit.limit - count),
+      retryAfterMs: retryAfterEntries(entries, count + cost - limit.limit, EPS_PERMITS, now, limit.windowMs),
+      resetAfterMs,
+      next: [3, 0, ...entries],
+      ttlMs: resetAfterMs,
     };
   },
 
   adjust(state, delta, now, limit) {
-    const w = view(state, now, limit);
-    const slots = w.slots.slice();
-    const n = limit.slices;
-    if (delta >= 0) {
-      if (delta > 0) charge(slots, n, delta, w.x);
-    } else {
-      // A refund returns the newest charges first: they are the ones the call just made.
-      let left = -delta;
-      for (let i = n; i >= 0 && left > 0; i--) {
-        const take = Math.min(slots[3 * i]!, left);
-        slots[3 * i] = slots[3 * i]! - take;
-        left -= take;
-        if (slots[3 * i] === 0) slots[3 * i + 1] = slots[3 * i + 2] = 0;
-      }
-    }
-    let any = false;
-    for (let i = 0; i <= n; i++) if (slots[3 * i]! > 0) any = true;
-    if (!any) return { next: undefined, ttlMs: 0 };
-    return { next: [3, w.sliceMs, w.k, ...slots], ttlMs: ceilMs((w.k + n + 1) * w.sliceMs - now) };
+    const live = liveOf(state, now, limit);
+    const entries = delta > 0 ? merged(appendEntry(live, now, delta), limit) : refundNewest(live, -delta);
+    if (entries.length === 0) return { next: undefined, ttlMs: 0 };
+    return { next: [3, 0, ...entries], ttlMs: resetAfterEntries(entries, now, limit.windowMs) };
   },
 
-  usage(state, now) {
-    const n = (state.length - 3) / 3 - 1;
-    return estimateOf(shifted(state, state[1]!, n, now));
+  usage(state, now, limit) {
+    if (state[1] === 0) return sumEntries(liveEntries(state, 2, now, limit.windowMs));
+    // Counted slices of an earlier version: every call they hold, wherever it was in its slice.
+    let used = 0;
+    for (let i = 3; i < state.length; i += 3) used += state[i]!;
+    return used;
   },
 
-  fromUsage(used, now, limit) {
-    const sliceMs = limit.windowMs / limit.slices;
-    const k = Math.floor(now / sliceMs);
-    const slots = new Array<number>(3 * (limit.slices + 1)).fill(0);
-    // Spread evenly over the N newest slices, each as if its calls filled the whole slice.
-    for (let i = 1; i <= limit.slices; i++) {
-      slots[3 * i] = used / limit.slices;
-      slots[3 * i + 2] = sliceMs;
-    }
-    return [3, sliceMs, k, ...slots];
+  fromUsage(used, now) {
+    // Calls of unknown times: counted as if made now, so the bound holds across the change.
+    return used > 0 ? [3, 0, now, used] : [3, 0];
   },
 
-  compatible(state, limit) {
-    return state[1] === limit.windowMs / limit.slices && state.length === 3 * (limit.slices + 1) + 3;
+  compatible(state) {
+    return state[1] === 0;
   },
 };
 
-interface WindowView {
-  sliceMs: number;
-  k: number;
-  /** Offset of `now` into the current slice, in [0, sliceMs]. */
-  x: number;
-  /** N+1 slices of (count, first, last), oldest (partly covered) first. */
-  slots: number[];
+/** The most groups a window keeps for `limit`. */
+export function maxGroups(limit: CompiledLimit): number {
+  return 8 * limit.slices;
 }
 
-function view(state: RateState | undefined, now: number, limit: CompiledLimit): WindowView {
-  const sliceMs = limit.windowMs / limit.slices;
-  if (state === undefined) {
-    const k = Math.floor(now / sliceMs);
-    return { sliceMs, k, x: now - k * sliceMs, slots: new Array<number>(3 * (limit.slices + 1)).fill(0) };
-  }
-  return shifted(state, sliceMs, limit.slices, now);
-}
-
-/** Moves the ring forward to the slice containing `now` (never backwards). */
-function shifted(state: RateState, sliceMs: number, n: number, now: number): WindowView {
-  const stored = state[2]!;
-  const k = Math.max(stored, Math.floor(now / sliceMs));
-  const d = k - stored;
-  const slots = new Array<number>(3 * (n + 1));
-  for (let i = 0; i <= n; i++) {
-    const src = i + d;
-    for (let j = 0; j < 3; j++) slots[3 * i + j] = src <= n ? state[3 + 3 * src + j]! : 0;
-  }
-  const x = Math.min(sliceMs, Math.max(0, now - k * sliceMs));
-  return { sliceMs, k, x, slots };
-}
-
-/** Adds `cost` calls at offset `x` of the newest slice, keeping its first and last offsets. */
-function charge(slots: number[], n: number, cost: number, x: number): void {
-  const c = 3 * n;
-  if (slots[c] === 0) {
-    slots[c + 1] = x;
-    slots[c + 2] = x;
-  } else {
-    slots[c + 1] = Math.min(slots[c + 1]!, x);
-    slots[c + 2] = Math.max(slots[c + 2]!, x);
-  }
-  slots[c] = slots[c]! + cost;
-}
-
-/** Share of a slice's calls still inside the window when the window's edge is at offset `y`. */
-function share(first: number, last: number, y: number): number {
-  if (y >= last) return 0;
-  if (y < first) return 1;
-  return (last - y) / (last - first);
-}
-
-function estimateOf(w: WindowView): number {
-  let sum = 0;
-  for (let i = 1; 3 * i < w.slots.length; i++) sum += w.slots[3 * i]!;
-  return sum + w.slots[0]! * share(w.slots[1]!, w.slots[2]!, w.x);
+function liveOf(state: RateState | undefined, now: number, limit: CompiledLimit): number[] {
+  return merged(liveEntries(state, 2, now, limit.windowMs), limit);
 }
 
 /**
- * Time until `excess` permits have slid out of the window. The oldest slice leaves during the
- * current slice, between its first and last offsets; each newer one during the following one.
+ * Merges neighbouring groups of a fresh array (in place) until at most `maxGroups` remain. Each
+ * merge moves the older group's permits forward to the newer stamp (never back: the bound holds),
+ * choosing the pair that wastes the fewest permit-milliseconds; ties go to the oldest pair.
  */
-function retryAfter(w: WindowView, excess: number): number {
-  let left = excess;
-  let base = -w.x;
-  for (let i = 0; 3 * i < w.slots.length; i++) {
-    const c = w.slots[3 * i]!;
-    const first = w.slots[3 * i + 1]!;
-    const last = w.slots[3 * i + 2]!;
-    // From offset `from` of the slice in which this one leaves, `inside` of it remain.
-    const from = i === 0 ? w.x : 0;
-    const inside = c * share(first, last, from);
-    if (c > 0 && inside >= left - EPS_PERMITS) {
-      const target = Math.max(0, (inside - left) / c);
-      const y = last > first ? last - target * (last - first) : last;
-      return ceilMs(base + Math.max(from, y));
+function merged(out: number[], limit: CompiledLimit): number[] {
+  const cap = maxGroups(limit);
+  while (out.length > 2 * cap) {
+    let best = 0;
+    let bestWaste = Infinity;
+    for (let i = 0; i + 2 < out.length; i += 2) {
+      const waste = out[i + 1]! * (out[i + 2]! - out[i]!);
+      if (waste < bestWaste) {
+        bestWaste = waste;
+        best = i;
+      }
     }
-    left -= inside;
-    base += w.sliceMs;
+    out[best + 3] = out[best + 3]! + out[best + 1]!;
+    out.splice(best, 2);
   }
-  return ceilMs(base);
-}
-
-/** Time until every counted permit has slid out of the window. */
-function resetAfter(w: WindowView): number {
-  for (let i = w.slots.length / 3 - 1; i >= 0; i--) {
-    if (w.slots[3 * i]! > 0) return ceilMs(i * w.sliceMs + w.slots[3 * i + 2]! - w.x);
-  }
-  return 0;
+  return out;
 }

@@ -1,204 +1,91 @@
--- Sliding window counter, mirroring packages/core/src/algorithms/sliding-window.ts.
--- State: {3, slice_ms, k, c(k-N), f(k-N), l(k-N), ..., c(k), f(k), l(k)}: the index k of the
--- newest slice and, per slice, its count and the offsets (ms into the slice) of its first and
--- last call. Slots below are a Lua array slots[1..3(N+1)]; the TypeScript's slots[3i + j] is
--- slots[3i + j + 1] here.
+-- Sliding window with bounded state, mirroring packages/core/src/algorithms/sliding-window.ts.
+-- State: {3, 0, ts1, cost1, ts2, cost2, ...}: at most 8 * slices groups of admitted calls in
+-- time order (timed_log.lua, two header values), each stamped with its newest call and counted
+-- in full while the stamp is inside the window. States {3, slice_ms > 0, k, ...} are the counted
+-- slices of earlier versions, converted through usage().
 -- evaluate returns: allowed, remaining, retry_after_ms, reset_after_ms, next, ttl_ms (the last
 -- two only when allowed).
+--@include "timed_log.lua"
 local sliding_window = { code = 3 }
 
--- Moves the ring forward to the slice containing now (never backwards).
--- Returns k, x (offset of now into the slice) and a fresh slots array (callers may modify it).
-local function sw_shifted(state, slice_ms, n, now)
-  local stored = state[3]
-  local k = max(stored, floor(now / slice_ms))
-  local d = k - stored
-  local slots = {}
-  for i = 0, n do
-    local src = i + d
-    for j = 0, 2 do
-      if src <= n then
-        slots[3 * i + j + 1] = state[4 + 3 * src + j]
-      else
-        slots[3 * i + j + 1] = 0
+-- Merges neighbouring groups in place until at most 8 * slices remain: each merge moves the
+-- older group's permits to the newer stamp, choosing the pair that wastes the fewest
+-- permit-milliseconds (ties: the oldest pair).
+local function sw_merge(log, limit)
+  local cap = 2 + 2 * 8 * limit.slices
+  while #log > cap do
+    local best = 3
+    local best_waste = math.huge
+    for i = 3, #log - 2, 2 do
+      local waste = log[i + 1] * (log[i + 2] - log[i])
+      if waste < best_waste then
+        best_waste = waste
+        best = i
       end
     end
+    log[best + 3] = log[best + 3] + log[best + 1]
+    table.remove(log, best)
+    table.remove(log, best)
   end
-  local x = min(slice_ms, max(0, now - k * slice_ms))
-  return k, x, slots
 end
 
--- Returns slice_ms, k, x, slots for the limit's slicing (normalized states are compatible).
-local function sw_view(state, now, limit)
-  local slice_ms = limit.window_ms / limit.slices
-  if state == nil then
-    local k = floor(now / slice_ms)
-    local slots = {}
-    for i = 1, 3 * (limit.slices + 1) do
-      slots[i] = 0
-    end
-    return slice_ms, k, now - k * slice_ms, slots
-  end
-  return slice_ms, sw_shifted(state, slice_ms, limit.slices, now)
-end
-
--- Adds cost calls at offset x of the newest slice, keeping its first and last offsets.
-local function sw_charge(slots, n, cost, x)
-  local c = 3 * n + 1
-  if slots[c] == 0 then
-    slots[c + 1] = x
-    slots[c + 2] = x
-  else
-    slots[c + 1] = min(slots[c + 1], x)
-    slots[c + 2] = max(slots[c + 2], x)
-  end
-  slots[c] = slots[c] + cost
-end
-
--- Share of a slice's calls still inside the window when the window's edge is at offset y.
-local function sw_share(first, last, y)
-  if y >= last then
-    return 0
-  end
-  if y < first then
-    return 1
-  end
-  return (last - y) / (last - first)
-end
-
-local function sw_estimate(slots, x)
-  local sum = 0
-  for i = 1, #slots / 3 - 1 do
-    sum = sum + slots[3 * i + 1]
-  end
-  return sum + slots[1] * sw_share(slots[2], slots[3], x)
-end
-
--- Time until `excess` permits have slid out of the window.
-local function sw_retry_after(slice_ms, x, slots, excess)
-  local left = excess
-  local base = -x
-  for i = 0, #slots / 3 - 1 do
-    local c = slots[3 * i + 1]
-    local first = slots[3 * i + 2]
-    local last = slots[3 * i + 3]
-    local from = 0
-    if i == 0 then
-      from = x
-    end
-    local inside = c * sw_share(first, last, from)
-    if c > 0 and inside >= left - EPS_PERMITS then
-      local target = max(0, (inside - left) / c)
-      local y = last
-      if last > first then
-        y = last - target * (last - first)
-      end
-      return ceil_ms(base + max(from, y))
-    end
-    left = left - inside
-    base = base + slice_ms
-  end
-  return ceil_ms(base)
-end
-
--- Time until every counted permit has slid out of the window.
-local function sw_reset_after(slice_ms, x, slots)
-  for i = #slots / 3 - 1, 0, -1 do
-    if slots[3 * i + 1] > 0 then
-      return ceil_ms(i * slice_ms + slots[3 * i + 3] - x)
-    end
-  end
-  return 0
-end
-
-local function sw_state(slice_ms, k, slots)
-  local state = { 3, slice_ms, k }
-  for i = 1, #slots do
-    state[3 + i] = slots[i]
-  end
-  return state
-end
-
-local function sw_copy(slots)
-  local copy = {}
-  for i = 1, #slots do
-    copy[i] = slots[i]
-  end
-  return copy
+local function sw_live(state, now, limit)
+  local log = tl_live(state or { 3, 0 }, 2, now, limit.window_ms)
+  sw_merge(log, limit)
+  return log
 end
 
 function sliding_window.evaluate(state, cost, now, limit)
-  local slice_ms, k, x, slots = sw_view(state, now, limit)
-  local estimate = sw_estimate(slots, x)
-  local ttl = ceil_ms((k + limit.slices + 1) * slice_ms - now)
-  if estimate + cost <= limit.limit + EPS_PERMITS then
-    local after = sw_copy(slots)
+  local log = sw_live(state, now, limit)
+  local count = tl_sum(log, 2)
+  if count + cost <= limit.limit + EPS_PERMITS then
+    local remaining = whole_permits(limit.limit - count - cost)
     if cost > 0 then
-      sw_charge(after, limit.slices, cost, x)
+      tl_append(log, 2, now, cost)
+      sw_merge(log, limit)
     end
-    local remaining = whole_permits(limit.limit - estimate - cost)
-    return true, remaining, 0, sw_reset_after(slice_ms, x, after), sw_state(slice_ms, k, after), ttl
+    local reset_after = tl_reset_after(log, 2, now, limit.window_ms)
+    return true, remaining, 0, reset_after, log, reset_after
   end
   return false,
-    whole_permits(limit.limit - estimate),
-    sw_retry_after(slice_ms, x, slots, estimate + cost - limit.limit),
-    sw_reset_after(slice_ms, x, slots)
+    whole_permits(limit.limit - count),
+    tl_retry_after(log, 2, count + cost - limit.limit, now, limit.window_ms),
+    tl_reset_after(log, 2, now, limit.window_ms)
 end
 
 function sliding_window.adjust(state, delta, now, limit)
-  local slice_ms, k, x, slots = sw_view(state, now, limit)
-  local n = limit.slices
-  if delta >= 0 then
-    if delta > 0 then
-      sw_charge(slots, n, delta, x)
-    end
+  local log = sw_live(state, now, limit)
+  if delta > 0 then
+    tl_append(log, 2, now, delta)
+    sw_merge(log, limit)
   else
-    -- A refund returns the newest charges first: they are the ones the call just made.
-    local left = -delta
-    local i = n
-    while i >= 0 and left > 0 do
-      local c = 3 * i + 1
-      local take = min(slots[c], left)
-      slots[c] = slots[c] - take
-      left = left - take
-      if slots[c] == 0 then
-        slots[c + 1] = 0
-        slots[c + 2] = 0
-      end
-      i = i - 1
-    end
+    tl_refund(log, 2, -delta)
   end
-  local any = false
-  for i = 0, n do
-    if slots[3 * i + 1] > 0 then
-      any = true
-      break
-    end
-  end
-  if not any then
+  if #log == 2 then
     return nil, 0
   end
-  return sw_state(slice_ms, k, slots), ceil_ms((k + n + 1) * slice_ms - now)
+  return log, tl_reset_after(log, 2, now, limit.window_ms)
 end
 
-function sliding_window.usage(state, now, _limit)
-  local _k, x, slots = sw_shifted(state, state[2], (#state - 3) / 3 - 1, now)
-  return sw_estimate(slots, x)
-end
-
-function sliding_window.from_usage(used, now, limit)
-  local slice_ms = limit.window_ms / limit.slices
-  local k = floor(now / slice_ms)
-  local state = { 3, slice_ms, k, 0, 0, 0 }
-  -- Spread evenly over the N newest slices, each as if its calls filled the whole slice.
-  for i = 1, limit.slices do
-    state[4 + 3 * i] = used / limit.slices
-    state[5 + 3 * i] = 0
-    state[6 + 3 * i] = slice_ms
+function sliding_window.usage(state, now, limit)
+  if state[2] == 0 then
+    return tl_sum(tl_live(state, 2, now, limit.window_ms), 2)
   end
-  return state
+  -- Counted slices of an earlier version: every call they hold, wherever it was in its slice.
+  local used = 0
+  for i = 4, #state, 3 do
+    used = used + state[i]
+  end
+  return used
 end
 
-function sliding_window.compatible(state, limit)
-  return state[2] == limit.window_ms / limit.slices and #state == 3 * (limit.slices + 1) + 3
+function sliding_window.from_usage(used, now, _limit)
+  if used > 0 then
+    return { 3, 0, now, used }
+  end
+  return { 3, 0 }
+end
+
+function sliding_window.compatible(state, _limit)
+  return state[2] == 0
 end

@@ -1,0 +1,82 @@
+-- Timestamped charges, mirroring packages/core/src/algorithms/timed-log.ts: the state shared by
+-- the sliding log and the sliding window. A state table is {header..., ts1, cost1, ts2, cost2,
+-- ...} with `head` header values (the algorithm's code first) and entries in time order; an
+-- entry counts while ts + window_ms > now. The TypeScript's entries[i] is log[head + i + 1] here.
+
+-- A fresh table with state's header and the entries still inside the window.
+local function tl_live(state, head, now, window_ms)
+  local log = {}
+  for i = 1, head do
+    log[i] = state[i]
+  end
+  local len = #state
+  local i = head + 1
+  while i <= len and state[i] + window_ms <= now do
+    i = i + 2
+  end
+  local j = head
+  for p = i, len do
+    j = j + 1
+    log[j] = state[p]
+  end
+  return log
+end
+
+-- Permits held by the entries.
+local function tl_sum(log, head)
+  local s = 0
+  for i = head + 2, #log, 2 do
+    s = s + log[i]
+  end
+  return s
+end
+
+-- Appends in place, keeping time order even if the clock stepped back; a charge at the same
+-- instant as the newest entry joins it.
+local function tl_append(log, head, now, cost)
+  local len = #log
+  if len > head and now <= log[len - 1] then
+    log[len] = log[len] + cost
+    return
+  end
+  log[len + 1] = now
+  log[len + 2] = cost
+end
+
+-- Removes amount permits in place, newest charges first.
+local function tl_refund(log, head, amount)
+  local left = amount
+  while left > 0 and #log > head do
+    local len = #log
+    local c = log[len]
+    if c <= left then
+      log[len] = nil
+      log[len - 1] = nil
+      left = left - c
+    else
+      log[len] = c - left
+      left = 0
+    end
+  end
+end
+
+-- Time until excess permits have left the window (0 when nothing needs to leave).
+local function tl_retry_after(log, head, excess, now, window_ms)
+  local left = excess
+  for i = head + 1, #log, 2 do
+    left = left - log[i + 1]
+    if left <= EPS_PERMITS then
+      return ceil_ms(log[i] + window_ms - now)
+    end
+  end
+  return 0
+end
+
+-- Time until every entry has left the window.
+local function tl_reset_after(log, head, now, window_ms)
+  local len = #log
+  if len == head then
+    return 0
+  end
+  return ceil_ms(log[len - 1] + window_ms - now)
+end
