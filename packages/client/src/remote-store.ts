@@ -40,7 +40,12 @@ export class RemoteStore implements LimitStore {
   }
 
   async reserve(request: Parameters<LimitStore['reserve']>[0]): Promise<ReserveResult> {
-    const body = await this.#post('/v1/reserve', { ...split(request.key), min: request.min, max: request.max });
+    const body = await this.#post('/v1/reserve', {
+      ...split(request.key),
+      min: request.min,
+      max: request.max,
+      holdMs: request.holdMs,
+    });
     const d = decisionFromBody(body);
     const granted = (body as { granted?: unknown }).granted;
     if (typeof granted !== 'number' || !Number.isInteger(granted) || granted < 0) {

@@ -22,7 +22,8 @@ export interface KeyOutcome {
  * scripts mirror it step by step.
  *
  * `reserve` (0..1) is the share of each limit held back for core traffic: a caller outside it
- * is admitted only if `cost` plus that share still fits, and is charged `cost` alone.
+ * is admitted only if `cost` plus that share still fits, and is charged `cost` alone. `holdMs`
+ * is how long after `now` the permits may be used (a lease's lifetime, see `RateAlgorithm`).
  */
 export function evaluateKey(
   states: readonly (LimitState | undefined)[],
@@ -31,6 +32,7 @@ export function evaluateKey(
   now: number,
   leaseId: string,
   reserve = 0,
+  holdMs = 0,
 ): KeyOutcome {
   const statuses: LimitStatus[] = [];
   // Sized up front: the array is kept as the key's state, and a pushed-to array over-allocates.
@@ -39,9 +41,9 @@ export function evaluateKey(
   let ttlMs = 0;
   limits.forEach((limit, i) => {
     const held = reserve > 0 ? Math.floor(reserve * capacityOf(limit)) : 0;
-    let o = decideLimit(states[i], limit, cost + held, now, leaseId);
+    let o = decideLimit(states[i], limit, cost + held, now, leaseId, holdMs);
     // The check passed with the reserve: charge the cost alone.
-    if (held > 0 && o.allowed) o = decideLimit(states[i], limit, cost, now, leaseId);
+    if (held > 0 && o.allowed) o = decideLimit(states[i], limit, cost, now, leaseId, holdMs);
     allowed &&= o.allowed;
     ttlMs = Math.max(ttlMs, o.ttlMs);
     next[i] = o.next;
@@ -65,17 +67,25 @@ export function evaluateKey(
   return { allowed, statuses, next, ttlMs };
 }
 
-function decideLimit(stored: LimitState | undefined, limit: CompiledLimit, cost: number, now: number, leaseId: string) {
+function decideLimit(
+  stored: LimitState | undefined,
+  limit: CompiledLimit,
+  cost: number,
+  now: number,
+  leaseId: string,
+  holdMs: number,
+) {
   return limit.algorithm === 'concurrency'
     ? concurrency.acquire(stored as ConcurrencyState | undefined, leaseId, cost, now, limit)
-    : rateAlgorithm(limit.code)!.evaluate(normalizeState(stored as RateState | undefined, now, limit), cost, now, limit);
+    : rateAlgorithm(limit.code)!.evaluate(normalizeState(stored as RateState | undefined, now, limit), cost, now, limit, holdMs);
 }
 
 /**
  * Takes as many permits as the key can give now, between `min` and `max`, in one step: a
  * zero-cost look at every limit gives the permits left, and `min(max, least left)` is charged
  * all-or-nothing. Grants 0 (and charges nothing) when fewer than `min` are left. Used by client
- * leases: a process takes a batch of permits from the global budget and serves them locally.
+ * leases: a process takes a batch of permits from the global budget and serves them locally,
+ * for at most `holdMs`.
  */
 export function reserveKey(
   states: readonly (LimitState | undefined)[],
@@ -83,12 +93,13 @@ export function reserveKey(
   min: number,
   max: number,
   now: number,
+  holdMs = 0,
 ): KeyOutcome & { granted: number } {
   const peek = evaluateKey(states, limits, 0, now, '');
   let left = max;
   for (const s of peek.statuses) left = Math.min(left, s.remaining);
   const granted = left >= min && left > 0 ? left : 0;
-  const outcome = evaluateKey(states, limits, granted === 0 ? min : granted, now, '');
+  const outcome = evaluateKey(states, limits, granted === 0 ? min : granted, now, '', 0, holdMs);
   return { ...outcome, allowed: granted > 0 && outcome.allowed, granted: granted > 0 && outcome.allowed ? granted : 0 };
 }
 

@@ -80,6 +80,34 @@ describe('leases', () => {
     await store.close();
   });
 
+  it('holds a sliding window on the times leased permits are served, by every process', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryStore({ clock });
+    const policy = { limits: { algorithm: 'sliding-window', limit: 200, windowMs: 1000 }, lease: true } as const;
+    const fleet = Array.from({ length: 4 }, () => new Limiter({ resources: { db: policy }, store, clock }));
+    const servedAt: [number, number][] = [];
+    for (let ms = 0; ms < 6000; ms++) {
+      // Demand comes and goes, so batches are often left half used when their TTL ends.
+      const busy = Math.floor(ms / 700) % 2 === 0;
+      for (const [p, limiter] of fleet.entries()) {
+        if (!busy && (ms + p) % 7 !== 0) continue;
+        if ((await limiter.try('db')).allowed) servedAt.push([clock.now(), 1]);
+      }
+      clock.advance(1);
+      if (ms % 20 === 0) await clock.advanceAsync(0);
+    }
+    let busiest = 0;
+    let lo = 0;
+    for (let hi = 0; hi < servedAt.length; hi++) {
+      while (servedAt[lo]![0] <= servedAt[hi]![0] - 1000) lo++;
+      busiest = Math.max(busiest, hi - lo + 1);
+    }
+    expect(busiest).toBeLessThanOrEqual(200);
+    expect(servedAt.length).toBeGreaterThan(0.7 * 200 * 6);
+    for (const l of fleet) await l.close();
+    await store.close();
+  });
+
   it('takes the next batch ahead, so a steady caller is served without waiting for refills', async () => {
     const clock = new ManualClock();
     const store = new CountingStore({ clock });

@@ -191,7 +191,10 @@ export class LeaseCache {
     const min = ahead ? 1 : cost - h.available;
     const max = Math.max(min, this.#batchSize(h, limits, cost, settings) - (ahead ? 0 : h.available));
     this.refills++;
-    const r = await this.store.reserve({ key, limits, min, max }, h.policy);
+    // The batch's TTL runs from before the request, so it ends by the store's decision time plus
+    // `ttlMs`: the hold under which windows count the permits (see ReserveRequest.holdMs).
+    const sentAt = this.clock.now();
+    const r = await this.store.reserve({ key, limits, min, max, holdMs: settings.ttlMs }, h.policy);
     this.onRefill?.(key, r.granted);
     const now = this.clock.now();
     const d = combineStatuses(r.statuses);
@@ -205,10 +208,10 @@ export class LeaseCache {
       h.lowWater = Math.floor(r.granted * LOW_WATER_SHARE);
       if (ahead) {
         h.spare += r.granted;
-        h.spareExpiresAt = now + settings.ttlMs;
+        h.spareExpiresAt = sentAt + settings.ttlMs;
       } else {
         h.available += r.granted;
-        h.expiresAt = now + settings.ttlMs;
+        h.expiresAt = sentAt + settings.ttlMs;
       }
       // Permits that arrive after close go straight back.
       if (this.#closed) this.#giveBack(key, h);
@@ -299,9 +302,13 @@ export class LeaseCache {
     }
   }
 
-  /** Refunds `n` unused permits to the store (in the background). */
+  /**
+   * Refunds `n` unused permits to the store (in the background). Not for keys with a sliding
+   * window or log: those count a batch as taken when its TTL ends, and a refund cannot tell its
+   * permits from permits already served, so leftovers stay counted until they leave the window.
+   */
   #return(key: string, limits: readonly CompiledLimit[], n: number): void {
-    if (n > 0) this.#track(this.store.adjust({ key, limits, delta: -n }));
+    if (n > 0 && !limits.some(isWindowed)) this.#track(this.store.adjust({ key, limits, delta: -n }));
   }
 
   #track(p: Promise<unknown>): void {
@@ -351,4 +358,9 @@ function leaseDecision(last: Decision, remaining: number, retryAfterMs: number):
     statuses: last.statuses,
     source: 'lease',
   };
+}
+
+/** Limits whose state stamps each charge (see `ReserveRequest.holdMs`). */
+function isWindowed(limit: CompiledLimit): boolean {
+  return limit.algorithm === 'sliding-window' || limit.algorithm === 'sliding-log';
 }

@@ -6,7 +6,16 @@ import { ErrorCodes, SluiceError, invalid } from './errors.js';
 import { Failover, STORE_FAILURE_POLICIES, type FailoverOptions, type StoreFailurePolicy } from './failover.js';
 import { MemoryStore } from './memory-store.js';
 import type { DecisionMode, LimiterObserver } from './observer.js';
-import { DEFAULT_MAX_KEY_LENGTH, MAX_COST, checkCost, checkDelta, checkKey, maxCost, type CompiledLimit } from './policy.js';
+import {
+  DEFAULT_MAX_KEY_LENGTH,
+  MAX_COST,
+  POLICY_BOUNDS,
+  checkCost,
+  checkDelta,
+  checkKey,
+  maxCost,
+  type CompiledLimit,
+} from './policy.js';
 import { LeaseCache } from './lease-cache.js';
 import { Prefilter, filterKey } from './prefilter.js';
 import type { RateLimiter } from './rate-limiter.js';
@@ -392,11 +401,13 @@ export class Limiter implements RateLimiter {
    * (the remote client): the store's `reserve`, or the resource's store-failure policy while
    * the store is away. Concurrency limits, split keys and resources with a reserved share are
    * never reserved (`SLUICE_ERR_INVALID_OPTIONS`); leftovers go back through {@link adjust} with
-   * a negative delta. Tenant quotas are not applied.
+   * a negative delta (except on sliding windows and logs, see `holdMs`). Tenant quotas are not
+   * applied. `holdMs` is how long the caller may serve the permits (its lease TTL, 0..60,000):
+   * sliding windows and logs count them as taken then (see `ReserveRequest.holdMs`).
    */
   async reserve(
     resource: string,
-    options: { key?: string; min: number; max: number },
+    options: { key?: string; min: number; max: number; holdMs?: number },
   ): Promise<{ granted: number; decision: Decision; fallback: boolean }> {
     const call = this.#prepare(resource, { key: options.key, cost: 0 });
     const r = call.resource;
@@ -412,9 +423,13 @@ export class Limiter implements RateLimiter {
     if (typeof rawMax !== 'number' || !Number.isInteger(rawMax) || rawMax < min || rawMax > MAX_COST || min < 1) {
       throw invalid(ErrorCodes.INVALID_COST, 'max', `must be an integer with 1 <= min <= max <= ${MAX_COST}`);
     }
+    const holdMs: unknown = options.holdMs ?? 0;
+    if (typeof holdMs !== 'number' || !Number.isInteger(holdMs) || holdMs < 0 || holdMs > POLICY_BOUNDS.maxHoldMs) {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'holdMs', `must be an integer between 0 and ${POLICY_BOUNDS.maxHoldMs}`);
+    }
     // More than the limit can ever hold is never granted anyway: ask for what can be.
     const max = Math.min(rawMax, maxCost(r.limits));
-    const result = await this.#failover.reserve({ key: call.key, limits: r.limits, min, max }, r.onStoreFailure);
+    const result = await this.#failover.reserve({ key: call.key, limits: r.limits, min, max, holdMs }, r.onStoreFailure);
     let decision = combineStatuses(result.statuses);
     if (result.fallback) {
       decision = { ...decision, source: 'fallback' };

@@ -113,7 +113,7 @@ export class MemoryStore implements LimitStore {
     this.#checkOpen();
     const now = this.#options.clock.now();
     const entry = this.#table.read(request.key, request.limits, now);
-    const outcome = reserveKey(entry?.states ?? [], request.limits, request.min, request.max, now);
+    const outcome = reserveKey(entry?.states ?? [], request.limits, request.min, request.max, now, request.holdMs ?? 0);
     if (outcome.granted > 0) this.#table.write(request.key, request.limits, outcome.next, now + outcome.ttlMs, now);
     return { allowed: outcome.granted > 0, granted: outcome.granted, statuses: outcome.statuses, now };
   }

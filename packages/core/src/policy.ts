@@ -27,6 +27,8 @@ export const POLICY_BOUNDS = Object.freeze({
   maxLeaseTtlMs: 24 * 3600 * 1000,
   maxLimitsPerKey: 8,
   maxIdLength: 64,
+  /** The longest a reservation's permits may be held before use (a lease's lifetime). */
+  maxHoldMs: 60_000,
 });
 
 /**

@@ -31,6 +31,12 @@ export interface ReserveRequest {
   readonly limits: readonly CompiledLimit[];
   readonly min: number;
   readonly max: number;
+  /**
+   * How long after the store's decision the permits may be used (the lease's lifetime, at most
+   * 60,000 ms): sliding windows and logs count them as taken then, so their bound holds on the
+   * times the permits are served. 0 or omitted: taken now.
+   */
+  readonly holdMs?: number;
 }
 
 /** What a reservation got: `granted` permits (0 when fewer than `min` were left). */

@@ -32,7 +32,9 @@ ARGV:
        (1..G), amount, extra, reserve
        reserve: for a consume, the share of each limit held back (a float in
        0..MAX_RESERVE: the cost must fit with floor(reserve * capacity) more, where capacity is
-       the burst of a token bucket or gcra, else the limit); 0 for every other op
+       the burst of a token bucket or gcra, else the limit); for a reserve, the hold in ms (an
+       integer in 0..MAX_HOLD_MS: sliding windows and logs count the permits as taken that long
+       after now, when the lease that takes them stops serving them); 0 for every other op
        op 1 consume  amount = cost (0..1e9); extra = the lease a concurrency limit takes
        op 2 adjust   amount = delta (-1e9..1e9, negative refunds); extra = ""
        op 3 renew    amount = the lease's new lifetime in ms (1..86400000); extra = lease id
@@ -71,6 +73,7 @@ local MAX_COST = 1000000000
 local MAX_ID_LENGTH = 64
 local MAX_LEASE_ID_LENGTH = 256
 local MAX_RESERVE = 0.9
+local MAX_HOLD_MS = 60000
 
 --@include "lib/codes.lua"
 --@include "lib/numeric.lua"
@@ -114,7 +117,7 @@ local function batch(keys, argv)
     elseif op == 2 then
       op_adjust(entry, policy, amount, now, out)
     elseif op == 5 then
-      op_reserve(entry, policy, extra, amount, now, out)
+      op_reserve(entry, policy, extra, amount, items[at + 5], now, out)
     else
       op_lease(entry, policy, op, extra, amount, now, out)
     end

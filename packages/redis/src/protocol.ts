@@ -22,7 +22,10 @@ export interface BatchItem {
   readonly amount: number;
   /** The lease id (consume, renew, release), min permits (reserve) or '' (adjust). */
   readonly extra: string | number;
-  /** Share of each limit held back (consume, 0..MAX_RESERVE); 0 for the other ops. */
+  /**
+   * Share of each limit held back (consume, 0..MAX_RESERVE); the hold in ms (reserve,
+   * 0..maxHoldMs, see `ReserveRequest.holdMs`); 0 for the other ops.
+   */
   readonly reserve: number;
 }
 

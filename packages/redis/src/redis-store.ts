@@ -16,6 +16,7 @@ import {
   storeKey,
   storeLeaseId,
   storeLeaseTtl,
+  storeHold,
   storeReserve,
   storeReserveBounds,
 } from './validate.js';
@@ -96,7 +97,7 @@ export class RedisStore implements LimitStore {
       const policy = policyArgs(request.limits);
       noConcurrencyLimit(request.limits);
       const [min, max] = storeReserveBounds(request.min, request.max);
-      return this.#item(Ops.reserve, request.key, request.limits, policy, max, min);
+      return this.#item(Ops.reserve, request.key, request.limits, policy, max, min, storeHold(request.holdMs));
     });
   }
 

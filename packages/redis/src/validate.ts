@@ -116,6 +116,20 @@ export function storeLeaseTtl(ttlMs: unknown): number {
 }
 
 /** Reservation bounds: integers with 0 <= min <= max, 1 <= max <= MAX_COST. */
+/** A reservation's hold (see `ReserveRequest.holdMs`): an integer in [0, maxHoldMs], 0 when omitted. */
+export function storeHold(holdMs: unknown): number {
+  if (holdMs === undefined) return 0;
+  if (typeof holdMs !== 'number' || !Number.isInteger(holdMs) || holdMs < 0 || holdMs > POLICY_BOUNDS.maxHoldMs) {
+    const got = typeof holdMs === 'number' ? String(holdMs) : JSON.stringify(holdMs);
+    throw invalid(
+      ErrorCodes.INVALID_OPTIONS,
+      'holdMs',
+      `must be an integer between 0 and ${POLICY_BOUNDS.maxHoldMs}, got ${got}`,
+    );
+  }
+  return holdMs;
+}
+
 export function storeReserveBounds(min: unknown, max: unknown): [number, number] {
   if (typeof max !== 'number' || !Number.isInteger(max) || max < 1 || max > MAX_COST) {
     throw invalid(ErrorCodes.INVALID_COST, 'max', `must be an integer between 1 and ${MAX_COST}, got ${String(max)}`);

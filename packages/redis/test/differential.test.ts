@@ -45,7 +45,7 @@ class SetClock implements Clock {
 type Step =
   | { op: 'consume'; key: string; limits: readonly CompiledLimit[]; cost: number; leaseId: string; reserve: number }
   | { op: 'adjust'; key: string; limits: readonly CompiledLimit[]; delta: number }
-  | { op: 'reserve'; key: string; limits: readonly CompiledLimit[]; min: number; max: number }
+  | { op: 'reserve'; key: string; limits: readonly CompiledLimit[]; min: number; max: number; holdMs: number }
   | { op: 'renew' | 'release'; key: string; limits: readonly CompiledLimit[]; leaseId: string; ttlMs?: number };
 
 interface Scenario {
@@ -164,7 +164,9 @@ function randomTick(
     } else if (r < 0.75) steps.push({ op: 'adjust', key, limits, delta: Math.floor(rnd() * (2 * maxCost + 1)) - maxCost });
     else if (r < 0.85 && !hasLeases) {
       const max = 1 + Math.floor(rnd() * 2 * maxCost);
-      steps.push({ op: 'reserve', key, limits, min: Math.floor(rnd() * (max + 1)), max });
+      // A lease's hold: none, or a stamp ahead of now that windows count the permits at.
+      const holdMs = rnd() < 0.5 ? 0 : 1 + Math.floor(rnd() * 80);
+      steps.push({ op: 'reserve', key, limits, min: Math.floor(rnd() * (max + 1)), max, holdMs });
     } else if (hasLeases) {
       const ttl = rnd() < 0.5 ? undefined : 10 + Math.floor(rnd() * 60);
       steps.push({ op: rnd() < 0.5 ? 'renew' : 'release', key, limits, leaseId, ...(ttl === undefined ? {} : { ttlMs: ttl }) });
@@ -202,7 +204,7 @@ function replay(ref: ReferenceStore, step: Step, now: number): ConsumeResult | R
     case 'adjust':
       return ref.adjust(step.key, step.limits, step.delta, now);
     case 'reserve':
-      return ref.reserve(step.key, step.limits, step.min, step.max, now);
+      return ref.reserve(step.key, step.limits, step.min, step.max, now, step.holdMs);
     case 'renew':
     case 'release':
       return ref.lease(step.op, step.key, step.limits, step.leaseId, step.op === 'renew' ? step.ttlMs : undefined, now);
@@ -357,7 +359,7 @@ describe('differential: Redis decides exactly as the in-memory store', () => {
         [consume(key, a, 1, 'l1')],
         // Denied under another policy, then back.
         [consume(key, b, 2)],
-        timed(key, [{ op: 'reserve', key, limits: b, min: 2, max: 2 }]),
+        timed(key, [{ op: 'reserve', key, limits: b, min: 2, max: 2, holdMs: 0 }]),
         [consume(key, a, 1, 'l2')],
         [consume(key, a, 1, 'l1', 0.5)],
         timed(key, [{ op: 'release', key, limits: a, leaseId: 'l1' }]),

@@ -37,8 +37,8 @@ export class ReferenceStore {
     return { allowed: o.allowed, statuses: o.statuses, now };
   }
 
-  reserve(key: string, limits: readonly CompiledLimit[], min: number, max: number, now: number): ReserveResult {
-    const o = reserveKey(this.#read(key, limits, now)?.states ?? [], limits, min, max, now);
+  reserve(key: string, limits: readonly CompiledLimit[], min: number, max: number, now: number, holdMs = 0): ReserveResult {
+    const o = reserveKey(this.#read(key, limits, now)?.states ?? [], limits, min, max, now, holdMs);
     if (o.granted > 0) this.#write(key, limits, o.next, now + o.ttlMs);
     return { allowed: o.granted > 0, granted: o.granted, statuses: o.statuses, now };
   }

@@ -40,6 +40,8 @@ export interface ReserveItem {
   readonly key?: string;
   readonly min: number;
   readonly max: number;
+  /** How long the client's lease serves the permits (see `Limiter.reserve`). */
+  readonly holdMs?: number;
 }
 
 /** Extends a concurrency permit. */
@@ -88,7 +90,7 @@ export class RateLimitService {
 
   async reserve(item: ReserveItem): Promise<ReserveAnswer> {
     this.#active(item.resource);
-    const r = await this.#limiter.reserve(item.resource, { key: item.key, min: item.min, max: item.max });
+    const r = await this.#limiter.reserve(item.resource, { key: item.key, min: item.min, max: item.max, holdMs: item.holdMs });
     return { granted: r.granted, decision: r.decision };
   }
 

@@ -265,6 +265,18 @@ describe('sliding window', () => {
     expect(slidingWindow.adjust(refunded, -2, 200, limit).next).toBeUndefined();
   });
 
+  it('counts a held charge (a lease) from the end of its hold, and never refunds it', () => {
+    const limit = lim({ algorithm: 'sliding-window', limit: 10, windowMs: 1000 });
+    let state = slidingWindow.evaluate(undefined, 2, 100, limit).next;
+    state = slidingWindow.evaluate(state, 5, 100, limit, 200).next;
+    state = slidingWindow.evaluate(state, 1, 150, limit).next;
+    expect(state).toEqual([3, 0, 100, 2, 150, 1, 300, 5]);
+    expect(slidingWindow.evaluate(state, 0, 1299, limit).remaining).toBe(5);
+    expect(slidingWindow.evaluate(state, 0, 1300, limit).remaining).toBe(10);
+    // A refund takes the newest charges made by now, never the held ones.
+    expect(slidingWindow.adjust(state, -4, 160, limit).next).toEqual([3, 0, 300, 5]);
+  });
+
   it('reads counted slices of earlier versions conservatively', () => {
     const limit = lim({ algorithm: 'sliding-window', limit: 10, windowMs: 1000, slices: 2 });
     const old: RateState = [3, 500, 0, 2, 10, 20, 3, 100, 400, 1, 5, 5];

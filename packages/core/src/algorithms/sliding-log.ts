@@ -11,11 +11,11 @@ import { appendEntry, liveEntries, refundNewest, resetAfterEntries, retryAfterEn
 export const slidingLog: RateAlgorithm = {
   code: 5,
 
-  evaluate(state, cost, now, limit) {
+  evaluate(state, cost, now, limit, holdMs = 0) {
     const entries = liveEntries(state, 1, now, limit.windowMs);
     const count = sumEntries(entries);
     if (count + cost <= limit.limit + EPS_PERMITS) {
-      const next = cost > 0 ? appendEntry(entries, now, cost) : entries;
+      const next = cost > 0 ? appendEntry(entries, now + holdMs, cost) : entries;
       const resetAfterMs = resetAfterEntries(next, now, limit.windowMs);
       return {
         allowed: true,
@@ -39,7 +39,7 @@ export const slidingLog: RateAlgorithm = {
 
   adjust(state, delta, now, limit) {
     const live = liveEntries(state, 1, now, limit.windowMs);
-    const entries = delta > 0 ? appendEntry(live, now, delta) : refundNewest(live, -delta);
+    const entries = delta > 0 ? appendEntry(live, now, delta) : refundNewest(live, -delta, now);
     if (entries.length === 0) return { next: undefined, ttlMs: 0 };
     return { next: [5, ...entries], ttlMs: resetAfterEntries(entries, now, limit.windowMs) };
   },

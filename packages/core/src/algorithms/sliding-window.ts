@@ -24,11 +24,11 @@ import { EPS_PERMITS, wholePermits, type RateAlgorithm, type RateState } from '.
 export const slidingWindow: RateAlgorithm = {
   code: 3,
 
-  evaluate(state, cost, now, limit) {
+  evaluate(state, cost, now, limit, holdMs = 0) {
     const entries = liveOf(state, now, limit);
     const count = sumEntries(entries);
     if (count + cost <= limit.limit + EPS_PERMITS) {
-      const next = cost > 0 ? merged(appendEntry(entries, now, cost), limit) : entries;
+      const next = cost > 0 ? merged(appendEntry(entries, now + holdMs, cost), limit) : entries;
       const resetAfterMs = resetAfterEntries(next, now, limit.windowMs);
       return {
         allowed: true,
@@ -52,7 +52,7 @@ export const slidingWindow: RateAlgorithm = {
 
   adjust(state, delta, now, limit) {
     const live = liveOf(state, now, limit);
-    const entries = delta > 0 ? merged(appendEntry(live, now, delta), limit) : refundNewest(live, -delta);
+    const entries = delta > 0 ? merged(appendEntry(live, now, delta), limit) : refundNewest(live, -delta, now);
     if (entries.length === 0) return { next: undefined, ttlMs: 0 };
     return { next: [3, 0, ...entries], ttlMs: resetAfterEntries(entries, now, limit.windowMs) };
   },

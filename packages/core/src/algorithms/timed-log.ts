@@ -22,34 +22,38 @@ export function sumEntries(entries: readonly number[]): number {
 }
 
 /**
- * Appends a charge, keeping time order even if the clock stepped back; a charge at the same
- * instant as the newest entry joins it.
+ * Adds a charge stamped `at`, in time order (a lease's charge is stamped ahead of the others); a
+ * charge at the same instant as an entry joins it.
  */
-export function appendEntry(entries: readonly number[], now: number, cost: number): number[] {
-  const n = entries.length;
-  if (n === 0) return [now, cost];
-  const lastTs = entries[n - 2]!;
-  if (now <= lastTs) {
-    const out = entries.slice();
-    out[n - 1] = out[n - 1]! + cost;
-    return out;
-  }
-  return [...entries, now, cost];
+export function appendEntry(entries: readonly number[], at: number, cost: number): number[] {
+  let i = entries.length;
+  while (i > 0 && entries[i - 2]! > at) i -= 2;
+  const out = entries.slice();
+  if (i > 0 && entries[i - 2] === at) out[i - 1] = out[i - 1]! + cost;
+  else out.splice(i, 0, at, cost);
+  return out;
 }
 
-/** Removes `amount` permits, newest charges first: they are the ones the caller just made. */
-export function refundNewest(entries: readonly number[], amount: number): number[] {
+/**
+ * Removes `amount` permits, newest charges first: they are the ones the caller just made.
+ * Charges stamped after `now` are leases' (see `appendEntry`) and are never refunded here: their
+ * permits may still be in use.
+ */
+export function refundNewest(entries: readonly number[], amount: number, now: number): number[] {
   const out = entries.slice();
+  let i = out.length;
+  while (i > 0 && out[i - 2]! > now) i -= 2;
   let left = amount;
-  while (left > 0 && out.length > 0) {
-    const c = out[out.length - 1]!;
+  while (left > 0 && i > 0) {
+    const c = out[i - 1]!;
     if (c <= left) {
-      out.length -= 2;
+      out.splice(i - 2, 2);
       left -= c;
     } else {
-      out[out.length - 1] = c - left;
+      out[i - 1] = c - left;
       left = 0;
     }
+    i -= 2;
   }
   return out;
 }

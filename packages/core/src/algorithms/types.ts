@@ -33,8 +33,12 @@ export interface AdjustOutcome {
  */
 export interface RateAlgorithm {
   readonly code: number;
-  /** Decides a request of `cost` permits. */
-  evaluate(state: RateState | undefined, cost: number, now: number, limit: CompiledLimit): LimitOutcome;
+  /**
+   * Decides a request of `cost` permits. `holdMs` (a lease's lifetime) says the permits may be
+   * used until `now + holdMs`: the window algorithms count them as taken then, so their bound
+   * holds on the times permits are used; the others ignore it.
+   */
+  evaluate(state: RateState | undefined, cost: number, now: number, limit: CompiledLimit, holdMs?: number): LimitOutcome;
   /** Charges `delta` more permits (or refunds `-delta`) without a decision. */
   adjust(state: RateState | undefined, delta: number, now: number, limit: CompiledLimit): AdjustOutcome;
   /** Permits in use at `now` according to a state of this algorithm. */

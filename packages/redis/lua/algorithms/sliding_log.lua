@@ -5,13 +5,13 @@
 --@include "timed_log.lua"
 local sliding_log = { code = 5 }
 
-function sliding_log.evaluate(state, cost, now, limit)
+function sliding_log.evaluate(state, cost, now, limit, hold)
   local log = tl_live(state or { 5 }, 1, now, limit.window_ms)
   local count = tl_sum(log, 1)
   if count + cost <= limit.limit + EPS_PERMITS then
     local remaining = whole_permits(limit.limit - count - cost)
     if cost > 0 then
-      tl_append(log, 1, now, cost)
+      tl_append(log, 1, now + hold, cost)
     end
     local reset_after = tl_reset_after(log, 1, now, limit.window_ms)
     return true, remaining, 0, reset_after, log, reset_after
@@ -27,7 +27,7 @@ function sliding_log.adjust(state, delta, now, limit)
   if delta > 0 then
     tl_append(log, 1, now, delta)
   else
-    tl_refund(log, 1, -delta)
+    tl_refund(log, 1, -delta, now)
   end
   if #log == 1 then
     return nil, 0

@@ -35,13 +35,13 @@ local function sw_live(state, now, limit)
   return log
 end
 
-function sliding_window.evaluate(state, cost, now, limit)
+function sliding_window.evaluate(state, cost, now, limit, hold)
   local log = sw_live(state, now, limit)
   local count = tl_sum(log, 2)
   if count + cost <= limit.limit + EPS_PERMITS then
     local remaining = whole_permits(limit.limit - count - cost)
     if cost > 0 then
-      tl_append(log, 2, now, cost)
+      tl_append(log, 2, now + hold, cost)
       sw_merge(log, limit)
     end
     local reset_after = tl_reset_after(log, 2, now, limit.window_ms)
@@ -59,7 +59,7 @@ function sliding_window.adjust(state, delta, now, limit)
     tl_append(log, 2, now, delta)
     sw_merge(log, limit)
   else
-    tl_refund(log, 2, -delta)
+    tl_refund(log, 2, -delta, now)
   end
   if #log == 2 then
     return nil, 0

@@ -31,32 +31,40 @@ local function tl_sum(log, head)
   return s
 end
 
--- Appends in place, keeping time order even if the clock stepped back; a charge at the same
--- instant as the newest entry joins it.
-local function tl_append(log, head, now, cost)
-  local len = #log
-  if len > head and now <= log[len - 1] then
-    log[len] = log[len] + cost
+-- Adds a charge stamped at, in place and in time order (a lease's charge is stamped ahead of the
+-- others); a charge at the same instant as an entry joins it.
+local function tl_append(log, head, at, cost)
+  local i = #log
+  while i > head and log[i - 1] > at do
+    i = i - 2
+  end
+  if i > head and log[i - 1] == at then
+    log[i] = log[i] + cost
     return
   end
-  log[len + 1] = now
-  log[len + 2] = cost
+  table.insert(log, i + 1, cost)
+  table.insert(log, i + 1, at)
 end
 
--- Removes amount permits in place, newest charges first.
-local function tl_refund(log, head, amount)
+-- Removes amount permits in place, newest charges first; charges stamped after now are leases'
+-- and are never refunded here (their permits may still be in use).
+local function tl_refund(log, head, amount, now)
+  local i = #log
+  while i > head and log[i - 1] > now do
+    i = i - 2
+  end
   local left = amount
-  while left > 0 and #log > head do
-    local len = #log
-    local c = log[len]
+  while left > 0 and i > head do
+    local c = log[i]
     if c <= left then
-      log[len] = nil
-      log[len - 1] = nil
+      table.remove(log, i)
+      table.remove(log, i - 1)
       left = left - c
     else
-      log[len] = c - left
+      log[i] = c - left
       left = 0
     end
+    i = i - 2
   end
 end
 

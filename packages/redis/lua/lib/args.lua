@@ -163,9 +163,11 @@ local function parse_args(keys, argv)
       or ((op == 3 or op == 4) and policy.concurrency == nil)
       or (op == 5 and policy.concurrency ~= nil)
       or (policy.concurrency ~= nil and lease_keys[group] == nil)
-      -- A reserve is a number in [0, MAX_RESERVE] for a consume, 0 otherwise (NaN fails both).
+      -- The sixth value: a number in [0, MAX_RESERVE] for a consume, an integer hold in
+      -- [0, MAX_HOLD_MS] for a reserve, 0 otherwise (NaN fails every test).
       or type(reserve) ~= 'number'
-      or not (reserve >= 0 and reserve <= (op == 1 and MAX_RESERVE or 0))
+      or not (reserve >= 0 and reserve <= (op == 1 and MAX_RESERVE or op == 5 and MAX_HOLD_MS or 0))
+      or (op == 5 and reserve % 1 ~= 0)
     then
       return nil, ERR_BAD_ARGUMENT, 'item ' .. ((base - 1) / ITEM_WIDTH + 1)
     end

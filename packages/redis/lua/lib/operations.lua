@@ -14,21 +14,22 @@ local PEEK = {}
 
 -- One limit's decision on the key's current (aligned) state (decideLimit): allowed, remaining,
 -- retry_after, reset_after, then the next state (a rate limit) or the plan (concurrency), and the
--- ttl; the last two only when allowed. Nothing is written.
-local function decide_limit(entry, limit, cost, lease_id, now)
+-- ttl; the last two only when allowed. Nothing is written. `hold` as the rate algorithms take it.
+local function decide_limit(entry, limit, cost, lease_id, now, hold)
   local state = entry.states[limit.id]
   if limit.code == concurrency.code then
     return concurrency.acquire(entry, state, lease_id, cost, now, limit)
   end
-  return RATE[limit.code].evaluate(normalize_state(state, now, limit), cost, now, limit)
+  return RATE[limit.code].evaluate(normalize_state(state, now, limit), cost, now, limit, hold)
 end
 
 -- evaluateKey(): every limit evaluated on the current state, nothing written. Writes the
 -- statuses to out[at + 1 ...] (allowed as 1/0, remaining, retry_after, reset_after per limit),
 -- the next states to NEXTS, and returns allowed, the concurrency plan and the key's ttl.
 -- `reserve` (0..MAX_RESERVE) is the share of each limit held back: the cost must fit with
--- floor(reserve * capacity) on top, and only the cost is charged.
-local function evaluate_key(entry, policy, cost, lease_id, now, out, at, reserve)
+-- floor(reserve * capacity) on top, and only the cost is charged. `hold` (ms) is how long after
+-- now the permits may be used (a reservation's; 0 otherwise).
+local function evaluate_key(entry, policy, cost, lease_id, now, out, at, reserve, hold)
   local limits = policy.limits
   local allowed = true
   local ttl = 0
@@ -39,10 +40,10 @@ local function evaluate_key(entry, policy, cost, lease_id, now, out, at, reserve
     if reserve > 0 then
       held = floor(reserve * limit.capacity)
     end
-    local ok, remaining, retry_after, reset_after, next_state, limit_ttl = decide_limit(entry, limit, cost + held, lease_id, now)
+    local ok, remaining, retry_after, reset_after, next_state, limit_ttl = decide_limit(entry, limit, cost + held, lease_id, now, hold)
     -- The check passed with the reserve: charge the cost alone.
     if held > 0 and ok then
-      ok, remaining, retry_after, reset_after, next_state, limit_ttl = decide_limit(entry, limit, cost, lease_id, now)
+      ok, remaining, retry_after, reset_after, next_state, limit_ttl = decide_limit(entry, limit, cost, lease_id, now, hold)
     end
     if limit.code == concurrency.code then
       plan, next_state = next_state, nil
@@ -94,7 +95,7 @@ local function op_consume(entry, policy, cost, lease_id, reserve, now, out)
   local head = #out + 1
   -- Filled first so the reply stays a sequence (no holes) while statuses are written after it.
   out[head] = 0
-  local allowed, plan, ttl = evaluate_key(entry, policy, cost, lease_id, now, out, head, reserve)
+  local allowed, plan, ttl = evaluate_key(entry, policy, cost, lease_id, now, out, head, reserve, 0)
   out[head] = allowed and 1 or 0
   if allowed then
     commit_key(entry, policy, plan, lease_id, ttl, now)
@@ -105,9 +106,9 @@ end
 -- reserve (reserveKey): a zero-cost look gives the permits left; min(max, least left) is
 -- charged all-or-nothing, or nothing when fewer than min_permits are left. Appends G, then as
 -- consume.
-local function op_reserve(entry, policy, min_permits, max_permits, now, out)
+local function op_reserve(entry, policy, min_permits, max_permits, hold, now, out)
   entry_align(entry, policy, now)
-  evaluate_key(entry, policy, 0, '', now, PEEK, 0, 0)
+  evaluate_key(entry, policy, 0, '', now, PEEK, 0, 0, 0)
   local left = max_permits
   for a = 2, 4 * #policy.limits, 4 do
     left = min(left, PEEK[a])
@@ -118,7 +119,7 @@ local function op_reserve(entry, policy, min_permits, max_permits, now, out)
   end
   local head = #out + 1
   out[head], out[head + 1] = 0, 0
-  local allowed, plan, ttl = evaluate_key(entry, policy, granted == 0 and min_permits or granted, '', now, out, head + 1, 0)
+  local allowed, plan, ttl = evaluate_key(entry, policy, granted == 0 and min_permits or granted, '', now, out, head + 1, 0, hold)
   if granted > 0 and allowed then
     commit_key(entry, policy, plan, '', ttl, now)
   else

@@ -1,4 +1,4 @@
-import { MAX_COST } from '@sluice/core';
+import { MAX_COST, POLICY_BOUNDS } from '@sluice/core';
 import { z } from 'zod';
 import { ServerError, ServerErrorCodes, fromZod } from '../errors.js';
 import type { AcquireItem, AdjustItem, CheckItem, ReleaseItem, RenewItem, ReserveItem } from '../service.js';
@@ -45,7 +45,13 @@ export function itemSchemas(b: ItemBounds) {
       tenant: name.optional(),
     }) satisfies z.ZodType<AdjustItem>,
     reserve: z
-      .strictObject({ resource, key: key.optional(), min: int(1, MAX_COST), max: int(1, MAX_COST) })
+      .strictObject({
+        resource,
+        key: key.optional(),
+        min: int(1, MAX_COST),
+        max: int(1, MAX_COST),
+        holdMs: int(0, POLICY_BOUNDS.maxHoldMs).optional(),
+      })
       .refine((r) => r.max >= r.min, { message: 'must be at least min', path: ['max'] }) satisfies z.ZodType<ReserveItem>,
     renew: z.strictObject({
       resource,
