@@ -92,13 +92,28 @@ export function accuracyRuns(s: AccuracySettings): AccuracyRun[] {
 }
 
 /**
- * The lease-accuracy part's run: the token bucket with `lease: true`. Leased permits are taken
- * from the global budget but used up to `ttlMs` later, so the documented bound (docs/leases.md)
- * for a window of W is `burst + limit * (W + ttlMs) / 1 s`.
+ * The lease-accuracy part's runs: the token bucket and the sliding window with `lease: true`.
+ * Leased permits are taken from the global budget but used up to `ttlMs` later, so the documented
+ * bound (docs/leases.md) of a token bucket for a window of W is `burst + limit * (W + ttlMs) / 1 s`;
+ * a sliding window counts a batch as taken when its TTL ends, so its bound stays the limit.
  */
 export function leaseAccuracyRuns(s: AccuracySettings): AccuracyRun[] {
   const ttl = DEFAULT_LEASE_TTL_MS;
   return [
+    {
+      label: 'Sluice sliding window, lease: true',
+      spec: {
+        contender: 'sluice',
+        algorithm: 'sliding-window',
+        resource: `bench:${s.runId}:lacc:sliding-window`,
+        limit: s.limit,
+        burst: 0,
+        lease: true,
+      },
+      burst: 0,
+      bound1s: s.limit,
+      bound100ms: s.limit,
+    },
     {
       label: 'Sluice token bucket, lease: true',
       spec: {
@@ -309,8 +324,9 @@ export function leaseAccuracyTable(results: readonly AccuracyResult[], settings:
       'of a batch of permits, shared by concurrent callers). admitted/s is measured after the first second.',
       'Windows are by arrival (when each admitted decision reached its caller, merged over all processes): a leased permit',
       "is granted by Redis when the batch is reserved but used later, so Redis' clock does not say when it was used.",
-      `Lease bound (docs/leases.md, ttlMs ${DEFAULT_LEASE_TTL_MS}): burst + limit * (W + ttlMs) / 1 s for a window W. "admitted total" is`,
-      'every admission of the run against burst + limit * duration, the most the token bucket can grant in that time.',
+      `Lease bound (docs/leases.md, ttlMs ${DEFAULT_LEASE_TTL_MS}): burst + limit * (W + ttlMs) / 1 s for a window W of a token bucket;`,
+      'the limit itself for a sliding window, which counts a batch as taken when its TTL ends. "admitted total" is every',
+      'admission of the run against burst + limit * duration, the most the algorithm can grant in that time.',
     ],
   };
 }

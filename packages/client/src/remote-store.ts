@@ -51,11 +51,19 @@ export class RemoteStore implements LimitStore {
     if (typeof granted !== 'number' || !Number.isInteger(granted) || granted < 0) {
       throw new SluiceError(ErrorCodes.STORE_PROTOCOL, 'the service answered a reservation without a valid "granted"');
     }
-    return { allowed: granted > 0, statuses: d.statuses, now: Date.now(), granted };
+    // The service's stamp of the charge (its store's clock, not this process's); 0 if it has none.
+    const at = (body as { at?: unknown }).at;
+    return {
+      allowed: granted > 0,
+      statuses: d.statuses,
+      now: Date.now(),
+      granted,
+      at: typeof at === 'number' && at >= 0 ? at : 0,
+    };
   }
 
   async adjust(request: Parameters<LimitStore['adjust']>[0]): Promise<void> {
-    await this.#post('/v1/adjust', { ...split(request.key), delta: request.delta });
+    await this.#post('/v1/adjust', { ...split(request.key), delta: request.delta, ...(request.at ? { at: request.at } : {}) });
   }
 
   renew(): Promise<boolean> {

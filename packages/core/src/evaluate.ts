@@ -105,13 +105,15 @@ export function reserveKey(
 
 /**
  * Applies an adjustment of `delta` permits (negative: refund) to every rate limit of a key,
- * unconditionally. Concurrency limits are not affected (a lease's size is fixed).
+ * unconditionally. Concurrency limits are not affected (a lease's size is fixed). `at` > 0 names
+ * the charge a refund is for (see `AdjustRequest.at`).
  */
 export function adjustKey(
   states: readonly (LimitState | undefined)[],
   limits: readonly CompiledLimit[],
   delta: number,
   now: number,
+  at = 0,
 ): { next: (LimitState | undefined)[]; ttlMs: number } {
   let ttlMs = 0;
   const next = limits.map((limit, i) => {
@@ -121,7 +123,13 @@ export function adjustKey(
       if (leases !== undefined) ttlMs = Math.max(ttlMs, ...leases.map((l) => Math.ceil(l.expiresAt - now)));
       return leases;
     }
-    const o = rateAlgorithm(limit.code)!.adjust(normalizeState(stored as RateState | undefined, now, limit), delta, now, limit);
+    const o = rateAlgorithm(limit.code)!.adjust(
+      normalizeState(stored as RateState | undefined, now, limit),
+      delta,
+      now,
+      limit,
+      at,
+    );
     ttlMs = Math.max(ttlMs, o.ttlMs);
     return o.next;
   });

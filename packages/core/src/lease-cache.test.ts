@@ -108,6 +108,53 @@ describe('leases', () => {
     await store.close();
   });
 
+  it('returns the unused permits of a batch on a sliding window, and no others', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryStore({ clock });
+    const window = { algorithm: 'sliding-window', limit: 1000, windowMs: 60_000 } as const;
+    const leased = new Limiter({ resources: { api: { limits: window, lease: { ttlMs: 100 } } }, store, clock });
+    const plain = new Limiter({ resources: { api: window }, store, clock });
+    const peek = async () => (await plain.try('api', { cost: 0 })).remaining;
+    for (let i = 0; i < 50; i++) await plain.try('api');
+    for (let i = 0; i < 300; i++) {
+      await leased.try('api');
+      if (i % 10 === 0) clock.advance(1);
+    }
+    expect(await peek()).toBeLessThan(650);
+    // Demand stops: once the batches' TTL has passed, what they did not serve is back.
+    clock.advance(250);
+    await clock.advanceAsync(200);
+    expect(await peek()).toBe(650);
+    await leased.close();
+    await plain.close();
+    await store.close();
+  });
+
+  it('serves the caller of a refill that answered after its TTL, and returns the rest of that batch', async () => {
+    const clock = new ManualClock();
+    class SlowStore extends MemoryStore {
+      override async reserve(request: ReserveRequest): Promise<ReserveResult> {
+        const r = await super.reserve(request);
+        clock.advance(1000);
+        return r;
+      }
+    }
+    const store = new SlowStore({ clock });
+    const window = { algorithm: 'sliding-window', limit: 1000, windowMs: 60_000 } as const;
+    const leased = new Limiter({ resources: { api: { limits: window, lease: { ttlMs: 100 } } }, store, clock });
+    const plain = new Limiter({ resources: { api: window }, store, clock });
+    for (let i = 0; i < 50; i++) {
+      clock.advance(1);
+      leased.trySync('api');
+    }
+    expect((await leased.try('api', { cost: 3 })).allowed).toBe(true);
+    await clock.advanceAsync(0);
+    expect((await plain.try('api', { cost: 0 })).remaining).toBe(997);
+    await leased.close();
+    await plain.close();
+    await store.close();
+  });
+
   it('takes the next batch ahead, so a steady caller is served without waiting for refills', async () => {
     const clock = new ManualClock();
     const store = new CountingStore({ clock });

@@ -52,12 +52,14 @@ export function compileLeaseSettings(s: LeaseSettings | true, path: string): Com
 /** Permits of one key held by this process. */
 class Held {
   constructor(public limits: readonly CompiledLimit[]) {}
-  /** Permits being served, usable until `expiresAt`. */
+  /** Permits being served, usable until `expiresAt`; the store stamped their charge `stamp`. */
   available = 0;
   expiresAt = 0;
+  stamp = 0;
   /** Permits taken ahead (see `lowWater`), served once `available` runs out; usable until `spareExpiresAt`. */
   spare = 0;
   spareExpiresAt = 0;
+  spareStamp = 0;
   /** When serving leaves fewer than this many permits, the next batch is taken ahead, in the background. */
   lowWater = 0;
   /** Settings of the last refill, for refills taken ahead. */
@@ -74,10 +76,14 @@ class Held {
   /** The last granting store decision as an allowed one, the template for permits served. */
   granted: Decision | undefined;
   refill: Promise<Decision> | undefined;
+  /** Round trips of refills, smoothed (ms). */
+  rttMs = 0;
   touchedAt = 0;
 }
 
 const DEMAND_INTERVAL_MS = 100;
+/** The shortest a batch on a sliding window or log serves (see `#holdFor`). */
+const MIN_HOLD_MS = 10;
 /** The next batch is taken ahead when a batch is down to this share of its size. */
 const LOW_WATER_SHARE = 0.5;
 
@@ -151,10 +157,13 @@ export class LeaseCache {
         h.refill = this.#refill(key, limits, h, cost, false).finally(() => (h.refill = undefined));
         const d = await h.refill;
         if (!d.allowed) return d;
-        // The caller that triggered the refill is served first.
+        // The caller that triggered the refill is served first; if the answer came after the
+        // batch's TTL, the rest of it goes back at once.
         if (h.available >= cost) {
           h.available -= cost;
-          return { ...d, remaining: d.remaining + h.available + h.spare };
+          const served = { ...d, remaining: d.remaining + h.available + h.spare };
+          this.#expire(key, h, this.clock.now());
+          return served;
         }
         continue;
       }
@@ -192,15 +201,19 @@ export class LeaseCache {
     const max = Math.max(min, this.#batchSize(h, limits, cost, settings) - (ahead ? 0 : h.available));
     this.refills++;
     // The batch's TTL runs from before the request, so it ends by the store's decision time plus
-    // `ttlMs`: the hold under which windows count the permits (see ReserveRequest.holdMs).
+    // the hold under which windows count the permits (see ReserveRequest.holdMs).
     const sentAt = this.clock.now();
-    const r = await this.store.reserve({ key, limits, min, max, holdMs: settings.ttlMs }, h.policy);
+    const holdMs = this.#holdFor(h, limits, max, settings);
+    const r = await this.store.reserve({ key, limits, min, max, holdMs }, h.policy);
     this.onRefill?.(key, r.granted);
     const now = this.clock.now();
+    h.rttMs = h.rttMs === 0 ? now - sentAt : 0.8 * h.rttMs + 0.2 * (now - sentAt);
     const d = combineStatuses(r.statuses);
+    // What unused permits are returned with: the charge's stamp on the store's clock.
+    const stamp = r.fallback ? 0 : (r.at ?? r.now + holdMs);
     if (r.granted > 0 && h.limits !== limits) {
       // The rule changed while the permits were on their way: they go back under the old limits.
-      this.#return(key, limits, r.granted);
+      this.#return(key, limits, r.granted, stamp);
     } else if (r.granted > 0) {
       h.granted = { ...d, allowed: true, reason: 'allowed', retryAfterMs: 0 };
       h.last = h.granted;
@@ -208,10 +221,12 @@ export class LeaseCache {
       h.lowWater = Math.floor(r.granted * LOW_WATER_SHARE);
       if (ahead) {
         h.spare += r.granted;
-        h.spareExpiresAt = sentAt + settings.ttlMs;
+        h.spareExpiresAt = sentAt + holdMs;
+        h.spareStamp = stamp;
       } else {
         h.available += r.granted;
-        h.expiresAt = sentAt + settings.ttlMs;
+        h.expiresAt = sentAt + holdMs;
+        h.stamp = stamp;
       }
       // Permits that arrive after close go straight back.
       if (this.#closed) this.#giveBack(key, h);
@@ -232,10 +247,26 @@ export class LeaseCache {
 
   /** The current batch cannot serve the call: its leftovers go back and the spare batch takes over. */
   #promoteSpare(key: string, h: Held): void {
-    this.#return(key, h.limits, h.available);
+    this.#return(key, h.limits, h.available, h.stamp);
     h.available = h.spare;
     h.expiresAt = h.spareExpiresAt;
+    h.stamp = h.spareStamp;
     h.spare = 0;
+  }
+
+  /**
+   * How long a batch may serve: `ttlMs`, except on sliding windows and logs, which count the batch
+   * as taken when it stops serving. There it is twice the time local demand needs to use what is
+   * held and the batch, and at least four refill round trips and `MIN_HOLD_MS` (at most `ttlMs`):
+   * a hot key's batch, used in milliseconds, is not counted for a whole TTL longer than its
+   * permits were in use, and a batch still arrives before its TTL ends.
+   */
+  #holdFor(h: Held, limits: readonly CompiledLimit[], max: number, s: CompiledLeaseSettings): number {
+    if (!limits.some(isWindowed)) return s.ttlMs;
+    const perMs = Math.max(h.rate, h.demand / Math.max(1, this.clock.now() - h.intervalStart));
+    if (perMs <= 0) return s.ttlMs;
+    const use = (2 * (h.available + h.spare + max)) / perMs;
+    return Math.min(s.ttlMs, Math.ceil(Math.max(MIN_HOLD_MS, 4 * h.rttMs, use)));
   }
 
   /** About `targetMs` of local demand, within [cost, maxBatch] and `maxShare` of the tightest limit. */
@@ -284,31 +315,33 @@ export class LeaseCache {
 
   /** Returns every permit held for `key`, the spare batch included. */
   #giveBack(key: string, h: Held): void {
-    const n = h.available + h.spare;
+    this.#return(key, h.limits, h.available, h.stamp);
+    this.#return(key, h.limits, h.spare, h.spareStamp);
     h.available = 0;
     h.spare = 0;
-    this.#return(key, h.limits, n);
   }
 
   /** Returns the permits of each batch whose TTL has passed. */
   #expire(key: string, h: Held, now: number): void {
     if (now >= h.expiresAt && h.available > 0) {
-      this.#return(key, h.limits, h.available);
+      this.#return(key, h.limits, h.available, h.stamp);
       h.available = 0;
     }
     if (now >= h.spareExpiresAt && h.spare > 0) {
-      this.#return(key, h.limits, h.spare);
+      this.#return(key, h.limits, h.spare, h.spareStamp);
       h.spare = 0;
     }
   }
 
   /**
-   * Refunds `n` unused permits to the store (in the background). Not for keys with a sliding
-   * window or log: those count a batch as taken when its TTL ends, and a refund cannot tell its
-   * permits from permits already served, so leftovers stay counted until they leave the window.
+   * Refunds `n` unused permits of the batch the store stamped `stamp` (in the background). Sliding
+   * windows and logs refund that batch's charge only, never permits that may have been served;
+   * a batch with no known stamp (a fallback's) keeps them counted until they leave the window.
    */
-  #return(key: string, limits: readonly CompiledLimit[], n: number): void {
-    if (n > 0 && !limits.some(isWindowed)) this.#track(this.store.adjust({ key, limits, delta: -n }));
+  #return(key: string, limits: readonly CompiledLimit[], n: number, stamp: number): void {
+    if (n <= 0) return;
+    if (!limits.some(isWindowed)) this.#track(this.store.adjust({ key, limits, delta: -n }));
+    else if (stamp > 0) this.#track(this.store.adjust({ key, limits, delta: -n, at: stamp }));
   }
 
   #track(p: Promise<unknown>): void {

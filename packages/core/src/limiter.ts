@@ -112,7 +112,16 @@ export interface AdjustOptions {
   delta: number;
   /** The tenant the permits were taken for: its quota is adjusted too. */
   tenant?: string;
+  /**
+   * For returning a reservation's unused permits: the `at` that {@link Limiter.reserve} answered.
+   * Sliding windows and logs then refund that reservation's charge only (see
+   * `AdjustRequest.at`). Omitted: the newest charges made by now.
+   */
+  at?: number;
 }
+
+/** The largest stamp an adjust may name (epoch ms in the year 33658: any real clock is below it). */
+const MAX_STAMP_MS = 1e15;
 
 const MAX_WAIT_BOUND_MS = 24 * 3600 * 1000;
 
@@ -377,6 +386,10 @@ export class Limiter implements RateLimiter {
       ...(options.tenant === undefined ? {} : { tenant: options.tenant }),
     });
     const delta = checkDelta(options.delta);
+    const at: unknown = options.at ?? 0;
+    if (typeof at !== 'number' || !(at >= 0 && at <= MAX_STAMP_MS)) {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'at', `must be a number between 0 and ${MAX_STAMP_MS}`);
+    }
     const tenantLimits = this.#tenantLimits(call);
     let { key, limits } = call;
     if (call.resource.split > 1) {
@@ -385,7 +398,7 @@ export class Limiter implements RateLimiter {
       key = `${key}#${i}`;
       limits = call.resource.splitLimits[i]!;
     }
-    await this.#failover.adjust({ key, limits, delta });
+    await this.#failover.adjust({ key, limits, delta, ...(at > 0 ? { at } : {}) });
     const tenant = tenantLimits && { key: tenantKey(call), limits: tenantLimits };
     if (tenant !== undefined) await this.#failover.adjust({ ...tenant, delta });
     if (delta < 0) {
@@ -403,12 +416,14 @@ export class Limiter implements RateLimiter {
    * never reserved (`SLUICE_ERR_INVALID_OPTIONS`); leftovers go back through {@link adjust} with
    * a negative delta (except on sliding windows and logs, see `holdMs`). Tenant quotas are not
    * applied. `holdMs` is how long the caller may serve the permits (its lease TTL, 0..60,000):
-   * sliding windows and logs count them as taken then (see `ReserveRequest.holdMs`).
+   * sliding windows and logs count them as taken then (see `ReserveRequest.holdMs`). `at` is the
+   * stamp of the charge, to pass to {@link adjust} with the unused permits (0 when the fallback
+   * decided: its clock is not the store's).
    */
   async reserve(
     resource: string,
     options: { key?: string; min: number; max: number; holdMs?: number },
-  ): Promise<{ granted: number; decision: Decision; fallback: boolean }> {
+  ): Promise<{ granted: number; decision: Decision; fallback: boolean; at: number }> {
     const call = this.#prepare(resource, { key: options.key, cost: 0 });
     const r = call.resource;
     if (r.limits.some((l) => l.algorithm === 'concurrency')) {
@@ -435,7 +450,7 @@ export class Limiter implements RateLimiter {
       decision = { ...decision, source: 'fallback' };
       if (!decision.allowed && r.onStoreFailure === 'closed') decision = { ...decision, reason: 'store_unavailable' };
     }
-    return { granted: result.granted, decision, fallback: result.fallback };
+    return { granted: result.granted, decision, fallback: result.fallback, at: result.fallback ? 0 : result.now + holdMs };
   }
 
   /**

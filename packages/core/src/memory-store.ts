@@ -122,7 +122,7 @@ export class MemoryStore implements LimitStore {
     this.#checkOpen();
     const now = this.#options.clock.now();
     const entry = this.#table.read(request.key, request.limits, now);
-    const { next, ttlMs } = adjustKey(entry?.states ?? [], request.limits, request.delta, now);
+    const { next, ttlMs } = adjustKey(entry?.states ?? [], request.limits, request.delta, now, request.at ?? 0);
     this.#table.write(request.key, request.limits, next, now + ttlMs, now);
   }
 

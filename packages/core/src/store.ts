@@ -42,6 +42,11 @@ export interface ReserveRequest {
 /** What a reservation got: `granted` permits (0 when fewer than `min` were left). */
 export interface ReserveResult extends ConsumeResult {
   readonly granted: number;
+  /**
+   * The stamp the permits were charged at, to return unused ones with (`AdjustRequest.at`); 0 when
+   * unknown. Omitted: `now + holdMs` (the store decided at `now`).
+   */
+  readonly at?: number;
 }
 
 /** Charge `delta` more permits (negative: refund) on every rate limit of `key`. */
@@ -49,6 +54,12 @@ export interface AdjustRequest {
   readonly key: string;
   readonly limits: readonly CompiledLimit[];
   readonly delta: number;
+  /**
+   * For a refund of a reservation's unused permits: the time its charge was stamped at (the
+   * reservation's `now` plus its `holdMs`). Sliding windows and logs then refund that charge
+   * itself, never permits that may have been served. Omitted: the newest charges made by now.
+   */
+  readonly at?: number;
 }
 
 /** Renew or release a concurrency lease on `key`. */

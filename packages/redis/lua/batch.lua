@@ -34,7 +34,9 @@ ARGV:
        0..MAX_RESERVE: the cost must fit with floor(reserve * capacity) more, where capacity is
        the burst of a token bucket or gcra, else the limit); for a reserve, the hold in ms (an
        integer in 0..MAX_HOLD_MS: sliding windows and logs count the permits as taken that long
-       after now, when the lease that takes them stops serving them); 0 for every other op
+       after now, when the lease that takes them stops serving them); for an adjust, the stamp
+       of the charge a refund is for (a reservation's now + hold, epoch ms, or 0 for the
+       newest charges made by now); 0 for every other op
        op 1 consume  amount = cost (0..1e9); extra = the lease a concurrency limit takes
        op 2 adjust   amount = delta (-1e9..1e9, negative refunds); extra = ""
        op 3 renew    amount = the lease's new lifetime in ms (1..86400000); extra = lease id
@@ -74,6 +76,7 @@ local MAX_ID_LENGTH = 64
 local MAX_LEASE_ID_LENGTH = 256
 local MAX_RESERVE = 0.9
 local MAX_HOLD_MS = 60000
+local MAX_STAMP_MS = 1e15
 
 --@include "lib/codes.lua"
 --@include "lib/numeric.lua"
@@ -115,7 +118,7 @@ local function batch(keys, argv)
     elseif op == 1 then
       op_consume(entry, policy, amount, extra, items[at + 5], now, out)
     elseif op == 2 then
-      op_adjust(entry, policy, amount, now, out)
+      op_adjust(entry, policy, amount, items[at + 5], now, out)
     elseif op == 5 then
       op_reserve(entry, policy, extra, amount, items[at + 5], now, out)
     else

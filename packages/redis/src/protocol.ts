@@ -24,7 +24,8 @@ export interface BatchItem {
   readonly extra: string | number;
   /**
    * Share of each limit held back (consume, 0..MAX_RESERVE); the hold in ms (reserve,
-   * 0..maxHoldMs, see `ReserveRequest.holdMs`); 0 for the other ops.
+   * 0..maxHoldMs, see `ReserveRequest.holdMs`); the stamp of the charge a refund is for (adjust,
+   * see `AdjustRequest.at`, 0 for none); 0 for the other ops.
    */
   readonly reserve: number;
 }

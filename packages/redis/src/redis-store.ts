@@ -17,6 +17,7 @@ import {
   storeLeaseId,
   storeLeaseTtl,
   storeHold,
+  storeStamp,
   storeReserve,
   storeReserveBounds,
 } from './validate.js';
@@ -104,7 +105,7 @@ export class RedisStore implements LimitStore {
   adjust(request: AdjustRequest): Promise<void> {
     return this.#submit(() => {
       const policy = policyArgs(request.limits);
-      return this.#item(Ops.adjust, request.key, request.limits, policy, storeDelta(request.delta), '');
+      return this.#item(Ops.adjust, request.key, request.limits, policy, storeDelta(request.delta), '', storeStamp(request.at));
     });
   }
 

@@ -130,6 +130,19 @@ export function storeHold(holdMs: unknown): number {
   return holdMs;
 }
 
+/** The largest stamp an adjust may name (epoch ms in the year 33658: any real clock is below it). */
+export const MAX_STAMP_MS = 1e15;
+
+/** A refund's stamp (see `AdjustRequest.at`): a number in [0, MAX_STAMP_MS], 0 when omitted. */
+export function storeStamp(at: unknown): number {
+  if (at === undefined) return 0;
+  if (typeof at !== 'number' || !(at >= 0 && at <= MAX_STAMP_MS)) {
+    const got = typeof at === 'number' ? String(at) : JSON.stringify(at);
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'at', `must be a number between 0 and ${MAX_STAMP_MS}, got ${got}`);
+  }
+  return at;
+}
+
 export function storeReserveBounds(min: unknown, max: unknown): [number, number] {
   if (typeof max !== 'number' || !Number.isInteger(max) || max < 1 || max > MAX_COST) {
     throw invalid(ErrorCodes.INVALID_COST, 'max', `must be an integer between 1 and ${MAX_COST}, got ${String(max)}`);

@@ -44,7 +44,7 @@ class SetClock implements Clock {
 
 type Step =
   | { op: 'consume'; key: string; limits: readonly CompiledLimit[]; cost: number; leaseId: string; reserve: number }
-  | { op: 'adjust'; key: string; limits: readonly CompiledLimit[]; delta: number }
+  | { op: 'adjust'; key: string; limits: readonly CompiledLimit[]; delta: number; at?: number }
   | { op: 'reserve'; key: string; limits: readonly CompiledLimit[]; min: number; max: number; holdMs: number }
   | { op: 'renew' | 'release'; key: string; limits: readonly CompiledLimit[]; leaseId: string; ttlMs?: number };
 
@@ -147,6 +147,7 @@ function randomTick(
   policy: Map<string, readonly CompiledLimit[]>,
   compiled: (readonly CompiledLimit[])[],
   maxCost: number,
+  stamps: readonly number[] = [],
 ): Step[] {
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)]!;
   const steps: Step[] = [];
@@ -161,8 +162,12 @@ function randomTick(
     if (r < 0.6) {
       const cost = Math.floor(rnd() * (maxCost + 1));
       steps.push({ op: 'consume', key, limits, cost, leaseId, reserve: randomReserve(rnd) });
-    } else if (r < 0.75) steps.push({ op: 'adjust', key, limits, delta: Math.floor(rnd() * (2 * maxCost + 1)) - maxCost });
-    else if (r < 0.85 && !hasLeases) {
+    } else if (r < 0.75) {
+      const delta = Math.floor(rnd() * (2 * maxCost + 1)) - maxCost;
+      // A lease returning unused permits names its reservation's stamp.
+      const at = delta < 0 && stamps.length > 0 && rnd() < 0.5 ? pick(stamps) : 0;
+      steps.push({ op: 'adjust', key, limits, delta, ...(at > 0 ? { at } : {}) });
+    } else if (r < 0.85 && !hasLeases) {
       const max = 1 + Math.floor(rnd() * 2 * maxCost);
       // A lease's hold: none, or a stamp ahead of now that windows count the permits at.
       const holdMs = rnd() < 0.5 ? 0 : 1 + Math.floor(rnd() * 80);
@@ -202,7 +207,7 @@ function replay(ref: ReferenceStore, step: Step, now: number): ConsumeResult | R
     case 'consume':
       return ref.consume(step.key, step.limits, step.cost, step.leaseId, step.reserve, now);
     case 'adjust':
-      return ref.adjust(step.key, step.limits, step.delta, now);
+      return ref.adjust(step.key, step.limits, step.delta, now, step.at);
     case 'reserve':
       return ref.reserve(step.key, step.limits, step.min, step.max, now, step.holdMs);
     case 'renew':
@@ -269,6 +274,7 @@ function differential(store: LimitStore, admin: Redis | Cluster, prefix: string)
   const clock = new SetClock();
   const oracle = new MemoryStore({ clock, sweepIntervalMs: 0 });
   const ref = new ReferenceStore();
+  const stamps: number[] = [];
   let previousNow = -Infinity;
   return {
     /** Makes `batch` in one tick; returns the number of calls checked. */
@@ -288,8 +294,14 @@ function differential(store: LimitStore, admin: Redis | Cluster, prefix: string)
         expect(replay(ref, batch[i]!, now), `${call}: the reference drifted from MemoryStore`).toEqual(expected);
       }
       for (const key of keys) await expectStored(admin, prefix, key, ref, now, `${context}, after the tick, key ${key}`);
+      batch.forEach((step, i) => {
+        const r = results[i] as ReserveResult;
+        if (step.op === 'reserve' && r.granted > 0) stamps.push(now + step.holdMs);
+      });
       return batch.length;
     },
+    /** Stamps of the reservations made so far, for refunds that name one. */
+    stamps,
     close: () => oracle.close(),
   };
 }
@@ -321,7 +333,11 @@ describe('differential: Redis decides exactly as the in-memory store', () => {
     const diff = differential(store, admin, target.prefix);
     let steps = 0;
     for (let tick = 0; tick < 160; tick++) {
-      steps += await diff.tick(randomTick(rnd, keys, policy, compiled, scenario.maxCost), keys, `${context}, tick ${tick}`);
+      steps += await diff.tick(
+        randomTick(rnd, keys, policy, compiled, scenario.maxCost, diff.stamps),
+        keys,
+        `${context}, tick ${tick}`,
+      );
       const pause = rnd();
       if (pause < 0.3) await sleep(Math.floor(rnd() * 40));
       else if (pause < 0.5) await sleep(1);

@@ -43,8 +43,8 @@ export class ReferenceStore {
     return { allowed: o.granted > 0, granted: o.granted, statuses: o.statuses, now };
   }
 
-  adjust(key: string, limits: readonly CompiledLimit[], delta: number, now: number): void {
-    const { next, ttlMs } = adjustKey(this.#read(key, limits, now)?.states ?? [], limits, delta, now);
+  adjust(key: string, limits: readonly CompiledLimit[], delta: number, now: number, at = 0): void {
+    const { next, ttlMs } = adjustKey(this.#read(key, limits, now)?.states ?? [], limits, delta, now, at);
     this.#write(key, limits, next, now + ttlMs);
   }
 

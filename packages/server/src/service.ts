@@ -32,6 +32,8 @@ export interface AdjustItem {
   readonly delta: number;
   /** The tenant the permits were taken for: its quota is adjusted too. */
   readonly tenant?: string;
+  /** The `at` of the reservation whose unused permits this returns (see `Limiter.adjust`). */
+  readonly at?: number;
 }
 
 /** Takes between `min` and `max` permits at once (a remote client's lease). */
@@ -53,6 +55,8 @@ export interface RenewItem extends ReleaseItem {
 export interface ReserveAnswer {
   readonly granted: number;
   readonly decision: Decision;
+  /** The stamp to return unused permits with (see `Limiter.reserve`). */
+  readonly at: number;
 }
 
 /** One resource as remote clients see it (`GET /v1/resources`). */
@@ -91,7 +95,7 @@ export class RateLimitService {
   async reserve(item: ReserveItem): Promise<ReserveAnswer> {
     this.#active(item.resource);
     const r = await this.#limiter.reserve(item.resource, { key: item.key, min: item.min, max: item.max, holdMs: item.holdMs });
-    return { granted: r.granted, decision: r.decision };
+    return { granted: r.granted, decision: r.decision, at: r.at };
   }
 
   async renew(item: RenewItem): Promise<{ renewed: boolean }> {
@@ -154,6 +158,7 @@ export class RateLimitService {
       key: item.key,
       delta: item.delta,
       ...(item.tenant === undefined ? {} : { tenant: item.tenant }),
+      ...(item.at === undefined ? {} : { at: item.at }),
     });
     return { adjusted: true };
   }

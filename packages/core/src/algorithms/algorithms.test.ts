@@ -275,6 +275,11 @@ describe('sliding window', () => {
     expect(slidingWindow.evaluate(state, 0, 1300, limit).remaining).toBe(10);
     // A refund takes the newest charges made by now, never the held ones.
     expect(slidingWindow.adjust(state, -4, 160, limit).next).toEqual([3, 0, 300, 5]);
+    // A refund naming the held charge's stamp returns its unused permits, and nothing else.
+    expect(slidingWindow.adjust(state, -3, 160, limit, 300).next).toEqual([3, 0, 100, 2, 150, 1, 300, 2]);
+    expect(slidingWindow.adjust(state, -9, 160, limit, 300).next).toEqual([3, 0, 100, 2, 150, 1]);
+    // Merged forward, the charge is in the next group: at most what that group holds goes back.
+    expect(slidingWindow.adjust([3, 0, 100, 2, 150, 1], -5, 160, limit, 120).next).toEqual([3, 0, 100, 2]);
   });
 
   it('reads counted slices of earlier versions conservatively', () => {

@@ -1,5 +1,5 @@
 import { EPS_PERMITS, wholePermits, type RateAlgorithm } from './types.js';
-import { appendEntry, liveEntries, refundNewest, resetAfterEntries, retryAfterEntries, sumEntries } from './timed-log.js';
+import { appendEntry, liveEntries, refund, resetAfterEntries, retryAfterEntries, sumEntries } from './timed-log.js';
 
 /**
  * Exact sliding window log, stored as `[5, ts1, cost1, ts2, cost2, ...]` in time order (see
@@ -37,9 +37,9 @@ export const slidingLog: RateAlgorithm = {
     };
   },
 
-  adjust(state, delta, now, limit) {
+  adjust(state, delta, now, limit, at = 0) {
     const live = liveEntries(state, 1, now, limit.windowMs);
-    const entries = delta > 0 ? appendEntry(live, now, delta) : refundNewest(live, -delta, now);
+    const entries = delta > 0 ? appendEntry(live, now, delta) : refund(live, -delta, now, at);
     if (entries.length === 0) return { next: undefined, ttlMs: 0 };
     return { next: [5, ...entries], ttlMs: resetAfterEntries(entries, now, limit.windowMs) };
   },

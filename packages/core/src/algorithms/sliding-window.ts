@@ -1,5 +1,5 @@
 import type { CompiledLimit } from '../policy.js';
-import { appendEntry, liveEntries, refundNewest, resetAfterEntries, retryAfterEntries, sumEntries } from './timed-log.js';
+import { appendEntry, liveEntries, refund, resetAfterEntries, retryAfterEntries, sumEntries } from './timed-log.js';
 import { EPS_PERMITS, wholePermits, type RateAlgorithm, type RateState } from './types.js';
 
 /**
@@ -50,9 +50,9 @@ export const slidingWindow: RateAlgorithm = {
     };
   },
 
-  adjust(state, delta, now, limit) {
+  adjust(state, delta, now, limit, at = 0) {
     const live = liveOf(state, now, limit);
-    const entries = delta > 0 ? merged(appendEntry(live, now, delta), limit) : refundNewest(live, -delta, now);
+    const entries = delta > 0 ? merged(appendEntry(live, now, delta), limit) : refund(live, -delta, now, at);
     if (entries.length === 0) return { next: undefined, ttlMs: 0 };
     return { next: [3, 0, ...entries], ttlMs: resetAfterEntries(entries, now, limit.windowMs) };
   },

@@ -58,6 +58,27 @@ export function refundNewest(entries: readonly number[], amount: number, now: nu
   return out;
 }
 
+/**
+ * Removes up to `amount` permits of the charge stamped `at`: from the oldest entry stamped at or
+ * after it, which holds that charge (entries only ever merge forward into the next one), and
+ * from no other, so permits that may have been served are never refunded.
+ */
+export function refundAt(entries: readonly number[], amount: number, at: number): number[] {
+  let i = 0;
+  while (i < entries.length && entries[i]! < at) i += 2;
+  if (i >= entries.length) return entries.slice();
+  const out = entries.slice();
+  const c = out[i + 1]!;
+  if (c <= amount) out.splice(i, 2);
+  else out[i + 1] = c - amount;
+  return out;
+}
+
+/** A refund: of the charge stamped `at` when given (> 0), else of the newest charges made by `now`. */
+export function refund(entries: readonly number[], amount: number, now: number, at: number): number[] {
+  return at > 0 ? refundAt(entries, amount, at) : refundNewest(entries, amount, now);
+}
+
 /** Time until `excess` permits have left the window (0 when nothing needs to leave). */
 export function retryAfterEntries(
   entries: readonly number[],

@@ -39,8 +39,12 @@ export interface RateAlgorithm {
    * holds on the times permits are used; the others ignore it.
    */
   evaluate(state: RateState | undefined, cost: number, now: number, limit: CompiledLimit, holdMs?: number): LimitOutcome;
-  /** Charges `delta` more permits (or refunds `-delta`) without a decision. */
-  adjust(state: RateState | undefined, delta: number, now: number, limit: CompiledLimit): AdjustOutcome;
+  /**
+   * Charges `delta` more permits (or refunds `-delta`) without a decision. `at` > 0 names the
+   * charge a refund is for (a reservation's stamp, see `evaluate`); the window algorithms refund
+   * that charge only, the others ignore it.
+   */
+  adjust(state: RateState | undefined, delta: number, now: number, limit: CompiledLimit, at?: number): AdjustOutcome;
   /** Permits in use at `now` according to a state of this algorithm. */
   usage(state: RateState, now: number, limit: CompiledLimit): number;
   /** A state of this algorithm that has `used` permits in use at `now`. */

@@ -22,12 +22,12 @@ function sliding_log.evaluate(state, cost, now, limit, hold)
     tl_reset_after(log, 1, now, limit.window_ms)
 end
 
-function sliding_log.adjust(state, delta, now, limit)
+function sliding_log.adjust(state, delta, now, limit, at)
   local log = tl_live(state or { 5 }, 1, now, limit.window_ms)
   if delta > 0 then
     tl_append(log, 1, now, delta)
   else
-    tl_refund(log, 1, -delta, now)
+    tl_refund_for(log, 1, -delta, now, at)
   end
   if #log == 1 then
     return nil, 0

@@ -53,13 +53,13 @@ function sliding_window.evaluate(state, cost, now, limit, hold)
     tl_reset_after(log, 2, now, limit.window_ms)
 end
 
-function sliding_window.adjust(state, delta, now, limit)
+function sliding_window.adjust(state, delta, now, limit, at)
   local log = sw_live(state, now, limit)
   if delta > 0 then
     tl_append(log, 2, now, delta)
     sw_merge(log, limit)
   else
-    tl_refund(log, 2, -delta, now)
+    tl_refund_for(log, 2, -delta, now, at)
   end
   if #log == 2 then
     return nil, 0

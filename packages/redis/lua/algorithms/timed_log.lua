@@ -68,6 +68,34 @@ local function tl_refund(log, head, amount, now)
   end
 end
 
+-- Removes in place up to amount permits of the charge stamped at: from the oldest entry stamped
+-- at or after it (entries only merge forward into the next one), and from no other.
+local function tl_refund_at(log, head, amount, at)
+  local i = head + 1
+  while i <= #log and log[i] < at do
+    i = i + 2
+  end
+  if i > #log then
+    return
+  end
+  local c = log[i + 1]
+  if c <= amount then
+    table.remove(log, i)
+    table.remove(log, i)
+  else
+    log[i + 1] = c - amount
+  end
+end
+
+-- A refund: of the charge stamped at when given (> 0), else of the newest charges made by now.
+local function tl_refund_for(log, head, amount, now, at)
+  if at > 0 then
+    tl_refund_at(log, head, amount, at)
+  else
+    tl_refund(log, head, amount, now)
+  end
+end
+
 -- Time until excess permits have left the window (0 when nothing needs to leave).
 local function tl_retry_after(log, head, excess, now, window_ms)
   local left = excess

@@ -164,9 +164,10 @@ local function parse_args(keys, argv)
       or (op == 5 and policy.concurrency ~= nil)
       or (policy.concurrency ~= nil and lease_keys[group] == nil)
       -- The sixth value: a number in [0, MAX_RESERVE] for a consume, an integer hold in
-      -- [0, MAX_HOLD_MS] for a reserve, 0 otherwise (NaN fails every test).
+      -- [0, MAX_HOLD_MS] for a reserve, a stamp in [0, MAX_STAMP_MS] for an adjust, 0 otherwise
+      -- (NaN fails every test).
       or type(reserve) ~= 'number'
-      or not (reserve >= 0 and reserve <= (op == 1 and MAX_RESERVE or op == 5 and MAX_HOLD_MS or 0))
+      or not (reserve >= 0 and reserve <= (op == 1 and MAX_RESERVE or op == 5 and MAX_HOLD_MS or op == 2 and MAX_STAMP_MS or 0))
       or (op == 5 and reserve % 1 ~= 0)
     then
       return nil, ERR_BAD_ARGUMENT, 'item ' .. ((base - 1) / ITEM_WIDTH + 1)

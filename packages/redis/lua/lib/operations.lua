@@ -131,7 +131,7 @@ end
 
 -- adjust: charges delta more permits (negative: refund) on every rate limit, unconditionally;
 -- concurrency leases are kept as they are. Appends 0.
-local function op_adjust(entry, policy, delta, now, out)
+local function op_adjust(entry, policy, delta, stamp, now, out)
   entry_align(entry, policy, now)
   local limits = policy.limits
   local states = entry.states
@@ -143,7 +143,7 @@ local function op_adjust(entry, policy, delta, now, out)
       ttl = concurrency.adjust_ttl(entry, state, now, ttl)
       NEXTS[i] = state
     else
-      local next_state, limit_ttl = RATE[limit.code].adjust(normalize_state(state, now, limit), delta, now, limit)
+      local next_state, limit_ttl = RATE[limit.code].adjust(normalize_state(state, now, limit), delta, now, limit, stamp)
       ttl = max(ttl, limit_ttl)
       NEXTS[i] = next_state
     end

@@ -108,7 +108,7 @@ export function registerApi(app: FastifyInstance, service: RateLimitService, bou
     query: plainQuery,
     run: (item) => service.reserve(item),
     // Statuses always: the client serves its lease's decisions from them.
-    encode: (r) => ({ granted: r.granted, ...encodeDecision(r.decision, true) }),
+    encode: (r) => ({ granted: r.granted, at: r.at, ...encodeDecision(r.decision, true) }),
   });
   route({ path: '/v1/renew', schema: schemas.renew, query: plainQuery, run: (item) => service.renew(item), encode: (r) => r });
   // Public and read-only: names and limits only, no secrets; bounded by MAX_LISTED_RESOURCES.

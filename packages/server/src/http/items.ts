@@ -43,6 +43,7 @@ export function itemSchemas(b: ItemBounds) {
       key: key.optional(),
       delta: int(-MAX_COST, MAX_COST),
       tenant: name.optional(),
+      at: z.number().min(0).max(1e15).optional(),
     }) satisfies z.ZodType<AdjustItem>,
     reserve: z
       .strictObject({
