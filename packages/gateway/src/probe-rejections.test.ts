@@ -152,7 +152,10 @@ describe('Probe rejection counters', () => {
   });
 
   it('counts rejections whose tally failed to publish, or came after close, as dropped', async () => {
-    const { probe, transport, advance } = setup();
+    const seen = { tallied: 0, uncounted: 0 };
+    const { probe, transport, advance } = setup({
+      observer: { rejectionsTallied: (n) => void (seen.tallied += n), rejectionsUncounted: (n) => void (seen.uncounted += n) },
+    });
     transport.mode = 'reject';
     for (let i = 0; i < 7; i++) probe.reject(R, SEARCH, 'path', SEARCH);
     advance(10);
@@ -165,6 +168,7 @@ describe('Probe rejection counters', () => {
     expect(probe.stats).toMatchObject({ rejected: 1 });
     expect(probe.reject(R, SEARCH, 'path', SEARCH)).toBe(false);
     expect(probe.stats.rejectedDropped).toBe(8);
+    expect(seen).toEqual({ tallied: 1, uncounted: 8 });
   });
 
   it('counts nothing with countRejected: false, and validates its options', async () => {

@@ -213,14 +213,14 @@ export class Probe {
     const counter = this.#rejections;
     if (counter === undefined) return false;
     if (this.#closed || resource === 0 || value === 0) {
-      this.#rejectedDropped++;
+      this.#uncounted(1);
       return false;
     }
     const wall = this.#wallClock();
     const slot = this.#spread === 1 ? 0 : saltSlotOf(wall, this.#saltMs, this.#spread);
     const before = counter.size;
     if (!counter.add(resource, path, dimension, value, wall, partitionOf(resource, this.#transport.partitions, slot))) {
-      this.#rejectedDropped++;
+      this.#uncounted(1);
       return false;
     }
     if (before === 0) this.#armFlush();
@@ -338,7 +338,7 @@ export class Probe {
     for (const batch of this.#queue.splice(0)) {
       this.#buffered -= batch.count;
       if (batch.count > 0) this.#drop('closed', batch.count);
-      this.#rejectedDropped += batch.rejected;
+      else this.#uncounted(batch.rejected);
     }
   }
 
@@ -405,14 +405,20 @@ export class Probe {
       } else {
         this.#rejectedSent += batch.rejected;
         this.#tallyBatches++;
+        this.#observer?.rejectionsTallied?.(batch.rejected);
       }
     } else {
       this.#publishErrors++;
       this.#observer?.publishFailed?.(error);
       if (batch.count > 0) this.#drop('publish_error', batch.count);
-      this.#rejectedDropped += batch.rejected;
+      else this.#uncounted(batch.rejected);
     }
     this.#pump();
+  }
+
+  #uncounted(count: number): void {
+    this.#rejectedDropped += count;
+    this.#observer?.rejectionsUncounted?.(count);
   }
 
   #drop(reason: DropReason, count: number): void {
