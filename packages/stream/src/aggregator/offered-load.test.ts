@@ -163,6 +163,11 @@ describe('offered load: rejected requests keep a block in force', () => {
     expect(windowRequests(w, rule.shape, now)).toBe(300);
     expect(windowRequests(w, rule.shape, now + 800)).toBe(150);
     expect(windowRequests(w, rule.shape, now + 900)).toBe(75);
+    // 10 over 4 slices: whole shares, the remainder in the newest.
+    const odd = state();
+    odd.ingestTallies([tally(10, now, 300)], now);
+    const ow = odd.table('search-burst')!.get(SEARCH)!;
+    expect([now - 300, now - 200, now - 100, now].map((t) => windowRequests(ow, rule.shape, t))).toEqual([2, 4, 7, 10]);
     const late = state();
     late.ingestTallies([tally(500, T0)], T0 + 2000);
     expect(late.counters).toMatchObject({ rejected: 0, late: 1 });

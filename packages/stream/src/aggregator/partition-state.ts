@@ -133,9 +133,14 @@ export class PartitionState {
         const w = table.windowFor(probe[r.dimension], now);
         const last = sliceOf(r.shape, t.lastMs);
         const first = Math.max(sliceOf(r.shape, t.lastMs - t.spanMs), last - r.shape.slices + 1);
-        const share = t.count / (last - first + 1);
-        for (let s = first; s <= last; s++) {
-          const at = s === last ? t.lastMs : s * r.shape.sliceMs;
+        // Whole shares (windows and snapshots count integers), the remainder in the newest slices.
+        const n = last - first + 1;
+        const base = Math.floor(t.count / n);
+        const extra = t.count - base * n;
+        for (let k = 0; k < n; k++) {
+          const share = base + (k >= n - extra ? 1 : 0);
+          if (share === 0) continue;
+          const at = k === n - 1 ? t.lastMs : (first + k) * r.shape.sliceMs;
           if (addEvent(w, r.shape, now, at, 0, false, share) === AddResult.ADDED) counted = true;
         }
       }
