@@ -41,6 +41,7 @@ import { gatewayOverheadTable, runGatewayOverhead } from './gateway-overhead.js'
 import { governanceLatencyTable, runGovernanceLatency } from './governance-latency.js';
 import { runStreamThroughput, streamThroughputTable } from './stream-throughput.js';
 import { summaryTable } from './summary.js';
+import { sustainedBurstPart } from './sustained-burst.js';
 import { renderTable, type Table } from './table.js';
 import { coalescingTable, runThroughput, throughputTable, type ThroughputRow } from './throughput.js';
 
@@ -286,6 +287,7 @@ async function main(): Promise<void> {
     if (options.parts.has('gateway')) await gatewayPart(options);
     if (options.parts.has('stream')) await streamPart(options, redisUrl!, runId);
     if (options.parts.has('governance')) await governancePart(options, redisUrl!, runId);
+    if (options.parts.has('sustained')) await sustainedBurstPart(options.mode.name === 'quick', redisUrl, runId, progress, print);
     print(summaryTable({ throughput, leases, accuracy, leaseAccuracy, outage, cluster, memory }));
   } finally {
     await stopServiceChildren();

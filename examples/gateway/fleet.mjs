@@ -1,6 +1,6 @@
 // A small governance fleet: 3 gateways (node:http behind @sluice/gateway), 2 aggregators, one
-// event stream, and a load generator that bursts on /search, shows it blocked on every gateway,
-// then slows down and shows the block lifted.
+// event stream, and a load generator that bursts on /search for 6 s, shows it blocked on every
+// gateway for as long as the burst lasts, then slows down and shows the block lifted.
 //
 //   npm run build
 //   node examples/gateway/fleet.mjs                          # everything in this process, in-process stream
@@ -120,7 +120,9 @@ async function main() {
   };
   const show = (label, counts) => console.log(`${label.padEnd(44)} ${JSON.stringify(counts)}`);
 
-  for (let s = 0; s < 3; s++) show(`burst: 400 req/s on /search, second ${s + 1}`, await load('/search', 400, 1000));
+  // The burst lasts 3x the block time (blockMs: 2000): the requests the gateways reject are
+  // counted as offered load, so the block holds until the burst ends.
+  for (let s = 0; s < 6; s++) show(`burst: 400 req/s on /search, second ${s + 1}`, await load('/search', 400, 1000));
   show('meanwhile /orders on every gateway', await load('/orders', 20, 300));
   for (let s = 0; s < 5; s++) show(`calm: 20 req/s on /search, second ${s + 1}`, await load('/search', 20, 1000));
 

@@ -1,8 +1,8 @@
 /**
  * The gateway: on each request, a synchronous check against the local decision cache (and,
- * for routes that ask for it, an exact limiter); a blocked request is answered 429 at once and
- * reported nowhere, any other request goes on and is reported to the probe when its response
- * ends. Framework adapters (node:http here, express and fastify beside it) only translate.
+ * for routes that ask for it, an exact limiter); a request a block rejects is answered 429 at
+ * once and only counted (per block, see `Probe.reject`), any other request goes on and is
+ * reported to the probe when its response ends. Framework adapters (node:http here, express and fastify beside it) only translate.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ErrorCodes, invalid, systemClock, type Clock, type Decision, type RateLimiter } from '@sluice/core';
@@ -241,6 +241,8 @@ export class Gateway {
     const block = this.cache.match(resource, path, user, ip, tenant);
     if (block !== undefined) {
       this.#observer?.requestBlocked?.(block.dimension);
+      // The aggregators keep the block while the load it holds back stays over the rule.
+      if (!this.#closed) this.probe?.reject(resource, path, block.dimension, block.value);
       return this.#blockRejection(block);
     }
     if (this.probe !== undefined && !this.#closed) {

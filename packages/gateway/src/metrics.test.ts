@@ -15,6 +15,9 @@ describe('createGatewayMetrics', () => {
     o.decisionMalformed!(new Error('x'));
     o.blocksChanged!(3);
     o.limiterFailed!(new Error('x'));
+    o.rejectionsTallied!(500);
+    o.rejectionsTallied!(12);
+    o.rejectionsUncounted!(4);
     const text = await registry.metrics();
     expect(text).toContain('sluice_gateway_events_sent_total 120');
     expect(text).toContain('sluice_gateway_batches_total 2');
@@ -26,5 +29,7 @@ describe('createGatewayMetrics', () => {
     expect(text).toContain('sluice_gateway_decisions_malformed_total 1');
     expect(text).toContain('sluice_gateway_active_blocks 3');
     expect(text).toContain('sluice_gateway_limiter_errors_total 1');
+    expect(text).toContain('sluice_gateway_rejections_tallied_total 512');
+    expect(text).toContain('sluice_gateway_rejections_uncounted_total 4');
   });
 });

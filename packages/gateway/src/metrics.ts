@@ -21,7 +21,7 @@ export interface GatewayMetricsOptions {
 
 /**
  * A {@link GatewayObserver} that counts events sent and dropped (by reason), batches, publish
- * errors, 429s (by dimension or limiter), decisions applied and malformed decision messages,
+ * errors, 429s (by dimension or limiter), rejections counted in tallies and not counted, decisions applied and malformed decision messages,
  * and tracks the number of active blocks. Label values come from fixed sets, never from requests.
  */
 export function createGatewayMetrics(options: GatewayMetricsOptions): GatewayObserver {
@@ -63,6 +63,16 @@ export function createGatewayMetrics(options: GatewayMetricsOptions): GatewayObs
     help: 'Exact limiter calls that failed (the request was let through)',
     registers,
   });
+  const tallied = new Counter({
+    name: `${prefix}rejections_tallied_total`,
+    help: 'Rejected requests counted in rejection tallies the event stream accepted',
+    registers,
+  });
+  const uncounted = new Counter({
+    name: `${prefix}rejections_uncounted_total`,
+    help: 'Rejected requests that could not be counted (tally table full, publish failed, probe closed)',
+    registers,
+  });
   const active = new Gauge({ name: `${prefix}active_blocks`, help: 'Blocks held in the local decision cache', registers });
   return {
     batchSent(events) {
@@ -74,6 +84,12 @@ export function createGatewayMetrics(options: GatewayMetricsOptions): GatewayObs
     },
     publishFailed() {
       publishErrors.inc();
+    },
+    rejectionsTallied(rejected) {
+      tallied.inc(rejected);
+    },
+    rejectionsUncounted(count) {
+      uncounted.inc(count);
     },
     requestBlocked(source) {
       blocked.inc({ source });

@@ -26,6 +26,10 @@ export interface GatewayObserver {
   eventsDropped?(reason: DropReason, count: number): void;
   /** The transport rejected a batch (its events are also reported as dropped). */
   publishFailed?(error: unknown): void;
+  /** A tally batch counting `rejected` rejected requests was accepted by the stream. */
+  rejectionsTallied?(rejected: number): void;
+  /** `count` rejected requests could not be counted (tally table full, publish failed, probe closed). */
+  rejectionsUncounted?(count: number): void;
   /** A request was answered 429 by the gateway. */
   requestBlocked?(source: BlockSource): void;
   /** A decision (block or lift) was applied to the local cache. */

@@ -6,9 +6,14 @@
  * `maxInFlight` publishes outstanding. Everything the probe holds is bounded by
  * `maxBufferedEvents`; past it, new events are dropped and counted, so a slow or dead stream
  * costs observability, never availability.
+ *
+ * Requests the gateway rejects emit no event; the probe counts them per block instead
+ * ({@link Probe.reject}) and sends the counts as rejection tallies with the same flushes, so
+ * the aggregators see the load a block holds back and keep the block while it lasts.
  */
 import { ErrorCodes, invalid, systemClock, type Clock, type TimerHandle } from '@sluice/core';
 import {
+  MAX_TALLIES_PER_BATCH,
   EVENT_BYTES,
   EVENT_HEADER_BYTES,
   MAX_EVENTS_PER_BATCH,
@@ -16,11 +21,13 @@ import {
   saltSlotOf,
   writeEventRecord,
   writeEventsHeader,
+  type Dimension,
   type EventTransport,
   type GatewayEvent,
 } from '@sluice/stream';
 import type { DropReason, GatewayObserver } from './observer.js';
 import { fnOption, intOption } from './options.js';
+import { RejectionCounter } from './rejection-counter.js';
 
 /** Options of {@link Probe}. */
 export interface ProbeOptions {
@@ -37,6 +44,18 @@ export interface ProbeOptions {
   maxBufferedEvents?: number;
   /** Most publishes outstanding at once. @default 4 */
   maxInFlight?: number;
+  /**
+   * Count rejected requests per block and send the counts (rejection tallies) to the
+   * aggregators. Aggregators older than tallies count each tally batch as malformed and skip it.
+   * @default true
+   */
+  countRejected?: boolean;
+  /**
+   * Most rejection counters (one per blocked value, resource and path) between two flushes, and
+   * most tally records waiting to be published. Past it, rejections are not counted
+   * (`rejectedDropped`). @default 1024
+   */
+  maxTallies?: number;
   /** How long {@link Probe.close} waits for buffered events to be published, in ms. @default 1000 */
   closeTimeoutMs?: number;
   /**
@@ -69,6 +88,12 @@ export interface ProbeStats {
   readonly buffered: number;
   /** Publishes outstanding now. */
   readonly inFlight: number;
+  /** Rejected requests counted in tallies the stream accepted. */
+  readonly rejected: number;
+  /** Rejected requests not counted: the tally table was full, the publish failed, or the probe closed. */
+  readonly rejectedDropped: number;
+  /** Tally batches accepted by the stream. */
+  readonly tallyBatches: number;
 }
 
 /** A partition's batch being filled. */
@@ -82,7 +107,10 @@ interface Stage {
 interface Sealed {
   readonly partition: number;
   readonly bytes: Uint8Array;
+  /** Events in the batch (0 for a tally batch). */
   readonly count: number;
+  /** Rejected requests a tally batch counts (0 for an event batch). */
+  readonly rejected: number;
 }
 
 /**
@@ -105,6 +133,7 @@ export class Probe {
   readonly #clock: Clock;
   readonly #wallClock: () => number;
   readonly #observer: GatewayObserver | undefined;
+  readonly #rejections: RejectionCounter | undefined;
   /** Stages by partition, created on first use. */
   readonly #stages: (Stage | undefined)[];
   /** Stages holding at least one event, in the order they got it. */
@@ -118,6 +147,11 @@ export class Probe {
   #sent = 0;
   #batches = 0;
   #publishErrors = 0;
+  #rejectedSent = 0;
+  #rejectedDropped = 0;
+  #tallyBatches = 0;
+  /** Tally records sealed and not yet settled. */
+  #talliesHeld = 0;
   readonly #dropped: Record<DropReason, number> = { buffer_full: 0, publish_error: 0, closed: 0, invalid: 0 };
 
   constructor(options: ProbeOptions) {
@@ -136,6 +170,11 @@ export class Probe {
     this.#clock = options.clock ?? systemClock;
     this.#wallClock = fnOption(options.wallClock, 'wallClock') ?? Date.now;
     this.#observer = options.observer;
+    const maxTallies = intOption(options.maxTallies, 'maxTallies', 1024, 1, MAX_TALLIES_PER_BATCH);
+    if (options.countRejected !== undefined && typeof options.countRejected !== 'boolean') {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'countRejected', 'must be a boolean');
+    }
+    this.#rejections = options.countRejected === false ? undefined : new RejectionCounter(maxTallies);
     this.#stages = new Array<Stage | undefined>(this.#transport.partitions);
   }
 
@@ -148,6 +187,9 @@ export class Probe {
       publishErrors: this.#publishErrors,
       buffered: this.#buffered,
       inFlight: this.#inFlight,
+      rejected: this.#rejectedSent,
+      rejectedDropped: this.#rejectedDropped,
+      tallyBatches: this.#tallyBatches,
     };
   }
 
@@ -159,6 +201,30 @@ export class Probe {
    */
   emit(resource: number, path: number, user: number, ip: number, tenant: number, status: number, outcome: number): boolean {
     return this.#write(resource, path, user, ip, tenant, this.#wallClock(), status, outcome);
+  }
+
+  /**
+   * Counts one request rejected by the block on `dimension` = `value` (a hash), on `resource`
+   * and `path`. Synchronous and allocation-free unless the block, resource and path are new
+   * since the last flush; never throws. False when the rejection could not be counted
+   * (`countRejected: false`, the tally table full, or the probe closed).
+   */
+  reject(resource: number, path: number, dimension: Dimension, value: number): boolean {
+    const counter = this.#rejections;
+    if (counter === undefined) return false;
+    if (this.#closed || resource === 0 || value === 0) {
+      this.#uncounted(1);
+      return false;
+    }
+    const wall = this.#wallClock();
+    const slot = this.#spread === 1 ? 0 : saltSlotOf(wall, this.#saltMs, this.#spread);
+    const before = counter.size;
+    if (!counter.add(resource, path, dimension, value, wall, partitionOf(resource, this.#transport.partitions, slot))) {
+      this.#uncounted(1);
+      return false;
+    }
+    if (before === 0) this.#armFlush();
+    return true;
   }
 
   /** Records one event given as an object, keeping its timestamp. Same contract as {@link emit}. */
@@ -229,7 +295,24 @@ export class Probe {
       if (stage.count > 0) this.#seal(stage);
       else this.#filling.shift();
     }
+    this.#sealTallies();
     this.#pump();
+  }
+
+  /**
+   * Seals the rejection counters into tally batches, unless as many tally records as the table
+   * holds are still waiting to be published: then the counters keep counting (nothing is lost,
+   * the next tallies just cover a longer span) and the next flush tries again.
+   */
+  #sealTallies(): void {
+    const counter = this.#rejections;
+    if (counter === undefined || counter.size === 0) return;
+    if (this.#talliesHeld >= counter.maxCounters && !this.#closed) {
+      this.#armFlush();
+      return;
+    }
+    this.#talliesHeld += counter.size;
+    for (const t of counter.drain()) this.#queue.push({ partition: t.partition, bytes: t.bytes, count: 0, rejected: t.rejected });
   }
 
   /**
@@ -254,7 +337,8 @@ export class Probe {
     }
     for (const batch of this.#queue.splice(0)) {
       this.#buffered -= batch.count;
-      this.#drop('closed', batch.count);
+      if (batch.count > 0) this.#drop('closed', batch.count);
+      else this.#uncounted(batch.rejected);
     }
   }
 
@@ -272,7 +356,7 @@ export class Probe {
     writeEventsHeader(stage.view, stage.count);
     const size = EVENT_HEADER_BYTES + stage.count * EVENT_BYTES;
     const bytes = size === stage.bytes.length ? stage.bytes : stage.bytes.slice(0, size);
-    this.#queue.push({ partition: stage.partition, bytes, count: stage.count });
+    this.#queue.push({ partition: stage.partition, bytes, count: stage.count, rejected: 0 });
     // A full buffer was handed over as is: the next events of the partition need a new one.
     if (bytes === stage.bytes) this.#stages[stage.partition] = undefined;
     else stage.count = 0;
@@ -312,20 +396,38 @@ export class Probe {
     this.#pending.delete(settled);
     this.#inFlight--;
     this.#buffered -= batch.count;
+    if (batch.count === 0) this.#talliesHeld -= tallyRecords(batch.bytes);
     if (error === undefined) {
-      this.#sent += batch.count;
-      this.#batches++;
-      this.#observer?.batchSent?.(batch.count);
+      if (batch.count > 0) {
+        this.#sent += batch.count;
+        this.#batches++;
+        this.#observer?.batchSent?.(batch.count);
+      } else {
+        this.#rejectedSent += batch.rejected;
+        this.#tallyBatches++;
+        this.#observer?.rejectionsTallied?.(batch.rejected);
+      }
     } else {
       this.#publishErrors++;
       this.#observer?.publishFailed?.(error);
-      this.#drop('publish_error', batch.count);
+      if (batch.count > 0) this.#drop('publish_error', batch.count);
+      else this.#uncounted(batch.rejected);
     }
     this.#pump();
+  }
+
+  #uncounted(count: number): void {
+    this.#rejectedDropped += count;
+    this.#observer?.rejectionsUncounted?.(count);
   }
 
   #drop(reason: DropReason, count: number): void {
     this.#dropped[reason] += count;
     this.#observer?.eventsDropped?.(reason, count);
   }
+}
+
+/** Records in a sealed tally batch (its header's count). */
+function tallyRecords(bytes: Uint8Array): number {
+  return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(4);
 }

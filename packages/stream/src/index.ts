@@ -3,6 +3,7 @@ export { MemoryTransport, type MemoryTransportOptions } from './transports/memor
 export * from './errors.js';
 export * from './events/codec.js';
 export * from './events/partition.js';
+export * from './events/tallies.js';
 export * from './decisions/codec.js';
 export { RedisStreamsTransport, type RedisStreamsTransportOptions } from './transports/redis-streams.js';
 export { Aggregator } from './aggregator/aggregator.js';

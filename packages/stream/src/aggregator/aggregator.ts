@@ -1,6 +1,7 @@
 import type { GovernanceRules } from '@sluice/rules';
 import { MAX_DECISIONS_PER_MESSAGE, encodeDecisions, type GovernanceDecision } from '../decisions/codec.js';
 import { decodeEvents, type GatewayEvent } from '../events/codec.js';
+import { BatchKind, batchKind, decodeTallies, type RejectionTally } from '../events/tallies.js';
 import { PartitionOwnership } from '../ownership/coordinator.js';
 import { MemoryLeaseStore, type LeaseStore } from '../ownership/leases.js';
 import type { BatchInfo, Subscription } from '../transport.js';
@@ -54,6 +55,8 @@ export class Aggregator {
   #counters: Record<Counter, number> = {
     batches: 0,
     events: 0,
+    tallyBatches: 0,
+    rejected: 0,
     malformedBatches: 0,
     sampledBatches: 0,
     shedBatches: 0,
@@ -199,6 +202,7 @@ export class Aggregator {
 
   #onBatch(owned: Owned, batch: Uint8Array, info: BatchInfo): Promise<void> {
     if (owned.gone) return Promise.resolve();
+    if (batchKind(batch) === BatchKind.TALLIES) return this.#onTallies(owned, batch);
     let events: GatewayEvent[];
     try {
       events = decodeEvents(batch);
@@ -245,6 +249,26 @@ export class Aggregator {
     }
     this.#counters.events += owned.state.counters.events - before;
     this.#counters.lateEvents += owned.state.counters.late - lateBefore;
+    return Promise.resolve();
+  }
+
+  /**
+   * Counts a batch of rejection tallies. Tallies are few (one per block, resource and path per
+   * flush) and are what keeps a block in force, so they are counted even while the partition's
+   * events are sampled or shed.
+   */
+  #onTallies(owned: Owned, batch: Uint8Array): Promise<void> {
+    let tallies: RejectionTally[];
+    try {
+      tallies = decodeTallies(batch);
+    } catch {
+      this.#counters.malformedBatches++;
+      return Promise.resolve();
+    }
+    this.#counters.tallyBatches++;
+    const before = owned.state.counters.rejected;
+    owned.state.ingestTallies(tallies, this.#o.now());
+    this.#counters.rejected += owned.state.counters.rejected - before;
     return Promise.resolve();
   }
 

@@ -27,6 +27,8 @@ type CounterField = {
 const COUNTERS: readonly [CounterField, string, string][] = [
   ['batches', 'aggregator_batches_total', 'Event batches counted'],
   ['events', 'aggregator_events_total', 'Events counted by at least one governance rule'],
+  ['tallyBatches', 'aggregator_tally_batches_total', 'Rejection tally batches counted'],
+  ['rejected', 'aggregator_rejected_requests_total', 'Requests rejected by gateways, counted as offered load'],
   ['malformedBatches', 'aggregator_malformed_batches_total', 'Batches skipped because they were not event batches'],
   ['sampledBatches', 'aggregator_sampled_batches_total', 'Batches counted by sampling while the partition lagged'],
   ['shedBatches', 'aggregator_shed_batches_total', 'Batches skipped unread because the partition was far behind'],

@@ -1,8 +1,9 @@
 import { DIMENSIONS, type Dimension } from '../decisions/codec.js';
 import { EventOutcome, type GatewayEvent } from '../events/codec.js';
+import type { RejectionTally } from '../events/tallies.js';
 import type { CompiledRule } from './rules.js';
 import { WindowTable } from './window-table.js';
-import { AddResult, addEvent } from './window.js';
+import { AddResult, addEvent, sliceOf } from './window.js';
 
 /** A value a rule blocks, and until when at least. */
 export interface Hold {
@@ -21,6 +22,8 @@ export interface PartitionCounters {
   late: number;
   /** Expression evaluations that failed (counted as not firing). */
   expressionErrors: number;
+  /** Rejected requests (from tallies) counted by at least one rule. */
+  rejected: number;
 }
 
 /** The key of a blocked value: one block per dimension value, whichever rules hold it. */
@@ -39,7 +42,7 @@ export class PartitionState {
   #tables = new Map<string, WindowTable>();
   /** hold key -> holds of that value by rule id. */
   #holds = new Map<string, Map<string, Hold>>();
-  readonly counters: PartitionCounters = { events: 0, late: 0, expressionErrors: 0 };
+  readonly counters: PartitionCounters = { events: 0, late: 0, expressionErrors: 0, rejected: 0 };
 
   constructor(partition: number, rules: readonly CompiledRule[], maxValues: number) {
     this.partition = partition;
@@ -103,6 +106,46 @@ export class PartitionState {
         else counted = true;
       }
       if (counted) this.counters.events++;
+    }
+  }
+
+  /**
+   * Counts requests that gateways rejected, as offered load, in every rule that counts all
+   * requests ({@link CompiledRule.countsRejected}) and whose conditions the tally satisfies. A
+   * tally knows the resource, the path and the blocked value only, so a rule on another
+   * dimension (or with a condition on one) does not count it. Rejections count as requests
+   * only: no status class, no error. A tally spanning several slices is spread evenly over them.
+   */
+  ingestTallies(tallies: readonly RejectionTally[], now: number): void {
+    const rules = this.#rules;
+    const probe: GatewayEvent = { resource: 0, path: 0, user: 0, ip: 0, tenant: 0, timestampMs: 0, status: 0, outcome: 0 };
+    for (const t of tallies) {
+      probe.resource = t.resource;
+      probe.path = t.path;
+      probe.user = probe.ip = probe.tenant = 0;
+      probe[t.dimension] = t.value;
+      let matched = false;
+      let counted = false;
+      for (const r of rules) {
+        if (!r.countsRejected || !r.matches(probe)) continue;
+        matched = true;
+        const table = this.#tables.get(r.id)!;
+        const w = table.windowFor(probe[r.dimension], now);
+        const last = sliceOf(r.shape, t.lastMs);
+        const first = Math.max(sliceOf(r.shape, t.lastMs - t.spanMs), last - r.shape.slices + 1);
+        // Whole shares (windows and snapshots count integers), the remainder in the newest slices.
+        const n = last - first + 1;
+        const base = Math.floor(t.count / n);
+        const extra = t.count - base * n;
+        for (let k = 0; k < n; k++) {
+          const share = base + (k >= n - extra ? 1 : 0);
+          if (share === 0) continue;
+          const at = k === n - 1 ? t.lastMs : (first + k) * r.shape.sliceMs;
+          if (addEvent(w, r.shape, now, at, 0, false, share) === AddResult.ADDED) counted = true;
+        }
+      }
+      if (counted) this.counters.rejected += t.count;
+      else if (matched) this.counters.late++;
     }
   }
 

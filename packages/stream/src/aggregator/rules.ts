@@ -16,6 +16,12 @@ export interface CompiledRule {
    * reload only when this is unchanged, and a restored snapshot only when it matches.
    */
   readonly signature: string;
+  /**
+   * True when the rule counts every request its match conditions select, whatever its answer
+   * (no `status` or `outcome` condition): requests a gateway rejected count for it too, as
+   * offered load. A rule counting failures (login failures, 5xx) does not count rejections.
+   */
+  readonly countsRejected: boolean;
   /** True when the event counts for this rule. */
   matches(e: GatewayEvent): boolean;
   /** True when the value's window makes the rule fire at `now`. Throws when an expression fails. */
@@ -86,6 +92,7 @@ export function compileRule(rule: GovernanceRule): CompiledRule {
     shape,
     blockMs: rule.blockMs,
     signature,
+    countsRejected: rule.match.status === undefined && rule.match.outcome === undefined,
     matches: matcher(rule),
     fires,
   });

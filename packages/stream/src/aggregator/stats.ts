@@ -22,6 +22,10 @@ export interface AggregatorStats {
   readonly batches: number;
   /** Events counted by at least one rule. */
   readonly events: number;
+  /** Rejection tally batches decoded and counted (see `decodeTallies`). */
+  readonly tallyBatches: number;
+  /** Requests that gateways rejected, counted (as offered load) by at least one rule. */
+  readonly rejected: number;
   /** Batches that were not event batches (foreign, truncated): skipped. */
   readonly malformedBatches: number;
   /** Batches read while sampling. */
