@@ -44,18 +44,19 @@ export function refundNewest(entries: readonly number[], amount: number, now: nu
   let i = out.length;
   while (i > 0 && out[i - 2]! > now) i -= 2;
   let left = amount;
-  while (left > 0 && i > 0) {
-    const c = out[i - 1]!;
-    if (c <= left) {
-      out.splice(i - 2, 2);
-      left -= c;
-    } else {
-      out[i - 1] = c - left;
-      left = 0;
-    }
-    i -= 2;
-  }
+  for (; left > 0 && i > 0; i -= 2) left -= takeFrom(out, i - 2, left);
   return out;
+}
+
+/** Takes up to `amount` permits from the entry at `i` (removed when emptied); returns how many. */
+function takeFrom(out: number[], i: number, amount: number): number {
+  const c = out[i + 1]!;
+  if (c > amount) {
+    out[i + 1] = c - amount;
+    return amount;
+  }
+  out.splice(i, 2);
+  return c;
 }
 
 /**
@@ -68,9 +69,7 @@ export function refundAt(entries: readonly number[], amount: number, at: number)
   while (i < entries.length && entries[i]! < at) i += 2;
   if (i >= entries.length) return entries.slice();
   const out = entries.slice();
-  const c = out[i + 1]!;
-  if (c <= amount) out.splice(i, 2);
-  else out[i + 1] = c - amount;
+  takeFrom(out, i, amount);
   return out;
 }
 

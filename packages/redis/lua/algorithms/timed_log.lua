@@ -46,6 +46,19 @@ local function tl_append(log, head, at, cost)
   table.insert(log, i + 1, at)
 end
 
+-- Takes in place up to amount permits from the entry at i (removed when emptied); returns how
+-- many it took.
+local function tl_take(log, i, amount)
+  local c = log[i + 1]
+  if c > amount then
+    log[i + 1] = c - amount
+    return amount
+  end
+  table.remove(log, i)
+  table.remove(log, i)
+  return c
+end
+
 -- Removes amount permits in place, newest charges first; charges stamped after now are leases'
 -- and are never refunded here (their permits may still be in use).
 local function tl_refund(log, head, amount, now)
@@ -55,15 +68,7 @@ local function tl_refund(log, head, amount, now)
   end
   local left = amount
   while left > 0 and i > head do
-    local c = log[i]
-    if c <= left then
-      table.remove(log, i)
-      table.remove(log, i - 1)
-      left = left - c
-    else
-      log[i] = c - left
-      left = 0
-    end
+    left = left - tl_take(log, i - 1, left)
     i = i - 2
   end
 end
@@ -75,15 +80,8 @@ local function tl_refund_at(log, head, amount, at)
   while i <= #log and log[i] < at do
     i = i + 2
   end
-  if i > #log then
-    return
-  end
-  local c = log[i + 1]
-  if c <= amount then
-    table.remove(log, i)
-    table.remove(log, i)
-  else
-    log[i + 1] = c - amount
+  if i <= #log then
+    tl_take(log, i, amount)
   end
 end
 
