@@ -137,9 +137,10 @@ describe('RemoteLimiter over a fake service', () => {
     await limiter.ready();
     service.slow = true;
     const one = await Promise.all(Array.from({ length: 15 }, () => limiter.try('api:local', { key: 'k' })));
-    // Checks in flight together time out together: that is one failure, answered by a fair share.
-    expect(one.filter((d) => d.allowed)).toHaveLength(10);
-    expect(one.every((d) => d.source === 'fallback')).toBe(true);
+    // Checks in flight together time out together: one failure, answered without a switch; this
+    // client's answers from the service are its share until a switch, so nothing more is admitted.
+    expect(one.filter((d) => d.allowed)).toHaveLength(0);
+    expect(one.every((d) => d.source === 'fallback' && d.reason === 'store_unavailable')).toBe(true);
     expect(events).toEqual([]);
     service.slow = false;
     expect(await limiter.try('api:open')).toMatchObject({ source: 'store' });

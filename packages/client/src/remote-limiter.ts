@@ -371,6 +371,11 @@ export class RemoteLimiter implements RateLimiter {
     if (!(err instanceof Overloaded)) {
       if (!isUnavailable(err)) throw err;
       this.#health.failed(err, ticket);
+      // Not switched: this client's answers from the service are its share of the limit, and a
+      // local admission on top would exceed it (as the core failover does).
+      if (this.#health.up && call.view.compiled.onStoreFailure === 'local') {
+        return this.#fallback.byPolicy(call.view, 'closed');
+      }
     }
     return this.#fallbackDecision(call, mode, maxWaitMs, signal);
   }

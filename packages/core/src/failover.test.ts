@@ -8,9 +8,11 @@ import type { AdjustRequest, ConsumeRequest, ConsumeResult, LeaseRequest } from 
 /** A store that can be switched off like a Redis that went away. */
 class FlakyStore extends MemoryStore {
   down = false;
+  unreachable = false;
   calls = 0;
   #fail(): void {
     if (this.down) throw new SluiceError(ErrorCodes.STORE_TIMEOUT, 'timed out');
+    if (this.unreachable) throw new SluiceError(ErrorCodes.STORE_UNAVAILABLE, 'connection refused');
   }
   override async consume(request: ConsumeRequest): Promise<ConsumeResult> {
     this.calls++;
@@ -93,7 +95,13 @@ describe('store failure policies', () => {
   it('returns fallback leases to the fallback after the store is back', async () => {
     const clock = new ManualClock();
     const store = new FlakyStore({ clock });
-    const limiter = new Limiter({ resources: { pool: { algorithm: 'concurrency', limit: 2 } }, store, clock });
+    // Switched at the first timeout, so the permit comes from the local share.
+    const limiter = new Limiter({
+      resources: { pool: { algorithm: 'concurrency', limit: 2 } },
+      store,
+      clock,
+      failover: { consecutiveFailures: 1, logger: false },
+    });
     store.down = true;
     const d = await limiter.try('pool');
     expect(d.leaseId).toMatch(/^local:/);
@@ -191,8 +199,9 @@ describe('switching to the fallback', () => {
     store.releaseHeld();
     const decisions = await Promise.all(calls);
     expect(decisions.every((d) => d.source === 'fallback')).toBe(true);
-    // Answered by a fair share (100 / 4 peers), never by the whole limit.
-    expect(decisions.filter((d) => d.allowed)).toHaveLength(25);
+    // Not switched: this process's global admissions are its share, so nothing more is admitted.
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(0);
+    expect(decisions.every((d) => d.reason === 'store_unavailable')).toBe(true);
     expect(switches).toEqual([]);
     store.mode = 'ok';
     expect((await limiter.try('api')).source).toBeUndefined();
@@ -200,22 +209,31 @@ describe('switching to the fallback', () => {
     await store.close();
   });
 
-  it('switches at once on connection loss, and follows the store reports', async () => {
-    const { clock, store, limiter, switches } = stalling({ peers: { count: 2, known: true } });
+  it('switches at once when the store reports connection loss, and probes at once when it reports return', async () => {
+    const { store, limiter, switches } = stalling({ peers: { count: 2, known: true } });
+    // A store that reports its connection: a failed call alone is one failure, not a loss.
     store.mode = 'unreachable';
     await limiter.try('api');
-    expect(switches).toEqual([false]);
-    store.mode = 'ok';
-    await clock.advanceAsync(50);
-    expect(switches).toEqual([false, true]);
+    expect(switches).toEqual([]);
     // A reported loss switches with no call made; a reported return is probed at once.
-    store.mode = 'unreachable';
     store.report(false);
-    expect(switches).toEqual([false, true, false]);
+    expect(switches).toEqual([false]);
     store.mode = 'ok';
     store.report(true);
     await flush();
-    expect(switches).toEqual([false, true, false, true]);
+    expect(switches).toEqual([false, true]);
+    await limiter.close();
+    await store.close();
+  });
+
+  it('switches at once on an unreachable store that does not report its connection', async () => {
+    const { clock, store, limiter, switches } = setup('local');
+    store.unreachable = true;
+    await limiter.try('api');
+    expect(switches).toEqual([false]);
+    store.unreachable = false;
+    await clock.advanceAsync(50);
+    expect(switches).toEqual([false, true]);
     await limiter.close();
     await store.close();
   });

@@ -73,9 +73,10 @@ const LOCAL_LEASE_PREFIX = 'local:';
 
 /**
  * Guards a store: while it answers, calls go to it. A call that fails (timed out, unreachable)
- * is answered by its resource's {@link StoreFailurePolicy}. The guard marks the store down at
- * once on connection loss (a failed call or the store's own report), or after
- * `consecutiveFailures` timed-out calls in a row, so one slow reply under load does not switch a
+ * is answered by its resource's {@link StoreFailurePolicy} (`local` denies such a call until
+ * the switch: the process's global admissions are its share until then). The guard marks the store down at
+ * once on connection loss (the store's own report, or a failed call of a store that does not
+ * report its connection), or after `consecutiveFailures` failed calls in a row, so one slow reply under load does not switch a
  * whole process to its local share. While down, every call is answered by its policy at once
  * (nothing queues) and the store is probed in the background (with backoff) until it answers.
  */
@@ -122,8 +123,14 @@ export class Failover {
     return this.#healthy;
   }
 
-  /** Decides on the store, or by `policy` while it is down. `fallback` tells which one answered. */
-  async consume(request: ConsumeRequest, policy: StoreFailurePolicy): Promise<ConsumeResult & { fallback: boolean }> {
+  /**
+   * Decides on the store, or by `policy` while it is down. `fallback` tells which one answered;
+   * `unavailable` that the call was denied for want of the store (not by a local share).
+   */
+  async consume(
+    request: ConsumeRequest,
+    policy: StoreFailurePolicy,
+  ): Promise<ConsumeResult & { fallback: boolean; unavailable?: boolean }> {
     if (this.#healthy) {
       const ticket = this.#streak.begin();
       try {
@@ -134,7 +141,10 @@ export class Failover {
         this.#failed(err, ticket);
       }
     }
-    return { ...(await this.#fallbackConsume(request, policy)), fallback: true };
+    const answer = this.#answering(policy);
+    const result = await this.#fallbackConsume(request, answer);
+    const unavailable = answer === 'closed' || (answer === 'local' && this.#peers.known === false);
+    return { ...result, fallback: true, unavailable };
   }
 
   /** Reserves on the store, or by `policy` while it is down (`open` grants `max`). */
@@ -149,10 +159,11 @@ export class Failover {
         this.#failed(err, ticket);
       }
     }
-    if (policy === 'local' && this.#peers.known !== false) {
+    const answer = this.#answering(policy);
+    if (answer === 'local' && this.#peers.known !== false) {
       return { ...(await this.#fallback.reserve({ ...request, limits: this.#scale(request.limits) })), fallback: true };
     }
-    const r = await this.#fallbackConsume({ key: request.key, limits: request.limits, cost: request.min, leaseId: '' }, policy);
+    const r = await this.#fallbackConsume({ key: request.key, limits: request.limits, cost: request.min, leaseId: '' }, answer);
     return { ...r, granted: r.allowed ? request.max : 0, fallback: true };
   }
 
@@ -207,6 +218,16 @@ export class Failover {
     }
   }
 
+  /**
+   * The policy a failed call is answered by. While the store has not been switched off, this
+   * process's global admissions are its share of the limit: a local admission on top of them
+   * would exceed it, so a call that timed out under `local` is denied (retry after one probe
+   * interval) until the switch; after it, the local share decides.
+   */
+  #answering(policy: StoreFailurePolicy): StoreFailurePolicy {
+    return policy === 'local' && this.#healthy ? 'closed' : policy;
+  }
+
   async #fallbackConsume(request: ConsumeRequest, policy: StoreFailurePolicy): Promise<ConsumeResult> {
     const now = this.#clock.now();
     // Until the number of peers is known, no share is known to be safe: deny.
@@ -216,14 +237,15 @@ export class Failover {
       return this.#fallback.consume({ ...request, limits: this.#scale(request.limits), leaseId });
     }
     const allowed = policy === 'open';
+    const retryMs = this.#healthy ? this.#probeMs : this.#maxProbeMs;
     const statuses = request.limits.map((l) => ({
       id: l.id,
       algorithm: l.algorithm,
       allowed,
       limit: l.limit,
       remaining: allowed ? l.limit : 0,
-      retryAfterMs: allowed ? 0 : this.#maxProbeMs,
-      resetAfterMs: allowed ? 0 : this.#maxProbeMs,
+      retryAfterMs: allowed ? 0 : retryMs,
+      resetAfterMs: allowed ? 0 : retryMs,
     }));
     return { allowed, statuses, now };
   }
@@ -246,7 +268,10 @@ export class Failover {
   /** A call failed: rethrows what is not a store failure, else counts it (and maybe switches). */
   #failed(err: unknown, ticket: number): void {
     if (!isStoreFailure(err)) throw err;
-    if (isConnectionLoss(err) || this.#streak.failed(ticket)) this.#markDown(err);
+    // A store that reports its connection (the Redis store) has said so already if it was lost:
+    // its failed calls (say, a connection still being set up on a busy host) count as timeouts.
+    const lost = this.#unwatch === undefined && isConnectionLoss(err);
+    if (lost || this.#streak.failed(ticket)) this.#markDown(err);
   }
 
   #markDown(error: unknown): void {
