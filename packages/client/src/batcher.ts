@@ -91,11 +91,13 @@ export class CheckBatcher {
 
   async #send(batch: readonly Pending[]): Promise<void> {
     let results: unknown[];
+    let budget: number | undefined;
     try {
       const sentAt = performance.now();
+      budget = this.options.timeout.currentMs;
       const answer = await this.transport.call('/v1/check?statuses=1', {
         body: { items: batch.map((p) => p.item) },
-        timeoutMs: this.options.timeout.currentMs,
+        timeoutMs: budget,
       });
       this.options.timeout.observe(performance.now() - sentAt);
       if (answer.status !== 200) throw errorFromBody(answer.body, answer.status);
@@ -105,7 +107,7 @@ export class CheckBatcher {
       }
       results = r;
     } catch (err) {
-      if (err instanceof SluiceError && err.code === ErrorCodes.STORE_TIMEOUT) this.options.timeout.timedOut();
+      if (err instanceof SluiceError && err.code === ErrorCodes.STORE_TIMEOUT) this.options.timeout.timedOut(budget);
       for (const p of batch) p.reject(err);
       return;
     }

@@ -87,15 +87,16 @@ export class RemoteStore implements LimitStore {
   async #post(path: string, body: object): Promise<unknown> {
     const ticket = this.o.begin();
     const sentAt = performance.now();
+    const budget = this.o.timeout.currentMs;
     try {
-      const a = await this.transport.call(path, { body, timeoutMs: this.o.timeout.currentMs });
+      const a = await this.transport.call(path, { body, timeoutMs: budget });
       this.o.timeout.observe(performance.now() - sentAt);
       this.o.onAnswer();
       if (a.status !== 200) throw errorFromBody(a.body, a.status);
       return a.body;
     } catch (err) {
       if (isUnavailable(err)) {
-        if (err instanceof SluiceError && err.code === ErrorCodes.STORE_TIMEOUT) this.o.timeout.timedOut();
+        if (err instanceof SluiceError && err.code === ErrorCodes.STORE_TIMEOUT) this.o.timeout.timedOut(budget);
         this.o.onUnavailable(err, ticket);
         // The core failover recognises only these two codes as "store away".
         if (err instanceof SluiceError && err.code !== ErrorCodes.STORE_TIMEOUT) {

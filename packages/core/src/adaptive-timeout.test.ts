@@ -43,6 +43,15 @@ describe('AdaptiveTimeout', () => {
     expect(t.currentMs).toBe(690);
   });
 
+  it('doubles once for calls that time out together', () => {
+    const t = new AdaptiveTimeout({ minMs: 50, maxMs: 1000 });
+    const budget = t.currentMs;
+    for (let i = 0; i < 100; i++) t.timedOut(budget);
+    expect(t.currentMs).toBe(100);
+    t.timedOut(t.currentMs);
+    expect(t.currentMs).toBe(200);
+  });
+
   it('never adapts a fixed timeout', () => {
     const t = new AdaptiveTimeout({ fixedMs: 75 });
     t.observe(500);

@@ -22,8 +22,8 @@ const RECOMPUTE_EVERY = 16;
 /**
  * A call timeout that follows observed latency: `multiplier` x the recent `percentile` of
  * replies (late replies included: they are the latency the store really has), kept between
- * `minMs` and `maxMs`. Each timed-out call doubles it (up to `maxMs`) until a reply arrives in
- * time, as TCP backs off its retransmission timeout: one stall of the store then costs a few
+ * `minMs` and `maxMs`. Each wave of timed-out calls doubles it (up to `maxMs`) until a reply
+ * arrives in time, as TCP backs off its retransmission timeout: one stall of the store then costs a few
  * timeouts, not one per `minMs`. Pure bookkeeping, no clock: callers measure the latencies.
  */
 export class AdaptiveTimeout {
@@ -86,9 +86,13 @@ export class AdaptiveTimeout {
     if (++this.#sinceRecompute >= RECOMPUTE_EVERY || latencyMs * this.#multiplier > this.#base) this.#recompute();
   }
 
-  /** A call got no reply within {@link currentMs}: the next calls wait twice as long. */
-  timedOut(): void {
-    if (this.#fixed !== undefined) return;
+  /**
+   * A call given `budgetMs` got no reply in time: the next calls wait twice as long. Calls that
+   * were given less than the current timeout timed out in an earlier wave, already counted: a
+   * stall that fails a hundred calls at once doubles the timeout once, not a hundred times.
+   */
+  timedOut(budgetMs: number = this.currentMs): void {
+    if (this.#fixed !== undefined || budgetMs < this.currentMs) return;
     if (this.#base * this.#backoff < this.#max) this.#backoff *= 2;
   }
 

@@ -283,7 +283,7 @@ export class RedisStore implements LimitStore {
       };
       const fail = (failure: StoreFailure) => settle(() => reject(toStoreError(failure)));
       const timer = setTimeout(() => {
-        this.#timeout.timedOut();
+        this.#timeout.timedOut(budget);
         fail(sent ? { kind: 'timeout', ms: budget } : { kind: 'not-ready', status: this.#client.status, cause: this.#lastError });
       }, budget);
       const start = (): void => {
