@@ -1,5 +1,8 @@
 /** Messages between the accuracy part and its worker processes. */
 
+/** `current`: every option left out; `pre-adaptive`: the earlier defaults, set explicitly. */
+export type DefaultsSetup = 'current' | 'pre-adaptive';
+
 /** Who decides in an accuracy run. */
 export type AccuracySpec =
   | {
@@ -10,6 +13,8 @@ export type AccuracySpec =
       readonly burst: number;
       /** Take permits in leases (`lease: true`) and serve them with `trySync`. */
       readonly lease?: boolean;
+      /** Store and failover options as a user leaves them (see defaults-under-load.ts). */
+      readonly defaults?: DefaultsSetup;
     }
   | { readonly contender: 'rlf'; readonly keyPrefix: string; readonly limit: number };
 
@@ -32,6 +37,9 @@ export type FromWorker =
       readonly decisions: number;
       readonly errors: number;
       readonly firstError?: string;
+      /** Decisions made by the local fallback, and switches to it (runs with `defaults`). */
+      readonly fallbacks?: number;
+      readonly switches?: number;
     }
   | { readonly type: 'failed'; readonly error: string };
 

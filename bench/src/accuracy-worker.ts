@@ -6,6 +6,7 @@
 import { setImmediate as yieldToLoop, setTimeout as sleep } from 'node:timers/promises';
 import { wallNow, type AccuracySpec, type FromWorker, type ToWorker } from './accuracy-protocol.js';
 import { rlfDecider, sluiceDecider, type Decider } from './contenders.js';
+import { defaultsDecider, type FallbackStats } from './defaults-under-load.js';
 
 /**
  * The Redis store's command timeout in the accuracy runs. Four processes flooding one key and
@@ -19,12 +20,21 @@ let decider: Decider | undefined;
 let inFlight = 1;
 /** Redis times of the current run's admissions, when the contender reports them. */
 let decided: number[] | undefined;
+/** Fallback decisions and switches of the current run (runs with `defaults`). */
+let stats: (() => FallbackStats) | undefined;
 
 function send(message: FromWorker): void {
   process.send!(message);
 }
 
 async function build(redisUrl: string, spec: AccuracySpec): Promise<Decider> {
+  stats = undefined;
+  if (spec.contender === 'sluice' && spec.defaults !== undefined) {
+    const built = await defaultsDecider(redisUrl, spec, spec.defaults);
+    decided = built.decided;
+    stats = built.stats;
+    return built.decider;
+  }
   if (spec.contender === 'rlf') {
     decided = undefined;
     return rlfDecider(redisUrl, spec.keyPrefix, spec.limit, 1);
@@ -76,7 +86,15 @@ async function drive(d: Decider, startAt: number, durationMs: number): Promise<F
     }
   };
   await Promise.all(Array.from({ length: inFlight }, caller));
-  return { type: 'result', admitted, decided, decisions, errors, ...(firstError === undefined ? {} : { firstError }) };
+  return {
+    type: 'result',
+    admitted,
+    decided,
+    decisions,
+    errors,
+    ...(firstError === undefined ? {} : { firstError }),
+    ...(stats === undefined ? {} : stats()),
+  };
 }
 
 async function handle(message: ToWorker): Promise<void> {

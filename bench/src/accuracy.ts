@@ -32,6 +32,10 @@ export interface AccuracyResult {
   readonly bound100ms: number;
   readonly errors: number;
   readonly firstError: string | undefined;
+  /** All decisions, those of the local fallback and switches to it (fallbacks: runs with `defaults`). */
+  readonly decisions: number;
+  readonly fallbacks?: number;
+  readonly switches?: number;
 }
 
 export interface AccuracySettings {
@@ -226,6 +230,13 @@ export async function runAccuracy(
         bound100ms: run.bound100ms,
         errors: replies.reduce((n, r) => n + r.errors, 0),
         firstError: replies.find((r) => r.firstError !== undefined)?.firstError,
+        decisions: replies.reduce((n, r) => n + r.decisions, 0),
+        ...(run.spec.contender === 'sluice' && run.spec.defaults !== undefined
+          ? {
+              fallbacks: replies.reduce((n, r) => n + (r.fallbacks ?? 0), 0),
+              switches: replies.reduce((n, r) => n + (r.switches ?? 0), 0),
+            }
+          : {}),
       };
       progress(
         `  ${run.label}: ${fmtInt(result.steadyPerSec)}/s admitted, busiest 1 s ${fmtInt(result.decidedMax1s ?? result.max1s)}`,

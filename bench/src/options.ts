@@ -5,7 +5,8 @@
  *   --redis URL          Redis to measure against; default $SLUICE_REDIS_URL, else a throwaway
  *                        redis-server started (and stopped) by the bench
  *   --only a,b           run only some parts: throughput, leases, accuracy, lease-accuracy, outage,
- *                        cluster, memory, service, gateway, stream, governance, sustained
+ *                        cluster, memory, service, gateway, stream, governance, sustained,
+ *                        defaults-under-load
  *   BENCH_WRK            the wrk binary of the service part's HTTP load (default: wrk on PATH);
  *                        `none`: Node load processes instead
  */
@@ -24,6 +25,7 @@ export const PARTS = [
   'stream',
   'governance',
   'sustained',
+  'defaults-under-load',
 ] as const;
 export type Part = (typeof PARTS)[number];
 

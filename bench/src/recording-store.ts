@@ -47,6 +47,16 @@ class ForwardingStore implements LimitStore {
   close(): Promise<void> {
     return this.inner.close();
   }
+
+  // The store's peer count and connection reports size and drive the limiter's fallback: a
+  // wrapper that dropped them would leave the limiter with the whole limit as its share.
+  get peers(): LimitStore['peers'] {
+    return this.inner.peers;
+  }
+
+  watchConnection(listener: (up: boolean, error?: unknown) => void): () => void {
+    return this.inner.watchConnection?.(listener) ?? (() => undefined);
+  }
 }
 
 /**

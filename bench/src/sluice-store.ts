@@ -15,7 +15,7 @@ export type StoreTarget = string | { readonly clusterNodes: readonly string[] };
  */
 export async function createSluiceStore(
   target: StoreTarget,
-  options: Pick<RedisStoreOptions, 'commandTimeoutMs'> = {},
+  options: Pick<RedisStoreOptions, 'commandTimeoutMs' | 'peerRegistry'> = {},
 ): Promise<RedisStore & LimitStore> {
   const where = typeof target === 'string' ? { url: target } : { clusterNodes: target.clusterNodes };
   const store = new RedisStore({ ...where, prefix: PREFIX, ...options });

@@ -1,4 +1,4 @@
-import { ErrorCodes, SluiceError, type Decision } from '@sluice/core';
+import { ErrorCodes, SluiceError, type AdaptiveTimeout, type Decision } from '@sluice/core';
 import { decisionFromBody } from './wire.js';
 import { ClosedByCaller, errorFromBody, type Transport } from './transport.js';
 
@@ -30,8 +30,8 @@ export interface BatcherOptions {
   readonly maxBatch: number;
   /** Most checks queued or in flight; more are refused with {@link Overloaded}. */
   readonly maxPending: number;
-  /** Timeout of one batch request, in ms. */
-  readonly timeoutMs: number;
+  /** Timeout of one batch request (adaptive or fixed); told of every answer and timeout. */
+  readonly timeout: AdaptiveTimeout;
 }
 
 /**
@@ -91,11 +91,15 @@ export class CheckBatcher {
 
   async #send(batch: readonly Pending[]): Promise<void> {
     let results: unknown[];
+    let budget: number | undefined;
     try {
+      const sentAt = performance.now();
+      budget = this.options.timeout.currentMs;
       const answer = await this.transport.call('/v1/check?statuses=1', {
         body: { items: batch.map((p) => p.item) },
-        timeoutMs: this.options.timeoutMs,
+        timeoutMs: budget,
       });
+      this.options.timeout.observe(performance.now() - sentAt);
       if (answer.status !== 200) throw errorFromBody(answer.body, answer.status);
       const r = (answer.body as { results?: unknown } | null)?.results;
       if (!Array.isArray(r) || r.length !== batch.length) {
@@ -103,6 +107,7 @@ export class CheckBatcher {
       }
       results = r;
     } catch (err) {
+      if (err instanceof SluiceError && err.code === ErrorCodes.STORE_TIMEOUT) this.options.timeout.timedOut(budget);
       for (const p of batch) p.reject(err);
       return;
     }

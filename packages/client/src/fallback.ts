@@ -1,5 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { Limiter, combineStatuses, type Clock, type Decision, type LimitPolicy, type ResourceConfig } from '@sluice/core';
+import {
+  Limiter,
+  combineStatuses,
+  type Clock,
+  type Decision,
+  type LimitPolicy,
+  type PeerCount,
+  type ResourceConfig,
+} from '@sluice/core';
 import type { RulesView, ViewResource } from './wire.js';
 
 /** Lease ids of permits taken from the fallback start with this, so they are freed there. */
@@ -32,6 +40,7 @@ export function scale(p: LimitPolicy, peers: number): LimitPolicy {
 export class PolicyFallback {
   readonly #limiter: Limiter;
   #peers = 0;
+  #known = false;
   #version = -1;
 
   constructor(
@@ -44,20 +53,23 @@ export class PolicyFallback {
   }
 
   /** Keeps the fair shares in step with the rules and the number of clients. */
-  sync(view: RulesView | undefined, peers: number): void {
-    if (view === undefined || (peers === this.#peers && this.#version === view.version)) return;
+  sync(view: RulesView | undefined, peers: PeerCount): void {
+    this.#known = peers.known !== false;
+    if (view === undefined || (peers.count === this.#peers && this.#version === view.version)) return;
     const resources: Record<string, ResourceConfig> = {};
     for (const [name, r] of view.resources) {
-      resources[name] = { limits: r.policies.map((p) => scale(p, peers)), prefilter: false };
+      resources[name] = { limits: r.policies.map((p) => scale(p, peers.count)), prefilter: false };
     }
     this.#limiter.setResources(resources);
-    this.#peers = peers;
+    this.#peers = peers.count;
     this.#version = view.version;
   }
 
   /** Decides `call` by its resource's policy. */
   async decide(call: FallbackCall, mode: 'try' | 'acquire', maxWaitMs = 0, signal?: AbortSignal): Promise<Decision> {
     if (call.view.compiled.onStoreFailure !== 'local') return this.byPolicy(call.view);
+    // No count of clients yet: no share is known to be safe, so deny as `closed` does.
+    if (!this.#known) return this.byPolicy(call.view, 'closed');
     const opts = { key: call.key, cost: call.cost };
     const d =
       mode === 'try'
@@ -67,8 +79,8 @@ export class PolicyFallback {
   }
 
   /** `open` admits, `closed` denies (`store_unavailable`), as the core failover does. */
-  byPolicy(view: ViewResource): Decision {
-    const allowed = view.compiled.onStoreFailure === 'open';
+  byPolicy(view: ViewResource, policy = view.compiled.onStoreFailure): Decision {
+    const allowed = policy === 'open';
     const retry = allowed ? 0 : this.maxProbeIntervalMs;
     const statuses = view.compiled.limits.map((l) => ({
       id: l.id,

@@ -1,4 +1,12 @@
-import type { Clock, LimiterObserver, Logger, TimerHandle } from '@sluice/core';
+import {
+  ErrorCodes,
+  FailureStreak,
+  SluiceError,
+  type Clock,
+  type LimiterObserver,
+  type Logger,
+  type TimerHandle,
+} from '@sluice/core';
 
 /** Options of {@link Health}. */
 export interface HealthOptions {
@@ -8,6 +16,8 @@ export interface HealthOptions {
   readonly probeIntervalMs: number;
   readonly maxProbeIntervalMs: number;
   readonly url: string;
+  /** Timed-out calls in a row (calls in flight together count once) that mark it down. */
+  readonly consecutiveFailures: number;
   readonly logger?: Logger;
   readonly observer?: LimiterObserver;
   /** Called once the service is back. */
@@ -15,8 +25,9 @@ export interface HealthOptions {
 }
 
 /**
- * Whether the service answers. Marked down by a failed call; then probed in the background
- * with backoff (50 -> 500 ms by default) until ready again. Switches are logged and reported to
+ * Whether the service answers. Marked down at once when it cannot be reached, or after
+ * `consecutiveFailures` timed-out calls in a row (one slow answer under load is not an
+ * outage); then probed in the background with backoff (50 -> 500 ms by default) until ready. Switches are logged and reported to
  * the observer (`storeSwitched`), as the core limiter does for its store.
  */
 export class Health {
@@ -24,8 +35,27 @@ export class Health {
   #timer: TimerHandle | undefined;
   #probe: Promise<void> | undefined;
   #closed = false;
+  readonly #streak: FailureStreak;
 
-  constructor(private readonly o: HealthOptions) {}
+  constructor(private readonly o: HealthOptions) {
+    this.#streak = new FailureStreak(o.consecutiveFailures);
+  }
+
+  /** Call before a call to the service; pass the ticket to {@link failed}. */
+  begin(): number {
+    return this.#streak.begin();
+  }
+
+  /** A call was answered: a streak of timeouts is over. */
+  succeeded(): void {
+    this.#streak.succeeded();
+  }
+
+  /** A call failed with a service-unavailable error: counts a timeout, marks down on the rest. */
+  failed(err: unknown, ticket: number): void {
+    const timeout = err instanceof SluiceError && err.code === ErrorCodes.STORE_TIMEOUT;
+    if (!timeout || this.#streak.failed(ticket)) this.markDown(err);
+  }
 
   /** False while the service is considered unavailable. */
   get up(): boolean {
@@ -35,6 +65,7 @@ export class Health {
   markDown(err: unknown): void {
     if (!this.#up || this.#closed) return;
     this.#up = false;
+    this.#streak.reset();
     this.o.logger?.warn({ err, service: this.o.url }, 'sluice service unavailable: deciding by store-failure policy');
     this.o.observer?.storeSwitched?.({ healthy: false });
     this.#schedule(this.o.probeIntervalMs);
@@ -68,6 +99,7 @@ export class Health {
     }
     if (this.#closed) return;
     this.#up = true;
+    this.#streak.reset();
     this.o.logger?.info({ service: this.o.url }, 'sluice service is back: global decisions resumed');
     this.o.observer?.storeSwitched?.({ healthy: true });
     this.o.onRecovered?.();

@@ -4,6 +4,7 @@ import {
   ErrorCodes,
   compileResource,
   invalid,
+  resolveLogger,
   systemClock,
   type Clock,
   type LimiterObserver,
@@ -22,8 +23,19 @@ export interface RemoteLimiterOptions {
   clientId?: string;
   /** Most keep-alive connections to the service. @default 16 */
   connections?: number;
-  /** Timeout of a check (and of release, renew, adjust and reserve), in ms. @default 100 */
+  /**
+   * A fixed timeout of a check (and of release, renew, adjust and reserve), in ms.
+   * @default adaptive: 3 x the p99.9 of the last 1000 answers, between 100 ms and 1 s, doubled
+   * after each timeout until an answer comes in time
+   */
   checkTimeoutMs?: number;
+  /**
+   * Consecutive timed-out calls (calls in flight together count once) that switch this client
+   * to its store-failure policy; each timed-out call is answered by the policy either way. An
+   * unreachable service switches it at once.
+   * @default 3
+   */
+  consecutiveFailures?: number;
   /** An acquire's HTTP call may take its wait bound plus this, in ms. @default 1000 */
   acquireMarginMs?: number;
   /** Default wait bound of `acquire`, in ms (the service refuses more than its own bound). @default 30000 */
@@ -39,7 +51,8 @@ export interface RemoteLimiterOptions {
   /**
    * Clients sharing the limits, for fair shares while the service is away: the service's own
    * count of recent clients is used when larger.
-   * @default 1
+   * @default the service's count of its recent clients; until one was read, the `local` policy
+   * denies (no share is known to be safe)
    */
   clients?: number;
   /**
@@ -51,8 +64,12 @@ export interface RemoteLimiterOptions {
   probeIntervalMs?: number;
   /** Probes back off up to this, in ms. @default 500 */
   maxProbeIntervalMs?: number;
-  /** Where switches to and from the fallback are logged (a pino logger fits). */
-  logger?: Logger;
+  /**
+   * Where switches to and from the fallback are logged (a pino logger fits); `false` for
+   * nowhere.
+   * @default switches are written as JSON lines to stderr
+   */
+  logger?: Logger | false;
   /** Decision hooks, e.g. `createPrometheusObserver` of `@sluice/core/metrics`. */
   observer?: LimiterObserver;
   /** @default systemClock */
@@ -66,18 +83,24 @@ export interface CompiledRemoteOptions {
   readonly url: string;
   readonly clientId: string;
   readonly connections: number;
-  readonly checkTimeoutMs: number;
+  /** Undefined: adaptive. */
+  readonly checkTimeoutMs: number | undefined;
+  readonly consecutiveFailures: number;
   readonly acquireMarginMs: number;
   readonly maxWaitMs: number;
   readonly maxBatch: number;
   readonly maxPending: number;
   readonly maxKeyLength: number;
   readonly rulesPollMs: number;
-  readonly clients: number;
+  /** Undefined: the service's count. */
+  readonly clients: number | undefined;
   readonly lease: ClientLeaseSettings | undefined;
   readonly probeIntervalMs: number;
   readonly maxProbeIntervalMs: number;
+  /** The logger given (none for `false` or when omitted). */
   readonly logger: Logger | undefined;
+  /** Where switches are logged: the logger given, stderr by default, none for `false`. */
+  readonly switchLogger: Logger | undefined;
   readonly observer: LimiterObserver | undefined;
   readonly clock: Clock;
   readonly transport: Transport | undefined;
@@ -119,18 +142,20 @@ export function compileRemoteOptions(o: RemoteLimiterOptions): CompiledRemoteOpt
     url: url.origin,
     clientId,
     connections: intOption(o.connections, 'connections', 16, 1, 1024),
-    checkTimeoutMs: intOption(o.checkTimeoutMs, 'checkTimeoutMs', 100, 1, 600_000),
+    checkTimeoutMs: o.checkTimeoutMs === undefined ? undefined : intOption(o.checkTimeoutMs, 'checkTimeoutMs', 100, 1, 600_000),
+    consecutiveFailures: intOption(o.consecutiveFailures, 'consecutiveFailures', 3, 1, 1000),
     acquireMarginMs: intOption(o.acquireMarginMs, 'acquireMarginMs', 1000, 0, 600_000),
     maxWaitMs: intOption(o.maxWaitMs, 'maxWaitMs', 30_000, 0, 24 * 3600 * 1000),
     maxBatch: intOption(o.maxBatch, 'maxBatch', 100, 1, 10_000),
     maxPending: intOption(o.maxPending, 'maxPending', 10_000, 1, 10_000_000),
     maxKeyLength: intOption(o.maxKeyLength, 'maxKeyLength', DEFAULT_MAX_KEY_LENGTH, 1, 65_536),
     rulesPollMs: intOption(o.rulesPollMs, 'rulesPollMs', 1000, 10, 3_600_000),
-    clients: intOption(o.clients, 'clients', 1, 1, 1_000_000),
+    clients: o.clients === undefined ? undefined : intOption(o.clients, 'clients', 1, 1, 1_000_000),
     lease: o.lease,
     probeIntervalMs,
     maxProbeIntervalMs: intOption(o.maxProbeIntervalMs, 'maxProbeIntervalMs', 500, probeIntervalMs, 600_000),
-    logger: o.logger,
+    logger: o.logger === false ? undefined : o.logger,
+    switchLogger: resolveLogger(o.logger),
     observer: o.observer,
     clock: o.clock ?? systemClock,
     transport: o.transport,

@@ -17,9 +17,10 @@ const RESOURCES = {
 };
 
 const open: RemoteLimiter[] = [];
-function setup(options: Partial<ConstructorParameters<typeof RemoteLimiter>[0]> = {}) {
+function setup(options: Partial<ConstructorParameters<typeof RemoteLimiter>[0]> = {}, serviceClients = 1) {
   const clock = new ManualClock(1_000_000);
   const service = new FakeService(RESOURCES, clock);
+  service.clients = serviceClients;
   const events: { healthy: boolean }[] = [];
   const decided: Decision[] = [];
   const observer: LimiterObserver = {
@@ -129,6 +130,41 @@ describe('RemoteLimiter over a fake service', () => {
     expect(limiter.healthy).toBe(true);
     expect(events).toEqual([{ healthy: false }, { healthy: true }]);
     expect(await limiter.try('api:open')).toMatchObject({ source: 'store' });
+  });
+
+  it('answers one timed-out check by its policy without a switch; three in a row switch', async () => {
+    const { limiter, service, events } = setup({ clients: 3 });
+    await limiter.ready();
+    service.slow = true;
+    const one = await Promise.all(Array.from({ length: 15 }, () => limiter.try('api:local', { key: 'k' })));
+    // Checks in flight together time out together: one failure, answered without a switch; this
+    // client's answers from the service are its share until a switch, so nothing more is admitted.
+    expect(one.filter((d) => d.allowed)).toHaveLength(0);
+    expect(one.every((d) => d.source === 'fallback' && d.reason === 'store_unavailable')).toBe(true);
+    expect(events).toEqual([]);
+    service.slow = false;
+    expect(await limiter.try('api:open')).toMatchObject({ source: 'store' });
+    service.slow = true;
+    await limiter.try('api:open');
+    await limiter.try('api:open');
+    expect(events).toEqual([]);
+    await limiter.try('api:open');
+    expect(events).toEqual([{ healthy: false }]);
+  });
+
+  it("sizes the local share by the service's client count by default, and denies while there is none", async () => {
+    const { limiter, service } = setup({}, 0);
+    await limiter.ready();
+    service.down = true;
+    const none = await Promise.all(Array.from({ length: 5 }, () => limiter.try('api:local', { key: 'a' })));
+    expect(none.every((d) => !d.allowed && d.reason === 'store_unavailable' && d.source === 'fallback')).toBe(true);
+
+    const second = setup({}, 5);
+    await second.limiter.ready();
+    second.service.down = true;
+    const shared = await Promise.all(Array.from({ length: 15 }, () => second.limiter.try('api:local', { key: 'a' })));
+    // 30 shared by the 5 clients the service counts.
+    expect(shared.filter((d) => d.allowed)).toHaveLength(6);
   });
 
   it('answers by policy, without a switch, when the pending queue is full', async () => {

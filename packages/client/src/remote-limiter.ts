@@ -1,4 +1,5 @@
 import {
+  AdaptiveTimeout,
   ErrorCodes,
   Limiter,
   SluiceError,
@@ -11,6 +12,7 @@ import {
   type Decision,
   type DecisionMode,
   type LeaseOptions,
+  type PeerCount,
   type RateLimiter,
   type ResourceConfig,
   type TimerHandle,
@@ -48,14 +50,19 @@ interface Call {
  *   `trySync`/`try` locally, by the core limiter's lease rules; leftovers go back on expiry, on
  *   a rule change and on close.
  * - While the service is unavailable, each resource follows its store-failure policy: `local`
- *   decides on an in-process limiter holding a fair share, `open` admits, `closed` denies;
+ *   decides on an in-process limiter holding a fair share (the limit divided by the clients the
+ *   service counts; nothing until that count is known), `open` admits, `closed` denies;
  *   decisions then have source `fallback`, and `/readyz` is probed until the service is back.
+ *   One timed-out call is answered by its policy without switching: an unreachable service or
+ *   `consecutiveFailures` timeouts in a row switch. The call timeout adapts to the service's
+ *   latency unless `checkTimeoutMs` fixes it.
  */
 export class RemoteLimiter implements RateLimiter {
   readonly #o: CompiledRemoteOptions;
   readonly #transport: Transport;
   readonly #batcher: CheckBatcher;
   readonly #health: Health;
+  readonly #timeout: AdaptiveTimeout;
   /** Lease resources: the core limiter over the service as a store. */
   readonly #leases: Limiter;
   /** The `local` store-failure policy: fair shares on an in-memory limiter. */
@@ -80,15 +87,22 @@ export class RemoteLimiter implements RateLimiter {
       },
       close: () => transport.close(),
     };
+    this.#timeout = new AdaptiveTimeout({
+      ...(o.checkTimeoutMs === undefined ? {} : { fixedMs: o.checkTimeoutMs }),
+      minMs: 100,
+      maxMs: 1000,
+    });
     this.#batcher = new CheckBatcher(this.#transport, {
       maxBatch: o.maxBatch,
       maxPending: o.maxPending,
-      timeoutMs: o.checkTimeoutMs,
+      timeout: this.#timeout,
     });
     const store = new RemoteStore(this.#transport, {
-      timeoutMs: o.checkTimeoutMs,
-      readyTimeoutMs: Math.max(o.checkTimeoutMs, 1000),
-      onUnavailable: (err) => this.#health.markDown(err),
+      timeout: this.#timeout,
+      readyTimeoutMs: Math.max(o.checkTimeoutMs ?? 0, 1000),
+      begin: () => this.#health.begin(),
+      onAnswer: () => this.#health.succeeded(),
+      onUnavailable: (err, ticket) => this.#health.failed(err, ticket),
     });
     this.#health = new Health({
       clock: o.clock,
@@ -96,7 +110,8 @@ export class RemoteLimiter implements RateLimiter {
       probeIntervalMs: o.probeIntervalMs,
       maxProbeIntervalMs: o.maxProbeIntervalMs,
       url: o.url,
-      ...(o.logger === undefined ? {} : { logger: o.logger }),
+      consecutiveFailures: o.consecutiveFailures,
+      ...(o.switchLogger === undefined ? {} : { logger: o.switchLogger }),
       ...(o.observer === undefined ? {} : { observer: o.observer }),
       onRecovered: () => this.#track(this.#refresh()),
     });
@@ -143,10 +158,13 @@ export class RemoteLimiter implements RateLimiter {
     const call = await this.#call(resource, options);
     if (call.leased) return this.#closedReason(call, await this.#leases.try(resource, { key: call.key, cost: call.cost }));
     if (!this.#health.up) return this.#observe(resource, 'try', await this.#fallbackDecision(call, 'try'));
+    const ticket = this.#health.begin();
     try {
-      return this.#observe(resource, 'try', await this.#batcher.check(call.item));
+      const d = await this.#batcher.check(call.item);
+      this.#health.succeeded();
+      return this.#observe(resource, 'try', d);
     } catch (err) {
-      return this.#observe(resource, 'try', await this.#onFailure(err, call, 'try'));
+      return this.#observe(resource, 'try', await this.#onFailure(err, call, 'try', ticket));
     }
   }
 
@@ -170,6 +188,7 @@ export class RemoteLimiter implements RateLimiter {
     signal?.addEventListener('abort', onAbort, { once: true });
     this.#waits.add(wait);
     let d: Decision;
+    const ticket = this.#health.begin();
     try {
       const a = await this.#transport.call('/v1/acquire?statuses=1', {
         body: { ...call.item, maxWaitMs },
@@ -182,7 +201,7 @@ export class RemoteLimiter implements RateLimiter {
       if (this.#closing !== undefined) throw new ClosedByCaller();
       throwIfAborted(signal);
       const left = Math.max(0, maxWaitMs - (this.#o.clock.now() - started));
-      return this.#observe(resource, 'acquire', await this.#onFailure(err, call, 'acquire', left, signal));
+      return this.#observe(resource, 'acquire', await this.#onFailure(err, call, 'acquire', ticket, left, signal));
     } finally {
       signal?.removeEventListener('abort', onAbort);
       this.#waits.delete(wait);
@@ -215,6 +234,7 @@ export class RemoteLimiter implements RateLimiter {
     if (call.leased) return this.#leases.adjust(resource, { key: call.key, delta });
     const local = call.view.compiled.onStoreFailure === 'local';
     if (this.#health.up) {
+      const ticket = this.#health.begin();
       try {
         const a = await this.#transport.call('/v1/adjust', {
           body: {
@@ -223,13 +243,14 @@ export class RemoteLimiter implements RateLimiter {
             delta,
             ...(options.tenant === undefined ? {} : { tenant: options.tenant }),
           },
-          timeoutMs: this.#o.checkTimeoutMs,
+          timeoutMs: this.#timeout.currentMs,
         });
         if (a.status !== 200) throw errorFromBody(a.body, a.status);
+        this.#health.succeeded();
         return;
       } catch (err) {
         if (!isUnavailable(err)) throw err;
-        this.#health.markDown(err);
+        this.#health.failed(err, ticket);
       }
     }
     if (local) {
@@ -275,17 +296,18 @@ export class RemoteLimiter implements RateLimiter {
     // A permit held by the unreachable service expires there by itself; a renewal is reported
     // as kept so work is not abandoned because of the outage (as the core limiter does).
     if (!this.#health.up) return op === 'renew';
+    const ticket = this.#health.begin();
     try {
       const a = await this.#transport.call(`/v1/${op}`, {
         body: { resource, ...(call.key === '' ? {} : { key: call.key }), leaseId, ...(ttlMs === undefined ? {} : { ttlMs }) },
-        timeoutMs: this.#o.checkTimeoutMs,
+        timeoutMs: this.#timeout.currentMs,
       });
       if (a.status !== 200) throw errorFromBody(a.body, a.status);
       const body = a.body as { released?: unknown; renewed?: unknown };
       return (op === 'release' ? body.released : body.renewed) === true;
     } catch (err) {
       if (!isUnavailable(err)) throw err;
-      this.#health.markDown(err);
+      this.#health.failed(err, ticket);
       return op === 'renew';
     }
   }
@@ -337,11 +359,23 @@ export class RemoteLimiter implements RateLimiter {
   }
 
   /** A failed call: the store-failure policy if the service is away, the error otherwise. */
-  async #onFailure(err: unknown, call: Call, mode: DecisionMode, maxWaitMs = 0, signal?: AbortSignal): Promise<Decision> {
+  async #onFailure(
+    err: unknown,
+    call: Call,
+    mode: DecisionMode,
+    ticket: number,
+    maxWaitMs = 0,
+    signal?: AbortSignal,
+  ): Promise<Decision> {
     // A full queue means this process outpaces the service: decide locally, without a switch.
     if (!(err instanceof Overloaded)) {
       if (!isUnavailable(err)) throw err;
-      this.#health.markDown(err);
+      this.#health.failed(err, ticket);
+      // Not switched: this client's answers from the service are its share of the limit, and a
+      // local admission on top would exceed it (as the core failover does).
+      if (this.#health.up && call.view.compiled.onStoreFailure === 'local') {
+        return this.#fallback.byPolicy(call.view, 'closed');
+      }
     }
     return this.#fallbackDecision(call, mode, maxWaitMs, signal);
   }
@@ -363,9 +397,14 @@ export class RemoteLimiter implements RateLimiter {
     this.#fallback.sync(this.#view, this.#peers());
   }
 
-  /** Clients sharing the limits: the service's recent count or the configured one, the larger. */
-  #peers(): number {
-    return Math.max(this.#o.clients, this.#view?.clients ?? 0);
+  /**
+   * Clients sharing the limits: the configured number or the service's recent count, the
+   * larger. With neither (no count read from the service yet), unknown: no share is safe.
+   */
+  #peers(): PeerCount {
+    const seen = this.#view?.clients ?? 0;
+    if (this.#o.clients !== undefined) return { count: Math.max(this.#o.clients, seen), known: true };
+    return { count: Math.max(1, seen), known: seen > 0 };
   }
 
   #apply(view: RulesView): void {
@@ -386,7 +425,7 @@ export class RemoteLimiter implements RateLimiter {
   #refresh(): Promise<void> {
     this.#refreshing ??= (async () => {
       try {
-        const a = await this.#transport.call('/v1/resources', { timeoutMs: Math.max(this.#o.checkTimeoutMs, 1000) });
+        const a = await this.#transport.call('/v1/resources', { timeoutMs: Math.max(this.#o.checkTimeoutMs ?? 0, 1000) });
         if (a.status !== 200) throw errorFromBody(a.body, a.status);
         if (this.#closing === undefined) this.#apply(viewFromBody(a.body, this.#o.logger));
       } catch (err) {

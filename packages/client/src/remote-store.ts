@@ -1,4 +1,13 @@
-import { ErrorCodes, Limiter, SluiceError, type LimitStatus, type LimitStore, type ReserveResult } from '@sluice/core';
+import {
+  ErrorCodes,
+  Limiter,
+  SluiceError,
+  type AdaptiveTimeout,
+  type LimitStatus,
+  type LimitStore,
+  type PeerCount,
+  type ReserveResult,
+} from '@sluice/core';
 import type { CompiledRemoteOptions } from './options.js';
 import { decisionFromBody } from './wire.js';
 import { errorFromBody, isUnavailable, type Transport } from './transport.js';
@@ -9,12 +18,17 @@ function split(storageKey: string): { resource: string; key?: string } {
   return bar < 0 ? { resource: storageKey } : { resource: storageKey.slice(0, bar), key: storageKey.slice(bar + 1) };
 }
 
-/** Timeouts of the calls a lease makes. */
+/** Timeouts of the calls a lease makes, and where their outcomes are reported. */
 export interface RemoteStoreOptions {
-  readonly timeoutMs: number;
+  /** The timeout of the next call (adaptive or fixed). */
+  readonly timeout: AdaptiveTimeout;
   readonly readyTimeoutMs: number;
-  /** Told of every failure that means the service is away. */
-  readonly onUnavailable: (err: unknown) => void;
+  /** Before each call; the ticket goes to `onUnavailable`. */
+  readonly begin: () => number;
+  /** A call was answered. */
+  readonly onAnswer: () => void;
+  /** Told of every failure that means the service is away (or slow). */
+  readonly onUnavailable: (err: unknown, ticket: number) => void;
 }
 
 /**
@@ -84,13 +98,19 @@ export class RemoteStore implements LimitStore {
   }
 
   async #post(path: string, body: object): Promise<unknown> {
+    const ticket = this.o.begin();
+    const sentAt = performance.now();
+    const budget = this.o.timeout.currentMs;
     try {
-      const a = await this.transport.call(path, { body, timeoutMs: this.o.timeoutMs });
+      const a = await this.transport.call(path, { body, timeoutMs: budget });
+      this.o.timeout.observe(performance.now() - sentAt);
+      this.o.onAnswer();
       if (a.status !== 200) throw errorFromBody(a.body, a.status);
       return a.body;
     } catch (err) {
       if (isUnavailable(err)) {
-        this.o.onUnavailable(err);
+        if (err instanceof SluiceError && err.code === ErrorCodes.STORE_TIMEOUT) this.o.timeout.timedOut(budget);
+        this.o.onUnavailable(err, ticket);
         // The core failover recognises only these two codes as "store away".
         if (err instanceof SluiceError && err.code !== ErrorCodes.STORE_TIMEOUT) {
           throw new SluiceError(ErrorCodes.STORE_UNAVAILABLE, err.message, { cause: err });
@@ -106,7 +126,7 @@ export class RemoteStore implements LimitStore {
  * failover (fair shares, probing) and wait queues apply unchanged. Store switches are reported
  * once, by the remote limiter's own health, so only decisions, refills and waits are observed.
  */
-export function leaseLimiter(store: RemoteStore, o: CompiledRemoteOptions, peers: () => number): Limiter {
+export function leaseLimiter(store: RemoteStore, o: CompiledRemoteOptions, peers: () => PeerCount): Limiter {
   const observer = o.observer;
   return new Limiter({
     resources: {},
@@ -126,9 +146,15 @@ export function leaseLimiter(store: RemoteStore, o: CompiledRemoteOptions, peers
     failover: {
       peers: {
         get count() {
-          return peers();
+          return peers().count;
+        },
+        get known() {
+          return peers().known !== false;
         },
       },
+      consecutiveFailures: o.consecutiveFailures,
+      // Switches are logged once, by the remote limiter's health.
+      logger: false,
       probeIntervalMs: o.probeIntervalMs,
       maxProbeIntervalMs: o.maxProbeIntervalMs,
     },

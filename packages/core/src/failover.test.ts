@@ -8,9 +8,11 @@ import type { AdjustRequest, ConsumeRequest, ConsumeResult, LeaseRequest } from 
 /** A store that can be switched off like a Redis that went away. */
 class FlakyStore extends MemoryStore {
   down = false;
+  unreachable = false;
   calls = 0;
   #fail(): void {
     if (this.down) throw new SluiceError(ErrorCodes.STORE_TIMEOUT, 'timed out');
+    if (this.unreachable) throw new SluiceError(ErrorCodes.STORE_UNAVAILABLE, 'connection refused');
   }
   override async consume(request: ConsumeRequest): Promise<ConsumeResult> {
     this.calls++;
@@ -93,7 +95,13 @@ describe('store failure policies', () => {
   it('returns fallback leases to the fallback after the store is back', async () => {
     const clock = new ManualClock();
     const store = new FlakyStore({ clock });
-    const limiter = new Limiter({ resources: { pool: { algorithm: 'concurrency', limit: 2 } }, store, clock });
+    // Switched at the first timeout, so the permit comes from the local share.
+    const limiter = new Limiter({
+      resources: { pool: { algorithm: 'concurrency', limit: 2 } },
+      store,
+      clock,
+      failover: { consecutiveFailures: 1, logger: false },
+    });
     store.down = true;
     const d = await limiter.try('pool');
     expect(d.leaseId).toMatch(/^local:/);
@@ -109,5 +117,153 @@ describe('store failure policies', () => {
     await expect(limiter.try('api', { cost: 1000 })).rejects.toMatchObject({ code: ErrorCodes.COST_EXCEEDS_LIMIT });
     await limiter.close();
     await store.close();
+  });
+});
+
+/** A store whose calls fail on demand: timed out, unreachable, or held until released together. */
+class StallingStore extends MemoryStore {
+  mode: 'ok' | 'timeout' | 'unreachable' = 'ok';
+  #held: (() => void)[] = [];
+  #listener: ((up: boolean, error?: unknown) => void) | undefined;
+  peers: { count: number; known: boolean } | undefined;
+  hold = false;
+
+  override async consume(request: ConsumeRequest): Promise<ConsumeResult> {
+    if (this.hold) await new Promise<void>((resolve) => this.#held.push(resolve));
+    if (this.mode === 'timeout') throw new SluiceError(ErrorCodes.STORE_TIMEOUT, 'timed out');
+    if (this.mode === 'unreachable') throw new SluiceError(ErrorCodes.STORE_UNAVAILABLE, 'connection refused');
+    return super.consume(request);
+  }
+  override async ping(): Promise<void> {
+    if (this.mode !== 'ok') throw new SluiceError(ErrorCodes.STORE_UNAVAILABLE, 'connection refused');
+  }
+  /** Settles every held call at once, as a stall that ends. */
+  releaseHeld(): void {
+    this.hold = false;
+    for (const r of this.#held.splice(0)) r();
+  }
+  watchConnection(listener: (up: boolean, error?: unknown) => void): () => void {
+    this.#listener = listener;
+    return () => (this.#listener = undefined);
+  }
+  report(up: boolean): void {
+    this.#listener?.(up, up ? undefined : new SluiceError(ErrorCodes.STORE_UNAVAILABLE, 'connection lost'));
+  }
+}
+
+const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+function stalling(options: { peers?: { count: number; known: boolean }; consecutiveFailures?: number } = {}) {
+  const clock = new ManualClock();
+  const store = new StallingStore({ clock });
+  store.peers = options.peers;
+  const switches: boolean[] = [];
+  const limiter = new Limiter({
+    resources: { api: { algorithm: 'fixed-window', limit: 100, windowMs: 60_000 } },
+    store,
+    clock,
+    failover: {
+      logger: false,
+      ...(options.consecutiveFailures === undefined ? {} : { consecutiveFailures: options.consecutiveFailures }),
+    },
+    observer: { storeSwitched: (e) => switches.push(e.healthy) },
+  });
+  return { clock, store, limiter, switches };
+}
+
+describe('switching to the fallback', () => {
+  it('answers one timed-out call by its policy without switching; three in a row switch', async () => {
+    const { store, limiter, switches } = stalling({ peers: { count: 4, known: true } });
+    store.mode = 'timeout';
+    const one = await limiter.try('api');
+    expect(one.source).toBe('fallback');
+    store.mode = 'ok';
+    expect((await limiter.try('api')).source).toBeUndefined();
+    expect(switches).toEqual([]);
+    store.mode = 'timeout';
+    await limiter.try('api');
+    await limiter.try('api');
+    expect(switches).toEqual([]);
+    await limiter.try('api');
+    expect(switches).toEqual([false]);
+    await limiter.close();
+    await store.close();
+  });
+
+  it('counts calls that time out together as one failure', async () => {
+    const { store, limiter, switches } = stalling({ peers: { count: 4, known: true } });
+    store.mode = 'timeout';
+    store.hold = true;
+    const calls = Array.from({ length: 50 }, () => limiter.try('api', { key: 'k' }));
+    await flush();
+    store.releaseHeld();
+    const decisions = await Promise.all(calls);
+    expect(decisions.every((d) => d.source === 'fallback')).toBe(true);
+    // Not switched: this process's global admissions are its share, so nothing more is admitted.
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(0);
+    expect(decisions.every((d) => d.reason === 'store_unavailable')).toBe(true);
+    expect(switches).toEqual([]);
+    store.mode = 'ok';
+    expect((await limiter.try('api')).source).toBeUndefined();
+    await limiter.close();
+    await store.close();
+  });
+
+  it('switches at once when the store reports connection loss, and probes at once when it reports return', async () => {
+    const { store, limiter, switches } = stalling({ peers: { count: 2, known: true } });
+    // A store that reports its connection: a failed call alone is one failure, not a loss.
+    store.mode = 'unreachable';
+    await limiter.try('api');
+    expect(switches).toEqual([]);
+    // A reported loss switches with no call made; a reported return is probed at once.
+    store.report(false);
+    expect(switches).toEqual([false]);
+    store.mode = 'ok';
+    store.report(true);
+    await flush();
+    expect(switches).toEqual([false, true]);
+    await limiter.close();
+    await store.close();
+  });
+
+  it('switches at once on an unreachable store that does not report its connection', async () => {
+    const { clock, store, limiter, switches } = setup('local');
+    store.unreachable = true;
+    await limiter.try('api');
+    expect(switches).toEqual([false]);
+    store.unreachable = false;
+    await clock.advanceAsync(50);
+    expect(switches).toEqual([false, true]);
+    await limiter.close();
+    await store.close();
+  });
+
+  it('sizes the fallback by the store peer count, and denies until that count is known', async () => {
+    const { store, limiter } = stalling({ peers: { count: 5, known: false }, consecutiveFailures: 1 });
+    store.mode = 'unreachable';
+    const before = await Promise.all(Array.from({ length: 10 }, () => limiter.try('api', { key: 'a' })));
+    expect(before.filter((d) => d.allowed)).toHaveLength(0);
+    store.peers!.known = true;
+    let admitted = 0;
+    for (let i = 0; i < 40; i++) if ((await limiter.try('api', { key: 'b' })).allowed) admitted++;
+    expect(admitted).toBe(20);
+    await limiter.close();
+    await store.close();
+  });
+
+  it('logs switches to stderr when no logger is given', async () => {
+    const { createStderrLogger, resolveLogger, stderrLogger } = await import('./log.js');
+    expect(resolveLogger(undefined)).toBe(stderrLogger);
+    expect(resolveLogger(false)).toBeUndefined();
+    const lines: string[] = [];
+    const log = createStderrLogger((l) => lines.push(l));
+    log.warn({ err: new SluiceError(ErrorCodes.STORE_UNAVAILABLE, 'refused'), store: 'redis' }, 'store unavailable');
+    const entry = JSON.parse(lines[0]!) as Record<string, unknown>;
+    expect(entry).toMatchObject({
+      level: 'warn',
+      msg: 'store unavailable',
+      store: 'redis',
+      err: { code: 'SLUICE_ERR_STORE_UNAVAILABLE' },
+    });
   });
 });

@@ -1,5 +1,7 @@
 import type { Clock, TimerHandle } from './clock.js';
 import { ErrorCodes, SluiceError, invalid } from './errors.js';
+import { FailureStreak } from './failure-streak.js';
+import { resolveLogger } from './log.js';
 import { MemoryStore } from './memory-store.js';
 import type { CompiledLimit } from './policy.js';
 import type { ConsumeRequest, ConsumeResult, LeaseRequest, LimitStore, ReserveRequest, ReserveResult } from './store.js';
@@ -19,6 +21,11 @@ export const STORE_FAILURE_POLICIES: readonly StoreFailurePolicy[] = ['local', '
 export interface PeerCount {
   /** Live clients, at least 1. Read on every fallback decision, so it must be cheap. */
   readonly count: number;
+  /**
+   * False until the count has been read once (a registry that has not reached the store yet):
+   * the `local` policy then denies, since no fair share is known. @default true
+   */
+  readonly known?: boolean;
 }
 
 /** The subset of a pino logger Sluice uses. */
@@ -29,14 +36,25 @@ export interface Logger {
 
 /** Options of {@link Failover}. */
 export interface FailoverOptions {
-  /** Live clients sharing the store: a registry, or a fixed number. @default 1 */
+  /**
+   * Live clients sharing the store: a registry, or a fixed number.
+   * @default the store's own count (`store.peers`, kept by the Redis store), else 1 (a store
+   * that only this process uses, such as the in-memory one)
+   */
   peers?: PeerCount | number;
+  /**
+   * Consecutive timed-out calls that switch to the fallback (calls in flight together count
+   * once). Each timed-out call is answered by its policy either way; this only decides when to
+   * stop asking the store. Connection loss switches at once.
+   * @default 3
+   */
+  consecutiveFailures?: number;
   /** First health probe after a failure, in ms; probes back off to `maxProbeIntervalMs`. @default 50 */
   probeIntervalMs?: number;
   /** @default 500 (the store's return is noticed within this) */
   maxProbeIntervalMs?: number;
-  /** Where switches are logged. */
-  logger?: Logger;
+  /** Where switches are logged; `false` for nowhere. @default JSON lines on stderr */
+  logger?: Logger | false;
   /** Called on every switch between the store and the fallback. */
   onSwitch?: (event: { healthy: boolean; error?: unknown }) => void;
 }
@@ -46,13 +64,21 @@ export function isStoreFailure(err: unknown): boolean {
   return err instanceof SluiceError && (err.code === ErrorCodes.STORE_TIMEOUT || err.code === ErrorCodes.STORE_UNAVAILABLE);
 }
 
+/** True when the store is unreachable (not merely slow): the fallback starts at once. */
+function isConnectionLoss(err: unknown): boolean {
+  return err instanceof SluiceError && err.code === ErrorCodes.STORE_UNAVAILABLE;
+}
+
 const LOCAL_LEASE_PREFIX = 'local:';
 
 /**
- * Guards a store: while it answers, calls go to it; when it times out or is unreachable, the
- * guard marks it down, answers by each resource's {@link StoreFailurePolicy}, and probes it in
- * the background (with backoff) until it answers again. Nothing queues while the store is
- * away: calls are answered locally at once.
+ * Guards a store: while it answers, calls go to it. A call that fails (timed out, unreachable)
+ * is answered by its resource's {@link StoreFailurePolicy} (`local` denies such a call until
+ * the switch: the process's global admissions are its share until then). The guard marks the store down at
+ * once on connection loss (the store's own report, or a failed call of a store that does not
+ * report its connection), or after `consecutiveFailures` failed calls in a row, so one slow reply under load does not switch a
+ * whole process to its local share. While down, every call is answered by its policy at once
+ * (nothing queues) and the store is probed in the background (with backoff) until it answers.
  */
 export class Failover {
   readonly #primary: LimitStore;
@@ -63,6 +89,8 @@ export class Failover {
   readonly #maxProbeMs: number;
   readonly #logger: Logger | undefined;
   readonly #onSwitch: FailoverOptions['onSwitch'];
+  readonly #streak: FailureStreak;
+  readonly #unwatch: (() => void) | undefined;
   readonly #scaled = new WeakMap<readonly CompiledLimit[], { peers: number; limits: readonly CompiledLimit[] }>();
   #healthy = true;
   #probeTimer: TimerHandle | undefined;
@@ -73,15 +101,21 @@ export class Failover {
     this.#primary = primary;
     this.#clock = clock;
     this.#fallback = new MemoryStore({ clock });
-    const peers = options.peers ?? 1;
+    const peers = options.peers ?? primary.peers ?? 1;
     if (typeof peers === 'number' && (!Number.isInteger(peers) || peers < 1)) {
       throw invalid(ErrorCodes.INVALID_OPTIONS, 'failover.peers', 'must be an integer >= 1 or a PeerCount');
     }
     this.#peers = typeof peers === 'number' ? { count: peers } : peers;
     this.#probeMs = options.probeIntervalMs ?? 50;
     this.#maxProbeMs = options.maxProbeIntervalMs ?? 500;
-    this.#logger = options.logger;
+    const threshold = options.consecutiveFailures ?? 3;
+    if (!Number.isInteger(threshold) || threshold < 1 || threshold > 1000) {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'failover.consecutiveFailures', 'must be an integer between 1 and 1000');
+    }
+    this.#streak = new FailureStreak(threshold);
+    this.#logger = resolveLogger(options.logger);
     this.#onSwitch = options.onSwitch;
+    this.#unwatch = primary.watchConnection?.((up, error) => (up ? this.#probeNow() : this.#markDown(error)));
   }
 
   /** False while the store is considered down. */
@@ -89,43 +123,59 @@ export class Failover {
     return this.#healthy;
   }
 
-  /** Decides on the store, or by `policy` while it is down. `fallback` tells which one answered. */
-  async consume(request: ConsumeRequest, policy: StoreFailurePolicy): Promise<ConsumeResult & { fallback: boolean }> {
+  /**
+   * Decides on the store, or by `policy` while it is down. `fallback` tells which one answered;
+   * `unavailable` that the call was denied for want of the store (not by a local share).
+   */
+  async consume(
+    request: ConsumeRequest,
+    policy: StoreFailurePolicy,
+  ): Promise<ConsumeResult & { fallback: boolean; unavailable?: boolean }> {
     if (this.#healthy) {
+      const ticket = this.#streak.begin();
       try {
-        return { ...(await this.#primary.consume(request)), fallback: false };
+        const result = await this.#primary.consume(request);
+        this.#streak.succeeded();
+        return { ...result, fallback: false };
       } catch (err) {
-        if (!isStoreFailure(err)) throw err;
-        this.#markDown(err);
+        this.#failed(err, ticket);
       }
     }
-    return { ...(await this.#fallbackConsume(request, policy)), fallback: true };
+    const answer = this.#answering(policy);
+    const result = await this.#fallbackConsume(request, answer);
+    const unavailable = answer === 'closed' || (answer === 'local' && this.#peers.known === false);
+    return { ...result, fallback: true, unavailable };
   }
 
   /** Reserves on the store, or by `policy` while it is down (`open` grants `max`). */
   async reserve(request: ReserveRequest, policy: StoreFailurePolicy): Promise<ReserveResult & { fallback: boolean }> {
     if (this.#healthy) {
+      const ticket = this.#streak.begin();
       try {
-        return { ...(await this.#primary.reserve(request)), fallback: false };
+        const result = await this.#primary.reserve(request);
+        this.#streak.succeeded();
+        return { ...result, fallback: false };
       } catch (err) {
-        if (!isStoreFailure(err)) throw err;
-        this.#markDown(err);
+        this.#failed(err, ticket);
       }
     }
-    if (policy === 'local') {
+    const answer = this.#answering(policy);
+    if (answer === 'local' && this.#peers.known !== false) {
       return { ...(await this.#fallback.reserve({ ...request, limits: this.#scale(request.limits) })), fallback: true };
     }
-    const r = await this.#fallbackConsume({ key: request.key, limits: request.limits, cost: request.min, leaseId: '' }, policy);
+    const r = await this.#fallbackConsume({ key: request.key, limits: request.limits, cost: request.min, leaseId: '' }, answer);
     return { ...r, granted: r.allowed ? request.max : 0, fallback: true };
   }
 
   async adjust(request: Parameters<LimitStore['adjust']>[0]): Promise<void> {
     if (this.#healthy) {
+      const ticket = this.#streak.begin();
       try {
-        return await this.#primary.adjust(request);
+        await this.#primary.adjust(request);
+        this.#streak.succeeded();
+        return;
       } catch (err) {
-        if (!isStoreFailure(err)) throw err;
-        this.#markDown(err);
+        this.#failed(err, ticket);
       }
     }
     await this.#fallback.adjust({ ...request, limits: this.#scale(request.limits) });
@@ -142,6 +192,7 @@ export class Failover {
   /** Stops probing and frees the fallback; the primary store is the caller's to close. */
   async close(): Promise<void> {
     this.#closed = true;
+    this.#unwatch?.();
     if (this.#probeTimer !== undefined) this.#clock.clearTimer(this.#probeTimer);
     this.#probeTimer = undefined;
     await this.#probe;
@@ -154,32 +205,47 @@ export class Failover {
       return this.#fallback[op]({ ...request, limits: this.#scale(request.limits) });
     }
     if (!this.#healthy) return op === 'renew';
+    const ticket = this.#streak.begin();
     try {
-      return await this.#primary[op](request);
+      const kept = await this.#primary[op](request);
+      this.#streak.succeeded();
+      return kept;
     } catch (err) {
-      if (!isStoreFailure(err)) throw err;
-      this.#markDown(err);
+      this.#failed(err, ticket);
       // The lease lives in the unreachable store and expires there by itself; a renewal is
       // reported as kept so work is not abandoned because of the outage.
       return op === 'renew';
     }
   }
 
+  /**
+   * The policy a failed call is answered by. While the store has not been switched off, this
+   * process's global admissions are its share of the limit: a local admission on top of them
+   * would exceed it, so a call that timed out under `local` is denied (retry after one probe
+   * interval) until the switch; after it, the local share decides.
+   */
+  #answering(policy: StoreFailurePolicy): StoreFailurePolicy {
+    return policy === 'local' && this.#healthy ? 'closed' : policy;
+  }
+
   async #fallbackConsume(request: ConsumeRequest, policy: StoreFailurePolicy): Promise<ConsumeResult> {
     const now = this.#clock.now();
+    // Until the number of peers is known, no share is known to be safe: deny.
+    if (policy === 'local' && this.#peers.known === false) policy = 'closed';
     if (policy === 'local') {
       const leaseId = request.leaseId === '' ? '' : `${LOCAL_LEASE_PREFIX}${request.leaseId}`;
       return this.#fallback.consume({ ...request, limits: this.#scale(request.limits), leaseId });
     }
     const allowed = policy === 'open';
+    const retryMs = this.#healthy ? this.#probeMs : this.#maxProbeMs;
     const statuses = request.limits.map((l) => ({
       id: l.id,
       algorithm: l.algorithm,
       allowed,
       limit: l.limit,
       remaining: allowed ? l.limit : 0,
-      retryAfterMs: allowed ? 0 : this.#maxProbeMs,
-      resetAfterMs: allowed ? 0 : this.#maxProbeMs,
+      retryAfterMs: allowed ? 0 : retryMs,
+      resetAfterMs: allowed ? 0 : retryMs,
     }));
     return { allowed, statuses, now };
   }
@@ -199,15 +265,38 @@ export class Failover {
     return scaled;
   }
 
+  /** A call failed: rethrows what is not a store failure, else counts it (and maybe switches). */
+  #failed(err: unknown, ticket: number): void {
+    if (!isStoreFailure(err)) throw err;
+    // A store that reports its connection (the Redis store) has said so already if it was lost:
+    // its failed calls (say, a connection still being set up on a busy host) count as timeouts.
+    const lost = this.#unwatch === undefined && isConnectionLoss(err);
+    if (lost || this.#streak.failed(ticket)) this.#markDown(err);
+  }
+
   #markDown(error: unknown): void {
-    if (!this.#healthy) return;
+    if (!this.#healthy || this.#closed) return;
     this.#healthy = false;
+    this.#streak.reset();
     this.#logger?.warn(
-      { err: error, store: this.#primary.name, peers: this.#peers.count },
+      {
+        err: error,
+        store: this.#primary.name,
+        peers: this.#peers.known === false ? 'unknown' : this.#peers.count,
+        consecutiveFailures: this.#streak.threshold,
+      },
       'rate-limit store unavailable: deciding by store-failure policy',
     );
     this.#onSwitch?.({ healthy: false, error });
     this.#scheduleProbe(this.#probeMs);
+  }
+
+  /** The store says it is connected again: probe now rather than at the next backoff step. */
+  #probeNow(): void {
+    if (this.#healthy || this.#closed || this.#probe !== undefined) return;
+    if (this.#probeTimer !== undefined) this.#clock.clearTimer(this.#probeTimer);
+    this.#probeTimer = undefined;
+    this.#probe = this.#runProbe(this.#probeMs).finally(() => (this.#probe = undefined));
   }
 
   #scheduleProbe(delay: number): void {
@@ -229,8 +318,9 @@ export class Failover {
       this.#scheduleProbe(Math.min(this.#maxProbeMs, delay * 2));
       return;
     }
-    if (this.#closed) return;
+    if (this.#closed || this.#healthy) return;
     this.#healthy = true;
+    this.#streak.reset();
     this.#logger?.info({ store: this.#primary.name }, 'rate-limit store is back: global decisions resumed');
     this.#onSwitch?.({ healthy: true });
   }

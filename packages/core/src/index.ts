@@ -28,6 +28,9 @@ export {
   type LimitStatus,
 } from './decision.js';
 export { ErrorCodes, SluiceError, invalid, isSluiceError, type ErrorCode, type SluiceErrorOptions } from './errors.js';
+export { AdaptiveTimeout, type AdaptiveTimeoutOptions } from './adaptive-timeout.js';
+export { FailureStreak } from './failure-streak.js';
+export { createStderrLogger, resolveLogger, stderrLogger, type LineWriter } from './log.js';
 export {
   Failover,
   STORE_FAILURE_POLICIES,

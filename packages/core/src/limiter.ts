@@ -576,7 +576,7 @@ export class Limiter implements RateLimiter {
       // Leases taken from the local fallback carry its prefix so they are returned to it.
       const leaseOf = decision.leaseId === undefined ? {} : { leaseId: `local:${decision.leaseId}` };
       decision = { ...decision, ...leaseOf, source: 'fallback' };
-      if (!decision.allowed && resource.onStoreFailure === 'closed') decision = { ...decision, reason: 'store_unavailable' };
+      if (!decision.allowed && result.unavailable === true) decision = { ...decision, reason: 'store_unavailable' };
     }
     // Only global decisions teach the pre-filter: a fallback's denials reflect a local share.
     if (resource.prefilter && !result.fallback) this.#prefilter.learn(entry, cost, this.#clock.now(), decision);

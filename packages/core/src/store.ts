@@ -1,4 +1,5 @@
 import type { LimitStatus } from './decision.js';
+import type { PeerCount } from './failover.js';
 import type { CompiledLimit } from './policy.js';
 
 /** A request to decide `cost` permits against every limit of `key`, all-or-nothing. */
@@ -93,4 +94,15 @@ export interface LimitStore {
   /** Resolves when the store answers; used to notice its return after a failure. */
   ping(): Promise<void>;
   close(): Promise<void>;
+  /**
+   * The live clients sharing this store, if the store keeps count (the Redis store does): the
+   * limiter's fallback is sized by it unless `failover.peers` is given.
+   */
+  readonly peers?: PeerCount;
+  /**
+   * Reports connection loss (`up: false`, with the error) and return (`up: true`) as soon as
+   * the store sees them, so a limiter switches without waiting for a call to time out.
+   * Returns the function that stops the reports.
+   */
+  watchConnection?(listener: (up: boolean, error?: unknown) => void): () => void;
 }

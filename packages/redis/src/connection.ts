@@ -21,7 +21,8 @@ export function openConnection(options: CompiledRedisStoreOptions): Connection {
   const { source } = options;
   const failFast = {
     connectTimeout: options.connectTimeoutMs,
-    commandTimeout: options.commandTimeoutMs,
+    // The store bounds every call itself (adaptively); the client's own bound is the cap.
+    commandTimeout: options.commandTimeoutMs ?? options.maxCommandTimeoutMs,
     maxRetriesPerRequest: 0,
     autoResendUnfulfilledCommands: false,
   };

@@ -8,7 +8,10 @@ describe('compileRedisStoreOptions', () => {
     expect(o).toEqual({
       source: { kind: 'url', url: 'redis://127.0.0.1:6379' },
       prefix: 'sluice:',
-      commandTimeoutMs: 50,
+      commandTimeoutMs: undefined,
+      minCommandTimeoutMs: 50,
+      maxCommandTimeoutMs: 1000,
+      peerRegistry: true,
       connectTimeoutMs: 2000,
       maxBatchSize: 128,
       slotsRefreshIntervalMs: 5000,
@@ -45,6 +48,8 @@ describe('compileRedisStoreOptions', () => {
     expect(field({ clusterNodes: [{ host: 'a', port: 70000 }] })).toBe('clusterNodes[0]');
     expect(field({ url: 'redis://a', maxBatchSize: 4097 })).toBe('maxBatchSize');
     expect(field({ url: 'redis://a', commandTimeoutMs: 0 })).toBe('commandTimeoutMs');
+    expect(field({ url: 'redis://a', minCommandTimeoutMs: 100, maxCommandTimeoutMs: 99 })).toBe('maxCommandTimeoutMs');
+    expect(field({ url: 'redis://a', peerRegistry: 'yes' as unknown as boolean })).toBe('peerRegistry');
     expect(field({ url: 'redis://a', prefix: 5 })).toBe('prefix');
     expect(field({ url: 'redis://a', timeout: 5 })).toBe('timeout');
     expect(field({ client: { status: 'ready' } })).toBe('client');

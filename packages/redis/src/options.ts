@@ -25,15 +25,32 @@ export interface RedisStoreOptions {
    */
   prefix?: string;
   /**
-   * Bound on one call, from the moment a batch is formed until its reply, including any wait
-   * for the connection to become ready and loading the code into a server that lacks it. Past
-   * it the call fails with `SLUICE_ERR_STORE_TIMEOUT` (reply late) or
+   * A fixed bound on one call, from the moment a batch is formed until its reply, including any
+   * wait for the connection to become ready and loading the code into a server that lacks it.
+   * Past it the call fails with `SLUICE_ERR_STORE_TIMEOUT` (reply late) or
    * `SLUICE_ERR_STORE_UNAVAILABLE` (never connected), and the limiter's store-failure policy
-   * decides instead. Tight on purpose: a decision that waits longer than that has already cost
-   * the caller more than the store's answer is worth. Raise it for a distant Redis.
-   * @default 50
+   * answers that call.
+   * @default adaptive: 3 x the p99.9 of the last 1000 replies, between `minCommandTimeoutMs`
+   * and `maxCommandTimeoutMs`, doubled after each timeout until a reply comes in time
    */
   commandTimeoutMs?: number;
+  /**
+   * Floor of the adaptive command timeout, in ms (when `commandTimeoutMs` is not given).
+   * @default 50
+   */
+  minCommandTimeoutMs?: number;
+  /**
+   * Cap of the adaptive command timeout, in ms: the longest a call waits for a slow Redis.
+   * @default 1000
+   */
+  maxCommandTimeoutMs?: number;
+  /**
+   * Keep a live count of the processes sharing this Redis (a heartbeat registry under
+   * `<prefix>peers`, started with the store and stopped by `close()`): a limiter's `local`
+   * fallback is sized to `limit / count` by it. Use one store per process.
+   * @default true
+   */
+  peerRegistry?: boolean;
   /**
    * Connect timeout of connections the store opens itself.
    * @default 2000
@@ -59,7 +76,11 @@ export interface CompiledRedisStoreOptions {
     | { readonly kind: 'url'; readonly url: string }
     | { readonly kind: 'cluster'; readonly nodes: readonly { readonly host: string; readonly port: number }[] };
   readonly prefix: string;
-  readonly commandTimeoutMs: number;
+  /** Undefined: adaptive. */
+  readonly commandTimeoutMs: number | undefined;
+  readonly minCommandTimeoutMs: number;
+  readonly maxCommandTimeoutMs: number;
+  readonly peerRegistry: boolean;
   readonly connectTimeoutMs: number;
   readonly maxBatchSize: number;
   readonly slotsRefreshIntervalMs: number;
@@ -123,6 +144,9 @@ export function compileRedisStoreOptions(options: RedisStoreOptions): CompiledRe
     'clusterNodes',
     'prefix',
     'commandTimeoutMs',
+    'minCommandTimeoutMs',
+    'maxCommandTimeoutMs',
+    'peerRegistry',
     'connectTimeoutMs',
     'maxBatchSize',
     'slotsRefreshIntervalMs',
@@ -163,10 +187,27 @@ export function compileRedisStoreOptions(options: RedisStoreOptions): CompiledRe
       `must be a string of at most ${REDIS_STORE_BOUNDS.maxPrefixLength} characters`,
     );
   }
+  const minCommandTimeoutMs = int(options.minCommandTimeoutMs, 'minCommandTimeoutMs', 50, 1, REDIS_STORE_BOUNDS.maxTimeoutMs);
+  const maxCommandTimeoutMs = int(
+    options.maxCommandTimeoutMs,
+    'maxCommandTimeoutMs',
+    Math.max(1000, minCommandTimeoutMs),
+    minCommandTimeoutMs,
+    REDIS_STORE_BOUNDS.maxTimeoutMs,
+  );
+  if (options.peerRegistry !== undefined && typeof options.peerRegistry !== 'boolean') {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'peerRegistry', 'must be a boolean');
+  }
   return Object.freeze({
     source: Object.freeze(source),
     prefix,
-    commandTimeoutMs: int(options.commandTimeoutMs, 'commandTimeoutMs', 50, 1, REDIS_STORE_BOUNDS.maxTimeoutMs),
+    commandTimeoutMs:
+      options.commandTimeoutMs === undefined
+        ? undefined
+        : int(options.commandTimeoutMs, 'commandTimeoutMs', 50, 1, REDIS_STORE_BOUNDS.maxTimeoutMs),
+    minCommandTimeoutMs,
+    maxCommandTimeoutMs,
+    peerRegistry: options.peerRegistry ?? true,
     connectTimeoutMs: int(options.connectTimeoutMs, 'connectTimeoutMs', 2000, 1, REDIS_STORE_BOUNDS.maxTimeoutMs),
     maxBatchSize: int(options.maxBatchSize, 'maxBatchSize', 128, 1, REDIS_STORE_BOUNDS.maxBatchSize),
     slotsRefreshIntervalMs: int(

@@ -21,7 +21,9 @@ let peersScript: LuaScript | undefined;
 
 /**
  * The live clients sharing a store, kept in Redis: each client heartbeats into a sorted set and
- * reads how many heartbeated recently. `count` is the last value read, so it stays available
+ * reads how many heartbeated recently. A {@link RedisStore} keeps one by default (its `peers`),
+ * which is what a limiter's fallback is sized by; create one yourself only for a client the
+ * store does not own the count of. `count` is the last value read, so it stays available
  * (and unchanged) while Redis is down: exactly what sizing a local fallback to a fair share
  * needs. Used as `failover.peers` of a Limiter.
  *
@@ -38,6 +40,7 @@ export class RedisPeerRegistry implements PeerCount {
   readonly #heartbeatMs: number;
   readonly #ttlMs: number;
   #count = 1;
+  #known = false;
   #timer: NodeJS.Timeout | undefined;
   #beat: Promise<void> | undefined;
   #closed = false;
@@ -66,10 +69,36 @@ export class RedisPeerRegistry implements PeerCount {
     return this.#count;
   }
 
+  /** False until a heartbeat has been answered once (the count is then a guess). */
+  get known(): boolean {
+    return this.#known;
+  }
+
   /** Announces this client and starts heartbeating. Rejects if Redis cannot be reached. */
   async start(): Promise<void> {
     await this.#heartbeat(true);
     this.#schedule();
+  }
+
+  /**
+   * Starts heartbeating without waiting: the first heartbeat is sent now, and a Redis that
+   * cannot be reached is retried every `heartbeatMs` (until then `known` stays false).
+   * The store that owns a registry starts it this way; `close()` stops it.
+   */
+  startInBackground(): void {
+    if (this.#closed || this.#beat !== undefined || this.#timer !== undefined) return;
+    this.#beat = this.#heartbeat(false).finally(() => {
+      this.#beat = undefined;
+      this.#schedule();
+    });
+  }
+
+  /** Heartbeats now rather than at the next tick (the connection just became ready). */
+  beatSoon(): void {
+    if (this.#closed || this.#beat !== undefined || this.#timer === undefined) return;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.startInBackground();
   }
 
   /** Stops heartbeating and leaves the registry (best effort). */
@@ -78,6 +107,7 @@ export class RedisPeerRegistry implements PeerCount {
     this.#closed = true;
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     await this.#beat;
+    if (!this.#known) return;
     await this.#call('leave').catch(() => undefined);
   }
 
@@ -95,6 +125,7 @@ export class RedisPeerRegistry implements PeerCount {
   async #heartbeat(strict: boolean): Promise<void> {
     try {
       this.#count = Math.max(1, await this.#call('beat'));
+      this.#known = true;
     } catch (err) {
       // While Redis is away the last count stays: that is what the fallback is sized by.
       if (strict) throw err;

@@ -1,10 +1,18 @@
-import type { AdjustRequest, ConsumeRequest, ConsumeResult, LeaseRequest, LimitStore } from '@sluice/core';
+import {
+  AdaptiveTimeout,
+  type AdjustRequest,
+  type ConsumeRequest,
+  type ConsumeResult,
+  type LeaseRequest,
+  type LimitStore,
+} from '@sluice/core';
 import type { Cluster, Redis } from 'ioredis';
 import { Ops, type Op } from './codes.js';
 import { openConnection } from './connection.js';
 import { toStoreError, type StoreFailure } from './errors.js';
 import { slotOf, stateKey } from './keys.js';
 import { compileRedisStoreOptions, type CompiledRedisStoreOptions, type RedisStoreOptions } from './options.js';
+import { RedisPeerRegistry } from './peer-registry.js';
 import { decodeReply, encodeBatch, type BatchItem, type ReserveRequest, type ReserveResult } from './protocol.js';
 import { batchScriptSource, ScriptRunner } from './scripts.js';
 import {
@@ -40,8 +48,10 @@ interface Pending {
  *
  * Calls made in the same tick are coalesced into batches (per Cluster slot, see #chunks); one
  * call decides a whole batch, its items in arrival order, at one instant of Redis' clock.
- * Each call settles within `commandTimeoutMs`, with a typed error when Redis is slow or
- * unreachable.
+ * Each call settles within the command timeout (adaptive by default, see
+ * {@link RedisStoreOptions.commandTimeoutMs}), with a typed error when Redis is slow or
+ * unreachable. Connection loss and return are reported to `watchConnection` listeners at once,
+ * and a peer registry (`peers`) counts the processes sharing this Redis.
  *
  * Storage, per Sluice key `k` (all under one hash tag, see keys.ts):
  * `<prefix>{k}` the limit states, `<prefix>{k}:l` and `<prefix>{k}:c` concurrency leases and
@@ -62,6 +72,10 @@ export class RedisStore implements LimitStore {
   readonly #inFlight = new Set<Promise<void>>();
   /** Dispatches waiting for the connection to become ready. */
   readonly #readyWaiters = new Set<() => void>();
+  readonly #timeout: AdaptiveTimeout;
+  readonly #watchers = new Set<(up: boolean, error?: unknown) => void>();
+  /** The live processes sharing this Redis (undefined with `peerRegistry: false`). */
+  readonly peers: RedisPeerRegistry | undefined;
   #lastError: unknown;
 
   constructor(options: RedisStoreOptions) {
@@ -71,7 +85,17 @@ export class RedisStore implements LimitStore {
     this.#runner = new ScriptRunner(connection.client, batchScriptSource());
     this.#owned = connection.owned;
     this.#cluster = connection.cluster;
+    this.#timeout = new AdaptiveTimeout({
+      ...(this.options.commandTimeoutMs === undefined ? {} : { fixedMs: this.options.commandTimeoutMs }),
+      minMs: this.options.minCommandTimeoutMs,
+      maxMs: this.options.maxCommandTimeoutMs,
+    });
     this.#client.on('ready', this.#onReady);
+    this.#client.on('close', this.#onClose);
+    if (this.options.peerRegistry) {
+      this.peers = new RedisPeerRegistry({ client: this.#client, key: `${this.options.prefix}peers` });
+      this.peers.startInBackground();
+    }
     if (this.#owned) {
       // Owning the client means owning its error events (ioredis logs unhandled ones).
       this.#client.on('error', this.#onError);
@@ -82,6 +106,17 @@ export class RedisStore implements LimitStore {
   /** The ioredis client the store talks through. */
   get client(): Redis | Cluster {
     return this.#client;
+  }
+
+  /** The command timeout the next call gets, in ms (fixed, or adapted to recent latency). */
+  get commandTimeoutMs(): number {
+    return this.#timeout.currentMs;
+  }
+
+  /** Reports connection loss (with its cause) and return as ioredis sees them. */
+  watchConnection(listener: (up: boolean, error?: unknown) => void): () => void {
+    this.#watchers.add(listener);
+    return () => this.#watchers.delete(listener);
   }
 
   consume(request: ConsumeRequest): Promise<ConsumeResult> {
@@ -237,7 +272,7 @@ export class RedisStore implements LimitStore {
    * in time, STORE_TIMEOUT if the reply did not come in time.
    */
   #bounded<T>(send: () => Promise<T>): Promise<T> {
-    const budget = this.options.commandTimeoutMs;
+    const budget = this.#timeout.currentMs;
     return new Promise<T>((resolve, reject) => {
       let finished = false;
       let sent = false;
@@ -250,13 +285,19 @@ export class RedisStore implements LimitStore {
       };
       const fail = (failure: StoreFailure) => settle(() => reject(toStoreError(failure)));
       const timer = setTimeout(() => {
+        this.#timeout.timedOut(budget);
         fail(sent ? { kind: 'timeout', ms: budget } : { kind: 'not-ready', status: this.#client.status, cause: this.#lastError });
       }, budget);
       const start = (): void => {
         if (finished || sent) return;
         sent = true;
+        const sentAt = performance.now();
         send().then(
-          (value) => settle(() => resolve(value)),
+          (value) => {
+            // Late replies count too: they are the latency Redis really has right now.
+            this.#timeout.observe(performance.now() - sentAt, finished);
+            settle(() => resolve(value));
+          },
           (error: unknown) => fail({ kind: 'client', error }),
         );
       };
@@ -278,18 +319,31 @@ export class RedisStore implements LimitStore {
     const waiters = [...this.#readyWaiters];
     this.#readyWaiters.clear();
     for (const w of waiters) w();
+    if (this.#closed) return;
+    // The count is what the fallback is sized by: read it as soon as Redis can be reached.
+    if (this.peers?.known === false) this.peers.beatSoon();
+    for (const w of this.#watchers) w(true);
   };
 
   readonly #onError = (error: unknown): void => {
     this.#lastError = error;
   };
 
+  readonly #onClose = (): void => {
+    if (this.#closed) return;
+    const error = toStoreError({ kind: 'not-ready', status: this.#client.status, cause: this.#lastError });
+    for (const w of this.#watchers) w(false, error);
+  };
+
   async #shutdown(): Promise<void> {
     this.#closed = true;
     this.#flush();
     while (this.#inFlight.size > 0) await Promise.all(this.#inFlight);
+    await this.peers?.close();
     this.#client.off('ready', this.#onReady);
-    if (this.#owned) await closeClient(this.#client, this.options.commandTimeoutMs);
+    this.#client.off('close', this.#onClose);
+    this.#watchers.clear();
+    if (this.#owned) await closeClient(this.#client, this.#timeout.currentMs);
   }
 }
 

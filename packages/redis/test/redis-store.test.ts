@@ -154,7 +154,7 @@ describe('cluster', () => {
   afterAll(() => cleanUp(admin, prefix));
 
   it('sends one call per slot and decides keys on every master', async () => {
-    const store = new RedisStore({ clusterNodes: redisClusterNodes(), prefix, commandTimeoutMs: 1000 });
+    const store = new RedisStore({ clusterNodes: redisClusterNodes(), prefix, commandTimeoutMs: 1000, peerRegistry: false });
     await warmUp(store);
     const fcall = vi.spyOn(store.client, 'fcall');
     const keys = Array.from({ length: 60 }, (_, i) => `spread-${i}`);

@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { Limiter, compileLimits, type LimitStore } from '@sluice/core';
-import { RedisPeerRegistry, RedisStore } from '@sluice/redis';
+import { RedisStore } from '@sluice/redis';
 import { FileRuleStore, RedisRuleStore, type RuleStore } from '@sluice/rules';
 import { pino, type Logger } from 'pino';
 import { LiveRules } from './live-rules.js';
@@ -61,7 +61,6 @@ function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
 interface Stores {
   readonly limitStore: LimitStore | undefined;
   readonly ruleStore: RuleStore;
-  readonly peers: RedisPeerRegistry | undefined;
   close(): Promise<void>;
 }
 
@@ -76,11 +75,16 @@ async function openStores(settings: Settings, logger: Logger): Promise<Stores> {
     const dir = settings.rulesDir ?? (settings.rules[0] === undefined ? undefined : `${settings.rules[0]}.versions`);
     if (dir === undefined) throw new SettingsError('give --rules FILE (or --rules-dir DIR) on the embedded store');
     const ruleStore = new FileRuleStore({ dir, logger });
-    return { limitStore: undefined, ruleStore, peers: undefined, close: () => ruleStore.close() };
+    return { limitStore: undefined, ruleStore, close: () => ruleStore.close() };
   }
-  const limitStore = new RedisStore({ ...redisSource, prefix: settings.redisPrefix, commandTimeoutMs: settings.storeTimeoutMs });
+  // The store counts the servers sharing this Redis itself (its peer registry), which sizes the
+  // fallback's share; its timeout adapts to Redis' latency unless --store-timeout-ms fixes it.
+  const limitStore = new RedisStore({
+    ...redisSource,
+    prefix: settings.redisPrefix,
+    ...(settings.storeTimeoutMs === undefined ? {} : { commandTimeoutMs: settings.storeTimeoutMs }),
+  });
   const ruleStore = new RedisRuleStore({ ...redisSource, prefix: settings.redisPrefix, logger });
-  let peers: RedisPeerRegistry | undefined;
   try {
     // A first decision loads the scripts, so the first burst of calls does not wait for it.
     const warmup = {
@@ -90,8 +94,6 @@ async function openStores(settings: Settings, logger: Logger): Promise<Stores> {
       leaseId: '',
     };
     await waitFor(() => limitStore.consume(warmup), 10_000, 'Redis');
-    peers = new RedisPeerRegistry({ client: limitStore.client, key: `${settings.redisPrefix}peers` });
-    await peers.start();
   } catch (err) {
     await ruleStore.close();
     await limitStore.close();
@@ -100,10 +102,8 @@ async function openStores(settings: Settings, logger: Logger): Promise<Stores> {
   return {
     limitStore,
     ruleStore,
-    peers,
     close: async () => {
       await ruleStore.close();
-      await peers?.close();
       await limitStore.close();
     },
   };
@@ -124,7 +124,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     maxKeyLength: settings.maxKeyLength,
     maxWaitMs: settings.maxWaitMs,
     onStoreFailure: settings.onStoreFailure,
-    failover: { logger, ...(stores.peers === undefined ? {} : { peers: stores.peers }) },
+    failover: { logger },
   });
   const rules = new LiveRules({
     limiter,

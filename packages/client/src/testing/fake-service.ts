@@ -20,14 +20,16 @@ function errorAnswer(err: unknown): Answer {
 /**
  * An in-process stand-in for `sluice serve` behind the {@link Transport} interface: a core
  * limiter answers the same endpoints with the same shapes. `down` makes every call fail as an
- * unreachable service would.
+ * unreachable service would, `slow` as one that does not answer in time. `clients` is the count
+ * of clients the service reports (as the real one counts client ids).
  */
 export class FakeService implements Transport {
   readonly limiter: Limiter;
   readonly seen: Seen[] = [];
   down = false;
+  slow = false;
   version = 1;
-  clients = 0;
+  clients = 1;
   closed = false;
   /** Acquire calls that wait here until released by the test or aborted. */
   holdAcquire = false;
@@ -49,6 +51,7 @@ export class FakeService implements Transport {
   async call(path: string, options: CallOptions): Promise<Answer> {
     this.seen.push({ path, body: options.body });
     if (this.down) throw new SluiceError(ErrorCodes.STORE_UNAVAILABLE, 'connection refused');
+    if (this.slow) throw new SluiceError(ErrorCodes.STORE_TIMEOUT, 'the service did not answer in time');
     const answer = await this.#answer(path.split('?')[0]!, options);
     return { ...answer, rulesVersion: this.version };
   }
