@@ -10,7 +10,7 @@ import { RedisStore, batchScriptSource, keyNames } from '../src/index.js';
 import { PROTOCOL_VERSION } from '../src/codes.js';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { redisUrl } from '../../../test/env.js';
-import { cleanUp, standalone } from './helpers.js';
+import { TEST_COMMAND_TIMEOUT_MS, cleanUp, standalone } from './helpers.js';
 import { packAny } from './msgpack.js';
 
 const limits = compileLimits({ algorithm: 'token-bucket', limit: 10, windowMs: 60_000 });
@@ -204,7 +204,7 @@ describe('input, lifecycle and foreign data', () => {
   });
 
   it('rejects invalid input with typed errors and sends nothing', async () => {
-    const store = new RedisStore({ client, prefix: target.prefix });
+    const store = new RedisStore({ client, prefix: target.prefix, commandTimeoutMs: TEST_COMMAND_TIMEOUT_MS });
     const fcall = vi.spyOn(client, 'fcall');
     const evalsha = vi.spyOn(client, 'evalsha');
     const concurrencyLimits = compileLimits({ algorithm: 'concurrency', limit: 2 });
@@ -260,7 +260,7 @@ describe('input, lifecycle and foreign data', () => {
   });
 
   it('closes safely twice, finishes accepted calls, then refuses with CLOSED; a given client stays open', async () => {
-    const store = new RedisStore({ client, prefix: target.prefix });
+    const store = new RedisStore({ client, prefix: target.prefix, commandTimeoutMs: TEST_COMMAND_TIMEOUT_MS });
     const accepted = store.consume(request('close'));
     const first = store.close();
     const second = store.close();
@@ -274,7 +274,7 @@ describe('input, lifecycle and foreign data', () => {
   });
 
   it('closes the connection it opened', async () => {
-    const store = new RedisStore({ url: redisUrl(), prefix: target.prefix });
+    const store = new RedisStore({ url: redisUrl(), prefix: target.prefix, commandTimeoutMs: TEST_COMMAND_TIMEOUT_MS });
     await store.ping();
     await store.close();
     await store.close();
@@ -282,7 +282,7 @@ describe('input, lifecycle and foreign data', () => {
   });
 
   it('refuses a key holding foreign data with STORE_PROTOCOL, deciding the rest of the batch', async () => {
-    const store = new RedisStore({ client, prefix: target.prefix });
+    const store = new RedisStore({ client, prefix: target.prefix, commandTimeoutMs: TEST_COMMAND_TIMEOUT_MS });
     await client.set(keyNames(target.prefix, 'garbage').state, 'not msgpack \xff');
     await client.hset(keyNames(target.prefix, 'wrongtype').state, 'f', 'v');
     const [garbage, wrongType, fine] = await Promise.allSettled([
@@ -299,7 +299,7 @@ describe('input, lifecycle and foreign data', () => {
   });
 
   it('loads the function again after Redis lost it, once for every call that missed it', async () => {
-    const store = new RedisStore({ client, prefix: target.prefix });
+    const store = new RedisStore({ client, prefix: target.prefix, commandTimeoutMs: TEST_COMMAND_TIMEOUT_MS });
     await store.consume(request('lost'));
     await client.function('FLUSH');
     const calls = vi.spyOn(client, 'call');
@@ -330,7 +330,7 @@ describe('input, lifecycle and foreign data', () => {
       );
     const evalsha = vi.spyOn(old, 'evalsha');
     const evalCalls = vi.spyOn(old, 'eval');
-    const store = new RedisStore({ client: old, prefix: target.prefix });
+    const store = new RedisStore({ client: old, prefix: target.prefix, commandTimeoutMs: TEST_COMMAND_TIMEOUT_MS });
     try {
       expect((await store.consume(request('old'))).statuses[0]!.remaining).toBe(9);
       expect((await store.consume(request('old'))).statuses[0]!.remaining).toBe(8);
