@@ -107,6 +107,13 @@ export function governanceScenario(
     let gateways: GatewayProcess[] = [];
     let aggregators: AggregatorProcess[] = [];
 
+    /** What the aggregators own and count, for a wait that gave up. */
+    const fleetState = async () =>
+      JSON.stringify({
+        aggregators: await Promise.all(aggregators.filter((a) => a.alive).map((a) => a.report())),
+        gateways: await Promise.all(gateways.map((g) => g.counters())),
+      });
+
     /** Waits (up to `deliveryMs`) until every gateway answers `path` with `status`. */
     const untilEveryGateway = (what: string, path: string, status: number, headers: Record<string, string> = {}) =>
       until(
@@ -116,6 +123,8 @@ export function governanceScenario(
           return s.every((x) => x === status) ? s : undefined;
         },
         deliveryMs,
+        100,
+        fleetState,
       );
 
     beforeAll(async () => {
