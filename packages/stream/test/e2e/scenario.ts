@@ -109,6 +109,7 @@ export function governanceScenario(
   // Waits for the first reads: new consumer groups, and on a loaded machine a broker whose
   // receives time out (their batches stay invisible until redelivered), need more.
   const firstReadMs = Math.max(45_000, 2 * deliveryMs);
+  const setupMs = 3 * firstReadMs + 30_000;
   describe(`governance end to end over ${name}`, () => {
     let transport: TransportSetup;
     let rulesDir: string;
@@ -135,61 +136,57 @@ export function governanceScenario(
         fleetState,
       );
 
-    beforeAll(
-      async () => {
-        transport = await setup();
-        rulesDir = mkdtempSync(join(tmpdir(), 'sluice-e2e-rules-'));
-        const store = new FileRuleStore({ dir: rulesDir });
-        await store.apply(RULES, { author: 'e2e', reason: 'governance scenario' });
-        await store.close();
-        const { redisUrl, leasePrefix } = settings();
-        aggregators = await Promise.all(
-          ['agg-a', 'agg-b'].map((id) => AggregatorProcess.start(transport.aggregator, { rulesDir, redisUrl, leasePrefix, id })),
-        );
-        gateways = await Promise.all([0, 1, 2].map(() => GatewayProcess.start(transport.gateway)));
-        // Both aggregators hold leases, together on every partition.
-        await until('the partitions to be shared', async () => {
-          const owned = await Promise.all(aggregators.map((a) => a.report()));
-          const all = owned.flatMap((r) => r.partitions).sort();
-          return owned.every((r) => r.partitions.length > 0) && all.length === PARTITIONS ? all : undefined;
-        });
-        // Some brokers take a while before new consumer groups get messages: wait until both
-        // aggregators read batches (paths no rule counts, spread over the partitions).
-        let i = 0;
-        await until(
-          'both aggregators to read events',
-          async () => {
-            await everyGateway(gateways, `/warmup-${i++ % 16}`);
-            const reports = await Promise.all(aggregators.map((a) => a.report()));
-            return reports.every((r) => r.stats.batches > 0) ? reports : undefined;
-          },
-          firstReadMs,
-          200,
-          async () => JSON.stringify(await Promise.all(aggregators.map((a) => a.report()))),
-        );
-        // And the partition the burst test uses is read: one request on /search (far below its
-        // rule's limit) is counted; its window drains before the test starts.
-        const counted = async () =>
-          (await Promise.all(aggregators.map((a) => a.report()))).reduce((n, r) => n + r.stats.events, 0);
-        const before = await counted();
-        await until(
-          'the /search partition to be read',
-          async () => {
-            await everyGateway(gateways.slice(0, 1), '/search');
-            return (await counted()) > before ? true : undefined;
-          },
-          firstReadMs,
-          500,
-          async () =>
-            JSON.stringify({
-              aggregators: await Promise.all(aggregators.map((a) => a.report())),
-              gateway: await gateways[0]!.counters(),
-            }),
-        );
-        await new Promise((r) => setTimeout(r, 5_500));
-      },
-      3 * firstReadMs + 30_000,
-    );
+    beforeAll(async () => {
+      transport = await setup();
+      rulesDir = mkdtempSync(join(tmpdir(), 'sluice-e2e-rules-'));
+      const store = new FileRuleStore({ dir: rulesDir });
+      await store.apply(RULES, { author: 'e2e', reason: 'governance scenario' });
+      await store.close();
+      const { redisUrl, leasePrefix } = settings();
+      aggregators = await Promise.all(
+        ['agg-a', 'agg-b'].map((id) => AggregatorProcess.start(transport.aggregator, { rulesDir, redisUrl, leasePrefix, id })),
+      );
+      gateways = await Promise.all([0, 1, 2].map(() => GatewayProcess.start(transport.gateway)));
+      // Both aggregators hold leases, together on every partition.
+      await until('the partitions to be shared', async () => {
+        const owned = await Promise.all(aggregators.map((a) => a.report()));
+        const all = owned.flatMap((r) => r.partitions).sort();
+        return owned.every((r) => r.partitions.length > 0) && all.length === PARTITIONS ? all : undefined;
+      });
+      // Some brokers take a while before new consumer groups get messages: wait until both
+      // aggregators read batches (paths no rule counts, spread over the partitions).
+      let i = 0;
+      await until(
+        'both aggregators to read events',
+        async () => {
+          await everyGateway(gateways, `/warmup-${i++ % 16}`);
+          const reports = await Promise.all(aggregators.map((a) => a.report()));
+          return reports.every((r) => r.stats.batches > 0) ? reports : undefined;
+        },
+        firstReadMs,
+        200,
+        async () => JSON.stringify(await Promise.all(aggregators.map((a) => a.report()))),
+      );
+      // And the partition the burst test uses is read: one request on /search (far below its
+      // rule's limit) is counted; its window drains before the test starts.
+      const counted = async () => (await Promise.all(aggregators.map((a) => a.report()))).reduce((n, r) => n + r.stats.events, 0);
+      const before = await counted();
+      await until(
+        'the /search partition to be read',
+        async () => {
+          await everyGateway(gateways.slice(0, 1), '/search');
+          return (await counted()) > before ? true : undefined;
+        },
+        firstReadMs,
+        500,
+        async () =>
+          JSON.stringify({
+            aggregators: await Promise.all(aggregators.map((a) => a.report())),
+            gateway: await gateways[0]!.counters(),
+          }),
+      );
+      await new Promise((r) => setTimeout(r, 5_500));
+    }, setupMs);
 
     afterAll(async () => {
       await Promise.all([...gateways, ...aggregators].map((p) => p.close()));
