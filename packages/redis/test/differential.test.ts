@@ -216,7 +216,20 @@ function replay(ref: ReferenceStore, step: Step, now: number): ConsumeResult | R
   }
 }
 
-/** Checks that Redis stores exactly the states the reference keeps for `key`. */
+/** Redis' clock (ms), a key's value and its PTTL, all read at one instant (one script). */
+const READ_ENTRY = `local t = redis.call('TIME')
+return { t[1], t[2], redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[1]) }`;
+
+async function readEntry(admin: Redis | Cluster, key: string): Promise<{ now: number; pttl: number; raw: Buffer | null }> {
+  const [sec, usec, pttl, raw] = (await admin.callBuffer('EVAL', READ_ENTRY, 1, key)) as [Buffer, Buffer, number, Buffer | null];
+  return { now: Number(sec.toString()) * 1000 + Math.floor(Number(usec.toString()) / 1000), pttl, raw };
+}
+
+/**
+ * Checks that Redis stores exactly the states the reference keeps for `key` (as of the
+ * decision at `now`). Times are compared on the store's clock, read with the entry: a stall
+ * between the decision and this check (a loaded machine) changes nothing.
+ */
 async function expectStored(
   admin: Redis | Cluster,
   prefix: string,
@@ -229,7 +242,10 @@ async function expectStored(
   // Expired entries are dropped lazily by both, and by Redis' own expiry too: nothing to compare.
   if (entry !== undefined && entry.expiresAt <= now) return;
   const names = keyNames(prefix, key);
-  const raw = await admin.getBuffer(names.state);
+  const read = await readEntry(admin, names.state);
+  // Ended since the decision: Redis may have removed it by now.
+  if (entry !== undefined && entry.expiresAt <= read.now) return;
+  const raw = read.raw;
   if (entry === undefined) {
     expect(raw, `${context}: no entry expected`).toBeNull();
     return;
@@ -241,8 +257,7 @@ async function expectStored(
   expect(blob[0], `${context}: entry expiry`).toBe(entry.expiresAt);
   // Redis removes the key by itself only well after the entry's end.
   expect(blob[1] as number, `${context}: Redis expiry`).toBeGreaterThanOrEqual(entry.expiresAt + 1000);
-  const pttl = await admin.pttl(names.state);
-  expect(now + pttl, `${context}: PTTL`).toBeGreaterThanOrEqual(entry.expiresAt + 900);
+  expect(read.now + read.pttl, `${context}: PTTL`).toBeGreaterThanOrEqual(entry.expiresAt + 900);
   const stored = new Map<string, Packed>();
   for (let i = 2; i < blob.length; i += 2) stored.set(blob[i] as string, blob[i + 1]!);
   expect([...stored.keys()].sort(), `${context}: limit ids`).toEqual(defined.map((d) => d.limit.id).sort());

@@ -27,7 +27,7 @@ export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(r
  * how fast: a loaded machine (or a cluster client's first connection) may take longer than the
  * default 50 ms. Tests of timing pass their own bound.
  */
-export const TEST_COMMAND_TIMEOUT_MS = 1000;
+export const TEST_COMMAND_TIMEOUT_MS = 5000;
 
 /** Where a test's stores point: standalone or cluster, under a fresh prefix. */
 export interface Target {

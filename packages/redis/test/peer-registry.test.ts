@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { randomPrefix, redisUrl } from '../../../test/env.js';
 import { RedisPeerRegistry } from '../src/peer-registry.js';
 
@@ -14,19 +14,19 @@ describe('RedisPeerRegistry', () => {
 
   it('counts live clients and forgets those that stop heartbeating', async () => {
     const key = `${randomPrefix('peers')}registry`;
-    const peers = [0, 1, 2].map(() => new RedisPeerRegistry({ client: redis, key, heartbeatMs: 50, ttlMs: 200 }));
+    // A TTL far above the heartbeat: a loaded machine can delay a heartbeat by a second or more,
+    // and a live client must not be forgotten for that. Waits poll instead of sleeping a guess.
+    const ttlMs = 3000;
+    const peers = [0, 1, 2].map(() => new RedisPeerRegistry({ client: redis, key, heartbeatMs: 50, ttlMs }));
     for (const p of peers) await p.start();
-    await new Promise((r) => setTimeout(r, 120));
-    expect(peers.map((p) => p.count)).toEqual([3, 3, 3]);
-    // A client that died: one heartbeat on Redis' clock, then nothing.
+    await vi.waitFor(() => expect(peers.map((p) => p.count)).toEqual([3, 3, 3]), { timeout: 10_000, interval: 20 });
+    // A client that died: one heartbeat on Redis' clock, then nothing. It counts until its TTL ends.
     const [sec, usec] = await redis.time();
     await redis.zadd(key, Number(sec) * 1000 + Math.floor(Number(usec) / 1000), 'ghost');
-    await new Promise((r) => setTimeout(r, 70));
-    expect(peers[0]!.count).toBe(4);
+    await vi.waitFor(() => expect(peers[0]!.count).toBe(4), { timeout: ttlMs, interval: 20 });
     await peers[2]!.close();
     await peers[1]!.close();
-    await new Promise((r) => setTimeout(r, 300));
-    expect(peers[0]!.count).toBe(1);
+    await vi.waitFor(() => expect(peers[0]!.count).toBe(1), { timeout: ttlMs * 4, interval: 50 });
     await peers[0]!.close();
     expect(await redis.zcard(key)).toBe(0);
   });

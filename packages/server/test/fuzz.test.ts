@@ -358,19 +358,46 @@ describe('fuzzing every endpoint', () => {
   it('survives garbage on both ports at the TCP level', async () => {
     const g = new Gen(SEED + 2);
     const ports = [new URL(server.url).port, String(server.grpcPort)].map(Number);
+    const httpStatuses: number[] = [];
+    let timedOut = 0;
     for (let i = 0; i < 60; i++) {
-      await new Promise<void>((resolve) => {
-        const socket = connect(ports[i % 2]!, '127.0.0.1', () => {
+      const port = ports[i % 2]!;
+      const answer = await new Promise<string>((resolve) => {
+        const chunks: Buffer[] = [];
+        const done = () => resolve(Buffer.concat(chunks).toString('latin1'));
+        const socket = connect(port, '127.0.0.1', () => {
           const prefix = g.chance(0.5)
             ? 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'
             : g.pick(['POST /v1/check HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n', 'GET / HTTP/9.9\r\n\r\n', '']);
           socket.end(Buffer.concat([Buffer.from(prefix), Buffer.from(Array.from({ length: g.int(500) }, () => g.int(256)))]));
         });
-        socket.on('data', () => undefined);
-        socket.on('error', () => resolve());
-        socket.on('close', () => resolve());
-        socket.setTimeout(2000, () => socket.destroy());
+        socket.on('data', (d: Buffer) => chunks.push(d));
+        socket.on('error', done);
+        socket.on('close', done);
+        // Generous: the server closes each of these connections itself, even on a loaded machine.
+        socket.setTimeout(15_000, () => {
+          timedOut++;
+          socket.destroy();
+        });
       });
+      const status = /^HTTP\/1\.[01] (\d{3})/.exec(answer);
+      if (port === ports[0] && status) httpStatuses.push(Number(status[1]));
+    }
+    // Every connection was closed by the server, and the HTTP port answered garbage with a 4xx.
+    expect(timedOut).toBe(0);
+    expect(httpStatuses.length).toBeGreaterThan(0);
+    expect(httpStatuses.filter((c) => c < 400 || c >= 500)).toEqual([]);
+    // Both ports still serve.
+    expect((await call(server.url, '/healthz')).status).toBe(200);
+    const client = new RlsClient(`127.0.0.1:${server.grpcPort}`);
+    try {
+      const r = await client.shouldRateLimit({
+        domain: 'edge',
+        descriptors: [{ entries: [{ key: 'ip', value: 'garbage-check' }] }],
+      });
+      expect(r.overall_code).toBe('OK');
+    } finally {
+      client.close();
     }
   });
 

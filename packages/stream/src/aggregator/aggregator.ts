@@ -148,20 +148,30 @@ export class Aggregator {
 
   async #acquired(partition: number): Promise<void> {
     this.#counters.acquisitions++;
-    const state = new PartitionState(partition, this.#rules, this.#o.maxValues);
+    const notRestored = (err: unknown) => {
+      this.#counters.snapshotFailures++;
+      this.#o.logger?.warn({ err, partition }, 'partition snapshot not restored; starting from empty windows');
+    };
+    let snap: Uint8Array | undefined;
     try {
-      const snap = await this.#leases.loadSnapshot(partition);
-      if (snap !== undefined) {
+      snap = await this.#leases.loadSnapshot(partition);
+    } catch (err) {
+      notRestored(err);
+    }
+    // Built after the read, with the rules in force now: rules that arrive meanwhile (the
+    // first version at start-up) reach only the partitions already in #owned.
+    const state = new PartitionState(partition, this.#rules, this.#o.maxValues);
+    if (snap !== undefined) {
+      try {
         const r = restoreSnapshot(state, snap, this.#o.now());
         this.#counters.snapshotsRestored++;
         this.#o.logger?.info(
           { partition, values: r.values, holds: r.holds, ageMs: this.#o.now() - r.takenAtMs },
           'partition state restored',
         );
+      } catch (err) {
+        notRestored(err);
       }
-    } catch (err) {
-      this.#counters.snapshotFailures++;
-      this.#o.logger?.warn({ err, partition }, 'partition snapshot not restored; starting from empty windows');
     }
     const owned: Owned = { state, sub: undefined, lagBatches: 0, lagMs: 0, mode: 'normal', gone: false, snapshotHolds: '' };
     this.#owned.set(partition, owned);

@@ -161,4 +161,88 @@ describe('PartitionOwnership', () => {
     await o.round();
     expect(o.owned).toEqual([0]);
   });
+
+  describe('hands one partition over at a time', () => {
+    /** A handler that runs until the test lets it finish, logging its start and end. */
+    function gate() {
+      let open: () => void = () => {};
+      const done = new Promise<void>((resolve) => (open = resolve));
+      return { done, open };
+    }
+    const settle = () => new Promise((r) => setTimeout(r, 0));
+
+    it('takes a lost partition back only after its consumer stopped', async () => {
+      const store = new MemoryLeaseStore();
+      const log: string[] = [];
+      let stopping = gate();
+      let active = 0;
+      const o = new PartitionOwnership(
+        { store, partitions: 1, owner: 'a', leaseTtlMs: 3000, renewMs: 1_000_000 },
+        {
+          acquired: async () => {
+            expect(active++).toBe(0);
+            log.push('+');
+          },
+          released: async (_p, voluntary) => {
+            log.push(voluntary ? '-' : '-!');
+            await stopping.done;
+            log.push('stopped');
+            expect(--active).toBe(0);
+          },
+        },
+      );
+      owners.push(o);
+      await o.round();
+      expect(o.owned).toEqual([0]);
+      // The lease lapsed (a stall past the TTL) and nobody took it: it is free again.
+      await store.release(0, 'a');
+      await o.round();
+      expect(o.owned).toEqual([]);
+      await o.round();
+      // The old consumer is still stopping: the free partition is not taken again yet.
+      expect(o.owned).toEqual([]);
+      expect(log).toEqual(['+', '-!']);
+      stopping.open();
+      await settle();
+      await o.round();
+      expect(o.owned).toEqual([0]);
+      expect(log).toEqual(['+', '-!', 'stopped', '+']);
+      // close() gives the partition up again: that consumer stops at once.
+      stopping = gate();
+      stopping.open();
+    });
+
+    it('lets a partition go only after its consumer started, when the lease is lost meanwhile', async () => {
+      const store = new MemoryLeaseStore();
+      const log: string[] = [];
+      const starting = gate();
+      const o = new PartitionOwnership(
+        { store, partitions: 1, owner: 'a', leaseTtlMs: 3000, renewMs: 1_000_000 },
+        {
+          acquired: async () => {
+            log.push('+');
+            await starting.done;
+            log.push('started');
+          },
+          released: async (_p, voluntary) => {
+            log.push(voluntary ? '-' : '-!');
+          },
+        },
+      );
+      owners.push(o);
+      const first = o.round();
+      await vi.waitFor(() => expect(log).toEqual(['+']));
+      await store.release(0, 'a');
+      // The renewal finds the lease gone while the consumer is still starting (the balance
+      // round of this call waits for the one in flight).
+      const second = o.round();
+      await vi.waitFor(() => expect(o.owned).toEqual([]));
+      await settle();
+      expect(log).toEqual(['+']);
+      starting.open();
+      await Promise.all([first, second]);
+      await settle();
+      expect(log).toEqual(['+', 'started', '-!']);
+    });
+  });
 });

@@ -35,9 +35,15 @@ export interface OwnershipSettings {
  * - balance: gives up partitions beyond its fair share (`ceil(partitions / live members)`) so a
  *   new member gets some, and takes free ones up to its share.
  *
- * The loops are separate because starting to consume a partition can take seconds (a broker
- * client's start-up); renewals must not wait behind it, or every other lease would lapse
- * meanwhile. Each loop runs a round only when its previous one finished.
+ * The loops are separate because starting or stopping a partition's consumer can take seconds
+ * (a broker client's start-up and shutdown); renewals must not wait behind it, or every other
+ * lease would lapse meanwhile. Each loop runs a round only when its previous one finished.
+ *
+ * The handlers of one partition never overlap: `acquired` and `released` of a partition run one
+ * after the other, in the order ownership changed, and a partition whose `released` is still
+ * running is not taken again until it finished. Without that, a lease lost and taken back at
+ * once (a lapse noticed late, the partition still free) would start the new consumer while the
+ * old one was stopping, and the late end of the old hand-over would undo the new one.
  */
 export class PartitionOwnership {
   readonly #s: OwnershipSettings;
@@ -50,6 +56,8 @@ export class PartitionOwnership {
   #timer: NodeJS.Timeout | undefined;
   #renewing: Promise<void> | undefined;
   #balancing: Promise<void> | undefined;
+  /** The last handler call of each partition still running; the next one waits for it. */
+  #handing = new Map<number, Promise<void>>();
   #closed = false;
   /** Where this owner starts looking for free partitions, so owners do not all race for the same one. */
   readonly #offset: number;
@@ -127,7 +135,9 @@ export class PartitionOwnership {
         if (!kept && this.#owned.has(p)) {
           this.#renewedAt.delete(p);
           this.#owned.delete(p);
-          await this.#handlers.released(p, false);
+          // Not awaited: stopping a consumer may take seconds, and the other leases are due.
+          // close() waits for it; failures are reported in #handOver.
+          void this.#handOver(p, () => this.#handlers.released(p, false)).catch(() => undefined);
         }
       }
     } catch (e) {
@@ -146,16 +156,18 @@ export class PartitionOwnership {
       }
       for (let i = 0; i < partitions && this.#owned.size < share && !this.#closed; i++) {
         const p = (this.#offset + i) % partitions;
-        if (this.#owned.has(p)) continue;
+        // A partition still being handed over (its lost lease's consumer stopping) is taken
+        // again only once that finished, at a later round.
+        if (this.#owned.has(p) || this.#handing.has(p)) continue;
         if (await store.acquire(p, owner, leaseTtlMs)) {
           this.#owned.add(p);
           this.#renewedAt.set(p, this.#now());
           try {
-            await this.#handlers.acquired(p);
-          } catch (e) {
-            // Could not start consuming (the stream is down): let another owner, or a later round, try.
-            this.#s.onError?.(e);
-            await this.#giveUp(p);
+            await this.#handOver(p, () => this.#handlers.acquired(p));
+          } catch {
+            // Could not start consuming (the stream is down): let another owner, or a later
+            // round, try. Unless the renewal loop found the lease lost meanwhile and let it go.
+            if (this.#owned.has(p)) await this.#giveUp(p);
           }
         }
       }
@@ -168,10 +180,35 @@ export class PartitionOwnership {
     this.#owned.delete(p);
     this.#renewedAt.delete(p);
     try {
-      await this.#handlers.released(p, true);
+      // The lease is held until the handler finished, so it can snapshot first.
+      await this.#handOver(p, () => this.#handlers.released(p, true));
+    } catch {
+      // Reported in #handOver; the lease is given up all the same.
     } finally {
       await this.#s.store.release(p, this.#s.owner);
     }
+  }
+
+  /**
+   * Runs a handler of partition `p` after the previous one of `p` finished. Rejects (after
+   * reporting it) when the handler throws.
+   */
+  #handOver(p: number, handler: () => Promise<void>): Promise<void> {
+    const previous = this.#handing.get(p) ?? Promise.resolve();
+    const run = previous.then(handler).catch((e: unknown) => {
+      this.#s.onError?.(e);
+      throw e;
+    });
+    // The chain itself never rejects: a failed hand-over must not stall the next one.
+    const settled = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#handing.set(p, settled);
+    void settled.then(() => {
+      if (this.#handing.get(p) === settled) this.#handing.delete(p);
+    });
+    return run;
   }
 
   /** Stops the rounds and gives every partition up (snapshotted first) and leaves the members. */
@@ -187,6 +224,8 @@ export class PartitionOwnership {
         this.#s.onError?.(e);
       }
     }
+    // Consumers of lost leases still stopping.
+    await Promise.all(this.#handing.values());
     try {
       await this.#s.store.leave(this.#s.owner);
     } catch (e) {

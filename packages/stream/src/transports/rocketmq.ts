@@ -65,6 +65,9 @@ export interface RocketMqTransportOptions extends TransportHooks {
 
 type Compiled = Required<Omit<RocketMqTransportOptions, keyof TransportHooks>>;
 
+/** How soon a stopping consumer makes the messages it received but did not handle visible again, in ms. */
+const HAND_BACK_MS = 1_000;
+
 /** The client logs through this: errors go to the consume hook, the rest is dropped. */
 function clientLogger(hooks: TransportHooks) {
   const drop = (): void => {};
@@ -276,6 +279,15 @@ class RocketMqLoop implements Subscription {
     return this.stopping;
   }
 
+  /** Makes a received message visible again soon; best effort (it becomes so by itself later). */
+  private async handBack(m: MessageView): Promise<void> {
+    try {
+      await withTimeout(this.consumer.changeInvisibleDuration(m, HAND_BACK_MS), this.o.commandTimeoutMs, 'hand back');
+    } catch {
+      // It becomes visible after `invisibleMs` anyway.
+    }
+  }
+
   private async loop(): Promise<void> {
     const signal = this.abort.signal;
     let attempt = 0;
@@ -290,12 +302,18 @@ class RocketMqLoop implements Subscription {
         // Each ack leaves as soon as its handler resolved; the next handler does not wait for
         // the round trip, the next receive does.
         const acks: Promise<void>[] = [];
+        let handled = 0;
         for (const m of messages) {
           if (signal.aborted) break;
           await this.onMessage(m);
+          handled++;
           acks.push(withTimeout(this.consumer.ack(m), this.o.commandTimeoutMs, 'ack'));
         }
+        // Stopping (the partition is changing owner): what this receive brought and nobody
+        // handled is handed back at once, instead of staying invisible for `invisibleMs`.
+        const returned = messages.slice(handled).map((m) => this.handBack(m));
         const failed = (await Promise.allSettled(acks)).find((r) => r.status === 'rejected');
+        await Promise.all(returned);
         if (failed) throw failed.reason;
       } catch (err) {
         if (signal.aborted) break;
