@@ -242,6 +242,9 @@ describe('limiter faults', () => {
     const store = new RedisStore({ url: 'redis://127.0.0.1:1', commandTimeoutMs: 50, connectTimeoutMs: 50 });
     const limiter = new Limiter({
       store,
+      // One worker, said explicitly: a store unreachable from the start never reports a peer
+      // count, and the default share denies until it knows one.
+      failover: { peers: 1 },
       resources: {
         'api:local': { limits: { algorithm: 'token-bucket', limit: 100 }, onStoreFailure: 'local' },
         'api:closed': { limits: { algorithm: 'token-bucket', limit: 100 }, onStoreFailure: 'closed' },

@@ -123,8 +123,8 @@ export function governanceScenario(
         gateways: await Promise.all(gateways.map((g) => g.counters())),
       });
 
-    /** Waits (up to `deliveryMs`) until every gateway answers `path` with `status`. */
-    const untilEveryGateway = (what: string, path: string, status: number, headers: Record<string, string> = {}) =>
+    /** Waits (up to `deliveryMs`) until every gateway answers `path` with `status`, asking every `everyMs`. */
+    const untilEveryGateway = (what: string, path: string, status: number, headers: Record<string, string> = {}, everyMs = 100) =>
       until(
         what,
         async () => {
@@ -132,7 +132,7 @@ export function governanceScenario(
           return s.every((x) => x === status) ? s : undefined;
         },
         deliveryMs,
-        100,
+        everyMs,
         fleetState,
       );
 
@@ -202,8 +202,10 @@ export function governanceScenario(
         await untilEveryGateway('/search to be blocked everywhere', '/search', 429);
         // Other paths pass meanwhile.
         expect(await everyGateway(gateways, '/orders')).toEqual([200, 200, 200]);
-        // The burst stopped: the aggregator lifts the block explicitly.
-        await untilEveryGateway('/search to be lifted everywhere', '/search', 200);
+        // The burst stopped: the aggregator lifts the block explicitly. Gateways count the requests
+        // they reject as offered load, so the test asks slowly enough (3 requests every 600 ms,
+        // 25 in a 5 s window) to stay under the rule's 60 itself.
+        await untilEveryGateway('/search to be lifted everywhere', '/search', 200, {}, 600);
         // Every gateway receives the explicit lift. On a slow stream a gateway may have let the
         // block lapse first (its TTL ran out between refreshes); the lift still reaches it.
         await until(
