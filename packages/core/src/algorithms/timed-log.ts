@@ -26,8 +26,7 @@ export function sumEntries(entries: readonly number[]): number {
  * charge at the same instant as an entry joins it.
  */
 export function appendEntry(entries: readonly number[], at: number, cost: number): number[] {
-  let i = entries.length;
-  while (i > 0 && entries[i - 2]! > at) i -= 2;
+  const i = endOfStampsUpTo(entries, at);
   const out = entries.slice();
   if (i > 0 && entries[i - 2] === at) out[i - 1] = out[i - 1]! + cost;
   else out.splice(i, 0, at, cost);
@@ -41,11 +40,17 @@ export function appendEntry(entries: readonly number[], at: number, cost: number
  */
 export function refundNewest(entries: readonly number[], amount: number, now: number): number[] {
   const out = entries.slice();
-  let i = out.length;
-  while (i > 0 && out[i - 2]! > now) i -= 2;
+  let i = endOfStampsUpTo(out, now);
   let left = amount;
   for (; left > 0 && i > 0; i -= 2) left -= takeFrom(out, i - 2, left);
   return out;
+}
+
+/** The index just past the last entry stamped at or before `t` (entries are in time order). */
+function endOfStampsUpTo(entries: readonly number[], t: number): number {
+  let i = entries.length;
+  while (i > 0 && entries[i - 2]! > t) i -= 2;
+  return i;
 }
 
 /** Takes up to `amount` permits from the entry at `i` (removed when emptied); returns how many. */

@@ -31,13 +31,19 @@ local function tl_sum(log, head)
   return s
 end
 
+-- The index of the count of the last entry stamped at or before t (head when there is none).
+local function tl_end_up_to(log, head, t)
+  local i = #log
+  while i > head and log[i - 1] > t do
+    i = i - 2
+  end
+  return i
+end
+
 -- Adds a charge stamped at, in place and in time order (a lease's charge is stamped ahead of the
 -- others); a charge at the same instant as an entry joins it.
 local function tl_append(log, head, at, cost)
-  local i = #log
-  while i > head and log[i - 1] > at do
-    i = i - 2
-  end
+  local i = tl_end_up_to(log, head, at)
   if i > head and log[i - 1] == at then
     log[i] = log[i] + cost
     return
@@ -62,10 +68,7 @@ end
 -- Removes amount permits in place, newest charges first; charges stamped after now are leases'
 -- and are never refunded here (their permits may still be in use).
 local function tl_refund(log, head, amount, now)
-  local i = #log
-  while i > head and log[i - 1] > now do
-    i = i - 2
-  end
+  local i = tl_end_up_to(log, head, now)
   local left = amount
   while left > 0 and i > head do
     left = left - tl_take(log, i - 1, left)
