@@ -61,6 +61,8 @@ export {
   capacityOf,
   checkCost,
   checkDelta,
+  checkHold,
+  checkStamp,
   checkKey,
   compileLimit,
   compileLimits,

@@ -263,7 +263,7 @@ export class LeaseCache {
    */
   #holdFor(h: Held, limits: readonly CompiledLimit[], max: number, s: CompiledLeaseSettings): number {
     if (!limits.some(isWindowed)) return s.ttlMs;
-    const perMs = Math.max(h.rate, h.demand / Math.max(1, this.clock.now() - h.intervalStart));
+    const perMs = this.#demandPerMs(h);
     if (perMs <= 0) return s.ttlMs;
     const use = (2 * (h.available + h.spare + max)) / perMs;
     return Math.min(s.ttlMs, Math.ceil(Math.max(MIN_HOLD_MS, 4 * h.rttMs, use)));
@@ -273,10 +273,16 @@ export class LeaseCache {
   #batchSize(h: Held, limits: readonly CompiledLimit[], cost: number, s: CompiledLeaseSettings): number {
     const capacity = maxCost(limits);
     const share = Math.max(1, Math.floor(capacity * s.maxShare));
-    // The running interval counts too, so a key that just got busy gets a big batch at once.
-    const current = h.demand / Math.max(1, this.clock.now() - h.intervalStart);
-    const wanted = Math.ceil(Math.max(h.rate, current) * s.targetMs);
+    const wanted = Math.ceil(this.#demandPerMs(h) * s.targetMs);
     return Math.max(cost, Math.min(wanted, s.maxBatch, share));
+  }
+
+  /**
+   * Local demand in permits per ms: the smoothed rate, or the running interval's if higher, so a
+   * key that just got busy is sized for it at once.
+   */
+  #demandPerMs(h: Held): number {
+    return Math.max(h.rate, h.demand / Math.max(1, this.clock.now() - h.intervalStart));
   }
 
   #noteDemand(h: Held, cost: number, now: number): void {

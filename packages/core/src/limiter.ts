@@ -9,10 +9,11 @@ import type { DecisionMode, LimiterObserver } from './observer.js';
 import {
   DEFAULT_MAX_KEY_LENGTH,
   MAX_COST,
-  POLICY_BOUNDS,
   checkCost,
   checkDelta,
+  checkHold,
   checkKey,
+  checkStamp,
   maxCost,
   type CompiledLimit,
 } from './policy.js';
@@ -119,9 +120,6 @@ export interface AdjustOptions {
    */
   at?: number;
 }
-
-/** The largest stamp an adjust may name (epoch ms in the year 33658: any real clock is below it). */
-const MAX_STAMP_MS = 1e15;
 
 const MAX_WAIT_BOUND_MS = 24 * 3600 * 1000;
 
@@ -386,10 +384,7 @@ export class Limiter implements RateLimiter {
       ...(options.tenant === undefined ? {} : { tenant: options.tenant }),
     });
     const delta = checkDelta(options.delta);
-    const at: unknown = options.at ?? 0;
-    if (typeof at !== 'number' || !(at >= 0 && at <= MAX_STAMP_MS)) {
-      throw invalid(ErrorCodes.INVALID_OPTIONS, 'at', `must be a number between 0 and ${MAX_STAMP_MS}`);
-    }
+    const at = checkStamp(options.at);
     const tenantLimits = this.#tenantLimits(call);
     let { key, limits } = call;
     if (call.resource.split > 1) {
@@ -438,10 +433,7 @@ export class Limiter implements RateLimiter {
     if (typeof rawMax !== 'number' || !Number.isInteger(rawMax) || rawMax < min || rawMax > MAX_COST || min < 1) {
       throw invalid(ErrorCodes.INVALID_COST, 'max', `must be an integer with 1 <= min <= max <= ${MAX_COST}`);
     }
-    const holdMs: unknown = options.holdMs ?? 0;
-    if (typeof holdMs !== 'number' || !Number.isInteger(holdMs) || holdMs < 0 || holdMs > POLICY_BOUNDS.maxHoldMs) {
-      throw invalid(ErrorCodes.INVALID_OPTIONS, 'holdMs', `must be an integer between 0 and ${POLICY_BOUNDS.maxHoldMs}`);
-    }
+    const holdMs = checkHold(options.holdMs);
     // More than the limit can ever hold is never granted anyway: ask for what can be.
     const max = Math.min(rawMax, maxCost(r.limits));
     const result = await this.#failover.reserve({ key: call.key, limits: r.limits, min, max, holdMs }, r.onStoreFailure);

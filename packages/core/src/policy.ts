@@ -29,6 +29,8 @@ export const POLICY_BOUNDS = Object.freeze({
   maxIdLength: 64,
   /** The longest a reservation's permits may be held before use (a lease's lifetime). */
   maxHoldMs: 60_000,
+  /** The largest stamp a refund may name (epoch ms in the year 33658: any real clock is below it). */
+  maxStampMs: 1e15,
 });
 
 /**
@@ -203,6 +205,32 @@ export function checkDelta(delta: unknown, field = 'delta'): number {
     );
   }
   return delta;
+}
+
+/** A reservation's hold (`ReserveRequest.holdMs`): an integer in [0, maxHoldMs]; 0 when omitted. */
+export function checkHold(holdMs: unknown, field = 'holdMs'): number {
+  if (holdMs === undefined) return 0;
+  if (typeof holdMs !== 'number' || !Number.isInteger(holdMs) || holdMs < 0 || holdMs > POLICY_BOUNDS.maxHoldMs) {
+    throw invalid(
+      ErrorCodes.INVALID_OPTIONS,
+      field,
+      `must be an integer between 0 and ${POLICY_BOUNDS.maxHoldMs}, got ${typeof holdMs === 'number' ? holdMs : JSON.stringify(holdMs)}`,
+    );
+  }
+  return holdMs;
+}
+
+/** A refund's stamp (`AdjustRequest.at`): a number in [0, maxStampMs]; 0 when omitted. */
+export function checkStamp(at: unknown, field = 'at'): number {
+  if (at === undefined) return 0;
+  if (typeof at !== 'number' || !(at >= 0 && at <= POLICY_BOUNDS.maxStampMs)) {
+    throw invalid(
+      ErrorCodes.INVALID_OPTIONS,
+      field,
+      `must be a number between 0 and ${POLICY_BOUNDS.maxStampMs}, got ${typeof at === 'number' ? at : JSON.stringify(at)}`,
+    );
+  }
+  return at;
 }
 
 /** Default bound on key length (in UTF-16 code units). */

@@ -5,6 +5,8 @@ import {
   POLICY_BOUNDS,
   SluiceError,
   checkDelta,
+  checkHold,
+  checkStamp,
   checkKey,
   compileLimits,
   type CompiledLimit,
@@ -116,31 +118,14 @@ export function storeLeaseTtl(ttlMs: unknown): number {
 }
 
 /** Reservation bounds: integers with 0 <= min <= max, 1 <= max <= MAX_COST. */
-/** A reservation's hold (see `ReserveRequest.holdMs`): an integer in [0, maxHoldMs], 0 when omitted. */
+/** A reservation's hold: see `checkHold` in @sluice/core. */
 export function storeHold(holdMs: unknown): number {
-  if (holdMs === undefined) return 0;
-  if (typeof holdMs !== 'number' || !Number.isInteger(holdMs) || holdMs < 0 || holdMs > POLICY_BOUNDS.maxHoldMs) {
-    const got = typeof holdMs === 'number' ? String(holdMs) : JSON.stringify(holdMs);
-    throw invalid(
-      ErrorCodes.INVALID_OPTIONS,
-      'holdMs',
-      `must be an integer between 0 and ${POLICY_BOUNDS.maxHoldMs}, got ${got}`,
-    );
-  }
-  return holdMs;
+  return checkHold(holdMs);
 }
 
-/** The largest stamp an adjust may name (epoch ms in the year 33658: any real clock is below it). */
-export const MAX_STAMP_MS = 1e15;
-
-/** A refund's stamp (see `AdjustRequest.at`): a number in [0, MAX_STAMP_MS], 0 when omitted. */
+/** A refund's stamp: see `checkStamp` in @sluice/core. */
 export function storeStamp(at: unknown): number {
-  if (at === undefined) return 0;
-  if (typeof at !== 'number' || !(at >= 0 && at <= MAX_STAMP_MS)) {
-    const got = typeof at === 'number' ? String(at) : JSON.stringify(at);
-    throw invalid(ErrorCodes.INVALID_OPTIONS, 'at', `must be a number between 0 and ${MAX_STAMP_MS}, got ${got}`);
-  }
-  return at;
+  return checkStamp(at);
 }
 
 export function storeReserveBounds(min: unknown, max: unknown): [number, number] {

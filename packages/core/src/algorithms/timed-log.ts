@@ -3,7 +3,9 @@ import { ceilMs } from './types.js';
 /**
  * Timestamped charges, the state shared by the sliding log and the sliding window: a flat
  * `[ts, cost, ts, cost, ...]` array in time order, stored after a header of `head` numbers. An
- * entry counts while `ts + windowMs > now`, so the window is `(now - windowMs, now]`.
+ * entry counts while `ts + windowMs > now`, so the window is `(now - windowMs, now]`. The
+ * functions that change entries change the array they are given (a fresh one, as `liveEntries`
+ * returns) and return it: a decision copies its state once.
  */
 
 /** The entries of `state` (after its `head` numbers) still inside the window. */
@@ -25,12 +27,11 @@ export function sumEntries(entries: readonly number[]): number {
  * Adds a charge stamped `at`, in time order (a lease's charge is stamped ahead of the others); a
  * charge at the same instant as an entry joins it.
  */
-export function appendEntry(entries: readonly number[], at: number, cost: number): number[] {
+export function appendEntry(entries: number[], at: number, cost: number): number[] {
   const i = endOfStampsUpTo(entries, at);
-  const out = entries.slice();
-  if (i > 0 && entries[i - 2] === at) out[i - 1] = out[i - 1]! + cost;
-  else out.splice(i, 0, at, cost);
-  return out;
+  if (i > 0 && entries[i - 2] === at) entries[i - 1] = entries[i - 1]! + cost;
+  else entries.splice(i, 0, at, cost);
+  return entries;
 }
 
 /**
@@ -38,12 +39,11 @@ export function appendEntry(entries: readonly number[], at: number, cost: number
  * Charges stamped after `now` are leases' (see `appendEntry`) and are never refunded here: their
  * permits may still be in use.
  */
-export function refundNewest(entries: readonly number[], amount: number, now: number): number[] {
-  const out = entries.slice();
-  let i = endOfStampsUpTo(out, now);
+export function refundNewest(entries: number[], amount: number, now: number): number[] {
+  let i = endOfStampsUpTo(entries, now);
   let left = amount;
-  for (; left > 0 && i > 0; i -= 2) left -= takeFrom(out, i - 2, left);
-  return out;
+  for (; left > 0 && i > 0; i -= 2) left -= takeFrom(entries, i - 2, left);
+  return entries;
 }
 
 /** The index just past the last entry stamped at or before `t` (entries are in time order). */
@@ -69,17 +69,15 @@ function takeFrom(out: number[], i: number, amount: number): number {
  * after it, which holds that charge (entries only ever merge forward into the next one), and
  * from no other, so permits that may have been served are never refunded.
  */
-export function refundAt(entries: readonly number[], amount: number, at: number): number[] {
+export function refundAt(entries: number[], amount: number, at: number): number[] {
   let i = 0;
   while (i < entries.length && entries[i]! < at) i += 2;
-  if (i >= entries.length) return entries.slice();
-  const out = entries.slice();
-  takeFrom(out, i, amount);
-  return out;
+  if (i < entries.length) takeFrom(entries, i, amount);
+  return entries;
 }
 
 /** A refund: of the charge stamped `at` when given (> 0), else of the newest charges made by `now`. */
-export function refund(entries: readonly number[], amount: number, now: number, at: number): number[] {
+export function refund(entries: number[], amount: number, now: number, at: number): number[] {
   return at > 0 ? refundAt(entries, amount, at) : refundNewest(entries, amount, now);
 }
 
