@@ -321,8 +321,13 @@ export class LeaseCache {
 
   /** Returns every permit held for `key`, the spare batch included. */
   #giveBack(key: string, h: Held): void {
-    this.#return(key, h.limits, h.available, h.stamp);
-    this.#return(key, h.limits, h.spare, h.spareStamp);
+    if (h.limits.some(isWindowed)) {
+      // Each batch's refund names its own stamp.
+      this.#return(key, h.limits, h.available, h.stamp);
+      this.#return(key, h.limits, h.spare, h.spareStamp);
+    } else {
+      this.#return(key, h.limits, h.available + h.spare, 0);
+    }
     h.available = 0;
     h.spare = 0;
   }
