@@ -7,8 +7,8 @@ import { EPS_PERMITS, wholePermits, type RateAlgorithm, type RateState } from '.
  * `8 * slices` groups of admitted calls in time order (see `timed-log.ts`), each stamped with the
  * time of its newest call. A group counts in full while its stamp is inside the window
  * `(now - windowMs, now]`. (The `0` tells this layout from the counted slices `[3, sliceMs, k,
- * ...]` of earlier versions, read conservatively: every counted call stays until the state is
- * replaced.)
+ * ...]` of earlier versions, read conservatively: all their calls count as made when they are
+ * first read.)
  *
  * The bound is hard: a group's calls were all made at or before its stamp, so every admitted
  * call inside the window is counted, and no window of `windowMs` on the store's clock ever holds
