@@ -21,6 +21,11 @@ export interface RemoteLimiterOptions {
   url: string;
   /** How this client names itself to the service (counted for fair shares). @default a random UUID */
   clientId?: string;
+  /**
+   * The service's data-plane token (`sluice serve --api-token`), sent as `Authorization: Bearer`.
+   * A service that requires one answers calls without it `SLUICE_ERR_UNAUTHORIZED`, thrown to the caller.
+   */
+  token?: string;
   /** Most keep-alive connections to the service. @default 16 */
   connections?: number;
   /**
@@ -82,6 +87,7 @@ export interface RemoteLimiterOptions {
 export interface CompiledRemoteOptions {
   readonly url: string;
   readonly clientId: string;
+  readonly token: string | undefined;
   readonly connections: number;
   /** Undefined: adaptive. */
   readonly checkTimeoutMs: number | undefined;
@@ -116,6 +122,8 @@ export function intOption(value: unknown, field: string, fallback: number, min: 
 }
 
 const CLIENT_ID = /^[A-Za-z0-9_.:-]{1,64}$/;
+/** What an HTTP header value can carry as a bearer token. */
+const TOKEN = /^[\x21-\x7e]{1,1024}$/;
 
 /** Validates options, fills defaults, freezes. */
 export function compileRemoteOptions(o: RemoteLimiterOptions): CompiledRemoteOptions {
@@ -133,6 +141,9 @@ export function compileRemoteOptions(o: RemoteLimiterOptions): CompiledRemoteOpt
   if (typeof clientId !== 'string' || !CLIENT_ID.test(clientId)) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, 'clientId', 'must be 1 to 64 characters of A-Z a-z 0-9 _ . : -');
   }
+  if (o.token !== undefined && (typeof o.token !== 'string' || !TOKEN.test(o.token))) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'token', 'must be 1 to 1024 visible ASCII characters');
+  }
   if (o.lease !== undefined) {
     // Checked the way a rule's lease settings are.
     compileResource('client', { limits: { algorithm: 'fixed-window', limit: 1 }, lease: o.lease }, systemClock);
@@ -141,6 +152,7 @@ export function compileRemoteOptions(o: RemoteLimiterOptions): CompiledRemoteOpt
   return Object.freeze({
     url: url.origin,
     clientId,
+    token: o.token,
     connections: intOption(o.connections, 'connections', 16, 1, 1024),
     checkTimeoutMs: o.checkTimeoutMs === undefined ? undefined : intOption(o.checkTimeoutMs, 'checkTimeoutMs', 100, 1, 600_000),
     consecutiveFailures: intOption(o.consecutiveFailures, 'consecutiveFailures', 3, 1, 1000),

@@ -71,13 +71,16 @@ export class RemoteLimiter implements RateLimiter {
   readonly #waits = new Set<AbortController>();
   #view: RulesView | undefined;
   #refreshing: Promise<void> | undefined;
+  /** Why the last read of the resource list failed, when the service refused it (e.g. a wrong token). */
+  #refused: SluiceError | undefined;
   #pollTimer: TimerHandle | undefined;
   #closing: Promise<void> | undefined;
 
   constructor(options: RemoteLimiterOptions) {
     const o = compileRemoteOptions(options);
     this.#o = o;
-    const transport = o.transport ?? new HttpTransport({ url: o.url, clientId: o.clientId, connections: o.connections });
+    const transport =
+      o.transport ?? new HttpTransport({ url: o.url, clientId: o.clientId, token: o.token, connections: o.connections });
     // Every answer names the service's rule version: a newer one triggers a refresh.
     this.#transport = {
       call: async (path, options) => {
@@ -318,6 +321,8 @@ export class RemoteLimiter implements RateLimiter {
     if (this.#view === undefined) {
       await (this.#refreshing ?? this.#refresh());
       if (this.#view === undefined) {
+        // A refusal (a missing or wrong token) is the caller's to fix, not an outage.
+        if (this.#refused !== undefined) throw this.#refused;
         throw new SluiceError(ErrorCodes.STORE_UNAVAILABLE, 'no resource list from the sluice service yet');
       }
     }
@@ -428,9 +433,13 @@ export class RemoteLimiter implements RateLimiter {
         const a = await this.#transport.call('/v1/resources', { timeoutMs: Math.max(this.#o.checkTimeoutMs ?? 0, 1000) });
         if (a.status !== 200) throw errorFromBody(a.body, a.status);
         if (this.#closing === undefined) this.#apply(viewFromBody(a.body, this.#o.logger));
+        this.#refused = undefined;
       } catch (err) {
         if (isUnavailable(err)) this.#health.markDown(err);
-        else this.#o.logger?.warn({ err }, 'sluice client: the resource list could not be read');
+        else {
+          if (err instanceof SluiceError) this.#refused = err;
+          this.#o.logger?.warn({ err }, 'sluice client: the resource list could not be read');
+        }
       }
     })().finally(() => (this.#refreshing = undefined));
     return this.#refreshing;

@@ -76,6 +76,8 @@ export function errorFromBody(body: unknown, status: number): SluiceError {
 export interface HttpTransportOptions {
   readonly url: string;
   readonly clientId: string;
+  /** The service's data-plane bearer token, if it requires one. */
+  readonly token?: string | undefined;
   /** Most keep-alive connections to the service. */
   readonly connections: number;
 }
@@ -87,7 +89,10 @@ export class HttpTransport implements Transport {
 
   constructor(options: HttpTransportOptions) {
     this.#pool = new Pool(options.url, { connections: options.connections, pipelining: 1 });
-    this.#headers = { [CLIENT_ID_HEADER]: options.clientId };
+    this.#headers = {
+      [CLIENT_ID_HEADER]: options.clientId,
+      ...(options.token === undefined ? {} : { authorization: `Bearer ${options.token}` }),
+    };
   }
 
   async call(path: string, options: CallOptions): Promise<Answer> {

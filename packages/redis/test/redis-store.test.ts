@@ -75,15 +75,18 @@ describe('standalone', () => {
 
   it('reports figures beyond 2^53 exactly', async () => {
     const store = new RedisStore({ client, prefix, commandTimeoutMs: TEST_COMMAND_TIMEOUT_MS });
-    // One permit a year and a debt of a billion: the retry-after is about 3e19 ms.
-    const yearly = compileLimits({ algorithm: 'token-bucket', limit: 1, windowMs: 366 * 24 * 3600 * 1000 });
+    // A billion permits used under a generous limit, then judged by one permit a year (usage
+    // carries over a policy change): the retry-after is about 3e19 ms.
+    const windowMs = 366 * 24 * 3600 * 1000;
+    const generous = compileLimits({ algorithm: 'token-bucket', limit: 1e9, windowMs });
+    const yearly = compileLimits({ algorithm: 'token-bucket', limit: 1, windowMs });
     const [, r] = await Promise.all([
-      store.adjust({ key: 'debt', limits: yearly, delta: 1e9 }),
+      store.consume({ key: 'debt', limits: generous, cost: 1e9, leaseId: '' }),
       store.consume({ key: 'debt', limits: yearly, cost: 1, leaseId: '' }),
     ]);
     const clock = { now: () => r.now, setTimer: () => ({}), clearTimer: () => {} };
     const memory = new MemoryStore({ clock, sweepIntervalMs: 0 });
-    await memory.adjust({ key: 'debt', limits: yearly, delta: 1e9 });
+    await memory.consume({ key: 'debt', limits: generous, cost: 1e9, leaseId: '' });
     const expected = await memory.consume({ key: 'debt', limits: yearly, cost: 1, leaseId: '' });
     expect(r.statuses[0]!.retryAfterMs).toBeGreaterThan(2 ** 53);
     expect(r).toEqual(expected);

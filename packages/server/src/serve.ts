@@ -187,6 +187,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     metrics,
     logger,
     bounds: { maxDescriptors: settings.maxDescriptors, maxKeyLength: settings.maxKeyLength },
+    token: settings.apiToken,
     maxMessageBytes: settings.maxBodyBytes,
     closing: () => closing,
   });
@@ -213,6 +214,12 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     },
     'sluice serving',
   );
+  if (settings.apiToken === undefined && !isLoopback(settings.host)) {
+    logger.warn(
+      { host: settings.host },
+      'decisions are served beyond this machine without --api-token: whoever reaches the ports can check, charge and refund any key',
+    );
+  }
 
   let closed: Promise<void> | undefined;
   const close = () => {
@@ -240,4 +247,9 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     return closed;
   };
   return { url, httpPort, grpcPort, limiter, rules, metrics, logger, close };
+}
+
+/** Whether `host` only accepts connections from this machine. */
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }

@@ -5,7 +5,7 @@ import { SETTINGS, SettingsError, loadSettings } from './settings.js';
 describe('loadSettings', () => {
   it('fills every default without flags or environment', () => {
     const s = loadSettings({}, {});
-    expect(s).toMatchObject({ port: 8080, grpcPort: 8081, host: '0.0.0.0', maxBodyBytes: 65536, maxBatch: 100, rules: [] });
+    expect(s).toMatchObject({ port: 8080, grpcPort: 8081, host: '127.0.0.1', maxBodyBytes: 65536, maxBatch: 100, rules: [] });
     expect(s.redisUrl).toBeUndefined();
     expect(s.adminToken).toBeUndefined();
     expect(Object.isFrozen(s)).toBe(true);

@@ -21,6 +21,7 @@ export interface Settings {
   readonly storeTimeoutMs: number | undefined;
   readonly onStoreFailure: (typeof STORE_FAILURE_POLICIES)[number];
   readonly adminToken: string | undefined;
+  readonly apiToken: string | undefined;
   readonly maxBodyBytes: number;
   readonly maxBatch: number;
   readonly maxWaitMs: number;
@@ -64,7 +65,13 @@ export const SETTINGS = {
     schema: z.string().min(1),
     doc: 'Directory of the versioned rule store on the embedded store (default: `<first rules file>.versions`)',
   },
-  host: { flag: '--host', env: 'SLUICE_HOST', default: '0.0.0.0', schema: z.string().min(1), doc: 'Address both listeners bind' },
+  host: {
+    flag: '--host',
+    env: 'SLUICE_HOST',
+    default: '127.0.0.1',
+    schema: z.string().min(1),
+    doc: 'Address both listeners bind: loopback by default; `0.0.0.0` (or `::`) serves other machines (set `--api-token` then)',
+  },
   port: { flag: '--port', env: 'SLUICE_PORT', default: '8080', schema: int(0, 65_535), doc: 'HTTP port (0: any free port)' },
   grpcPort: {
     flag: '--grpc-port',
@@ -114,6 +121,13 @@ export const SETTINGS = {
     default: undefined,
     schema: z.string().min(16, 'must be at least 16 characters').max(1024),
     doc: 'Bearer token of the admin API; without one the admin API answers 401',
+  },
+  apiToken: {
+    flag: '--api-token',
+    env: 'SLUICE_API_TOKEN',
+    default: undefined,
+    schema: z.string().min(16, 'must be at least 16 characters').max(1024),
+    doc: 'Bearer token every decision call needs (HTTP check, acquire, release, adjust, renew, reserve; gRPC `authorization` metadata); without one they are open to whoever reaches the port',
   },
   maxBodyBytes: {
     flag: '--max-body-bytes',

@@ -74,9 +74,12 @@ export async function eventually(probe: () => Promise<boolean>, timeoutMs = 20_0
 export class RlsClient {
   readonly #client: grpc.Client;
   readonly #method = loadRlsDefinition().ShouldRateLimit!;
+  readonly #metadata = new grpc.Metadata();
 
-  constructor(target: string) {
+  /** `authorization`: the metadata value every call carries (e.g. `Bearer <token>`). */
+  constructor(target: string, authorization?: string) {
     this.#client = new grpc.Client(target, grpc.credentials.createInsecure());
+    if (authorization !== undefined) this.#metadata.set('authorization', authorization);
   }
 
   /** Resolves to the response, or to `{ error }` with the gRPC status and Sluice code. */
@@ -92,6 +95,7 @@ export class RlsClient {
         (b: Buffer) => b,
         (b: Buffer) => this.#method.responseDeserialize(b),
         bytes,
+        this.#metadata,
         (err: grpc.ServiceError | null, res?: unknown) =>
           resolve(
             err ? { error: { code: err.code, details: err.details, sluice: err.metadata?.get('sluice-error-code')[0] } } : res,

@@ -308,6 +308,71 @@ describe('fixed window', () => {
   });
 });
 
+describe('adjustments are bounded', () => {
+  const algorithms: [string, RateAlgorithm, LimitPolicy][] = [
+    ['token bucket', tokenBucket, { algorithm: 'token-bucket', limit: 10, windowMs: 1000, burst: 5 }],
+    ['gcra', gcra, { algorithm: 'gcra', limit: 10, windowMs: 1000, burst: 5 }],
+    ['fixed window', fixedWindow, { algorithm: 'fixed-window', limit: 10, windowMs: 1000 }],
+    ['sliding log', slidingLog, { algorithm: 'sliding-log', limit: 10, windowMs: 1000 }],
+    ['sliding window', slidingWindow, { algorithm: 'sliding-window', limit: 10, windowMs: 1000, slices: 4 }],
+  ];
+
+  /** Calls of cost 1 admitted at `t`, one after another, until one is denied (at most 1000). */
+  function admitsAt(alg: RateAlgorithm, limit: CompiledLimit, start: RateState | undefined, t: number): number {
+    let state = normalizeState(start, t, limit);
+    let n = 0;
+    for (; n < 1000; n++) {
+      const o = alg.evaluate(state, 1, t, limit);
+      if (!o.allowed) break;
+      state = o.next;
+    }
+    return n;
+  }
+
+  for (const [name, alg, policy] of algorithms) {
+    const limit = lim(policy);
+    const capacity = policy.burst ?? policy.limit;
+
+    it(`${name}: no refund lifts a key above its capacity`, () => {
+      const random = prng(7);
+      for (let round = 0; round < 200; round++) {
+        let state: RateState | undefined;
+        let t = 0;
+        // Random use, then a refund of any size (up to far more than was ever taken).
+        for (let i = 0; i < 20; i++) {
+          t += Math.floor(random() * 80);
+          const o = alg.evaluate(normalizeState(state, t, limit), 1 + Math.floor(random() * 3), t, limit);
+          if (o.allowed) state = o.next;
+        }
+        const refund = -Math.ceil(random() * 1e9 * (random() < 0.5 ? 1e-8 : 1));
+        state = alg.adjust(normalizeState(state, t, limit), refund, t, limit).next;
+        expect(admitsAt(alg, limit, state, t)).toBeLessThanOrEqual(capacity);
+      }
+    });
+
+    it(`${name}: no charge blocks a key for longer than one window`, () => {
+      for (const delta of [1, 10, 11, 1e3, 1e9]) {
+        for (const used of [0, 3, 10]) {
+          let state: RateState | undefined;
+          if (used > 0) state = alg.evaluate(undefined, used > capacity ? capacity : used, 0, limit).next;
+          state = alg.adjust(normalizeState(state, 0, limit), delta, 0, limit).next;
+          const retry = alg.evaluate(normalizeState(state, 0, limit), 1, 0, limit).retryAfterMs;
+          // A smooth limit admits one call one emission interval after the debt is paid.
+          const bound = limit.windowMs + limit.windowMs / limit.limit;
+          expect(retry, `charge ${delta} after ${used}`).toBeLessThanOrEqual(bound);
+          expect(admitsAt(alg, limit, state, bound)).toBeGreaterThanOrEqual(1);
+        }
+      }
+    });
+  }
+
+  it('keeps debt a policy change left beyond one window (a charge never lowers usage)', () => {
+    const limit = lim({ algorithm: 'token-bucket', limit: 10, windowMs: 1000 });
+    const next = tokenBucket.adjust([1, 50, 0], 1, 0, limit).next!;
+    expect(next[1]).toBe(50);
+  });
+});
+
 describe('policy changes carry usage over', () => {
   it('converts between algorithms through usage', () => {
     const tb = lim({ algorithm: 'token-bucket', limit: 10, windowMs: 1000 });

@@ -37,7 +37,8 @@ export const fixedWindow: RateAlgorithm = {
 
   adjust(state, delta, now, limit) {
     const [end, count] = current(state, now, limit.windowMs);
-    const after = Math.max(0, count + delta);
+    // A charge counts at most `limit` permits: more could not block past the window's end.
+    const after = delta <= 0 ? Math.max(0, count + delta) : count + Math.min(delta, limit.limit);
     return { next: after > 0 ? [4, end, after] : undefined, ttlMs: ceilMs(end - now) };
   },
 

@@ -42,7 +42,11 @@ export const gcra: RateAlgorithm = {
   adjust(state, delta, now, limit) {
     const T = limit.windowMs / limit.limit;
     const tat = state === undefined ? now : Math.max(state[1]!, now);
-    const newTat = Math.max(now, tat + delta * T);
+    // As the token bucket: a refund stops at a full bucket, a charge at one window of debt.
+    const newTat =
+      delta <= 0
+        ? Math.max(now, tat + delta * T)
+        : Math.max(tat, Math.min(tat + delta * T, now + (limit.burst + limit.limit) * T));
     const ttlMs = ceilMs(newTat - now);
     return { next: newTat > now ? [2, newTat, T] : undefined, ttlMs };
   },

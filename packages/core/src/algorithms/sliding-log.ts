@@ -39,7 +39,8 @@ export const slidingLog: RateAlgorithm = {
 
   adjust(state, delta, now, limit, at = 0) {
     const live = liveEntries(state, 1, now, limit.windowMs);
-    const entries = delta > 0 ? appendEntry(live, now, delta) : refund(live, -delta, now, at);
+    // A charge counts at most `limit` permits: more could not block longer than one window.
+    const entries = delta > 0 ? appendEntry(live, now, Math.min(delta, limit.limit)) : refund(live, -delta, now, at);
     if (entries.length === 0) return { next: undefined, ttlMs: 0 };
     return { next: [5, ...entries], ttlMs: resetAfterEntries(entries, now, limit.windowMs) };
   },

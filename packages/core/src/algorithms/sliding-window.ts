@@ -52,7 +52,9 @@ export const slidingWindow: RateAlgorithm = {
 
   adjust(state, delta, now, limit, at = 0) {
     const live = liveOf(state, now, limit);
-    const entries = delta > 0 ? merged(appendEntry(live, now, delta), limit) : refund(live, -delta, now, at);
+    // As the sliding log: a charge counts at most `limit` permits.
+    const entries =
+      delta > 0 ? merged(appendEntry(live, now, Math.min(delta, limit.limit)), limit) : refund(live, -delta, now, at);
     if (entries.length === 0) return { next: undefined, ttlMs: 0 };
     return { next: [3, 0, ...entries], ttlMs: resetAfterEntries(entries, now, limit.windowMs) };
   },

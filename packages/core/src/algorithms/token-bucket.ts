@@ -1,5 +1,5 @@
 import type { CompiledLimit } from '../policy.js';
-import { EPS_PERMITS, ceilMs, wholePermits, type RateAlgorithm, type RateState } from './types.js';
+import { EPS_PERMITS, adjustedUsage, ceilMs, wholePermits, type RateAlgorithm, type RateState } from './types.js';
 
 /**
  * Token bucket, stored as the permits *used* and when that was measured: `[1, used, ts]`.
@@ -43,7 +43,8 @@ export const tokenBucket: RateAlgorithm = {
 
   adjust(state, delta, now, limit) {
     const rate = limit.limit / limit.windowMs;
-    const used = Math.max(0, (state === undefined ? 0 : drained(state, now, rate)) + delta);
+    // A charge takes the key at most one window into debt: it admits again within windowMs.
+    const used = adjustedUsage(state === undefined ? 0 : drained(state, now, rate), delta, limit.burst + limit.limit);
     const ts = state === undefined ? now : Math.max(now, state[2]!);
     const ttlMs = ceilMs(used / rate);
     return { next: used > 0 ? [1, used, ts] : undefined, ttlMs };

@@ -63,6 +63,16 @@ export function wholePermits(x: number): number {
   return Math.max(0, Math.floor(x + EPS_PERMITS));
 }
 
+/**
+ * Usage after an adjustment of `delta` permits. A refund never takes usage below 0, so it never
+ * lifts a key above its capacity; a charge never takes it past `ceiling`, the most debt the limit
+ * allows, and never lowers usage already beyond it (a policy change may leave more).
+ */
+export function adjustedUsage(used: number, delta: number, ceiling: number): number {
+  if (delta <= 0) return Math.max(0, used + delta);
+  return Math.max(used, Math.min(used + delta, ceiling));
+}
+
 /** Milliseconds rounded up, never negative. */
 export function ceilMs(x: number): number {
   return Math.max(0, Math.ceil(x - EPS_MS));

@@ -28,7 +28,13 @@ end
 
 function fixed_window.adjust(state, delta, now, limit)
   local window_end, count = fw_current(state, now, limit.window_ms)
-  local after = max(0, count + delta)
+  -- A charge counts at most limit permits: more could not block past the window's end.
+  local after
+  if delta <= 0 then
+    after = max(0, count + delta)
+  else
+    after = count + min(delta, limit.limit)
+  end
   local ttl = ceil_ms(window_end - now)
   if after > 0 then
     return { 4, window_end, after }, ttl

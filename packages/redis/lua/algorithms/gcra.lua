@@ -19,7 +19,13 @@ end
 function gcra.adjust(state, delta, now, limit)
   local T = limit.window_ms / limit.limit
   local tat = state == nil and now or max(state[2], now)
-  local new_tat = max(now, tat + delta * T)
+  -- As the token bucket: a refund stops at a full bucket, a charge at one window of debt.
+  local new_tat
+  if delta <= 0 then
+    new_tat = max(now, tat + delta * T)
+  else
+    new_tat = max(tat, min(tat + delta * T, now + (limit.burst + limit.limit) * T))
+  end
   local ttl = ceil_ms(new_tat - now)
   if new_tat > now then
     return { 2, new_tat, T }, ttl

@@ -25,7 +25,8 @@ end
 function sliding_log.adjust(state, delta, now, limit, at)
   local log = tl_live(state or { 5 }, 1, now, limit.window_ms)
   if delta > 0 then
-    tl_append(log, 1, now, delta)
+    -- A charge counts at most limit permits: more could not block longer than one window.
+    tl_append(log, 1, now, min(delta, limit.limit))
   else
     tl_refund_for(log, 1, -delta, now, at)
   end

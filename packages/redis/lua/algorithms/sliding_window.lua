@@ -56,7 +56,7 @@ end
 function sliding_window.adjust(state, delta, now, limit, at)
   local log = sw_live(state, now, limit)
   if delta > 0 then
-    tl_append(log, 2, now, delta)
+    tl_append(log, 2, now, min(delta, limit.limit))
     sw_merge(log, limit)
   else
     tl_refund_for(log, 2, -delta, now, at)

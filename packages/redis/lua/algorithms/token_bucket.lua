@@ -29,7 +29,8 @@ end
 -- Returns next (nil: no state needed) and ttl_ms.
 function token_bucket.adjust(state, delta, now, limit)
   local rate = limit.limit / limit.window_ms
-  local used = max(0, (state == nil and 0 or tb_drained(state, now, rate)) + delta)
+  -- A charge takes the key at most one window into debt.
+  local used = adjusted_usage(state == nil and 0 or tb_drained(state, now, rate), delta, limit.burst + limit.limit)
   local ts = state == nil and now or max(now, state[3])
   local ttl = ceil_ms(used / rate)
   if used > 0 then

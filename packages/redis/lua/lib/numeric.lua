@@ -14,6 +14,15 @@ local function whole_permits(x)
   return max(0, floor(x + EPS_PERMITS))
 end
 
+-- Usage after an adjustment of delta permits (adjustedUsage): a refund stops at 0, a charge at
+-- ceiling, and a charge never lowers usage already beyond it.
+local function adjusted_usage(used, delta, ceiling)
+  if delta <= 0 then
+    return max(0, used + delta)
+  end
+  return max(used, min(used + delta, ceiling))
+end
+
 -- Milliseconds rounded up, never negative (ceilMs).
 local function ceil_ms(x)
   return max(0, ceil(x - EPS_MS))

@@ -56,7 +56,7 @@ export async function load(call: () => Promise<boolean>, concurrency: number, se
   };
 }
 
-function httpCheck(server: string, resource: string, keys: number): () => Promise<boolean> {
+function httpCheck(server: string, resource: string, keys: number, token: string | undefined): () => Promise<boolean> {
   const url = new URL('/v1/check', server);
   const agent = new Agent({ keepAlive: true, maxSockets: 1024 });
   let n = 0;
@@ -65,7 +65,15 @@ function httpCheck(server: string, resource: string, keys: number): () => Promis
       const body = JSON.stringify({ resource, key: `k${n++ % keys}` });
       const req = httpRequest(
         url,
-        { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+        {
+          method: 'POST',
+          agent,
+          headers: {
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(body),
+            ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
+          },
+        },
         (res) => {
           const chunks: Buffer[] = [];
           res.on('data', (c: Buffer) => chunks.push(c));
@@ -83,10 +91,17 @@ function httpCheck(server: string, resource: string, keys: number): () => Promis
     });
 }
 
-function grpcCheck(target: string, domain: string, entries: { key: string; value: string }[]): () => Promise<boolean> {
+function grpcCheck(
+  target: string,
+  domain: string,
+  entries: { key: string; value: string }[],
+  token: string | undefined,
+): () => Promise<boolean> {
   const def = loadRlsDefinition();
   const method = def.ShouldRateLimit!;
   const client = new grpc.Client(target, grpc.credentials.createInsecure());
+  const metadata = new grpc.Metadata();
+  if (token !== undefined) metadata.set('authorization', `Bearer ${token}`);
   return () =>
     new Promise<boolean>((resolvePromise, reject) => {
       client.makeUnaryRequest(
@@ -94,6 +109,7 @@ function grpcCheck(target: string, domain: string, entries: { key: string; value
         (x: object) => method.requestSerialize(x),
         (b: Buffer) => method.responseDeserialize(b),
         { domain, descriptors: [{ entries }] },
+        metadata,
         (err: grpc.ServiceError | null, res?: unknown) => {
           if (err) reject(err);
           else resolvePromise((res as { overall_code: string }).overall_code === 'OVER_LIMIT');
@@ -112,6 +128,8 @@ export interface BenchOptions {
   readonly keys: number;
   readonly concurrency: number;
   readonly seconds: number;
+  /** The server's data-plane token (`--api-token`), if it requires one. */
+  readonly token?: string | undefined;
 }
 
 /** Finds the repository's benchmark (bench/dist/main.js) above `from`. */
@@ -153,7 +171,7 @@ export async function runBench(o: BenchOptions, out: Out): Promise<void> {
     print(
       out,
       `HTTP  ${o.server} /v1/check ${o.resource}, ${o.concurrency} in flight`,
-      await load(httpCheck(o.server, o.resource, o.keys), o.concurrency, o.seconds),
+      await load(httpCheck(o.server, o.resource, o.keys, o.token), o.concurrency, o.seconds),
     );
   }
   if (o.grpc !== undefined) {
@@ -166,7 +184,7 @@ export async function runBench(o: BenchOptions, out: Out): Promise<void> {
     print(
       out,
       `gRPC  ${o.grpc} ShouldRateLimit ${o.domain}, ${o.concurrency} in flight`,
-      await load(grpcCheck(o.grpc, o.domain, entries), o.concurrency, o.seconds),
+      await load(grpcCheck(o.grpc, o.domain, entries, o.token), o.concurrency, o.seconds),
     );
   }
 }

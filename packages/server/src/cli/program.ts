@@ -163,6 +163,7 @@ export function buildCli(): Command {
     .option('--keys <n>', 'distinct keys to spread the load over', positiveInt, 1000)
     .option('--concurrency <n>', 'calls in flight', positiveInt, 16)
     .option('--duration <s>', 'seconds per run', positiveInt, 5)
+    .addOption(new Option('--api-token <token>', "the server's data-plane bearer token").env('SLUICE_API_TOKEN'))
     .action(
       async (o: {
         server?: string;
@@ -173,6 +174,7 @@ export function buildCli(): Command {
         keys: number;
         concurrency: number;
         duration: number;
+        apiToken?: string;
       }) =>
         runBench(
           {
@@ -184,6 +186,7 @@ export function buildCli(): Command {
             keys: o.keys,
             concurrency: o.concurrency,
             seconds: o.duration,
+            token: o.apiToken,
           },
           out,
         ),

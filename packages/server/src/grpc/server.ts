@@ -5,6 +5,7 @@ import type { Limiter } from '@sluice/core';
 import type { Logger } from 'pino';
 import { ServerError, ServerErrorCodes, describeError, grpcStatusOf } from '../errors.js';
 import { shouldRateLimit } from '../envoy/rls.js';
+import { authorized } from '../http/auth.js';
 import type { LiveRules } from '../live-rules.js';
 import type { ServerMetrics } from '../metrics.js';
 import { decodeRlsRequest, encodeRlsResponse, type RlsBounds } from './codec.js';
@@ -44,6 +45,8 @@ export interface GrpcDeps {
   readonly maxMessageBytes: number;
   /** True once the server is shutting down: new calls are refused. */
   readonly closing: () => boolean;
+  /** The bearer token every call must carry in its `authorization` metadata; none: calls are open. */
+  readonly token?: string | undefined;
 }
 
 const METHOD = 'ShouldRateLimit';
@@ -83,6 +86,13 @@ export function buildGrpcServer(deps: GrpcDeps): grpc.Server {
   };
   server.addService(service, {
     [METHOD]: (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+      if (!authorized(call.metadata.get('authorization')[0], deps.token)) {
+        fail(
+          callback,
+          new ServerError(ServerErrorCodes.UNAUTHORIZED, 'a valid bearer token is required in the authorization metadata'),
+        );
+        return;
+      }
       const raw = call.request;
       if (typeof raw === 'object' && raw !== null && MALFORMED in raw) {
         fail(

@@ -2,8 +2,9 @@ import type { Decision } from '@sluice/core';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { fromZod } from '../errors.js';
+import { ServerError, ServerErrorCodes, fromZod } from '../errors.js';
 import type { RateLimitService } from '../service.js';
+import { authorized } from './auth.js';
 import { decodeBody, itemSchemas, type Decoded, type ItemBounds } from './items.js';
 import { encodeDecision, errorReply, rateLimitHeaders, sendError } from './reply.js';
 
@@ -34,14 +35,29 @@ function decisionSingle(d: Decision, query: Record<string, string | undefined>) 
 }
 
 /**
- * `POST /v1/check|acquire|release|adjust`: decode -> service -> encode. A body is one item
- * (answered with its status and RateLimit headers) or `{ items: [...] }` (answered 200 with
- * `{ results: [...] }`, one decision or `{ error }` per item, in order).
+ * `POST /v1/check|acquire|release|adjust|reserve|renew`: decode -> service -> encode. A body is one item (answered with its status and RateLimit headers) or
+ * `{ items: [...] }` (answered 200 with `{ results: [...] }`, one decision or `{ error }` per
+ * item, in order). With `token` set, each of them needs it as a bearer token, checked before
+ * the body is read. `GET /v1/resources` stays public.
  */
-export function registerApi(app: FastifyInstance, service: RateLimitService, bounds: ItemBounds, logger: Logger): void {
+export function registerApi(
+  app: FastifyInstance,
+  service: RateLimitService,
+  bounds: ItemBounds,
+  logger: Logger,
+  token: string | undefined,
+): void {
   const schemas = itemSchemas(bounds);
+  const onRequest = async (request: FastifyRequest, reply: FastifyReply) => {
+    if (authorized(request.headers.authorization, token)) return undefined;
+    return sendError(
+      reply.header('www-authenticate', 'Bearer'),
+      new ServerError(ServerErrorCodes.UNAUTHORIZED, 'a valid bearer token is required'),
+      logger,
+    );
+  };
   const route = <T, R>(op: Op<T, R>) => {
-    app.post(op.path, async (request: FastifyRequest, reply: FastifyReply) => {
+    app.post(op.path, { onRequest }, async (request: FastifyRequest, reply: FastifyReply) => {
       service.clients.note(request.headers[CLIENT_ID_HEADER]);
       void reply.header(RULES_VERSION_HEADER, String(service.rulesVersion));
       const q = op.query.safeParse(request.query ?? {});
@@ -111,7 +127,8 @@ export function registerApi(app: FastifyInstance, service: RateLimitService, bou
     encode: (r) => ({ granted: r.granted, at: r.at, ...encodeDecision(r.decision, true) }),
   });
   route({ path: '/v1/renew', schema: schemas.renew, query: plainQuery, run: (item) => service.renew(item), encode: (r) => r });
-  // Public and read-only: names and limits only, no secrets; bounded by MAX_LISTED_RESOURCES.
+  // Public and read-only, as /v1/stats (the dashboard reads both): names and limits only, no
+  // secrets; bounded by MAX_LISTED_RESOURCES.
   app.get('/v1/resources', async (request, reply) => {
     service.clients.note(request.headers[CLIENT_ID_HEADER]);
     const q = plainQuery.safeParse(request.query ?? {});

@@ -13,7 +13,8 @@ import { fromFastifyError, sendError } from './reply.js';
 
 /** What the HTTP app is built from. */
 export interface HttpDeps {
-  readonly settings: Pick<Settings, 'maxBodyBytes' | 'maxBatch' | 'maxKeyLength' | 'maxWaitMs' | 'adminToken'>;
+  readonly settings: Pick<Settings, 'maxBodyBytes' | 'maxBatch' | 'maxKeyLength' | 'maxWaitMs' | 'adminToken'> &
+    Partial<Pick<Settings, 'apiToken'>>;
   readonly service: RateLimitService;
   readonly rules: LiveRules;
   readonly ruleStore: RuleStore;
@@ -104,7 +105,7 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     metrics.httpRequest(request.routeOptions.url ?? 'unmatched', request.method, reply.statusCode);
   });
 
-  registerApi(app, deps.service, settings, logger);
+  registerApi(app, deps.service, settings, logger, settings.apiToken);
   registerAdmin(app, { store: deps.ruleStore, rules: deps.rules, token: settings.adminToken, logger });
   if (deps.dashboard === true) registerDashboard(app, logger);
 
