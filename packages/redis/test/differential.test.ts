@@ -163,7 +163,9 @@ function randomTick(
       const cost = Math.floor(rnd() * (maxCost + 1));
       steps.push({ op: 'consume', key, limits, cost, leaseId, reserve: randomReserve(rnd) });
     } else if (r < 0.75) {
-      const delta = Math.floor(rnd() * (2 * maxCost + 1)) - maxCost;
+      // Now and then far beyond any limit: the bounds on adjustments must agree too.
+      const scale = rnd() < 0.1 ? 1000 : 1;
+      const delta = (Math.floor(rnd() * (2 * maxCost + 1)) - maxCost) * scale;
       // A lease returning unused permits names its reservation's stamp.
       const at = delta < 0 && stamps.length > 0 && rnd() < 0.5 ? pick(stamps) : 0;
       steps.push({ op: 'adjust', key, limits, delta, ...(at > 0 ? { at } : {}) });
