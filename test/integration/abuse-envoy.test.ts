@@ -9,6 +9,7 @@
  */
 import { limiterResourceName } from '@sluice/server';
 import { compileRules } from '@sluice/rules';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RlsClient, call, eventually } from '../../packages/server/test/support.js';
 import { randomPrefix, redisUrl } from '../env.js';
@@ -34,12 +35,40 @@ const override = (key: string, value: string, rpu: number) => ({
 
 type Store = 'embedded' | 'redis';
 
+/** A `sluice serve` of this file's tests: the process, and on Redis the prefix of its keys. */
+interface Server {
+  readonly serve: Serve;
+  /** Stops the process and deletes its keys from Redis. */
+  stop(): Promise<void>;
+}
+
 /** `sluice serve` with the rules above, on `store`, with override settings given as variables. */
-function serve(rules: string, store: Store, env: Record<string, string> = {}): Promise<Serve> {
+async function serve(rules: string, store: Store, env: Record<string, string> = {}): Promise<Server> {
   const args = ['--rules', rules, '--port', '0', '--grpc-port', '0'];
-  if (store === 'redis')
-    args.push('--redis', redisUrl(), '--redis-prefix', randomPrefix('abuse-envoy'), '--store-timeout-ms', '2000');
-  return spawnSluice(args, { SLUICE_SHUTDOWN_GRACE_MS: '500', ...env });
+  const prefix = randomPrefix('abuse-envoy');
+  if (store === 'redis') args.push('--redis', redisUrl(), '--redis-prefix', prefix, '--store-timeout-ms', '2000');
+  const s = await spawnSluice(args, { SLUICE_SHUTDOWN_GRACE_MS: '500', ...env });
+  return {
+    serve: s,
+    async stop() {
+      await s.stop();
+      if (store === 'redis') await deleteKeys(prefix);
+    },
+  };
+}
+
+async function deleteKeys(prefix: string): Promise<void> {
+  const redis = new Redis(redisUrl());
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+      if (keys.length > 0) await redis.del(...keys);
+      cursor = next;
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
+  }
 }
 
 /** Sends `n` requests, `width` at a time; resolves to every answer in order. */
@@ -66,14 +95,14 @@ function failures(answers: readonly any[]): Record<string, number> {
 
 describe.each<Store>(['embedded', 'redis'])('Envoy limit overrides under abuse (%s store)', (store) => {
   const rules = rulesFile(RULES);
-  let server: Serve;
+  let server: Server;
   let client: RlsClient;
   const ask = (descriptors: object[]) => client.shouldRateLimit({ domain: 'abuse', descriptors, hits_addend: 0 });
 
   beforeAll(async () => {
     // The defaults: 1000 overrides at once, 100 new a minute, dropped after a minute unused.
     server = await serve(rules.path, store);
-    client = new RlsClient(`127.0.0.1:${server.grpcPort}`);
+    client = new RlsClient(`127.0.0.1:${server.serve.grpcPort}`);
   });
   afterAll(async () => {
     client?.close();
@@ -100,11 +129,11 @@ describe.each<Store>(['embedded', 'redis'])('Envoy limit overrides under abuse (
     const m = domain.match(d.entries, { requestsPerUnit: 3, unit: 'hour' })!;
     const r = await ask([d]);
     expect(r.statuses[0]).toMatchObject({ code: 'OK', current_limit: { requests_per_unit: 3 } });
-    const check = await call(server.url, '/v1/check', { resource: limiterResourceName(m.resource), key: m.key });
+    const check = await call(server.serve.url, '/v1/check', { resource: limiterResourceName(m.resource), key: m.key });
     expect(check.status).toBe(404);
     expect(check.json.error.code).toBe('SLUICE_ERR_UNKNOWN_RESOURCE');
     // The configured limit is a resource of the active version: served.
-    expect((await call(server.url, '/v1/check', { resource: 'envoy:abuse.tenant', key: 'k' })).status).toBe(200);
+    expect((await call(server.serve.url, '/v1/check', { resource: 'envoy:abuse.tenant', key: 'k' })).status).toBe(200);
   });
   it('still decides new overrides, and a descriptor over its limit, after 999 distinct overrides', async () => {
     const answers = await flood(client, FLOOD, (i) => ({
@@ -141,7 +170,7 @@ describe.each<Store>(['embedded', 'redis'])('Envoy limit overrides under abuse (
 
 describe.each<Store>(['embedded', 'redis'])('idle Envoy limit overrides make room (%s store)', (store) => {
   const rules = rulesFile(RULES);
-  let server: Serve;
+  let server: Server;
   let client: RlsClient;
 
   beforeAll(async () => {
@@ -150,7 +179,7 @@ describe.each<Store>(['embedded', 'redis'])('idle Envoy limit overrides make roo
       SLUICE_OVERRIDE_RATE: '6000',
       SLUICE_OVERRIDE_IDLE_MS: '1000',
     });
-    client = new RlsClient(`127.0.0.1:${server.grpcPort}`);
+    client = new RlsClient(`127.0.0.1:${server.serve.grpcPort}`);
   });
   afterAll(async () => {
     client?.close();
