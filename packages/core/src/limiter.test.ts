@@ -169,6 +169,19 @@ describe('Limiter.adjust and setLimits', () => {
     expect((await limiter.try('api')).remaining).toBe(11);
     await limiter.close();
   });
+
+  it('refuses a removed resource and carries its state over when it is set again', async () => {
+    const policy = { algorithm: 'fixed-window', limit: 10, windowMs: 60_000 } as const;
+    const { limiter } = setup({ api: policy });
+    await limiter.try('api', { key: 'k', cost: 7 });
+    expect(limiter.removeLimits('api')).toBe(true);
+    expect(limiter.removeLimits('api')).toBe(false);
+    expect(limiter.has('api')).toBe(false);
+    await expect(limiter.try('api', { key: 'k' })).rejects.toMatchObject({ code: ErrorCodes.UNKNOWN_RESOURCE });
+    limiter.setLimits('api', policy);
+    expect((await limiter.try('api', { key: 'k' })).remaining).toBe(2);
+    await limiter.close();
+  });
 });
 
 describe('owned resources', () => {

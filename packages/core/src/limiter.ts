@@ -228,6 +228,15 @@ export class Limiter implements RateLimiter {
     this.#prefilter.clear();
   }
 
+  /**
+   * Removes a resource's limits: calls to it are refused from then on. What its keys counted
+   * stays in the store under the resource's name, so limits set again under the same name
+   * carry on from that state. False when the resource had no limits.
+   */
+  removeLimits(resource: string): boolean {
+    return this.#resources.delete(resource);
+  }
+
   /** True if the resource has limits configured. */
   has(resource: string): boolean {
     return this.#resources.has(resource);

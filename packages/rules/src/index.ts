@@ -32,6 +32,7 @@ export {
 export type { EnvoyDescriptor, EnvoyRateLimit } from './envoy/compile.js';
 export {
   EnvoyDomain,
+  OVERRIDE_RESOURCE_PREFIX,
   matchDescriptor,
   matchDescriptors,
   wildcardMatch,

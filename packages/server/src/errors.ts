@@ -27,8 +27,6 @@ export const ServerErrorCodes = {
   NOT_READY: 'SLUICE_ERR_NOT_READY',
   /** The server is shutting down. */
   SHUTTING_DOWN: 'SLUICE_ERR_SHUTTING_DOWN',
-  /** Requests carried more distinct limit overrides than `SLUICE_MAX_OVERRIDES` allows. */
-  TOO_MANY_OVERRIDES: 'SLUICE_ERR_TOO_MANY_OVERRIDES',
   /** A fault in the server itself; the log has the details. */
   INTERNAL: 'SLUICE_ERR_INTERNAL',
 } as const;
@@ -87,7 +85,6 @@ const TRANSPORT: Readonly<Record<AnyErrorCode, Transport>> = Object.freeze({
   [ServerErrorCodes.NOT_FOUND]: { http: 404, grpc: GrpcStatus.NOT_FOUND },
   [ServerErrorCodes.NOT_READY]: { http: 503, grpc: GrpcStatus.UNAVAILABLE },
   [ServerErrorCodes.SHUTTING_DOWN]: { http: 503, grpc: GrpcStatus.UNAVAILABLE },
-  [ServerErrorCodes.TOO_MANY_OVERRIDES]: { http: 429, grpc: GrpcStatus.RESOURCE_EXHAUSTED },
   [ServerErrorCodes.INTERNAL]: { http: 500, grpc: GrpcStatus.INTERNAL },
   [ErrorCodes.INVALID_POLICY]: { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT },
   [ErrorCodes.INVALID_COST]: { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT },

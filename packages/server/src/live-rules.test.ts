@@ -25,7 +25,7 @@ describe('LiveRules', () => {
 
   it('pushes a version into the limiter, tells what changed, and refuses removed resources', async () => {
     const events: RulesAppliedEvent[] = [];
-    const rules = new LiveRules({ limiter, maxOverrides: 10, onApplied: (e) => events.push(e) });
+    const rules = new LiveRules({ limiter, onApplied: (e) => events.push(e) });
     expect(rules.apply(ruleVersion(V1, 1))).toBe(true);
     expect(events[0]).toEqual({ version: 1, added: ['a', 'b', 'envoy:edge.ip'], changed: [], removed: [] });
     expect(rules.has('a') && rules.has('envoy:edge.ip')).toBe(true);
@@ -41,7 +41,7 @@ describe('LiveRules', () => {
   });
 
   it('ignores versions older than the active one', () => {
-    const rules = new LiveRules({ limiter, maxOverrides: 10 });
+    const rules = new LiveRules({ limiter });
     rules.apply(ruleVersion(V2, 5));
     expect(rules.apply(ruleVersion(V1, 4))).toBe(false);
     expect(rules.apply(ruleVersion(V1, 5))).toBe(false);
@@ -54,13 +54,5 @@ describe('LiveRules', () => {
     const name = limiterResourceName('envoy:~0123456789abcdef');
     expect(name).toMatch(/^envoy@[0-9a-f]{40}$/);
     expect(limiterResourceName('envoy:~0123456789abcdef')).toBe(name);
-  });
-
-  it('bounds distinct overrides', () => {
-    const rules = new LiveRules({ limiter, maxOverrides: 1 });
-    expect(rules.ensureOverride('envoy:~aa', { limits: [{ algorithm: 'fixed-window', limit: 1 }] })).toBe(true);
-    expect(rules.ensureOverride('envoy:~aa', { limits: [{ algorithm: 'fixed-window', limit: 1 }] })).toBe(true);
-    expect(rules.has('envoy:~aa')).toBe(true);
-    expect(rules.ensureOverride('envoy:~bb', { limits: [{ algorithm: 'fixed-window', limit: 2 }] })).toBe(false);
   });
 });

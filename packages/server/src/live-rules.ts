@@ -14,8 +14,6 @@ export interface RulesAppliedEvent {
 export interface LiveRulesOptions {
   readonly limiter: Limiter;
   readonly logger?: Logger;
-  /** Most distinct limit overrides kept (Envoy `RateLimitDescriptor.limit`). */
-  readonly maxOverrides: number;
   /** Called after each version is made active. */
   readonly onApplied?: (event: RulesAppliedEvent) => void;
 }
@@ -39,19 +37,15 @@ export function limiterResourceName(name: string): string {
 export class LiveRules {
   readonly #limiter: Limiter;
   readonly #logger: Logger | undefined;
-  readonly #maxOverrides: number;
   readonly #onApplied: LiveRulesOptions['onApplied'];
   /** Active resource name -> canonical JSON of its config (to tell changes apart). */
   #resources = new Map<string, string>();
   #domains: Readonly<Record<string, EnvoyDomain>> = {};
   #version: RuleVersion | undefined;
-  /** Override resources registered so far (they outlive rule versions). */
-  readonly #overrides = new Set<string>();
 
   constructor(options: LiveRulesOptions) {
     this.#limiter = options.limiter;
     this.#logger = options.logger;
-    this.#maxOverrides = options.maxOverrides;
     this.#onApplied = options.onApplied;
   }
 
@@ -70,23 +64,12 @@ export class LiveRules {
     return [...this.#resources.keys()];
   }
 
-  /** True when `resource` is in the active version (or is a registered override). */
-  has(name: string): boolean {
-    const resource = limiterResourceName(name);
-    return this.#resources.has(resource) || this.#overrides.has(resource);
-  }
-
   /**
-   * Registers the limit of an Envoy override on first use. False when the bound on distinct
-   * overrides is reached (the caller refuses the request).
+   * True when `resource` is in the active version. Envoy limit overrides never are: they are
+   * the gRPC service's own (see `OverrideTable`), not resources of the rules.
    */
-  ensureOverride(name: string, config: ResourceConfig): boolean {
-    const resource = limiterResourceName(name);
-    if (this.#overrides.has(resource)) return true;
-    if (this.#overrides.size >= this.#maxOverrides) return false;
-    this.#limiter.setLimits(resource, config);
-    this.#overrides.add(resource);
-    return true;
+  has(name: string): boolean {
+    return this.#resources.has(limiterResourceName(name));
   }
 
   /** Makes `v` active unless a newer (or the same) version already is. */

@@ -1,5 +1,6 @@
 import type { Decision, LimiterObserver } from '@sluice/core';
 import { createPrometheusObserver } from '@sluice/core/metrics';
+import { OVERRIDE_RESOURCE_PREFIX } from '@sluice/rules';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** Live figures of one resource, for `GET /v1/stats` and `sluice status`. */
@@ -23,10 +24,14 @@ interface Tally {
   remaining: number;
 }
 
+/** The resource label of every Envoy limit override's decisions. */
+export const OVERRIDES = 'envoy:/override';
+
 /**
  * The server's Prometheus registry: the core's decision metrics plus requests by transport,
  * the active rule version, fallbacks and pre-filter rejections, and process metrics. Label
- * values are bounded: resources come from the rules, routes from the route table.
+ * values are bounded: resources come from the rules, routes from the route table, and every
+ * Envoy limit override (callers choose those) is counted under the one resource {@link OVERRIDES}.
  */
 export class ServerMetrics {
   readonly registry = new Registry();
@@ -38,6 +43,7 @@ export class ServerMetrics {
   readonly #remaining: Gauge<'resource'>;
   readonly #fallbacks: Counter<'resource'>;
   readonly #prefilter: Counter<'resource'>;
+  readonly #overridesRefused: Counter;
   readonly #tallies = new Map<string, Tally>();
 
   constructor() {
@@ -81,11 +87,17 @@ export class ServerMetrics {
       labelNames: ['resource'] as const,
       registers,
     });
+    this.#overridesRefused = new Counter({
+      name: 'sluice_envoy_overrides_refused_total',
+      help: 'Envoy limit overrides not admitted (the override table was full of overrides in use, or new ones came too fast)',
+      registers,
+    });
     const core = createPrometheusObserver({ registry: this.registry });
     this.observer = {
       decided: (e) => {
-        core.decided?.(e);
-        this.#decided(e.resource, e.decision);
+        const resource = e.resource.startsWith(OVERRIDE_RESOURCE_PREFIX) ? OVERRIDES : e.resource;
+        core.decided?.(resource === e.resource ? e : { ...e, resource });
+        this.#decided(resource, e.decision);
       },
       storeSwitched: (e) => core.storeSwitched?.(e),
       waited: (e) => core.waited?.(e),
@@ -114,6 +126,11 @@ export class ServerMetrics {
 
   grpcRequest(method: string, code: number): void {
     this.#grpc.inc({ method, code: String(code) });
+  }
+
+  /** An Envoy limit override was not admitted to the override table. */
+  overrideRefused(): void {
+    this.#overridesRefused.inc();
   }
 
   rulesApplied(version: number, added: number, changed: number, removed: number): void {

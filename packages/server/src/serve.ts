@@ -3,6 +3,7 @@ import { Limiter, compileLimits, type LimitStore } from '@sluice/core';
 import { RedisStore } from '@sluice/redis';
 import { FileRuleStore, RedisRuleStore, type RuleStore } from '@sluice/rules';
 import { pino, type Logger } from 'pino';
+import { OverrideTable } from './envoy/overrides.js';
 import { LiveRules } from './live-rules.js';
 import { ServerMetrics } from './metrics.js';
 import { buildHttpApp } from './http/app.js';
@@ -129,7 +130,6 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   const rules = new LiveRules({
     limiter,
     logger,
-    maxOverrides: settings.maxOverrides,
     onApplied: (e) => metrics.rulesApplied(e.version, e.added.length, e.changed.length, e.removed.length),
   });
   let stopWatch: (() => void) | undefined;
@@ -181,9 +181,17 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     closing: () => closing,
     dashboard: settings.dashboard,
   });
+  const overrides = new OverrideTable({
+    limiter,
+    maxOverrides: settings.maxOverrides,
+    perMinute: settings.overridesPerMinute,
+    idleMs: settings.overrideIdleMs,
+    onRefused: () => metrics.overrideRefused(),
+  });
   const grpcServer = buildGrpcServer({
     limiter,
     rules,
+    overrides,
     metrics,
     logger,
     bounds: { maxDescriptors: settings.maxDescriptors, maxKeyLength: settings.maxKeyLength },

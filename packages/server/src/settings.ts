@@ -28,6 +28,8 @@ export interface Settings {
   readonly maxKeyLength: number;
   readonly maxDescriptors: number;
   readonly maxOverrides: number;
+  readonly overridesPerMinute: number;
+  readonly overrideIdleMs: number;
   readonly shutdownGraceMs: number;
   /** Serve the web dashboard at `/dashboard`. */
   readonly dashboard: boolean;
@@ -169,7 +171,21 @@ export const SETTINGS = {
     env: 'SLUICE_MAX_OVERRIDES',
     default: '1000',
     schema: int(0, 1_000_000),
-    doc: 'Most distinct limit overrides (Envoy `RateLimitDescriptor.limit`) the server keeps limits for',
+    doc: 'Most distinct limit overrides (Envoy `RateLimitDescriptor.limit`) the server keeps limits for at once',
+  },
+  overridesPerMinute: {
+    flag: '--override-rate',
+    env: 'SLUICE_OVERRIDE_RATE',
+    default: '100',
+    schema: int(0, 1_000_000),
+    doc: 'Most new limit overrides admitted a minute (all of them at once after a quiet minute)',
+  },
+  overrideIdleMs: {
+    flag: '--override-idle-ms',
+    env: 'SLUICE_OVERRIDE_IDLE_MS',
+    default: '60000',
+    schema: int(1000, 86_400_000),
+    doc: 'A limit override unused this long makes room for a new one',
   },
   shutdownGraceMs: {
     flag: '--shutdown-grace-ms',

@@ -81,13 +81,19 @@ function matched(domain: string, limit: LimitNode, key: string, statsKey: string
   return Object.freeze({ ...settings, domain, key, statsKey });
 }
 
+/**
+ * Names of the resources that limit overrides count under start with this: one per domain,
+ * unit and `requests_per_unit`, so the same override always counts under the same name.
+ */
+export const OVERRIDE_RESOURCE_PREFIX = 'envoy:/override/';
+
 function overrideMatch(domain: string, entries: readonly DescriptorEntry[], o: LimitOverride): MatchedLimit {
   const id = createHash('sha256')
     .update(JSON.stringify([domain, { override: [o.unit, o.requestsPerUnit] }]))
     .digest('hex');
   return Object.freeze({
     domain,
-    resource: `envoy:/override/${id.slice(0, 32)}`,
+    resource: `${OVERRIDE_RESOURCE_PREFIX}${id.slice(0, 32)}`,
     key: bucketKey(domain, entries, new Map()),
     statsKey: descriptorKey(domain, entries),
     policy: Object.freeze(envoyPolicy(o.requestsPerUnit, o.unit)),

@@ -2,6 +2,7 @@ import { Limiter, ManualClock } from '@sluice/core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LiveRules } from '../live-rules.js';
 import { ruleVersion } from '../testing/rules.js';
+import { OverrideTable } from './overrides.js';
 import { shouldRateLimit, type RlsDescriptor, type RlsRequest } from './rls.js';
 
 const RULES = `
@@ -52,13 +53,15 @@ describe('shouldRateLimit', () => {
   let clock: ManualClock;
   let limiter: Limiter;
   let rules: LiveRules;
-  const ask = (r: RlsRequest) => shouldRateLimit(r, limiter, rules);
+  let overrides: OverrideTable;
+  const ask = (r: RlsRequest) => shouldRateLimit(r, limiter, rules, overrides);
 
   beforeEach(() => {
     // Aligned to a minute so fixed windows do not roll over mid-test.
     clock = new ManualClock(1_800_000_000_000);
     limiter = new Limiter({ resources: {}, clock });
-    rules = new LiveRules({ limiter, maxOverrides: 2 });
+    rules = new LiveRules({ limiter });
+    overrides = new OverrideTable({ limiter, maxOverrides: 2, perMinute: 3, idleMs: 10_000, clock });
     rules.apply(ruleVersion(RULES));
   });
   afterEach(() => limiter.close());
@@ -185,18 +188,76 @@ describe('shouldRateLimit', () => {
     expect((await ask(req([d(['path', '/other'])]))).statuses[0]).toEqual({ code: 'OK', limitRemaining: 0 });
   });
 
-  it('applies limit overrides, up to the bound on distinct ones', async () => {
-    const o = (rpu: number): RlsDescriptor => ({
-      ...d(['remote_address', 'o']),
-      limit: { requestsPerUnit: rpu, unit: 'second' },
-    });
+  const o = (rpu: number, ...kv: [string, string][]): RlsDescriptor => ({
+    ...d(...(kv.length > 0 ? kv : [['remote_address', 'o'] as [string, string]])),
+    limit: { requestsPerUnit: rpu, unit: 'hour' },
+  });
+
+  it('applies limit overrides', async () => {
     expect((await ask(req([o(1)]))).statuses[0]).toMatchObject({
       code: 'OK',
-      currentLimit: { requestsPerUnit: 1, unit: 'second' },
+      currentLimit: { requestsPerUnit: 1, unit: 'hour' },
     });
     expect((await ask(req([o(1)]))).overallCode).toBe('OVER_LIMIT');
     expect((await ask(req([o(5)]))).overallCode).toBe('OK');
-    await expect(ask(req([o(6)]))).rejects.toMatchObject({ code: 'SLUICE_ERR_TOO_MANY_OVERRIDES' });
+    expect(overrides.size).toBe(2);
+  });
+
+  it('decides an override the table cannot admit by the limit configured for its entries', async () => {
+    await ask(req([o(1)]));
+    await ask(req([o(2)]));
+    // The table is full of overrides in use: remote_address falls back to its 1 a second.
+    const fallback = await ask(req([o(3)]));
+    expect(fallback.overallCode).toBe('OK');
+    expect(fallback.statuses[0]).toMatchObject({ code: 'OK', currentLimit: { requestsPerUnit: 1, unit: 'second' } });
+    expect((await ask(req([o(3)]))).statuses[0]).toMatchObject({ code: 'OVER_LIMIT', currentLimit: { requestsPerUnit: 1 } });
+    expect(overrides.size).toBe(2);
+  });
+
+  it('answers an override it cannot count, with no configured limit, over its limit; the rest of the request is decided', async () => {
+    await ask(req([o(1)]));
+    await ask(req([o(2)]));
+    const bar = d(['source_cluster', 'proxy'], ['destination_cluster', 'bar']);
+    const r = await ask(req([o(3, ['nothing', 'here']), bar]));
+    expect(r.overallCode).toBe('OVER_LIMIT');
+    expect(r.statuses[0]).toEqual({
+      code: 'OVER_LIMIT',
+      currentLimit: { requestsPerUnit: 3, unit: 'hour', name: '' },
+      limitRemaining: 0,
+    });
+    // bar was decided, and given back with the refused request.
+    expect(r.statuses[1]).toMatchObject({ code: 'OK', limitRemaining: 1 });
+    expect((await ask(req([bar]))).statuses[0]).toMatchObject({ code: 'OK', limitRemaining: 1 });
+    // An over-limit descriptor next to a fallback still answers OVER_LIMIT.
+    await ask(req([bar]));
+    const over = await ask(req([o(3), bar]));
+    expect(over.overallCode).toBe('OVER_LIMIT');
+    expect(over.statuses.map((s) => s.code)).toEqual(['OK', 'OVER_LIMIT']);
+  });
+
+  it('admits new overrides again once idle ones make room, and an evicted override keeps its count', async () => {
+    await ask(req([o(1)]));
+    expect((await ask(req([o(1)]))).overallCode).toBe('OVER_LIMIT');
+    await ask(req([o(2)]));
+    // 20 s: both idle for longer than 10 s, and one more admission in the bucket.
+    clock.advance(20_000);
+    expect((await ask(req([o(3)]))).statuses[0]).toMatchObject({ currentLimit: { requestsPerUnit: 3, unit: 'hour' } });
+    expect(overrides.size).toBe(1);
+    clock.advance(20_000);
+    // Back in the table within the same hour: its count carried over in the store.
+    const back = await ask(req([o(1)]));
+    expect(back.statuses[0]).toMatchObject({ code: 'OVER_LIMIT', currentLimit: { requestsPerUnit: 1, unit: 'hour' } });
+  });
+
+  it('admits at most perMinute new overrides a minute', async () => {
+    overrides = new OverrideTable({ limiter, maxOverrides: 100, perMinute: 3, idleMs: 60_000, clock });
+    for (const rpu of [1, 2, 3]) expect((await ask(req([o(rpu)]))).statuses[0]!.currentLimit?.unit).toBe('hour');
+    expect((await ask(req([o(4)]))).statuses[0]!.currentLimit).toMatchObject({ requestsPerUnit: 1, unit: 'second' });
+    // Admitted ones are still served.
+    expect((await ask(req([o(3)]))).statuses[0]!.currentLimit).toMatchObject({ requestsPerUnit: 3, unit: 'hour' });
+    clock.advance(20_000);
+    expect((await ask(req([o(4)]))).statuses[0]!.currentLimit).toMatchObject({ requestsPerUnit: 4, unit: 'hour' });
+    expect(overrides.size).toBe(4);
   });
 
   it('refuses empty domains and descriptor lists', async () => {

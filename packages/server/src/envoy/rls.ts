@@ -1,7 +1,15 @@
 import { ErrorCodes, isSluiceError, type Decision, type Limiter } from '@sluice/core';
-import { matchDescriptors, type EnvoyUnit, type MatchedLimit, type RequestDescriptor } from '@sluice/rules';
+import {
+  OVERRIDE_RESOURCE_PREFIX,
+  matchDescriptors,
+  type EnvoyDomain,
+  type EnvoyUnit,
+  type MatchedLimit,
+  type RequestDescriptor,
+} from '@sluice/rules';
 import { ServerError, ServerErrorCodes } from '../errors.js';
 import { limiterResourceName, type LiveRules } from '../live-rules.js';
+import type { OverrideTable } from './overrides.js';
 
 /** One descriptor of a ShouldRateLimit request, decoded. */
 export interface RlsDescriptor extends RequestDescriptor {
@@ -42,12 +50,48 @@ interface Outcome {
   readonly resource: string;
   readonly cost: number;
   readonly decision: Decision | undefined;
-  /** The limit can never admit the cost. */
-  readonly tooLarge: boolean;
+  /** Over without a decision: the limit can never admit the cost, or cannot be counted. */
+  readonly refused: boolean;
 }
 
 function over(o: Outcome): boolean {
-  return o.tooLarge || (o.decision !== undefined && !o.decision.allowed);
+  return o.refused || (o.decision !== undefined && !o.decision.allowed);
+}
+
+/** The limits of a request's descriptors, and which of them are overrides the server cannot count. */
+interface Matched {
+  readonly matches: readonly (MatchedLimit | undefined)[];
+  readonly untracked: ReadonlySet<number>;
+}
+
+/**
+ * Matches the descriptors and holds each limit override in `overrides` (`held` collects the
+ * releases). A descriptor whose override the table does not admit is decided as if it carried
+ * none, by the limit configured for its entries; with no such limit it cannot be counted, and
+ * is answered over its override rather than let through unlimited.
+ */
+function matchLimits(
+  domain: EnvoyDomain,
+  descriptors: readonly RlsDescriptor[],
+  overrides: OverrideTable,
+  held: (() => void)[],
+): Matched {
+  const matches = matchDescriptors(domain, descriptors);
+  const refused = new Set<number>();
+  matches.forEach((m, i) => {
+    if (m?.policy === undefined || !m.resource.startsWith(OVERRIDE_RESOURCE_PREFIX)) return;
+    const release = overrides.hold(limiterResourceName(m.resource), { limits: [m.policy] });
+    if (release === undefined) refused.add(i);
+    else held.push(release);
+  });
+  if (refused.size === 0) return { matches, untracked: refused };
+  // Matched again as a whole: a configured limit found instead may replace, or be replaced by, others.
+  const rematched = matchDescriptors(
+    domain,
+    descriptors.map((d, i) => (refused.has(i) ? { entries: d.entries } : d)),
+  );
+  const untracked = new Set([...refused].filter((i) => domain.match(descriptors[i]!.entries) === undefined));
+  return { matches: rematched.map((m, i) => (untracked.has(i) ? matches[i] : m)), untracked };
 }
 
 /**
@@ -57,9 +101,15 @@ function over(o: Outcome): boolean {
  * each matched limit is charged `hits_addend`; the answer is OVER_LIMIT when a descriptor is
  * over its limit, or when every `quota_mode` descriptor is. `shadow_mode` limits count but
  * answer OK. Unlike envoyproxy/ratelimit's default, a request answered OVER_LIMIT is charged
- * nowhere: the permits its admitted descriptors took are given back.
+ * nowhere: the permits its admitted descriptors took are given back. Limit overrides count in
+ * `overrides`; one the table cannot admit never fails the request (see {@link matchLimits}).
  */
-export async function shouldRateLimit(request: RlsRequest, limiter: Limiter, rules: LiveRules): Promise<RlsResponse> {
+export async function shouldRateLimit(
+  request: RlsRequest,
+  limiter: Limiter,
+  rules: LiveRules,
+  overrides: OverrideTable,
+): Promise<RlsResponse> {
   if (request.domain === '')
     throw new ServerError(ServerErrorCodes.INVALID_REQUEST, 'domain: must not be empty', { field: 'domain' });
   if (request.descriptors.length === 0) {
@@ -70,22 +120,29 @@ export async function shouldRateLimit(request: RlsRequest, limiter: Limiter, rul
   // An unknown domain has no limits: every descriptor passes, as in envoyproxy/ratelimit.
   if (domain === undefined)
     return { overallCode: 'OK', statuses: request.descriptors.map(() => ({ code: 'OK', limitRemaining: 0 })) };
-  const matches = matchDescriptors(domain, request.descriptors);
+  const held: (() => void)[] = [];
+  try {
+    return await decide(request, limiter, matchLimits(domain, request.descriptors, overrides, held));
+  } finally {
+    for (const release of held) release();
+  }
+}
+
+/** Decides every matched limit, then the request as a whole. */
+async function decide(request: RlsRequest, limiter: Limiter, { matches, untracked }: Matched): Promise<RlsResponse> {
   const requestHits = Math.max(1, request.hitsAddend);
   const outcomes = await Promise.all(
     matches.map(async (match, i): Promise<Outcome | undefined> => {
       if (match === undefined || match.unlimited || match.policy === undefined) return undefined;
-      if (!rules.has(match.resource) && !rules.ensureOverride(match.resource, { limits: [match.policy] })) {
-        throw new ServerError(ServerErrorCodes.TOO_MANY_OVERRIDES, 'too many distinct limit overrides; use configured limits');
-      }
       const cost = request.descriptors[i]!.hitsAddend ?? requestHits;
       const resource = limiterResourceName(match.resource);
+      if (untracked.has(i)) return { match, resource, cost, decision: undefined, refused: true };
       try {
-        return { match, resource, cost, decision: await limiter.try(resource, { key: match.key, cost }), tooLarge: false };
+        return { match, resource, cost, decision: await limiter.try(resource, { key: match.key, cost }), refused: false };
       } catch (err) {
         // A cost the limit can never admit is over that limit, as envoy counts it.
         if (isSluiceError(err, ErrorCodes.COST_EXCEEDS_LIMIT) || isSluiceError(err, ErrorCodes.INVALID_COST)) {
-          return { match, resource, cost, decision: undefined, tooLarge: true };
+          return { match, resource, cost, decision: undefined, refused: true };
         }
         throw err;
       }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ServerError } from '../errors.js';
-import { decodeRlsRequest, encodeRlsResponse } from './codec.js';
+import { MAX_OVERRIDE_REQUESTS_PER_UNIT, decodeRlsRequest, encodeRlsResponse } from './codec.js';
 
 const bounds = { maxDescriptors: 4, maxKeyLength: 16 };
 const entry = (key: string, value: string) => ({ key, value });
@@ -49,6 +49,22 @@ describe('decodeRlsRequest', () => {
     );
     expect(r.hitsAddend).toBe(1_000_000_001);
     expect(r.descriptors[0]!.hitsAddend).toBe(1_000_000_001);
+  });
+
+  it('caps the requests_per_unit of an override at the largest limit a fixed window counts', () => {
+    const limit = (requests_per_unit: number) =>
+      decodeRlsRequest(
+        {
+          domain: 'd',
+          hits_addend: 0,
+          descriptors: [{ entries: [entry('a', 'b')], limit: { requests_per_unit, unit: 'SECOND' } }],
+        },
+        bounds,
+      ).descriptors[0]!.limit;
+    expect(limit(4294967295)).toEqual({ requestsPerUnit: MAX_OVERRIDE_REQUESTS_PER_UNIT, unit: 'second' });
+    expect(limit(MAX_OVERRIDE_REQUESTS_PER_UNIT + 1)!.requestsPerUnit).toBe(MAX_OVERRIDE_REQUESTS_PER_UNIT);
+    expect(limit(MAX_OVERRIDE_REQUESTS_PER_UNIT)!.requestsPerUnit).toBe(MAX_OVERRIDE_REQUESTS_PER_UNIT);
+    expect(limit(7)!.requestsPerUnit).toBe(7);
   });
 
   it('rejects what envoy validation rules and the bounds exclude, naming the field', () => {

@@ -1,4 +1,4 @@
-import { MAX_COST } from '@sluice/core';
+import { MAX_COST, POLICY_BOUNDS } from '@sluice/core';
 import type { EnvoyUnit } from '@sluice/rules';
 import { ServerError, ServerErrorCodes } from '../errors.js';
 import type { RlsDescriptor, RlsRequest, RlsResponse } from '../envoy/rls.js';
@@ -10,6 +10,12 @@ export interface RlsBounds {
   /** Longest key or value of an entry, and longest domain. */
   readonly maxKeyLength: number;
 }
+
+/**
+ * The largest `requests_per_unit` of an override: the most a fixed window counts. Larger ones
+ * (up to uint32's 4294967295) are capped to it, not refused: a limit that large admits as much.
+ */
+export const MAX_OVERRIDE_REQUESTS_PER_UNIT = POLICY_BOUNDS.maxLimit;
 
 /** The wire units of an override (envoy.type.v3.RateLimitUnit). */
 const OVERRIDE_UNITS: Readonly<Record<string, EnvoyUnit>> = {
@@ -68,7 +74,7 @@ function descriptor(raw: unknown, at: string, b: RlsBounds): RlsDescriptor {
     const rpu = l.requests_per_unit;
     if (typeof rpu !== 'number' || !Number.isInteger(rpu) || rpu < 1)
       throw bad(`${at}.limit.requests_per_unit`, 'must be at least 1');
-    out = { ...out, limit: { requestsPerUnit: rpu, unit } };
+    out = { ...out, limit: { requestsPerUnit: Math.min(rpu, MAX_OVERRIDE_REQUESTS_PER_UNIT), unit } };
   }
   if (d.hits_addend !== null && d.hits_addend !== undefined) {
     out = { ...out, hitsAddend: uint64(obj(d.hits_addend, `${at}.hits_addend`).value, `${at}.hits_addend`) };

@@ -4,6 +4,7 @@ import * as protoLoader from '@grpc/proto-loader';
 import type { Limiter } from '@sluice/core';
 import type { Logger } from 'pino';
 import { ServerError, ServerErrorCodes, describeError, grpcStatusOf } from '../errors.js';
+import type { OverrideTable } from '../envoy/overrides.js';
 import { shouldRateLimit } from '../envoy/rls.js';
 import { authorized } from '../http/auth.js';
 import type { LiveRules } from '../live-rules.js';
@@ -39,6 +40,8 @@ interface Malformed {
 export interface GrpcDeps {
   readonly limiter: Limiter;
   readonly rules: LiveRules;
+  /** The limits of the overrides requests carry. */
+  readonly overrides: OverrideTable;
   readonly metrics: ServerMetrics;
   readonly logger: Logger;
   readonly bounds: RlsBounds;
@@ -112,7 +115,7 @@ export function buildGrpcServer(deps: GrpcDeps): grpc.Server {
         fail(callback, err);
         return;
       }
-      shouldRateLimit(request, deps.limiter, deps.rules).then(
+      shouldRateLimit(request, deps.limiter, deps.rules, deps.overrides).then(
         (response) => {
           deps.metrics.grpcRequest(METHOD, grpc.status.OK);
           callback(null, encodeRlsResponse(response));

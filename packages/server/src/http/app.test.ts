@@ -23,7 +23,7 @@ describe('HTTP API', () => {
   let app: FastifyInstance;
   const metrics = new ServerMetrics();
   const limiter = new Limiter({ resources: {}, clock: new ManualClock(1_800_000_000_000), observer: metrics.observer });
-  const rules = new LiveRules({ limiter, maxOverrides: 10, onApplied: (e) => metrics.rulesApplied(e.version, 0, 0, 0) });
+  const rules = new LiveRules({ limiter, onApplied: (e) => metrics.rulesApplied(e.version, 0, 0, 0) });
   const post = (url: string, payload: unknown) =>
     app.inject({ method: 'POST', url, headers: { 'content-type': 'application/json' }, payload: JSON.stringify(payload) });
 

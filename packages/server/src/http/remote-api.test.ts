@@ -26,7 +26,7 @@ describe('endpoints for remote clients', () => {
   const clock = new ManualClock(1_800_000_000_000);
   const metrics = new ServerMetrics();
   const limiter = new Limiter({ resources: {}, clock });
-  const rules = new LiveRules({ limiter, maxOverrides: 10 });
+  const rules = new LiveRules({ limiter });
   const clients = new ClientCounter(60_000, () => clock.now());
   const post = (url: string, payload: unknown, headers: Record<string, string> = {}) =>
     app.inject({

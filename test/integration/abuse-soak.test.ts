@@ -1,0 +1,223 @@
+/**
+ * A bounded soak: hostile clients and normal clients on one `sluice serve` at once, for
+ * {@link SOAK_MS} on each store. The hostile ones try every attack the abuse suite covers one by
+ * one (floods of new keys, refunds and charges without the token, keys crafted to collide,
+ * stalled bodies, garbage, Envoy limit overrides, thousands of waiting acquires); the normal ones
+ * must get exactly the decisions their limits promise, and an answer to every call. Latency is
+ * recorded by the benchmark (`npm run bench -- --only abuse`), not asserted here.
+ */
+import { connect, type Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RlsClient, call, scratch, spawnServer, writeRules, type ServerProcess } from '../../packages/server/test/support.js';
+import { randomPrefix, redisUrl } from '../env.js';
+
+const SOAK_MS = 20_000;
+const API_TOKEN = 'soak-data-plane-token-0123456789';
+const NORMAL_KEYS = 8;
+const MAX_KEYS = 5_000;
+
+// Long windows: nothing refills during the soak, so every normal key's total is exact.
+const RULES = `
+resources:
+  soak:bucket: { limits: { algorithm: token-bucket, limit: 20, windowMs: 3600000 } }
+  soak:window: { limits: { algorithm: sliding-window, limit: 20, windowMs: 3600000, slices: 10 } }
+  soak:tenants:
+    limits: { algorithm: token-bucket, limit: 1000, windowMs: 3600000 }
+    tenants: { acme: { limits: { algorithm: token-bucket, limit: 10, windowMs: 3600000 } } }
+  soak:flood: { limits: { algorithm: token-bucket, limit: 5, windowMs: 3600000 } }
+  soak:pool: { limits: { algorithm: concurrency, limit: 1, leaseTtlMs: 60000 } }
+domains:
+  - domain: edge
+    descriptors:
+      - key: ip
+        rate_limit: { unit: hour, requests_per_unit: 5 }
+`;
+
+type Json = Record<string, unknown>;
+
+/** A call with the data-plane token (or `token`), answered within a generous bound. */
+function api(url: string, path: string, body: unknown, token: string | undefined = API_TOKEN) {
+  return call(url, path, body, { ...(token === undefined ? {} : { token }), signal: AbortSignal.timeout(30_000) });
+}
+
+/** Runs `step` again and again, `parallel` at once, until `until` resolves; errors are the attack's own. */
+async function loop(parallel: number, until: Promise<void>, step: (i: number) => Promise<unknown>): Promise<number> {
+  let stop = false;
+  void until.then(() => (stop = true));
+  let n = 0;
+  await Promise.all(
+    Array.from({ length: parallel }, async () => {
+      while (!stop) {
+        await step(n++).catch(() => undefined);
+      }
+    }),
+  );
+  return n;
+}
+
+/** Opens a connection that sends a request head promising a body it never sends. */
+function stalledBody(port: number): Promise<Socket> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1', () => {
+      socket.write(
+        'POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"resource":',
+      );
+      resolve(socket);
+    });
+    socket.on('error', () => undefined);
+  });
+}
+
+const stores: [string, () => string[]][] = [
+  ['embedded store', () => ['--max-keys', String(MAX_KEYS)]],
+  ['Redis', () => ['--redis', redisUrl(), '--redis-prefix', randomPrefix(), '--store-timeout-ms', '2000']],
+];
+
+describe.each(stores)('hostile and normal clients together on the %s', (_name, storeArgs) => {
+  const tmp = scratch();
+  let server: ServerProcess;
+
+  beforeAll(async () => {
+    server = await spawnServer(['--rules', writeRules(tmp.dir, RULES), '--api-token', API_TOKEN, ...storeArgs()]);
+  });
+  afterAll(async () => {
+    await server?.stop();
+    tmp.remove();
+  });
+
+  it('keeps every normal client’s decisions exact', { timeout: SOAK_MS + 120_000 }, async () => {
+    const url = server.url;
+    const port = Number(new URL(url).port);
+    const grpcTarget = `127.0.0.1:${server.grpcPort}`;
+    // The normal keys exist before the attack starts.
+    const normalKeys = Array.from({ length: NORMAL_KEYS }, (_, i) => `normal-${i}`);
+    for (const key of normalKeys) {
+      expect((await api(url, '/v1/check', { resource: 'soak:bucket', key })).json).toMatchObject({ allowed: true });
+      expect((await api(url, '/v1/check', { resource: 'soak:window', key })).json).toMatchObject({ allowed: true });
+    }
+    const held = await api(url, '/v1/acquire', { resource: 'soak:pool', key: 'normal', maxWaitMs: 0 });
+    expect(held.json).toMatchObject({ allowed: true });
+
+    const over = sleep(SOAK_MS);
+    const sockets: Socket[] = [];
+    const hostile = Promise.all([
+      // New keys, as fast as two connections go (the table holds MAX_KEYS).
+      loop(8, over, (i) =>
+        api(url, '/v1/check', {
+          items: Array.from({ length: 50 }, (_, j) => ({ resource: 'soak:flood', key: `flood-${i}-${j}` })),
+        }),
+      ),
+      // Refunds and charges of the normal keys without the token, or with a wrong one.
+      loop(2, over, (i) =>
+        api(
+          url,
+          '/v1/adjust',
+          { resource: 'soak:bucket', key: normalKeys[i % NORMAL_KEYS], delta: i % 2 === 0 ? -1e9 : 1e9 },
+          i % 3 === 0 ? undefined : 'wrong-token-0123456789abcdef',
+        ),
+      ),
+      // Keys crafted to land on the tenant's quota or on another priority's entry.
+      loop(2, over, (i) =>
+        api(url, '/v1/check', { resource: 'soak:tenants', key: i % 2 === 0 ? '@acme' : `v\u0000normal`, priority: 'core' }),
+      ),
+      // Envoy limit overrides, a new one each time.
+      (async () => {
+        const rls = new RlsClient(grpcTarget, `Bearer ${API_TOKEN}`);
+        try {
+          return await loop(2, over, (i) =>
+            rls.shouldRateLimit({
+              domain: 'edge',
+              descriptors: [
+                {
+                  entries: [{ key: 'ip', value: `10.1.${i % 250}.${i % 199}` }],
+                  limit: { requests_per_unit: 1 + i, unit: 'HOUR' },
+                },
+              ],
+            }),
+          );
+        } finally {
+          rls.close();
+        }
+      })(),
+      // Waiting acquires on the held pool, many from one client.
+      loop(50, over, () =>
+        call(url, '/v1/acquire', { resource: 'soak:pool', key: 'normal', maxWaitMs: 2000 }, { token: API_TOKEN }),
+      ),
+      // Stalled bodies and garbage.
+      loop(1, over, async () => {
+        if (sockets.length < 200) sockets.push(await stalledBody(port));
+        const junk = connect(port, '127.0.0.1', () => junk.end('GARBAGE / HTTP/9.9\r\n\r\n'));
+        junk.on('error', () => undefined);
+        await sleep(20);
+      }),
+    ]);
+
+    // Normal clients, paced: each key is asked once every ~200 ms for the whole soak.
+    const rls = new RlsClient(grpcTarget, `Bearer ${API_TOKEN}`);
+    const normal = {
+      bucket: new Map<string, number>(),
+      window: new Map<string, number>(),
+      tenant: 0,
+      edge: 0,
+      answered: 0,
+      failed: [] as string[],
+    };
+    const ask = async (path: string, body: Json): Promise<Json | undefined> => {
+      const a = await api(url, path, body);
+      if (a.status !== 200) {
+        normal.failed.push(`${path} ${a.status} ${JSON.stringify(a.json)}`);
+        return undefined;
+      }
+      normal.answered++;
+      return a.json as Json;
+    };
+    const started = Date.now();
+    // At least 25 rounds however slow the machine: every normal key can spend its 19.
+    for (let round = 0; Date.now() - started < SOAK_MS || round < 25; round++) {
+      await Promise.all([
+        ...normalKeys.map(async (key) => {
+          if ((await ask('/v1/check', { resource: 'soak:bucket', key }))?.allowed === true)
+            normal.bucket.set(key, (normal.bucket.get(key) ?? 0) + 1);
+          if ((await ask('/v1/check', { resource: 'soak:window', key }))?.allowed === true)
+            normal.window.set(key, (normal.window.get(key) ?? 0) + 1);
+        }),
+        (async () => {
+          if ((await ask('/v1/check', { resource: 'soak:tenants', key: 'user-1', tenant: 'acme' }))?.allowed === true)
+            normal.tenant++;
+        })(),
+        (async () => {
+          const r = await rls.shouldRateLimit({
+            domain: 'edge',
+            descriptors: [{ entries: [{ key: 'ip', value: '192.0.2.1' }] }],
+          });
+          if (r.error !== undefined) normal.failed.push(`grpc ${JSON.stringify(r.error)}`);
+          else if (r.overall_code === 'OK') normal.edge++;
+        })(),
+      ]);
+      await sleep(200);
+    }
+    rls.close();
+    await hostile;
+    for (const s of sockets) s.destroy();
+
+    expect(normal.failed).toEqual([]);
+    expect(normal.answered).toBeGreaterThan(NORMAL_KEYS * 4);
+    // Each key's first check came before the soak: 19 more in the hour, no more, no fewer.
+    for (const key of normalKeys) {
+      expect(normal.bucket.get(key) ?? 0, key).toBe(19);
+      expect(normal.window.get(key) ?? 0, key).toBe(19);
+    }
+    expect(normal.tenant).toBe(10);
+    expect(normal.edge).toBe(5);
+    // The held permit is still held: the waiting crowd got nothing.
+    const again = await api(url, '/v1/acquire', { resource: 'soak:pool', key: 'normal', maxWaitMs: 0 });
+    expect(again.json).toMatchObject({ allowed: false });
+    const released = await api(url, '/v1/release', {
+      resource: 'soak:pool',
+      key: 'normal',
+      leaseId: (held.json as Json).leaseId,
+    });
+    expect(released.json).toEqual({ released: true });
+  });
+});
