@@ -6,7 +6,10 @@
  * share each have a namespace of their own, so no key an outsider sends names another's state;
  * strings with no UTF-8 form (lone surrogates, invalid bytes) are refused and change nothing.
  */
+import { ErrorCodes, Limiter, type LimitStore, type ResourceConfig } from '@sluice/core';
+import { RedisStore } from '@sluice/redis';
 import { loadRlsDefinition } from '@sluice/server';
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RlsClient } from '../../packages/server/test/support.js';
 import { randomPrefix, redisUrl } from '../env.js';
@@ -18,7 +21,9 @@ const HOUR = 3_600_000;
 const RULES = (hot: string) => `
 resources:
   api:tenants:
-    limits: { algorithm: sliding-window, limit: 1000, windowMs: ${HOUR} }
+    limits:
+      - { algorithm: concurrency, limit: 50, leaseTtlMs: ${HOUR} }
+      - { algorithm: sliding-window, limit: 1000, windowMs: ${HOUR} }
     priority: { reserved: 0.2 }
     tenants:
       acme: { limits: { algorithm: token-bucket, limit: 5, windowMs: ${HOUR} } }
@@ -102,8 +107,8 @@ describe.each(STORES)('one key, one state: $name store', ({ redis }) => {
     expect(await admitted(acme, 8)).toBe(5);
     // The key `@acme` draws on the resource's limits under a key of its own.
     const attack = await check({ resource: 'api:tenants', key: '@acme', priority: 'core' });
-    expect(attack.json.allowed).toBe(true);
     expect(await admitted(acme, 20)).toBe(0);
+    expect(attack.json.allowed).toBe(true);
   });
 
   it("a tenant's call leaves the concurrency leases held under a key named like it", async () => {
@@ -179,5 +184,130 @@ describe.each(STORES)('one key, one state: $name store', ({ redis }) => {
     }
     // Key `a` is spread over two shares of 3; neither is the state of key `a#0`.
     expect(await admitted({ resource: 'api:hot', key: 'a' }, 8)).toBe(6);
+  });
+});
+
+/** A call's identity: resource (by role), caller key, tenant and priority. */
+interface Tuple {
+  readonly r: 'a' | 's' | 'p';
+  readonly key: string;
+  readonly tenant: string | undefined;
+  readonly priority: 'core' | 'normal';
+}
+
+/** Resources of one run, named under `salt` so runs never share state: plain, split, reserved share. */
+function resourcesOf(salt: string): Record<string, ResourceConfig> {
+  const tenants = { '*': { algorithm: 'token-bucket', limit: 2, windowMs: HOUR } } as const;
+  return {
+    [`${salt}:a`]: { limits: { algorithm: 'fixed-window', limit: 3, windowMs: HOUR }, tenants },
+    [`${salt}:s`]: { limits: { algorithm: 'fixed-window', limit: 4, windowMs: HOUR }, split: 2, tenants },
+    [`${salt}:p`]: { limits: { algorithm: 'fixed-window', limit: 4, windowMs: HOUR }, priority: { reserved: 0.5 }, tenants },
+  };
+}
+
+/** Pieces that mean something to some encoding, and surrogate edge cases (pairs only: lone ones are refused). */
+const PIECES = ['@', '#', '%', '|', '{', '}', '\u0000', 'a', '0', '\ufffd', '\ud83d\ude00'];
+const TENANTS = ['a', '0', '@', '%', '#0', '\ufffd', '{a}'];
+/** Keys shaped like another kind's name: a tenant's, a split share's, normal traffic's pre-filter entry's. */
+const LOOKALIKES = [
+  '',
+  'a',
+  '0',
+  '#0',
+  'a#0',
+  '#0|a',
+  '%',
+  '%@a',
+  '%%',
+  ...TENANTS.map((t) => `@${t}`),
+  'a\u0000normal',
+  '\u0000normal',
+  '\u0000a',
+];
+const LONE = ['\ud800', '\udbff', '\udc00', '\udfff'];
+const tuple: fc.Arbitrary<Tuple> = fc.record({
+  r: fc.constantFrom('a', 's', 'p'),
+  key: fc.oneof(
+    fc.constantFrom(...LOOKALIKES),
+    fc.array(fc.constantFrom(...PIECES), { maxLength: 4 }).map((p) => p.join('')),
+  ),
+  tenant: fc.option(fc.constantFrom(...TENANTS), { nil: undefined }),
+  priority: fc.constantFrom('core', 'normal'),
+});
+/** Distinct tuples that must not share state: a (resource, key) and a tenant of a resource are used once. */
+const tuples = fc
+  .uniqueArray(tuple, { minLength: 2, maxLength: 6, selector: (t) => JSON.stringify([t.r, t.key]) })
+  .map((list) =>
+    list.filter((t, i) => t.tenant === undefined || !list.slice(0, i).some((u) => u.r === t.r && u.tenant === t.tenant)),
+  )
+  .filter((list) => list.length >= 2);
+
+async function call(limiter: Limiter, salt: string, t: Tuple, key = t.key, tenant = t.tenant) {
+  return limiter.try(`${salt}:${t.r}`, { key, priority: t.priority, ...(tenant === undefined ? {} : { tenant }) });
+}
+
+/** Calls until the first denial (at most 20); how many were admitted. */
+async function drain(limiter: Limiter, salt: string, t: Tuple): Promise<number> {
+  let n = 0;
+  while (n < 20 && (await call(limiter, salt, t)).allowed) n++;
+  return n;
+}
+
+let salts = 0;
+const nextSalt = () => `k${process.pid}x${salts++}y${Math.random().toString(36).slice(2, 8)}`;
+
+/**
+ * The property: exhaust one tuple (after trying it with lone surrogates, which must be refused);
+ * every other tuple, charged once before, then admits exactly what it admits on a limiter of
+ * its own. Sharing state shows as fewer (exhausted) or more (reset) permits.
+ */
+function isolated(newLimiter: (salt: string) => Limiter) {
+  return fc.asyncProperty(tuples, async ([attacker, ...others]) => {
+    const salt = nextSalt();
+    const shared = newLimiter(salt);
+    try {
+      for (const u of [attacker!, ...others]) await call(shared, salt, u);
+      for (const lone of LONE) {
+        await expect(call(shared, salt, attacker!, `${attacker!.key}${lone}`)).rejects.toMatchObject({
+          code: ErrorCodes.INVALID_KEY,
+        });
+        await expect(call(shared, salt, attacker!, attacker!.key, `t${lone}`)).rejects.toMatchObject({
+          code: ErrorCodes.INVALID_OPTIONS,
+        });
+      }
+      await drain(shared, salt, attacker!);
+      for (const u of others) {
+        const alone = nextSalt();
+        const own = newLimiter(alone);
+        try {
+          await call(own, alone, u);
+          expect(await drain(shared, salt, u), JSON.stringify({ attacker, u })).toBe(await drain(own, alone, u));
+        } finally {
+          await own.close();
+        }
+      }
+    } finally {
+      await shared.close();
+    }
+  });
+}
+
+describe('distinct (resource, key, tenant, priority) never share state', () => {
+  let redis: RedisStore;
+  beforeAll(() => {
+    redis = new RedisStore({ url: redisUrl(), prefix: randomPrefix('abuse-keys-prop'), commandTimeoutMs: 5000 });
+  });
+  afterAll(async () => {
+    await redis?.close();
+  });
+  const limiterOn = (store: LimitStore | undefined) => (salt: string) =>
+    new Limiter({ resources: resourcesOf(salt), ...(store === undefined ? {} : { store }), onStoreFailure: 'closed' });
+
+  it('on the in-memory store', async () => {
+    await fc.assert(isolated(limiterOn(undefined)), { numRuns: 300 });
+  });
+
+  it('on Redis', async () => {
+    await fc.assert(isolated(limiterOn(redis)), { numRuns: 100 });
   });
 });
