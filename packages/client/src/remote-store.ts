@@ -2,6 +2,7 @@ import {
   ErrorCodes,
   Limiter,
   SluiceError,
+  parseStorageKey,
   type AdaptiveTimeout,
   type LimitStatus,
   type LimitStore,
@@ -12,10 +13,17 @@ import type { CompiledRemoteOptions } from './options.js';
 import { decisionFromBody } from './wire.js';
 import { errorFromBody, isUnavailable, type Transport } from './transport.js';
 
-/** Splits a limiter storage key (`resource|key`) into its parts; resource names have no '|'. */
+/**
+ * The resource and caller key behind a limiter storage key, as the service's API names them
+ * (the service encodes them again). Leases are taken for a caller key only: tenant quotas and
+ * split shares are the service's own to keep.
+ */
 function split(storageKey: string): { resource: string; key?: string } {
-  const bar = storageKey.indexOf('|');
-  return bar < 0 ? { resource: storageKey } : { resource: storageKey.slice(0, bar), key: storageKey.slice(bar + 1) };
+  const { resource, key, tenant, part } = parseStorageKey(storageKey);
+  if (tenant !== undefined || part !== undefined) {
+    throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'tenant quotas and split resources are not leased by the client');
+  }
+  return key === '' ? { resource } : { resource, key };
 }
 
 /** Timeouts of the calls a lease makes, and where their outcomes are reported. */

@@ -79,6 +79,16 @@ export {
   type ResourceConfig,
   type ResourceOptions,
 } from './resource.js';
+export {
+  escapeKey,
+  hasLoneSurrogate,
+  parseStorageKey,
+  resourceKey,
+  splitKey,
+  tenantKey,
+  unescapeKey,
+  type StorageKeyParts,
+} from './storage-key.js';
 export type {
   AdjustRequest,
   ConsumeRequest,

@@ -136,7 +136,7 @@ describe('hot-key splitting', () => {
       }
     }
     expect(admitted).toBe(103);
-    expect([...keys].sort()).toEqual(['api:hot|tenant#0', 'api:hot|tenant#1', 'api:hot|tenant#2', 'api:hot|tenant#3']);
+    expect([...keys].sort()).toEqual(['api:hot|#0|tenant', 'api:hot|#1|tenant', 'api:hot|#2|tenant', 'api:hot|#3|tenant']);
     await expect(limiter.try('api:hot', { key: 'tenant', cost: 30 })).rejects.toMatchObject({
       code: ErrorCodes.COST_EXCEEDS_LIMIT,
     });

@@ -20,7 +20,8 @@ import {
 import { LeaseCache } from './lease-cache.js';
 import { Prefilter, filterKey } from './prefilter.js';
 import type { RateLimiter } from './rate-limiter.js';
-import { TENANT_NAME, compileResource, type CompiledResource, type ResourceConfig } from './resource.js';
+import { compileResource, isTenantName, type CompiledResource, type ResourceConfig } from './resource.js';
+import { resourceKey, splitKey, tenantKey } from './storage-key.js';
 import type { LimitStore } from './store.js';
 import { WaitQueue, type Waiter } from './wait-queue.js';
 
@@ -399,11 +400,11 @@ export class Limiter implements RateLimiter {
     if (call.resource.split > 1) {
       // Charged on one sub-key: the sum over sub-keys is what matters.
       const i = Math.floor(this.#random() * call.resource.split);
-      key = `${key}#${i}`;
+      key = splitKey(resource, call.sub, i);
       limits = call.resource.splitLimits[i]!;
     }
     await this.#failover.adjust({ key, limits, delta, ...(at > 0 ? { at } : {}) });
-    const tenant = tenantLimits && { key: tenantKey(call), limits: tenantLimits };
+    const tenant = tenantLimits && { key: tenantKey(resource, call.tenant!), limits: tenantLimits };
     if (tenant !== undefined) await this.#failover.adjust({ ...tenant, delta });
     if (delta < 0) {
       // Refunded here: what the pre-filter learnt of these keys no longer holds.
@@ -493,8 +494,7 @@ export class Limiter implements RateLimiter {
     if (!PRIORITIES.includes(priority)) {
       throw invalid(ErrorCodes.INVALID_OPTIONS, 'priority', `must be one of ${PRIORITIES.join(', ')}`);
     }
-    // Resource names cannot contain '|', so the joined key is unambiguous.
-    return { resource: r, key: sub === '' ? resource : `${resource}|${sub}`, limits: r.limits, cost, tenant, priority };
+    return { resource: r, sub, key: resourceKey(resource, sub), limits: r.limits, cost, tenant, priority };
   }
 
   /** One decision: breaker, tenant quota, the resource's limits, shadow mode. */
@@ -513,7 +513,7 @@ export class Limiter implements RateLimiter {
     } else {
       // The tenant's quota first, then the resource's limits; a denial by the resource gives
       // the tenant's permits back, so the pair behaves all-or-nothing.
-      const key = tenantKey(call);
+      const key = tenantKey(resource.name, call.tenant!);
       const t = await this.#consumeKey(resource, key, tenantLimits, cost, reserve);
       if (!t.allowed) {
         decision = { ...t, limitId: `tenant:${t.limitId}` };
@@ -533,7 +533,7 @@ export class Limiter implements RateLimiter {
   }
 
   /** The resource's own limits, on its key or spread over its sub-keys. */
-  async #consumeResource({ resource, key, limits, cost }: Call, reserve: number, charges: Charge[]): Promise<Decision> {
+  async #consumeResource({ resource, sub, key, limits, cost }: Call, reserve: number, charges: Charge[]): Promise<Decision> {
     if (resource.split === 1) {
       const d = await this.#consumeKey(resource, key, limits, cost, reserve);
       if (d.allowed) charges.push({ key, limits, leaseId: d.leaseId });
@@ -544,10 +544,11 @@ export class Limiter implements RateLimiter {
     let best: Decision | undefined;
     for (let j = 0; j < resource.split; j++) {
       const i = (start + j) % resource.split;
-      const d = await this.#consumeKey(resource, `${key}#${i}`, resource.splitLimits[i]!, cost, reserve);
+      const part = splitKey(resource.name, sub, i);
+      const d = await this.#consumeKey(resource, part, resource.splitLimits[i]!, cost, reserve);
       const whole = limits.find((l) => l.id === d.limitId)?.limit ?? d.limit;
       if (d.allowed) {
-        charges.push({ key: `${key}#${i}`, limits: resource.splitLimits[i]!, leaseId: undefined });
+        charges.push({ key: part, limits: resource.splitLimits[i]!, leaseId: undefined });
         return { ...d, limit: whole };
       }
       if (best === undefined || d.retryAfterMs < best.retryAfterMs) best = { ...d, limit: whole };
@@ -735,11 +736,6 @@ export class Limiter implements RateLimiter {
   }
 }
 
-/** Where a tenant's quota within a resource is kept (resource names cannot contain '|'). */
-function tenantKey(call: Call): string {
-  return `${call.resource.name}|@${call.tenant}`;
-}
-
 function throwIfAborted(signal: AbortSignal | undefined): void {
   if (signal?.aborted) throw new SluiceError(ErrorCodes.ABORTED, 'the wait was aborted', { cause: signal.reason });
 }
@@ -751,9 +747,12 @@ function checkLeaseId(leaseId: unknown): string {
   return leaseId;
 }
 
-/** A validated call: the resource, the joined storage key, its limits and the cost. */
+/** A validated call: the resource, the caller key and its storage key, its limits and the cost. */
 interface Call {
   readonly resource: CompiledResource;
+  /** The caller's key ('' for the resource as a whole). */
+  readonly sub: string;
+  /** Where the resource's limits are kept for the caller's key (see storage-key.ts). */
   readonly key: string;
   readonly limits: readonly CompiledLimit[];
   readonly cost: number;
@@ -769,8 +768,8 @@ interface Charge {
 }
 
 function checkTenant(tenant: unknown): string {
-  if (typeof tenant !== 'string' || !TENANT_NAME.test(tenant)) {
-    throw invalid(ErrorCodes.INVALID_OPTIONS, 'tenant', "must be 1 to 128 characters without '|'");
+  if (typeof tenant !== 'string' || !isTenantName(tenant)) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'tenant', "must be 1 to 128 characters without '|' or lone surrogates");
   }
   return tenant;
 }

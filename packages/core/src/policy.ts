@@ -1,4 +1,5 @@
 import { ErrorCodes, SluiceError, invalid } from './errors.js';
+import { hasLoneSurrogate } from './storage-key.js';
 
 /** The limiting algorithms. See docs/algorithms.md for their trade-offs. */
 export const ALGORITHMS = ['token-bucket', 'gcra', 'sliding-window', 'sliding-log', 'fixed-window', 'concurrency'] as const;
@@ -236,10 +237,15 @@ export function checkStamp(at: unknown, field = 'at'): number {
 /** Default bound on key length (in UTF-16 code units). */
 export const DEFAULT_MAX_KEY_LENGTH = 256;
 
-/** Validates a key: a string of 0..maxLength characters. */
+/**
+ * Validates a key: a string of 0..maxLength characters, well-formed Unicode. A lone surrogate
+ * has no UTF-8 form (Redis and every transport would carry it as U+FFFD), so such keys are
+ * refused rather than merged.
+ */
 export function checkKey(key: unknown, maxLength = DEFAULT_MAX_KEY_LENGTH, field = 'key'): string {
   if (typeof key !== 'string') throw invalid(ErrorCodes.INVALID_KEY, field, `must be a string, got ${typeof key}`);
   if (key.length > maxLength)
     throw invalid(ErrorCodes.INVALID_KEY, field, `is ${key.length} characters, the bound is ${maxLength}`);
+  if (hasLoneSurrogate(key)) throw invalid(ErrorCodes.INVALID_KEY, field, 'must be well-formed Unicode (no lone surrogates)');
   return key;
 }

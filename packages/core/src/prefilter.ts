@@ -13,9 +13,13 @@ interface Blocked {
  * sooner, which the pre-filter then misses for at most that retry-after. The table is bounded:
  * past `maxKeys`, the oldest entry goes.
  */
-/** The pre-filter's entry of a key: normal and core traffic see different limits when a share is reserved. */
+/**
+ * The pre-filter's entry of a storage key: normal and core traffic see different limits when a
+ * share is reserved, so normal traffic's entry has a namespace of its own. A storage key starts
+ * with its resource name (`RESOURCE_PATTERN`: printable ASCII), so none starts with NUL.
+ */
 export function filterKey(key: string, reserved: boolean): string {
-  return reserved ? `${key}\u0000normal` : key;
+  return reserved ? `\u0000${key}` : key;
 }
 
 export class Prefilter {

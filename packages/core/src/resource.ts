@@ -4,6 +4,7 @@ import { ErrorCodes, invalid } from './errors.js';
 import { STORE_FAILURE_POLICIES, type StoreFailurePolicy } from './failover.js';
 import { compileLeaseSettings, type CompiledLeaseSettings, type LeaseSettings } from './lease-cache.js';
 import { compileLimits, type CompiledLimit, type LimitPolicy } from './policy.js';
+import { hasLoneSurrogate } from './storage-key.js';
 
 /** Everything configured for one downstream resource. */
 export interface ResourceOptions {
@@ -67,6 +68,14 @@ export const MAX_RESERVED_SHARE = 0.9;
 
 /** A tenant name: 1 to 128 characters without `|`, which separates the parts of a storage key. */
 export const TENANT_NAME = /^[^|]{1,128}$/;
+
+/**
+ * True for a valid tenant name: {@link TENANT_NAME}, and well-formed Unicode (a lone surrogate
+ * has no UTF-8 form, so stores and transports would merge such names).
+ */
+export function isTenantName(tenant: string): boolean {
+  return TENANT_NAME.test(tenant) && !hasLoneSurrogate(tenant);
+}
 
 /** Share `i` of `n` of a whole, the remainder going to the first shares (never below 1). */
 function share(whole: number, i: number, n: number): number {
@@ -150,11 +159,11 @@ export function compileResource(
   }
   const tenants = new Map<string, readonly CompiledLimit[]>();
   for (const [tenant, policies] of Object.entries(config.tenants ?? {})) {
-    if (!TENANT_NAME.test(tenant)) {
+    if (!isTenantName(tenant)) {
       throw invalid(
         ErrorCodes.INVALID_OPTIONS,
         `${path}.tenants`,
-        `tenant names are 1 to 128 characters without '|', got ${JSON.stringify(tenant)}`,
+        `tenant names are 1 to 128 characters without '|' or lone surrogates, got ${JSON.stringify(tenant)}`,
       );
     }
     tenants.set(tenant, compileLimits(policies, `${path}.tenants.${tenant}`));

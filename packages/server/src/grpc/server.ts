@@ -10,6 +10,7 @@ import { authorized } from '../http/auth.js';
 import type { LiveRules } from '../live-rules.js';
 import type { ServerMetrics } from '../metrics.js';
 import { decodeRlsRequest, encodeRlsResponse, type RlsBounds } from './codec.js';
+import { invalidUtf8Field } from './utf8.js';
 
 /** proto/ is a sibling of both src/ and dist/. */
 export const PROTO_DIR = fileURLToPath(new URL('../../proto', import.meta.url));
@@ -33,7 +34,7 @@ export function loadRlsDefinition(): protoLoader.ServiceDefinition {
 /** Marks a request that could not be decoded, so the handler answers INVALID_ARGUMENT. */
 const MALFORMED = Symbol('malformed');
 interface Malformed {
-  readonly [MALFORMED]: string;
+  readonly [MALFORMED]: ServerError;
 }
 
 /** What the gRPC server is built from. */
@@ -66,11 +67,21 @@ export function buildGrpcServer(deps: GrpcDeps): grpc.Server {
     [METHOD]: {
       ...method,
       requestDeserialize: (buf: Buffer): unknown => {
+        let request: unknown;
         try {
-          return method.requestDeserialize(buf);
+          request = method.requestDeserialize(buf);
         } catch (err) {
-          return { [MALFORMED]: err instanceof Error ? err.message : String(err) } satisfies Malformed;
+          const why = err instanceof Error ? err.message : String(err);
+          return {
+            [MALFORMED]: new ServerError(ServerErrorCodes.MALFORMED_BODY, `not a RateLimitRequest: ${why}`),
+          } satisfies Malformed;
         }
+        // Decoding turned invalid bytes into U+FFFD: refuse them rather than merge distinct strings.
+        const field = invalidUtf8Field(buf);
+        if (field === undefined) return request;
+        return {
+          [MALFORMED]: new ServerError(ServerErrorCodes.INVALID_REQUEST, `${field}: must be valid UTF-8`, { field }),
+        } satisfies Malformed;
       },
     },
   };
@@ -98,10 +109,7 @@ export function buildGrpcServer(deps: GrpcDeps): grpc.Server {
       }
       const raw = call.request;
       if (typeof raw === 'object' && raw !== null && MALFORMED in raw) {
-        fail(
-          callback,
-          new ServerError(ServerErrorCodes.MALFORMED_BODY, `not a RateLimitRequest: ${(raw as Malformed)[MALFORMED]}`),
-        );
+        fail(callback, (raw as Malformed)[MALFORMED]);
         return;
       }
       if (deps.closing()) {

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import type { RuleStore } from '@sluice/rules';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -74,8 +75,14 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
 
   // JSON only, parsed here so that every parse failure has the server's error code.
   app.removeContentTypeParser(['application/json', 'text/plain']);
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, text, done) => {
-    const body = typeof text === 'string' ? text : text.toString('utf8');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, raw, done) => {
+    const bytes = typeof raw === 'string' ? Buffer.from(raw) : raw;
+    // Decoding would turn invalid bytes into U+FFFD and merge keys that differ only in them.
+    if (!isUtf8(bytes)) {
+      done(new ServerError(ServerErrorCodes.MALFORMED_BODY, 'the body is not valid UTF-8'), undefined);
+      return;
+    }
+    const body = bytes.toString('utf8');
     if (body.trim() === '') {
       done(new ServerError(ServerErrorCodes.MALFORMED_BODY, 'the body is empty; send a JSON object'), undefined);
       return;
