@@ -1,11 +1,10 @@
 import type { Decision } from '@sluice/core';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Logger } from 'pino';
 import { z } from 'zod';
 import { fromZod } from '../errors.js';
 import type { RateLimitService } from '../service.js';
 import { decodeBody, itemSchemas, type Decoded, type ItemBounds } from './items.js';
-import { encodeDecision, errorReply, rateLimitHeaders, sendError } from './reply.js';
+import { encodeDecision, errorReply, rateLimitHeaders, sendError, type FaultLog } from './reply.js';
 
 const flag = z.enum(['0', '1', 'true', 'false'], { error: 'must be 1 or 0' }).optional();
 const decisionQuery = z.strictObject({ http429: flag, statuses: flag });
@@ -22,10 +21,18 @@ interface Op<T, R> {
   readonly path: string;
   readonly schema: z.ZodType<T>;
   readonly query: z.ZodType<Record<string, string | undefined>>;
-  readonly run: (item: T, signal: AbortSignal) => Promise<R>;
+  readonly run: (item: T, call: CallContext) => Promise<R>;
   readonly encode: (r: R, query: Record<string, string | undefined>) => object;
   /** Headers and status of a single call's answer. */
   readonly single?: (r: R, query: Record<string, string | undefined>) => { status: number; headers: Record<string, string> };
+}
+
+/** What an item's operation knows of its request. */
+interface CallContext {
+  /** Aborts when the client goes away. */
+  readonly signal: AbortSignal;
+  /** Who calls: the remote address (the client id header is the client's own claim, so not this). */
+  readonly client: string;
 }
 
 function decisionSingle(d: Decision, query: Record<string, string | undefined>) {
@@ -38,7 +45,7 @@ function decisionSingle(d: Decision, query: Record<string, string | undefined>) 
  * (answered with its status and RateLimit headers) or `{ items: [...] }` (answered 200 with
  * `{ results: [...] }`, one decision or `{ error }` per item, in order).
  */
-export function registerApi(app: FastifyInstance, service: RateLimitService, bounds: ItemBounds, logger: Logger): void {
+export function registerApi(app: FastifyInstance, service: RateLimitService, bounds: ItemBounds, logger: FaultLog): void {
   const schemas = itemSchemas(bounds);
   const route = <T, R>(op: Op<T, R>) => {
     app.post(op.path, async (request: FastifyRequest, reply: FastifyReply) => {
@@ -52,14 +59,16 @@ export function registerApi(app: FastifyInstance, service: RateLimitService, bou
       } catch (err) {
         return sendError(reply, err, logger);
       }
-      // Waits end when the client goes away: the response closes before it was written.
+      // Waits end when the client goes away: the response closes before it was written. Every
+      // item of a batch shares this one signal (the limiter listens to it once).
       const abort = new AbortController();
       reply.raw.once('close', () => {
         if (!reply.raw.writableFinished) abort.abort();
       });
+      const context: CallContext = { signal: abort.signal, client: request.ip };
       const answer = async (d: Decoded<T>) => {
         if (!d.ok) throw d.error;
-        return op.run(d.value, abort.signal);
+        return op.run(d.value, context);
       };
       if (!body.batch) {
         let r: R;
@@ -90,7 +99,7 @@ export function registerApi(app: FastifyInstance, service: RateLimitService, bou
     path: '/v1/acquire',
     schema: schemas.acquire,
     query: decisionQuery,
-    run: (item, signal) => service.acquire(item, signal),
+    run: (item, call) => service.acquire(item, call.signal, call.client),
     encode: (d, q) => encodeDecision(d, isSet(q.statuses)),
     single: decisionSingle,
   });
