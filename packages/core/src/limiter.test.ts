@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from './clock.js';
 import type { Decision } from './decision.js';
@@ -115,6 +116,75 @@ describe('Limiter.acquire', () => {
     expect(third).toMatchObject({ allowed: false, reason: 'queue_full' });
     await clock.advanceAsync(300);
     expect((await Promise.all(queued)).every((d) => d.allowed)).toBe(true);
+    await limiter.close();
+  });
+
+  it('serves the waiters of different clients in turn', async () => {
+    const { clock, limiter } = setup({ 'db:a': oneEvery100ms });
+    await limiter.try('db:a');
+    const order: string[] = [];
+    const wait = (client: string, n: number) =>
+      limiter.acquire('db:a', { client, maxWaitMs: 10_000 }).then((d) => d.allowed && order.push(`${client}${n}`));
+    const waits = [wait('a', 1), wait('a', 2), wait('a', 3), wait('b', 1), wait('a', 4), wait('b', 2)];
+    await clock.advanceAsync(1000);
+    await Promise.all(waits);
+    expect(order).toEqual(['a1', 'b1', 'a2', 'b2', 'a3', 'a4']);
+    await limiter.close();
+  });
+
+  it('makes room in a full queue for a client holding fewer places', async () => {
+    const { clock, limiter } = setup({ 'db:a': oneEvery100ms }, { maxWaitersPerKey: 3 });
+    await limiter.try('db:a');
+    const greedy = [1, 2, 3].map(() => limiter.acquire('db:a', { client: 'greedy', maxWaitMs: 10_000 }));
+    await clock.advanceAsync(1);
+    const other = limiter.acquire('db:a', { client: 'other', maxWaitMs: 10_000 });
+    // The greedy client's newest place went to the other client; a second newcomer of the
+    // greedy client is refused, not given a place.
+    expect(await greedy[2]).toMatchObject({ allowed: false, reason: 'queue_full' });
+    expect(await limiter.acquire('db:a', { client: 'greedy' })).toMatchObject({ reason: 'queue_full' });
+    await clock.advanceAsync(1000);
+    expect(await other).toMatchObject({ allowed: true });
+    expect((await Promise.all(greedy.slice(0, 2))).map((d) => d.allowed)).toEqual([true, true]);
+    await limiter.close();
+  });
+
+  it('bounds the waiters of one client over all keys', async () => {
+    const { clock, limiter } = setup({ 'db:a': oneEvery100ms }, { maxWaitersPerClient: 2 });
+    await Promise.all(['k1', 'k2', 'k3'].map((key) => limiter.try('db:a', { key })));
+    const queued = ['k1', 'k2'].map((key) => limiter.acquire('db:a', { key, client: 'c', maxWaitMs: 10_000 }));
+    await clock.advanceAsync(1);
+    expect(await limiter.acquire('db:a', { key: 'k3', client: 'c' })).toMatchObject({ reason: 'queue_full' });
+    const someoneElse = limiter.acquire('db:a', { key: 'k3', client: 'd', maxWaitMs: 10_000 });
+    await clock.advanceAsync(200);
+    expect((await Promise.all([...queued, someoneElse])).map((d) => d.allowed)).toEqual([true, true, true]);
+    // Served waiters free their client's places.
+    await Promise.all(['k1', 'k2'].map((key) => limiter.try('db:a', { key })));
+    const again = ['k1', 'k2'].map((key) => limiter.acquire('db:a', { key, client: 'c', maxWaitMs: 10_000 }));
+    await clock.advanceAsync(200);
+    expect((await Promise.all(again)).map((d) => d.allowed)).toEqual([true, true]);
+    await expect(limiter.acquire('db:a', { client: 'x'.repeat(257) })).rejects.toMatchObject({ field: 'client' });
+    await limiter.close();
+  });
+
+  it('listens once on a signal shared by many waits', async () => {
+    const { clock, limiter } = setup({ 'db:a': oneEvery100ms });
+    await limiter.try('db:a');
+    const ctl = new AbortController();
+    const waits = Array.from({ length: 20 }, () => limiter.acquire('db:a', { signal: ctl.signal, maxWaitMs: 10_000 }));
+    await clock.advanceAsync(1);
+    expect(getEventListeners(ctl.signal, 'abort')).toHaveLength(1);
+    ctl.abort();
+    const settled = await Promise.allSettled(waits);
+    expect(settled.every((s) => s.status === 'rejected')).toBe(true);
+    expect(getEventListeners(ctl.signal, 'abort')).toHaveLength(0);
+    // Waits that end otherwise take the listener with the last of them.
+    const kept = new AbortController();
+    const served = [1, 2].map(() => limiter.acquire('db:a', { signal: kept.signal, maxWaitMs: 10_000 }));
+    await clock.advanceAsync(1);
+    expect(getEventListeners(kept.signal, 'abort')).toHaveLength(1);
+    await clock.advanceAsync(1000);
+    expect((await Promise.all(served)).map((d) => d.allowed)).toEqual([true, true]);
+    expect(getEventListeners(kept.signal, 'abort')).toHaveLength(0);
     await limiter.close();
   });
 

@@ -50,6 +50,12 @@ export interface LimiterOptions {
   /** Most keys with queued callers at once. @default 10000 */
   maxWaitingKeys?: number;
   /**
+   * Most callers of one `client` (see {@link AcquireOptions.client}) queued at once, over all
+   * keys; more are denied with `queue_full`. Callers naming no client are not counted.
+   * @default 1000
+   */
+  maxWaitersPerClient?: number;
+  /**
    * How often a queue re-asks a concurrency limit: permits released by other processes are not
    * announced, and a denial's retry-after only says when leases would expire.
    * @default 50
@@ -97,6 +103,14 @@ export interface AcquireOptions extends TryOptions {
   maxWaitMs?: number;
   /** Cancels the wait; the call then rejects with `SLUICE_ERR_ABORTED`. */
   signal?: AbortSignal;
+  /**
+   * Who waits (a remote address, a tenant): one key's waiters of different clients are served in
+   * turn, a full queue makes room for a client holding fewer places by turning away the newest
+   * waiter of the client holding the most (`queue_full`), and each client may queue at most
+   * `maxWaitersPerClient` callers. So one client cannot fill the queues of everyone else.
+   * @default '' (nobody named: arrival order, no per-client bound)
+   */
+  client?: string;
 }
 
 /** Identifies a concurrency lease for `release` and `renew`. */
@@ -134,8 +148,8 @@ function intOption(value: unknown, field: string, fallback: number, min: number,
 
 /**
  * Decides whether calls to a downstream resource may proceed. `try` answers at once; `acquire`
- * waits (bounded, cancellable, FIFO per key); `release`/`renew` manage concurrency permits;
- * `adjust` charges the real cost after the fact.
+ * waits (bounded, cancellable, FIFO per key and client, clients in turn); `release`/`renew`
+ * manage concurrency permits; `adjust` charges the real cost after the fact.
  *
  * @example
  * const limiter = new Limiter({ resources: { 'api:payments': { algorithm: 'gcra', limit: 100 } } });
@@ -154,12 +168,17 @@ export class Limiter implements RateLimiter {
   readonly #maxWaitMs: number;
   readonly #maxWaitersPerKey: number;
   readonly #maxWaitingKeys: number;
+  readonly #maxWaitersPerClient: number;
   readonly #concurrencyPollMs: number;
   readonly #resources = new Map<string, CompiledResource>();
   readonly #prefilter: Prefilter;
   readonly #leases: LeaseCache;
   readonly #queues = new Map<string, WaitQueue>();
   readonly #pumps = new Set<Promise<void>>();
+  /** Queued callers per named client, for `maxWaitersPerClient`. */
+  readonly #waitersOf = new Map<string, number>();
+  /** One abort listener per signal, whatever the number of waits it cancels (a batch shares one). */
+  readonly #aborts = new WeakMap<AbortSignal, { handlers: Set<() => void>; listener: () => void }>();
   /** Where an admitted decision charged its permits, to give them back if nobody takes them. */
   readonly #charges = new WeakMap<Decision, Charge[]>();
   #closed = false;
@@ -175,6 +194,7 @@ export class Limiter implements RateLimiter {
     this.#maxWaitMs = intOption(options.maxWaitMs, 'maxWaitMs', 30_000, 0, MAX_WAIT_BOUND_MS);
     this.#maxWaitersPerKey = intOption(options.maxWaitersPerKey, 'maxWaitersPerKey', 1000, 1, 1_000_000);
     this.#maxWaitingKeys = intOption(options.maxWaitingKeys, 'maxWaitingKeys', 10_000, 1, 10_000_000);
+    this.#maxWaitersPerClient = intOption(options.maxWaitersPerClient, 'maxWaitersPerClient', 1000, 1, 10_000_000);
     this.#concurrencyPollMs = intOption(options.concurrencyPollMs, 'concurrencyPollMs', 50, 1, 60_000);
     const policy = options.onStoreFailure ?? 'local';
     if (!STORE_FAILURE_POLICIES.includes(policy)) {
@@ -326,8 +346,8 @@ export class Limiter implements RateLimiter {
   }
 
   /**
-   * Waits up to `maxWaitMs` for permits. Callers on one key are served in arrival order and
-   * woken paced by the retry-after of the last denial. Resolves to a denied decision with reason
+   * Waits up to `maxWaitMs` for permits. Callers on one key are served in arrival order (clients
+   * in turn, see `client`) and woken paced by the retry-after of the last denial. Resolves to a denied decision with reason
    * `wait_timeout` (the wait would exceed its bound) or `queue_full`; rejects with
    * `SLUICE_ERR_ABORTED` when the signal fires.
    */
@@ -336,11 +356,12 @@ export class Limiter implements RateLimiter {
     const { key, cost } = call;
     const maxWaitMs = intOption(options.maxWaitMs, 'maxWaitMs', this.#maxWaitMs, 0, MAX_WAIT_BOUND_MS);
     const signal = options.signal;
+    const client = checkClient(options.client);
     throwIfAborted(signal);
     const startedAt = this.#clock.now();
     const queue = this.#queues.get(key);
     let last: Decision;
-    if (queue === undefined || queue.waiters.length === 0) {
+    if (queue === undefined || queue.size === 0) {
       // Nobody is waiting: ask directly, so uncontended keys pay no queueing.
       last = await this.#consume(call);
       if (last.allowed) {
@@ -360,7 +381,7 @@ export class Limiter implements RateLimiter {
     } else {
       last = queue.last;
     }
-    return this.#enqueue(call, startedAt, startedAt + maxWaitMs, signal, last);
+    return this.#enqueue(call, { startedAt, deadline: startedAt + maxWaitMs, signal, client }, last);
   }
 
   /** Frees a concurrency permit. False if it had already expired or been released. */
@@ -474,7 +495,7 @@ export class Limiter implements RateLimiter {
     this.#closed = true;
     const err = new SluiceError(ErrorCodes.CLOSED, 'the limiter was closed');
     for (const queue of this.#queues.values()) {
-      for (const w of queue.waiters.slice()) this.#finish(queue, w, undefined, err);
+      for (const w of queue.all()) this.#finish(queue, w, undefined, err);
       queue.wake();
     }
     await Promise.allSettled([...this.#pumps]);
@@ -593,19 +614,23 @@ export class Limiter implements RateLimiter {
     }
   }
 
-  #enqueue(call: Call, startedAt: number, deadline: number, signal: AbortSignal | undefined, last: Decision): Promise<Decision> {
+  #enqueue(call: Call, wait: WaitOptions, last: Decision): Promise<Decision> {
     const resource = call.resource.name;
     const { key, cost } = call;
+    const { startedAt, deadline, signal, client } = wait;
+    const full = () => Promise.resolve(this.#observe(resource, 'acquire', withReason(last, 'queue_full', false)));
+    if (client !== '' && (this.#waitersOf.get(client) ?? 0) >= this.#maxWaitersPerClient) return full();
     let queue = this.#queues.get(key);
     if (queue === undefined) {
-      if (this.#queues.size >= this.#maxWaitingKeys) {
-        return Promise.resolve(this.#observe(resource, 'acquire', withReason(last, 'queue_full', false)));
-      }
+      if (this.#queues.size >= this.#maxWaitingKeys) return full();
       queue = new WaitQueue(this.#clock, last);
       this.#queues.set(key, queue);
     }
-    if (queue.waiters.length >= this.#maxWaitersPerKey) {
-      return Promise.resolve(this.#observe(resource, 'acquire', withReason(last, 'queue_full', false)));
+    if (queue.size >= this.#maxWaitersPerKey) {
+      // Full: a client holding fewer places than another takes the other's newest place.
+      const evicted = queue.evictionFor(client);
+      if (evicted === undefined) return full();
+      this.#finish(queue, evicted, withReason(queue.last, 'queue_full', false));
     }
     const q = queue;
     return new Promise<Decision>((resolve, reject) => {
@@ -613,6 +638,7 @@ export class Limiter implements RateLimiter {
         cost,
         deadline,
         startedAt,
+        client,
         inFlight: false,
         done: false,
         resolve: (d) => {
@@ -632,19 +658,47 @@ export class Limiter implements RateLimiter {
         if (!waiter.inFlight) this.#finish(q, waiter, withReason(q.last, 'wait_timeout', false));
       }, deadline - this.#clock.now());
       if (signal !== undefined) {
-        const onAbort = () =>
+        waiter.detach = this.#onAbort(signal, () =>
           this.#finish(
             q,
             waiter,
             undefined,
             new SluiceError(ErrorCodes.ABORTED, 'the wait was aborted', { cause: signal.reason }),
-          );
-        signal.addEventListener('abort', onAbort, { once: true });
-        waiter.detach = () => signal.removeEventListener('abort', onAbort);
+          ),
+        );
       }
-      q.waiters.push(waiter);
+      q.add(waiter);
+      if (client !== '') this.#waitersOf.set(client, (this.#waitersOf.get(client) ?? 0) + 1);
       if (!q.running) this.#startPump(call, q, this.#pacing(last));
     });
+  }
+
+  /**
+   * Runs `fn` when `signal` aborts, through one listener per signal: a batch of waits sharing its
+   * request's signal adds one listener, not one per item. Returns the detach function.
+   */
+  #onAbort(signal: AbortSignal, fn: () => void): () => void {
+    let entry = this.#aborts.get(signal);
+    if (entry === undefined) {
+      const handlers = new Set<() => void>();
+      const listener = () => {
+        this.#aborts.delete(signal);
+        for (const h of [...handlers]) h();
+      };
+      signal.addEventListener('abort', listener, { once: true });
+      entry = { handlers, listener };
+      this.#aborts.set(signal, entry);
+    }
+    const { handlers, listener } = entry;
+    handlers.add(fn);
+    return () => {
+      handlers.delete(fn);
+      // The listener goes with the last wait it served, so a long-lived signal keeps none.
+      if (handlers.size === 0 && this.#aborts.get(signal)?.handlers === handlers) {
+        this.#aborts.delete(signal);
+        signal.removeEventListener('abort', listener);
+      }
+    };
   }
 
   #startPump(call: Call, queue: WaitQueue, firstDelay: number): void {
@@ -653,7 +707,7 @@ export class Limiter implements RateLimiter {
     const pump = this.#pump(call, queue, firstDelay).finally(() => {
       queue.running = false;
       this.#pumps.delete(pump);
-      if (queue.waiters.length === 0) {
+      if (queue.size === 0) {
         if (this.#queues.get(key) === queue) this.#queues.delete(key);
       } else if (!this.#closed) {
         this.#startPump(call, queue, 0);
@@ -662,12 +716,12 @@ export class Limiter implements RateLimiter {
     this.#pumps.add(pump);
   }
 
-  /** Serves one key's waiters in order; only the head asks the store. */
+  /** Serves one key's waiters, clients in turn; only the head asks the store. */
   async #pump(call: Call, queue: WaitQueue, firstDelay: number): Promise<void> {
     let delay = firstDelay;
-    while (queue.waiters.length > 0 && !this.#closed) {
+    while (queue.size > 0 && !this.#closed) {
       if (delay > 0) await queue.sleep(delay);
-      const head = queue.waiters[0];
+      const head = queue.head();
       if (head === undefined || this.#closed) return;
       head.inFlight = true;
       let d: Decision;
@@ -693,13 +747,13 @@ export class Limiter implements RateLimiter {
       queue.last = d;
       if (d.reason === 'circuit_open') {
         // The downstream is failing: nobody queued here should wait for it.
-        for (const w of queue.waiters.slice()) this.#finish(queue, w, d);
+        for (const w of queue.all()) this.#finish(queue, w, d);
         break;
       }
       // Tell waiters who cannot be served before their deadline now, not at the deadline.
       if (d.reason === 'rate_limited') {
         const wakeAt = this.#clock.now() + d.retryAfterMs;
-        for (const w of queue.waiters.slice()) {
+        for (const w of queue.all()) {
           if (w.deadline < wakeAt) this.#finish(queue, w, withReason(d, 'wait_timeout', false));
         }
       }
@@ -720,6 +774,11 @@ export class Limiter implements RateLimiter {
     if (w.timer !== undefined) this.#clock.clearTimer(w.timer);
     w.detach?.();
     queue.remove(w);
+    if (w.client !== '') {
+      const left = (this.#waitersOf.get(w.client) ?? 1) - 1;
+      if (left > 0) this.#waitersOf.set(w.client, left);
+      else this.#waitersOf.delete(w.client);
+    }
     if (decision !== undefined) w.resolve(decision);
     else w.reject(error);
   }
@@ -738,6 +797,23 @@ export class Limiter implements RateLimiter {
 
 function throwIfAborted(signal: AbortSignal | undefined): void {
   if (signal?.aborted) throw new SluiceError(ErrorCodes.ABORTED, 'the wait was aborted', { cause: signal.reason });
+}
+
+/** A client name for the wait queues: any string up to 256 characters ('' names nobody). */
+function checkClient(client: unknown): string {
+  if (client === undefined) return '';
+  if (typeof client !== 'string' || client.length > 256) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'client', 'must be a string of at most 256 characters');
+  }
+  return client;
+}
+
+/** When and for whom one `acquire` waits. */
+interface WaitOptions {
+  readonly startedAt: number;
+  readonly deadline: number;
+  readonly signal: AbortSignal | undefined;
+  readonly client: string;
 }
 
 function checkLeaseId(leaseId: unknown): string {

@@ -6,6 +6,8 @@ export interface Waiter {
   readonly cost: number;
   readonly deadline: number;
   readonly startedAt: number;
+  /** Who waits (see `AcquireOptions.client`); '' when the caller named nobody. */
+  readonly client: string;
   readonly resolve: (d: Decision) => void;
   readonly reject: (e: unknown) => void;
   /** Set while the pump is asking the store on this waiter's behalf. */
@@ -17,12 +19,17 @@ export interface Waiter {
 }
 
 /**
- * The waiters of one key in arrival order, plus the pump's wakeable sleep. Only the head asks
- * the store, paced by the retry-after of the last denial, so waiters never stampede and nothing
- * polls in a loop.
+ * The waiters of one key, plus the pump's wakeable sleep. Only the head asks the store, paced by
+ * the retry-after of the last denial, so waiters never stampede and nothing polls in a loop.
+ *
+ * Waiters are grouped by client and the clients take turns (round robin; arrival order within a
+ * client): a client that queued a thousand waiters delays another client's waiter by one grant,
+ * not by a thousand. With one client (or none named) this is plain arrival order.
  */
 export class WaitQueue {
-  readonly waiters: Waiter[] = [];
+  /** client -> its waiters in arrival order; Map order is the turn order (next client first). */
+  readonly #byClient = new Map<string, Waiter[]>();
+  #size = 0;
   running = false;
   /** The last denial seen for this key; used to answer waiters that give up. */
   last: Decision;
@@ -36,11 +43,60 @@ export class WaitQueue {
     this.last = last;
   }
 
-  /** Removes a waiter (no-op when absent). */
+  /** How many wait. */
+  get size(): number {
+    return this.#size;
+  }
+
+  /** The waiter served next: the oldest of the client whose turn it is. */
+  head(): Waiter | undefined {
+    for (const waiters of this.#byClient.values()) return waiters[0];
+    return undefined;
+  }
+
+  /** Every waiter (a copy: finishing waiters while iterating it is safe). */
+  all(): Waiter[] {
+    return [...this.#byClient.values()].flat();
+  }
+
+  /** How many waiters `client` has queued. */
+  countOf(client: string): number {
+    return this.#byClient.get(client)?.length ?? 0;
+  }
+
+  add(w: Waiter): void {
+    const waiters = this.#byClient.get(w.client);
+    if (waiters === undefined) this.#byClient.set(w.client, [w]);
+    else waiters.push(w);
+    this.#size++;
+  }
+
+  /**
+   * The waiter to turn away so that `client` gets a place in a full queue: the newest of the
+   * client holding the most, when that client holds at least two more than `client` would.
+   * Undefined when the queue is already fair to `client` (then the newcomer is turned away).
+   */
+  evictionFor(client: string): Waiter | undefined {
+    let most: Waiter[] | undefined;
+    for (const waiters of this.#byClient.values()) if (most === undefined || waiters.length > most.length) most = waiters;
+    if (most === undefined || most.length < this.countOf(client) + 2) return undefined;
+    return most[most.length - 1];
+  }
+
+  /**
+   * Removes a waiter (no-op when absent). A served head passes the turn: its client goes to the
+   * back of the turn order.
+   */
   remove(w: Waiter): void {
-    const i = this.waiters.indexOf(w);
-    if (i >= 0) this.waiters.splice(i, 1);
-    if (this.waiters.length === 0) this.wake();
+    const waiters = this.#byClient.get(w.client);
+    const i = waiters?.indexOf(w) ?? -1;
+    if (waiters === undefined || i < 0) return;
+    const wasHead = i === 0 && this.head() === w;
+    waiters.splice(i, 1);
+    this.#size--;
+    if (waiters.length === 0 || wasHead) this.#byClient.delete(w.client);
+    if (waiters.length > 0 && wasHead) this.#byClient.set(w.client, waiters);
+    if (this.#size === 0) this.wake();
   }
 
   /** Sleeps `ms` unless woken earlier by {@link wake}. */

@@ -17,8 +17,10 @@ export const ServerErrorCodes = {
   BODY_TOO_LARGE: 'SLUICE_ERR_BODY_TOO_LARGE',
   /** A batch has more items than `SLUICE_MAX_BATCH`. */
   BATCH_TOO_LARGE: 'SLUICE_ERR_BATCH_TOO_LARGE',
-  /** The body is not `application/json`. */
+  /** The body is not `application/json` in UTF-8. */
   UNSUPPORTED_MEDIA_TYPE: 'SLUICE_ERR_UNSUPPORTED_MEDIA_TYPE',
+  /** The request (head and body) was not received within `SLUICE_BODY_TIMEOUT_MS`. */
+  REQUEST_TIMEOUT: 'SLUICE_ERR_REQUEST_TIMEOUT',
   /** The admin API was called without the right bearer token (or none is configured). */
   UNAUTHORIZED: 'SLUICE_ERR_UNAUTHORIZED',
   /** No such endpoint. */
@@ -60,6 +62,7 @@ export class ServerError extends Error {
 export const GrpcStatus = {
   OK: 0,
   CANCELLED: 1,
+  DEADLINE_EXCEEDED: 4,
   INVALID_ARGUMENT: 3,
   NOT_FOUND: 5,
   RESOURCE_EXHAUSTED: 8,
@@ -81,6 +84,7 @@ const TRANSPORT: Readonly<Record<AnyErrorCode, Transport>> = Object.freeze({
   [ServerErrorCodes.BODY_TOO_LARGE]: { http: 413, grpc: GrpcStatus.RESOURCE_EXHAUSTED },
   [ServerErrorCodes.BATCH_TOO_LARGE]: { http: 413, grpc: GrpcStatus.INVALID_ARGUMENT },
   [ServerErrorCodes.UNSUPPORTED_MEDIA_TYPE]: { http: 415, grpc: GrpcStatus.INVALID_ARGUMENT },
+  [ServerErrorCodes.REQUEST_TIMEOUT]: { http: 408, grpc: GrpcStatus.DEADLINE_EXCEEDED },
   [ServerErrorCodes.UNAUTHORIZED]: { http: 401, grpc: GrpcStatus.UNAUTHENTICATED },
   [ServerErrorCodes.NOT_FOUND]: { http: 404, grpc: GrpcStatus.NOT_FOUND },
   [ServerErrorCodes.NOT_READY]: { http: 503, grpc: GrpcStatus.UNAVAILABLE },

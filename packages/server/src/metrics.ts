@@ -2,6 +2,7 @@ import type { Decision, LimiterObserver } from '@sluice/core';
 import { createPrometheusObserver } from '@sluice/core/metrics';
 import { OVERRIDE_RESOURCE_PREFIX } from '@sluice/rules';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import type { ConnectionCut } from './connections.js';
 
 /** Live figures of one resource, for `GET /v1/stats` and `sluice status`. */
 export interface ResourceStats {
@@ -44,6 +45,8 @@ export class ServerMetrics {
   readonly #fallbacks: Counter<'resource'>;
   readonly #prefilter: Counter<'resource'>;
   readonly #overridesRefused: Counter;
+  readonly #cuts: Counter<'listener' | 'reason'>;
+  readonly #warnings: Counter<'event'>;
   readonly #tallies = new Map<string, Tally>();
 
   constructor() {
@@ -92,6 +95,18 @@ export class ServerMetrics {
       help: 'Envoy limit overrides not admitted (the override table was full of overrides in use, or new ones came too fast)',
       registers,
     });
+    this.#cuts = new Counter({
+      name: 'sluice_connections_closed_total',
+      help: 'Connections the server closed: over a connection cap, a request not received in time, a malformed request',
+      labelNames: ['listener', 'reason'] as const,
+      registers,
+    });
+    this.#warnings = new Counter({
+      name: 'sluice_warnings_total',
+      help: 'Warnings by event, each counted although repeats are logged only as a summary',
+      labelNames: ['event'] as const,
+      registers,
+    });
     const core = createPrometheusObserver({ registry: this.registry });
     this.observer = {
       decided: (e) => {
@@ -131,6 +146,15 @@ export class ServerMetrics {
   /** An Envoy limit override was not admitted to the override table. */
   overrideRefused(): void {
     this.#overridesRefused.inc();
+  }
+
+  connectionClosed(listener: 'http' | 'grpc', reason: ConnectionCut): void {
+    this.#cuts.inc({ listener, reason });
+  }
+
+  /** Counts a warning (the event names are the server's own, a fixed set). */
+  warning(event: string): void {
+    this.#warnings.inc({ event });
   }
 
   rulesApplied(version: number, added: number, changed: number, removed: number): void {

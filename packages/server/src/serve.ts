@@ -7,7 +7,8 @@ import { OverrideTable } from './envoy/overrides.js';
 import { LiveRules } from './live-rules.js';
 import { ServerMetrics } from './metrics.js';
 import { buildHttpApp } from './http/app.js';
-import { bindGrpc, buildGrpcServer, shutdownGrpc } from './grpc/server.js';
+import { bindGrpc, buildGrpcServer, shutdownGrpc, type GrpcListener } from './grpc/server.js';
+import { WarningThrottle, redactingLogger } from './logging.js';
 import { seedRuleStore } from './seed.js';
 import { RateLimitService } from './service.js';
 import { SettingsError, type Settings } from './settings.js';
@@ -31,7 +32,7 @@ export interface RunningServer {
 
 /** Options of {@link startServer} beyond the settings. */
 export interface StartOptions {
-  /** @default a pino logger at `settings.logLevel` on stdout */
+  /** @default a pino logger at `settings.logLevel` on stdout (either way, credentials are redacted) */
   logger?: Logger;
 }
 
@@ -115,8 +116,9 @@ async function openStores(settings: Settings, logger: Logger): Promise<Stores> {
  * empty, follows its versions live, and listens for HTTP and gRPC.
  */
 export async function startServer(settings: Settings, options: StartOptions = {}): Promise<RunningServer> {
-  const logger = options.logger ?? pino({ level: settings.logLevel });
+  const logger = redactingLogger(options.logger ?? pino({ level: settings.logLevel }));
   const metrics = new ServerMetrics();
+  const warnings = new WarningThrottle(logger, (event) => metrics.warning(event));
   const stores = await openStores(settings, logger);
   const limiter = new Limiter({
     resources: {},
@@ -124,6 +126,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     observer: metrics.observer,
     maxKeyLength: settings.maxKeyLength,
     maxWaitMs: settings.maxWaitMs,
+    maxWaitersPerClient: settings.maxClientWaits,
     onStoreFailure: settings.onStoreFailure,
     failover: { logger },
   });
@@ -135,6 +138,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   let stopWatch: (() => void) | undefined;
   let closing = false;
   const cleanup = async () => {
+    warnings.close();
     stopWatch?.();
     await limiter.close();
     await stores.close();
@@ -177,6 +181,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     ruleStore: stores.ruleStore,
     metrics,
     logger,
+    warnings,
     readiness,
     closing: () => closing,
     dashboard: settings.dashboard,
@@ -193,16 +198,20 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     rules,
     overrides,
     metrics,
-    logger,
+    warnings,
     bounds: { maxDescriptors: settings.maxDescriptors, maxKeyLength: settings.maxKeyLength },
     token: settings.apiToken,
     maxMessageBytes: settings.maxBodyBytes,
+    idleTimeoutMs: settings.idleTimeoutMs,
+    bodyTimeoutMs: settings.bodyTimeoutMs,
     closing: () => closing,
   });
-  let grpcPort: number;
+  let grpcListener: GrpcListener;
   try {
     await app.listen({ host: settings.host, port: settings.port });
-    grpcPort = await bindGrpc(grpcServer, settings.host, settings.grpcPort);
+    grpcListener = await bindGrpc(grpcServer, settings.host, settings.grpcPort, settings, (reason) =>
+      metrics.connectionClosed('grpc', reason),
+    );
   } catch (err) {
     grpcServer.forceShutdown();
     await app.close();
@@ -210,6 +219,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     throw err;
   }
   const httpPort = (app.server.address() as AddressInfo).port;
+  const grpcPort = grpcListener.port;
   const host = settings.host === '0.0.0.0' || settings.host === '::' ? '127.0.0.1' : settings.host;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${httpPort}`;
   logger.info(
@@ -234,6 +244,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     closed ??= (async () => {
       closing = true;
       logger.info({ graceMs: settings.shutdownGraceMs }, 'shutting down: finishing in-flight calls');
+      grpcListener.close();
       const drained = Promise.all([app.close(), shutdownGrpc(grpcServer, settings.shutdownGraceMs)]);
       let timer: NodeJS.Timeout | undefined;
       const graceOver = new Promise<'grace'>((r) => {
@@ -250,6 +261,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
       clearTimeout(cut);
       stopWatch?.();
       await stores.close();
+      warnings.close();
       logger.info('shut down');
     })();
     return closed;

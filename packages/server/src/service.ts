@@ -138,11 +138,13 @@ export class RateLimitService {
     return this.#limiter.try(item.resource, opts(item));
   }
 
-  async acquire(item: AcquireItem, signal: AbortSignal): Promise<Decision> {
+  /** Waits for `client` (its waits are bounded and take turns with other clients', see `AcquireOptions.client`). */
+  async acquire(item: AcquireItem, signal: AbortSignal, client?: string): Promise<Decision> {
     this.#active(item.resource);
     return this.#limiter.acquire(item.resource, {
       ...opts(item),
       signal,
+      ...(client === undefined ? {} : { client }),
       ...(item.maxWaitMs === undefined ? {} : { maxWaitMs: item.maxWaitMs }),
     });
   }

@@ -31,6 +31,11 @@ export interface Settings {
   readonly overridesPerMinute: number;
   readonly overrideIdleMs: number;
   readonly shutdownGraceMs: number;
+  readonly bodyTimeoutMs: number;
+  readonly idleTimeoutMs: number;
+  readonly maxConnections: number;
+  readonly maxClientConnections: number;
+  readonly maxClientWaits: number;
   /** Serve the web dashboard at `/dashboard`. */
   readonly dashboard: boolean;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -193,6 +198,41 @@ export const SETTINGS = {
     default: '10000',
     schema: int(0, 600_000),
     doc: 'On SIGTERM/SIGINT, how long in-flight calls may finish before waits are ended',
+  },
+  bodyTimeoutMs: {
+    flag: '--body-timeout-ms',
+    env: 'SLUICE_BODY_TIMEOUT_MS',
+    default: '10000',
+    schema: int(100, 600_000),
+    doc: 'Longest time to receive an HTTP request (head and body) from its first byte or from the connection opening: past it 408, connection closed',
+  },
+  idleTimeoutMs: {
+    flag: '--idle-timeout-ms',
+    env: 'SLUICE_IDLE_TIMEOUT_MS',
+    default: '30000',
+    schema: int(100, 3_600_000),
+    doc: 'How long an HTTP or gRPC connection may stay open with no call in progress',
+  },
+  maxConnections: {
+    flag: '--max-connections',
+    env: 'SLUICE_MAX_CONNECTIONS',
+    default: '10000',
+    schema: int(1, 1_000_000),
+    doc: 'Most open connections of each listener (HTTP, gRPC); more are closed as they arrive',
+  },
+  maxClientConnections: {
+    flag: '--max-client-conns',
+    env: 'SLUICE_MAX_CLIENT_CONNS',
+    default: '1000',
+    schema: int(1, 1_000_000),
+    doc: 'Most open connections of each listener (HTTP, gRPC) from one remote address; more are closed as they arrive',
+  },
+  maxClientWaits: {
+    flag: '--max-client-waits',
+    env: 'SLUICE_MAX_CLIENT_WAITS',
+    default: '1000',
+    schema: int(1, 1_000_000),
+    doc: "Most acquires of one remote address waiting at once (more answer `queue_full`); a key's waiters of several addresses take turns",
   },
   dashboard: {
     // The flag only turns the dashboard off; the variable takes `on` or `off`.

@@ -1,14 +1,17 @@
+import { createServer, type Server as NetServer } from 'node:net';
+import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import type { Limiter } from '@sluice/core';
-import type { Logger } from 'pino';
+import { limitConnections, type ConnectionCut, type ConnectionLimits } from '../connections.js';
 import { ServerError, ServerErrorCodes, describeError, grpcStatusOf } from '../errors.js';
 import type { OverrideTable } from '../envoy/overrides.js';
 import { shouldRateLimit } from '../envoy/rls.js';
 import { authorized } from '../http/auth.js';
 import type { LiveRules } from '../live-rules.js';
 import type { ServerMetrics } from '../metrics.js';
+import type { WarningThrottle } from '../logging.js';
 import { decodeRlsRequest, encodeRlsResponse, type RlsBounds } from './codec.js';
 import { invalidUtf8Field } from './utf8.js';
 
@@ -44,9 +47,14 @@ export interface GrpcDeps {
   /** The limits of the overrides requests carry. */
   readonly overrides: OverrideTable;
   readonly metrics: ServerMetrics;
-  readonly logger: Logger;
+  /** Internal faults are logged through it (a client can repeat the calls causing them). */
+  readonly warnings: WarningThrottle;
   readonly bounds: RlsBounds;
   readonly maxMessageBytes: number;
+  /** How long a connection may stay open with no call in progress. */
+  readonly idleTimeoutMs: number;
+  /** How long calls in progress may finish once a connection reached its age (see {@link MAX_CONNECTION_AGE_MS}). */
+  readonly bodyTimeoutMs: number;
   /** True once the server is shutting down: new calls are refused. */
   readonly closing: () => boolean;
   /** The bearer token every call must carry in its `authorization` metadata; none: calls are open. */
@@ -54,6 +62,18 @@ export interface GrpcDeps {
 }
 
 const METHOD = 'ShouldRateLimit';
+
+/**
+ * Most concurrent calls on one connection: each may buffer up to `maxMessageBytes`, so this
+ * bounds a connection's memory. Envoy keeps far fewer calls in flight per connection.
+ */
+export const MAX_CONCURRENT_STREAMS = 100;
+/**
+ * Every connection is asked to go away (GOAWAY) at this age; calls in progress then have the
+ * request timeout to finish. grpc-js has no timeout on receiving a call, so this bounds how long
+ * a call whose message never completes holds its connection. Clients reconnect at once.
+ */
+export const MAX_CONNECTION_AGE_MS = 120_000;
 
 /**
  * A gRPC server offering Envoy's `RateLimitService/ShouldRateLimit`. Undecodable messages
@@ -88,10 +108,17 @@ export function buildGrpcServer(deps: GrpcDeps): grpc.Server {
   const server = new grpc.Server({
     'grpc.max_receive_message_length': deps.maxMessageBytes,
     'grpc.max_send_message_length': 4 * 1024 * 1024,
+    'grpc.max_concurrent_streams': MAX_CONCURRENT_STREAMS,
+    'grpc.max_connection_idle_ms': deps.idleTimeoutMs,
+    'grpc.max_connection_age_ms': MAX_CONNECTION_AGE_MS,
+    'grpc.max_connection_age_grace_ms': deps.bodyTimeoutMs,
+    // Pings find peers that vanished without closing (their connections would count against the caps).
+    'grpc.keepalive_time_ms': 60_000,
+    'grpc.keepalive_timeout_ms': 20_000,
   });
   const fail = (callback: grpc.sendUnaryData<unknown>, err: unknown) => {
     const { body, internal } = describeError(err);
-    if (internal) deps.logger.error({ err }, 'ShouldRateLimit failed');
+    if (internal) deps.warnings.error('grpc_failed', { err }, 'ShouldRateLimit failed');
     const metadata = new grpc.Metadata();
     metadata.set('sluice-error-code', body.code);
     const code = grpcStatusOf(body.code);
@@ -135,12 +162,40 @@ export function buildGrpcServer(deps: GrpcDeps): grpc.Server {
   return server;
 }
 
-/** Binds `server` to host:port; resolves the port bound (useful with 0). */
-export function bindGrpc(server: grpc.Server, host: string, port: number): Promise<number> {
-  const address = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
-  return new Promise((resolve, reject) => {
-    server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound)));
-  });
+/** The gRPC listener: its port, and `close()` to stop accepting connections. */
+export interface GrpcListener {
+  readonly port: number;
+  close(): void;
+}
+
+/**
+ * Listens on host:port (0: any free port) and hands `server` the connections within `limits`
+ * (grpc-js has no connection cap of its own); `cut` hears of each connection refused.
+ */
+export async function bindGrpc(
+  server: grpc.Server,
+  host: string,
+  port: number,
+  limits: ConnectionLimits,
+  cut: (reason: ConnectionCut) => void,
+): Promise<GrpcListener> {
+  const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
+  const listener: NetServer = createServer();
+  limitConnections(listener, limits, cut, (socket) => injector.injectConnection(socket));
+  try {
+    listener.listen(port, host);
+    await once(listener, 'listening');
+  } catch (err) {
+    injector.destroy();
+    throw err;
+  }
+  const address = listener.address();
+  return {
+    port: typeof address === 'object' && address !== null ? address.port : port,
+    close: () => {
+      listener.close();
+    },
+  };
 }
 
 /** Stops taking calls, lets in-flight ones finish within `graceMs`, then cuts the rest. */

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { ServerError, ServerErrorCodes, fromZod } from '../errors.js';
 import type { LiveRules } from '../live-rules.js';
 import { authorized } from './auth.js';
+import { redactUrl, type WarningThrottle } from '../logging.js';
 import { sendError } from './reply.js';
 
 /** What the admin API needs. */
@@ -14,6 +15,8 @@ export interface AdminDeps {
   /** The bearer token; without one every admin call is refused. */
   readonly token: string | undefined;
   readonly logger: Logger;
+  /** Refused calls are logged through it (an outsider can repeat them at will). */
+  readonly warnings: WarningThrottle;
 }
 
 const label = z.string({ error: 'must be a string' }).min(1, 'must not be empty').max(256, 'must be at most 256 characters');
@@ -57,13 +60,17 @@ function encodeVersion(v: RuleVersion): RuleVersionMeta & { source: string } {
 
 /** The admin API under `/v1/admin`, behind the bearer token (checked before the body is read). */
 export function registerAdmin(app: FastifyInstance, deps: AdminDeps): void {
-  const { store, rules, token, logger } = deps;
+  const { store, rules, token, logger, warnings } = deps;
   void app.register(
     async (admin) => {
       admin.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
         // No token configured: the admin API is off (unlike the data plane, which is then open).
         if (token === undefined || !authorized(request.headers.authorization, token)) {
-          logger.warn({ route: request.url, ip: request.ip }, 'admin call refused: missing or wrong token');
+          warnings.warn(
+            'admin_refused',
+            { route: redactUrl(request.url), ip: request.ip },
+            'admin call refused: missing or wrong token',
+          );
           return sendError(
             reply.header('www-authenticate', 'Bearer'),
             new ServerError(

@@ -1,12 +1,11 @@
 import type { Decision } from '@sluice/core';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Logger } from 'pino';
 import { z } from 'zod';
 import { ServerError, ServerErrorCodes, fromZod } from '../errors.js';
 import type { RateLimitService } from '../service.js';
 import { authorized } from './auth.js';
 import { decodeBody, itemSchemas, type Decoded, type ItemBounds } from './items.js';
-import { encodeDecision, errorReply, rateLimitHeaders, sendError } from './reply.js';
+import { encodeDecision, errorReply, rateLimitHeaders, sendError, type FaultLog } from './reply.js';
 
 const flag = z.enum(['0', '1', 'true', 'false'], { error: 'must be 1 or 0' }).optional();
 const decisionQuery = z.strictObject({ http429: flag, statuses: flag });
@@ -23,10 +22,18 @@ interface Op<T, R> {
   readonly path: string;
   readonly schema: z.ZodType<T>;
   readonly query: z.ZodType<Record<string, string | undefined>>;
-  readonly run: (item: T, signal: AbortSignal) => Promise<R>;
+  readonly run: (item: T, call: CallContext) => Promise<R>;
   readonly encode: (r: R, query: Record<string, string | undefined>) => object;
   /** Headers and status of a single call's answer. */
   readonly single?: (r: R, query: Record<string, string | undefined>) => { status: number; headers: Record<string, string> };
+}
+
+/** What an item's operation knows of its request. */
+interface CallContext {
+  /** Aborts when the client goes away. */
+  readonly signal: AbortSignal;
+  /** Who calls: the remote address (the client id header is the client's own claim, so not this). */
+  readonly client: string;
 }
 
 function decisionSingle(d: Decision, query: Record<string, string | undefined>) {
@@ -44,7 +51,7 @@ export function registerApi(
   app: FastifyInstance,
   service: RateLimitService,
   bounds: ItemBounds,
-  logger: Logger,
+  logger: FaultLog,
   token: string | undefined,
 ): void {
   const schemas = itemSchemas(bounds);
@@ -68,14 +75,16 @@ export function registerApi(
       } catch (err) {
         return sendError(reply, err, logger);
       }
-      // Waits end when the client goes away: the response closes before it was written.
+      // Waits end when the client goes away: the response closes before it was written. Every
+      // item of a batch shares this one signal (the limiter listens to it once).
       const abort = new AbortController();
       reply.raw.once('close', () => {
         if (!reply.raw.writableFinished) abort.abort();
       });
+      const context: CallContext = { signal: abort.signal, client: request.ip };
       const answer = async (d: Decoded<T>) => {
         if (!d.ok) throw d.error;
-        return op.run(d.value, abort.signal);
+        return op.run(d.value, context);
       };
       if (!body.batch) {
         let r: R;
@@ -106,7 +115,7 @@ export function registerApi(
     path: '/v1/acquire',
     schema: schemas.acquire,
     query: decisionQuery,
-    run: (item, signal) => service.acquire(item, signal),
+    run: (item, call) => service.acquire(item, call.signal, call.client),
     encode: (d, q) => encodeDecision(d, isSet(q.statuses)),
     single: decisionSingle,
   });

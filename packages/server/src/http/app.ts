@@ -1,26 +1,45 @@
 import { isUtf8 } from 'node:buffer';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RuleStore } from '@sluice/rules';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import { limitConnections } from '../connections.js';
 import { ServerError, ServerErrorCodes } from '../errors.js';
 import type { LiveRules } from '../live-rules.js';
+import { WarningThrottle } from '../logging.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { RateLimitService } from '../service.js';
-import type { Settings } from '../settings.js';
+import { SETTINGS, type Settings } from '../settings.js';
 import { registerAdmin } from './admin.js';
 import { registerApi } from './api.js';
+import { answerClientError, trackResponse } from './client-errors.js';
 import { registerDashboard } from './dashboard.js';
 import { fromFastifyError, sendError } from './reply.js';
+
+/** Bounds of the HTTP listener's connections (their defaults are the settings' defaults). */
+type ConnectionSetting = 'bodyTimeoutMs' | 'idleTimeoutMs' | 'maxConnections' | 'maxClientConnections';
+
+function connectionSettings(given: Partial<Pick<Settings, ConnectionSetting>>): Pick<Settings, ConnectionSetting> {
+  const or = (v: number | undefined, name: ConnectionSetting) => v ?? Number(SETTINGS[name].default);
+  return {
+    bodyTimeoutMs: or(given.bodyTimeoutMs, 'bodyTimeoutMs'),
+    idleTimeoutMs: or(given.idleTimeoutMs, 'idleTimeoutMs'),
+    maxConnections: or(given.maxConnections, 'maxConnections'),
+    maxClientConnections: or(given.maxClientConnections, 'maxClientConnections'),
+  };
+}
 
 /** What the HTTP app is built from. */
 export interface HttpDeps {
   readonly settings: Pick<Settings, 'maxBodyBytes' | 'maxBatch' | 'maxKeyLength' | 'maxWaitMs' | 'adminToken'> &
-    Partial<Pick<Settings, 'apiToken'>>;
+    Partial<Pick<Settings, 'apiToken' | ConnectionSetting>>;
   readonly service: RateLimitService;
   readonly rules: LiveRules;
   readonly ruleStore: RuleStore;
   readonly metrics: ServerMetrics;
   readonly logger: Logger;
+  /** Warnings outsiders can repeat at will. @default one of the app's own, closed with it */
+  readonly warnings?: WarningThrottle;
   /** Readiness: rules active and stores answering; the reasons when not. */
   readonly readiness: () => Promise<{ ready: boolean; checks: Record<string, string> }>;
   /** True once the server is shutting down. */
@@ -39,6 +58,11 @@ export interface HttpDeps {
  */
 export function buildHttpApp(deps: HttpDeps): FastifyInstance {
   const { settings, logger, metrics } = deps;
+  const limits = connectionSettings(settings);
+  const ownWarnings = deps.warnings === undefined;
+  const warnings = deps.warnings ?? new WarningThrottle(logger, (event) => metrics.warning(event));
+  const faults = warnings.faults('request_failed');
+  const cut = (reason: Parameters<typeof metrics.connectionClosed>[1]) => metrics.connectionClosed('http', reason);
   // Typed as fastify's logger, so the instance has fastify's default type.
   const fastifyLogger: FastifyBaseLogger = logger;
   const app = Fastify({
@@ -48,34 +72,39 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     bodyLimit: settings.maxBodyBytes,
     return503OnClosing: true,
     forceCloseConnections: 'idle',
-    // acquire waits; the wait is bounded by maxWaitMs, not by a socket timeout.
-    requestTimeout: 0,
+    // Receiving a request (head and body) is bounded; answering it is not: an acquire's wait
+    // is bounded by maxWaitMs, and Node's request timeout ends once the request is received.
+    requestTimeout: limits.bodyTimeoutMs,
+    keepAliveTimeout: limits.idleTimeoutMs,
+    http: {
+      headersTimeout: limits.bodyTimeoutMs,
+      // Node checks the timeouts on this period (30 s by default, which would triple a 10 s bound).
+      connectionsCheckingInterval: Math.max(100, Math.min(1000, Math.floor(limits.bodyTimeoutMs / 4))),
+    },
     frameworkErrors: (err, _request, reply) => {
-      void sendError(reply, fromFastifyError(err), logger);
+      void sendError(reply, fromFastifyError(err), faults);
     },
-    // Requests Node's HTTP parser refuses never reach a route; they still get the error format.
-    clientErrorHandler: (err, socket) => {
-      if (!socket.writable) {
-        socket.destroy();
-        return;
-      }
-      const code = (err as NodeJS.ErrnoException).code;
-      const tooLarge = code === 'HPE_HEADER_OVERFLOW';
-      const body = JSON.stringify({
-        error: tooLarge
-          ? { code: ServerErrorCodes.BODY_TOO_LARGE, message: 'the request head is too large' }
-          : { code: ServerErrorCodes.INVALID_REQUEST, message: 'malformed HTTP request' },
-      });
-      const status = tooLarge ? '431 Request Header Fields Too Large' : '400 Bad Request';
-      socket.end(
-        `HTTP/1.1 ${status}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-      );
-    },
+    // Requests Node's HTTP parser refuses (or that did not arrive in time) never reach a route;
+    // they still get the error format, after the answers to the requests pipelined before them.
+    clientErrorHandler: (err, socket) => answerClientError(err, socket, cut),
   });
+  limitConnections(app.server, limits, cut);
+  app.server.on('request', (_req: IncomingMessage, res: ServerResponse) => trackResponse(res));
+  if (ownWarnings) app.addHook('onClose', async () => warnings.close());
 
   // JSON only, parsed here so that every parse failure has the server's error code.
   app.removeContentTypeParser(['application/json', 'text/plain']);
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, raw, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, raw, done) => {
+    const charset = charsetOf(request.headers['content-type']);
+    if (charset !== undefined && !UTF8.test(charset)) {
+      done(
+        new ServerError(ServerErrorCodes.UNSUPPORTED_MEDIA_TYPE, `the body must be UTF-8, not charset=${charset.slice(0, 32)}`, {
+          field: 'content-type',
+        }),
+        undefined,
+      );
+      return;
+    }
     const bytes = typeof raw === 'string' ? Buffer.from(raw) : raw;
     // Decoding would turn invalid bytes into U+FFFD and merge keys that differ only in them.
     if (!isUtf8(bytes)) {
@@ -95,12 +124,12 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     }
   });
 
-  app.setErrorHandler((err, _request, reply) => sendError(reply, fromFastifyError(err), logger));
+  app.setErrorHandler((err, _request, reply) => sendError(reply, fromFastifyError(err), faults));
   app.setNotFoundHandler((request, reply) =>
     sendError(
       reply,
       new ServerError(ServerErrorCodes.NOT_FOUND, `no endpoint ${request.method} ${request.url.split('?')[0]}`),
-      logger,
+      faults,
     ),
   );
   // While shutting down, answers close their connection: keep-alive clients would otherwise
@@ -112,8 +141,8 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     metrics.httpRequest(request.routeOptions.url ?? 'unmatched', request.method, reply.statusCode);
   });
 
-  registerApi(app, deps.service, settings, logger, settings.apiToken);
-  registerAdmin(app, { store: deps.ruleStore, rules: deps.rules, token: settings.adminToken, logger });
+  registerApi(app, deps.service, settings, faults, settings.apiToken);
+  registerAdmin(app, { store: deps.ruleStore, rules: deps.rules, token: settings.adminToken, logger, warnings });
   if (deps.dashboard === true) registerDashboard(app, logger);
 
   app.get('/healthz', async () => ({ status: 'ok' }));
@@ -131,4 +160,13 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     resources: metrics.stats((r) => deps.rules.has(r)),
   }));
   return app;
+}
+
+/** JSON is UTF-8 (RFC 8259); a body declared in another charset would be read wrongly. */
+const UTF8 = /^utf-?8$/i;
+
+/** The `charset` parameter of a Content-Type header, unquoted; undefined when absent. */
+function charsetOf(contentType: string | undefined): string | undefined {
+  const m = /;\s*charset\s*=\s*("?)([^";\s]*)\1/i.exec(contentType ?? '');
+  return m?.[2];
 }

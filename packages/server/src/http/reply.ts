@@ -1,6 +1,5 @@
 import type { Decision } from '@sluice/core';
 import type { FastifyReply } from 'fastify';
-import type { Logger } from 'pino';
 import { ServerError, ServerErrorCodes, describeError, httpStatusOf, type ErrorBody } from '../errors.js';
 
 /** A decision as the HTTP API answers it. */
@@ -51,19 +50,24 @@ export function rateLimitHeaders(d: Decision): Record<string, string> {
   return headers;
 }
 
+/** Where faults of the server itself are logged: a logger, or a throttled one (see `WarningThrottle.faults`). */
+export interface FaultLog {
+  error(fields: object, msg: string): void;
+}
+
 /**
  * The one way an error leaves the HTTP API: `{ error: { code, message, field? } }` with the
  * status derived from the code. Faults that are not typed are logged and answered as internal.
  */
-export function errorReply(err: unknown, logger: Logger): { status: number; body: { error: ErrorBody } } {
+export function errorReply(err: unknown, log: FaultLog): { status: number; body: { error: ErrorBody } } {
   const { body, internal } = describeError(err);
-  if (internal) logger.error({ err }, 'request failed');
+  if (internal) log.error({ err }, 'request failed');
   return { status: httpStatusOf(body.code), body: { error: body } };
 }
 
 /** Sends {@link errorReply}. */
-export function sendError(reply: FastifyReply, err: unknown, logger: Logger): FastifyReply {
-  const { status, body } = errorReply(err, logger);
+export function sendError(reply: FastifyReply, err: unknown, log: FaultLog): FastifyReply {
+  const { status, body } = errorReply(err, log);
   return reply.code(status).send(body);
 }
 
