@@ -2,6 +2,7 @@ import type { Clock, TimerHandle } from './clock.js';
 import { combineStatuses, type Decision } from './decision.js';
 import { ErrorCodes, invalid } from './errors.js';
 import type { Failover, StoreFailurePolicy } from './failover.js';
+import { OldestFirst } from './oldest-first.js';
 import { maxCost, type CompiledLimit } from './policy.js';
 
 /** Client-side leases of one resource. */
@@ -97,6 +98,7 @@ const LOW_WATER_SHARE = 0.5;
  */
 export class LeaseCache {
   readonly #held = new Map<string, Held>();
+  readonly #oldest = new OldestFirst(this.#held);
   readonly #pending = new Set<Promise<unknown>>();
   #sweepTimer: TimerHandle | undefined;
   #closed = false;
@@ -312,11 +314,11 @@ export class LeaseCache {
   }
 
   #evictOldest(): void {
-    const first = this.#held.entries().next();
-    if (first.done) return;
-    const [key, h] = first.value;
+    const first = this.#oldest.peek();
+    if (first === undefined) return;
+    const [key, h] = first;
     this.#giveBack(key, h);
-    this.#held.delete(key);
+    this.#oldest.shift();
   }
 
   /** Returns every permit held for `key`, the spare batch included. */

@@ -123,6 +123,8 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     observer: metrics.observer,
     maxKeyLength: settings.maxKeyLength,
     maxWaitMs: settings.maxWaitMs,
+    // The embedded store's bound: the limiter owns that store.
+    ...(stores.limitStore === undefined ? { maxKeys: settings.maxKeys } : {}),
     onStoreFailure: settings.onStoreFailure,
     failover: { logger },
   });

@@ -27,6 +27,8 @@ export interface Settings {
   readonly maxKeyLength: number;
   readonly maxDescriptors: number;
   readonly maxOverrides: number;
+  /** Most keys the embedded in-memory store holds (not used with Redis). */
+  readonly maxKeys: number;
   readonly shutdownGraceMs: number;
   /** Serve the web dashboard at `/dashboard`. */
   readonly dashboard: boolean;
@@ -156,6 +158,13 @@ export const SETTINGS = {
     default: '1000',
     schema: int(0, 1_000_000),
     doc: 'Most distinct limit overrides (Envoy `RateLimitDescriptor.limit`) the server keeps limits for',
+  },
+  maxKeys: {
+    flag: '--max-keys',
+    env: 'SLUICE_MAX_KEYS',
+    default: '1000000',
+    schema: int(1, 50_000_000),
+    doc: 'Most keys the embedded store holds (not used with Redis); while every key held still counts, calls on new keys are denied (see docs/algorithms.md)',
   },
   shutdownGraceMs: {
     flag: '--shutdown-grace-ms',
