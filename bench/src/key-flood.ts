@@ -6,7 +6,7 @@
  *   node bench/dist/key-flood.js [--keys 1200000] [--batch 500] [--in-flight 4] [--step 100000] [-- SERVE ARGS]
  *
  * Starts `sluice serve` (the workspace's CLI) on free loopback ports with a rule file of its own
- * (one resource, a token bucket of 100 per hour per key, so every key it sees stays live) and
+ * (one resource, a token bucket of 100 a day per key: a key that took one permit stays live for 864 s) and
  * `--max-batch` large enough for the batches; arguments after `--` go to `sluice serve` as they
  * are (e.g. `-- --max-keys 1000000`). `--in-flight` loops each post batches of `--batch` new keys
  * to `POST /v1/check` until `--keys` keys were sent, while one loop checks the hot key (a call,
@@ -54,7 +54,7 @@ function startServe(dir: string, extra: readonly string[]): Promise<{ child: Chi
   const rules = join(dir, 'rules.json');
   writeFileSync(
     rules,
-    JSON.stringify({ resources: { [RESOURCE]: { limits: { algorithm: 'token-bucket', limit: 100, windowMs: 3_600_000 } } } }),
+    JSON.stringify({ resources: { [RESOURCE]: { limits: { algorithm: 'token-bucket', limit: 100, windowMs: 86_400_000 } } } }),
   );
   const args = ['serve', '--rules', rules, '--host', '127.0.0.1', '--port', '0', '--grpc-port', '0', '--max-batch', '10000'];
   const child = spawn(process.execPath, [SLUICE_BIN, ...args, ...extra], {
