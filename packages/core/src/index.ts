@@ -52,6 +52,7 @@ export {
 export type { RateLimiter } from './rate-limiter.js';
 export { MemoryStore, compileMemoryStoreOptions, type MemoryStoreOptions, type MemoryStoreStats } from './memory-store.js';
 export type { DecisionMode, LimiterObserver } from './observer.js';
+export { OldestFirst } from './oldest-first.js';
 export {
   ALGORITHMS,
   ALGORITHM_CODES,

@@ -1,4 +1,5 @@
 import type { LimitState } from './evaluate.js';
+import { ExpiryWheel } from './expiry-wheel.js';
 import type { CompiledLimit } from './policy.js';
 
 /** A key's state as the store works with it: per-limit states aligned with `limits`. */
@@ -30,20 +31,30 @@ type Slot = Entry | Packed;
 const MAX_POLICIES = 10_000;
 
 /**
- * Where the in-memory store keeps keys: a Map of slots, bounded in size. Accesses do not
- * reorder the Map (a hot key costs the same however many keys there are); eviction samples the
- * oldest-inserted keys, drops an expired one if any, else the one that expires first (the most
- * idle: expiry is last write + the state's lifetime), and moves the other sampled keys to the
- * back so later evictions look at new ones.
+ * Where the in-memory store keeps keys: a Map of slots, bounded in size. Accesses do not reorder
+ * the Map (a hot key costs the same however many keys there are). Only state at rest leaves the
+ * table: a state past its expiry, which the algorithms define as the time from which it decides
+ * exactly as no state would. An {@link ExpiryWheel} finds such keys in O(1) amortised, for the
+ * periodic sweep and for a new key arriving at a full table.
+ *
+ * A full table whose keys all still count has no room: a new key is refused (see
+ * {@link KeyTable.makeRoom}) rather than any live state dropped, since dropping it would hand a
+ * key's spent permits (or held concurrency leases) out again. Refusing is safe: a refused key is
+ * charged nothing and, when it gets a slot, starts from no state, as it would have anyway.
  */
 export class KeyTable {
   readonly #slots = new Map<string, Slot>();
+  /** Every key of `#slots`, filed by when its state comes to rest. */
+  readonly #wheel = new ExpiryWheel();
   #policyIds = new WeakMap<readonly CompiledLimit[], number>();
   readonly #policies = new Map<number, readonly CompiledLimit[]>();
   #nextPolicy = 1;
-  #sweepCursor: Iterator<[string, Slot]> | undefined;
+  /** Keys at rest removed to make room for a new key. */
   evicted = 0;
+  /** Keys at rest removed by the sweep. */
   expired = 0;
+  /** New keys refused: the table was full and every key held still counted. */
+  refused = 0;
 
   constructor(private readonly maxKeys: number) {}
 
@@ -51,16 +62,15 @@ export class KeyTable {
     return this.#slots.size;
   }
 
-  /** The key's states aligned to `limits`, or undefined when absent or expired. */
+  /**
+   * The key's states aligned to `limits`, or undefined when absent or at rest. A key at rest stays
+   * in the table (its slot is reused by the next write) until the wheel takes it.
+   */
   read(key: string, limits: readonly CompiledLimit[], now: number): KeyView | undefined {
     const slot = this.#slots.get(key);
     if (slot === undefined) return undefined;
     const expiresAt = expiryOf(slot);
-    if (expiresAt <= now) {
-      this.#slots.delete(key);
-      this.expired++;
-      return undefined;
-    }
+    if (expiresAt <= now) return undefined;
     const written = Array.isArray(slot) ? this.#policies.get(slot[1]!) : slot.limits;
     const states: (LimitState | undefined)[] = Array.isArray(slot) ? [slot.slice(2)] : slot.states;
     if (written === limits) return { expiresAt, states };
@@ -79,10 +89,35 @@ export class KeyTable {
     return { expiresAt, states: aligned };
   }
 
-  write(key: string, limits: readonly CompiledLimit[], states: (LimitState | undefined)[], expiry: number, now: number): void {
+  /**
+   * True when `key` has a slot or one could be made for it: the table has room, or a key at rest
+   * was removed to make some. False (and counted in `refused`) when the table is full of state
+   * that still counts: the caller must then decide as if denied, and write nothing.
+   */
+  makeRoom(key: string, now: number): boolean {
+    if (this.#slots.size < this.maxKeys || this.#slots.has(key)) return true;
+    if (this.#removeOneAtRest(now)) {
+      this.evicted++;
+      return true;
+    }
+    this.refused++;
+    return false;
+  }
+
+  /** Milliseconds until the table surely has room again: when its earliest bucket of keys comes to rest. */
+  roomAfterMs(now: number): number {
+    const due = this.#wheel.nextDue();
+    return due === undefined ? 1 : Math.max(1, Math.ceil(due - now));
+  }
+
+  /** Stores a key's states; a new key needs room first (see {@link makeRoom}), else nothing is written. */
+  write(key: string, limits: readonly CompiledLimit[], states: (LimitState | undefined)[], expiry: number, now: number): boolean {
     const expiresAt = Math.ceil(expiry);
-    if (!this.#slots.has(key) && this.#slots.size >= this.maxKeys) this.#evictOne(now);
+    const isNew = !this.#slots.has(key);
+    if (isNew && !this.makeRoom(key, now)) return false;
     this.#slots.set(key, this.#slot(expiresAt, limits, states));
+    if (isNew) this.#wheel.add(key, expiresAt, now);
+    return true;
   }
 
   #slot(expiresAt: number, limits: readonly CompiledLimit[], states: (LimitState | undefined)[]): Slot {
@@ -93,48 +128,42 @@ export class KeyTable {
 
   clear(): void {
     this.#slots.clear();
+    this.#wheel.clear();
     this.#policies.clear();
     this.#policyIds = new WeakMap();
   }
 
-  /** Deletes expired keys, examining at most `batch` keys, continuing where the last sweep ended. */
+  /** Removes keys at rest, examining at most `batch` keys whose bucket is due. */
   sweep(now: number, batch: number): number {
     let removed = 0;
     for (let i = 0; i < batch; i++) {
-      this.#sweepCursor ??= this.#slots.entries();
-      const next = this.#sweepCursor.next();
-      if (next.done) {
-        this.#sweepCursor = undefined;
-        break;
-      }
-      const [key, slot] = next.value;
-      if (expiryOf(slot) <= now) {
-        this.#slots.delete(key);
-        removed++;
-      }
+      const key = this.#wheel.takeDue(now);
+      if (key === undefined) break;
+      if (this.#removeIfAtRest(key, now)) removed++;
     }
     this.expired += removed;
     return removed;
   }
 
-  #evictOne(now: number): void {
-    const sampled: [string, Slot][] = [];
-    for (const entry of this.#slots) {
-      sampled.push(entry);
-      if (sampled.length >= 32) break;
+  /** Removes one key at rest, if the wheel has a due one: true when it did. */
+  #removeOneAtRest(now: number): boolean {
+    for (let key = this.#wheel.takeDue(now); key !== undefined; key = this.#wheel.takeDue(now)) {
+      if (this.#removeIfAtRest(key, now)) return true;
     }
-    let victim = 0;
-    for (let i = 1; i < sampled.length; i++) if (expiryOf(sampled[i]![1]) < expiryOf(sampled[victim]![1])) victim = i;
-    const [key, slot] = sampled[victim]!;
-    this.#slots.delete(key);
-    if (expiryOf(slot) <= now) this.expired++;
-    else this.evicted++;
-    for (let i = 0; i < sampled.length; i++) {
-      if (i === victim) continue;
-      const [k, s] = sampled[i]!;
-      this.#slots.delete(k);
-      this.#slots.set(k, s);
+    return false;
+  }
+
+  /** Removes `key`, just taken off the wheel, if its state is at rest; files it again otherwise. */
+  #removeIfAtRest(key: string, now: number): boolean {
+    const slot = this.#slots.get(key);
+    if (slot === undefined) return false;
+    const expiresAt = expiryOf(slot);
+    if (expiresAt <= now) {
+      this.#slots.delete(key);
+      return true;
     }
+    this.#wheel.add(key, expiresAt, now);
+    return false;
   }
 
   /** Builds a packed slot with an exactly sized backing store (spreads and pushes over-allocate). */

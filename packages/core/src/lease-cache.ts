@@ -2,6 +2,7 @@ import type { Clock, TimerHandle } from './clock.js';
 import { combineStatuses, type Decision } from './decision.js';
 import { ErrorCodes, invalid } from './errors.js';
 import type { Failover, StoreFailurePolicy } from './failover.js';
+import { OldestFirst } from './oldest-first.js';
 import { maxCost, type CompiledLimit } from './policy.js';
 
 /** Client-side leases of one resource. */
@@ -84,6 +85,8 @@ class Held {
 const DEMAND_INTERVAL_MS = 100;
 /** The shortest a batch on a sliding window or log serves (see `#holdFor`). */
 const MIN_HOLD_MS = 10;
+/** Most keys one sweep tick visits. */
+const SWEEP_BATCH = 10_000;
 /** The next batch is taken ahead when a batch is down to this share of its size. */
 const LOW_WATER_SHARE = 0.5;
 
@@ -97,6 +100,9 @@ const LOW_WATER_SHARE = 0.5;
  */
 export class LeaseCache {
   readonly #held = new Map<string, Held>();
+  readonly #oldest = new OldestFirst(this.#held);
+  /** Where the sweep goes on from (see `#sweep`). */
+  #sweepCursor: Iterator<[string, Held]> | undefined;
   readonly #pending = new Set<Promise<unknown>>();
   #sweepTimer: TimerHandle | undefined;
   #closed = false;
@@ -312,11 +318,11 @@ export class LeaseCache {
   }
 
   #evictOldest(): void {
-    const first = this.#held.entries().next();
-    if (first.done) return;
-    const [key, h] = first.value;
+    const first = this.#oldest.peek();
+    if (first === undefined) return;
+    const [key, h] = first;
     this.#giveBack(key, h);
-    this.#held.delete(key);
+    this.#oldest.shift();
   }
 
   /** Returns every permit held for `key`, the spare batch included. */
@@ -373,10 +379,21 @@ export class LeaseCache {
     );
   }
 
-  /** Returns expired leftovers and forgets idle keys. */
+  /**
+   * Returns expired leftovers and forgets idle keys, at most {@link SWEEP_BATCH} keys a tick,
+   * continuing where the last tick ended: a cache filled by many keys costs each tick the same,
+   * and its keys are visited within `size / SWEEP_BATCH` ticks.
+   */
   #sweep(): void {
     const now = this.clock.now();
-    for (const [key, h] of this.#held) {
+    for (let i = 0; i < SWEEP_BATCH; i++) {
+      this.#sweepCursor ??= this.#held.entries();
+      const next = this.#sweepCursor.next();
+      if (next.done) {
+        this.#sweepCursor = undefined;
+        break;
+      }
+      const [key, h] = next.value;
       this.#expire(key, h, now);
       if (now - h.touchedAt > 10 * this.sweepMs && h.available + h.spare === 0 && h.refill === undefined) {
         this.#held.delete(key);

@@ -37,6 +37,12 @@ export interface LimiterOptions {
    * @default a new MemoryStore owned (and closed) by the limiter
    */
   store?: LimitStore;
+  /**
+   * Most keys the limiter's own MemoryStore holds (see `MemoryStoreOptions.maxKeys`); not
+   * allowed with `store`, whose bounds are its own.
+   * @default 1_000_000
+   */
+  maxKeys?: number;
   /** @default systemClock */
   clock?: Clock;
   /** Randomness for pacing jitter. @default Math.random */
@@ -204,7 +210,20 @@ export class Limiter implements RateLimiter {
     this.#prefilter = new Prefilter(intOption(options.prefilterMaxKeys, 'prefilterMaxKeys', 100_000, 1, 10_000_000));
     for (const [resource, config] of Object.entries(options.resources)) this.setLimits(resource, config);
     this.#ownsStore = options.store === undefined;
-    this.#store = options.store ?? new MemoryStore({ clock: this.#clock });
+    if (options.store !== undefined && options.maxKeys !== undefined) {
+      throw invalid(
+        ErrorCodes.INVALID_OPTIONS,
+        'maxKeys',
+        "bounds the limiter's own MemoryStore: give it to the store passed in",
+      );
+    }
+    this.#store =
+      options.store ??
+      new MemoryStore({
+        clock: this.#clock,
+        ...(options.maxKeys === undefined ? {} : { maxKeys: options.maxKeys }),
+        ...(this.#observer === undefined ? {} : { observer: this.#observer }),
+      });
     this.#failover = new Failover(this.#store, this.#clock, {
       ...options.failover,
       onSwitch: (e) => {

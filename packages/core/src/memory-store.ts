@@ -3,7 +3,10 @@ import { concurrency } from './algorithms/index.js';
 import { systemClock, type Clock, type TimerHandle } from './clock.js';
 import { ErrorCodes, SluiceError, invalid } from './errors.js';
 import { adjustKey, evaluateKey, reserveKey } from './evaluate.js';
+import type { LimitStatus } from './decision.js';
 import { KeyTable } from './key-table.js';
+import type { LimiterObserver } from './observer.js';
+import type { CompiledLimit } from './policy.js';
 import type {
   AdjustRequest,
   ConsumeRequest,
@@ -22,8 +25,9 @@ export interface MemoryStoreOptions {
    */
   clock?: Clock;
   /**
-   * Most keys held at once. Past it, expired keys and then the least recently used ones are
-   * evicted, so a flood of distinct keys cannot exhaust memory.
+   * Most keys held at once, so a flood of distinct keys cannot exhaust memory. A full table makes
+   * room by removing a key whose state is at rest (it decides as no state would); when every key
+   * held still counts, a new key is denied (see {@link MemoryStore}) and no live state is dropped.
    * @default 1_000_000
    */
   maxKeys?: number;
@@ -38,6 +42,8 @@ export interface MemoryStoreOptions {
    * @default 20_000
    */
   sweepBatch?: number;
+  /** Told of new keys meeting a full table (metrics). */
+  observer?: Pick<LimiterObserver, 'keyTableFull'>;
 }
 
 interface CompiledMemoryStoreOptions {
@@ -45,6 +51,7 @@ interface CompiledMemoryStoreOptions {
   readonly maxKeys: number;
   readonly sweepIntervalMs: number;
   readonly sweepBatch: number;
+  readonly observer: Pick<LimiterObserver, 'keyTableFull'> | undefined;
 }
 
 function positiveInt(value: unknown, field: string, fallback: number, min: number): number {
@@ -62,20 +69,32 @@ export function compileMemoryStoreOptions(options: MemoryStoreOptions = {}): Com
     maxKeys: positiveInt(options.maxKeys, 'maxKeys', 1_000_000, 1),
     sweepIntervalMs: positiveInt(options.sweepIntervalMs, 'sweepIntervalMs', 5000, 0),
     sweepBatch: positiveInt(options.sweepBatch, 'sweepBatch', 20_000, 1),
+    observer: options.observer,
   });
 }
 
 /** Counters describing the store's housekeeping, for metrics and tests. */
 export interface MemoryStoreStats {
   readonly keys: number;
+  /** Keys at rest removed to make room for a new key. */
   readonly evicted: number;
+  /** Keys at rest removed by the sweep. */
   readonly expired: number;
+  /** New keys denied because every key held still counted. */
+  readonly refused: number;
 }
 
 /**
  * The embedded store: all state in this process, decided synchronously on a monotonic clock.
  * Exact for one process; use the Redis store to share limits between processes. Keys live in a
- * bounded {@link KeyTable}: idle keys expire, and past `maxKeys` the most idle are evicted.
+ * bounded {@link KeyTable}: keys at rest are swept, and past `maxKeys` a key at rest makes room.
+ *
+ * When the table is full of state that still counts, a call on a new key is denied: every limit
+ * answers not allowed, 0 remaining, and a retry-after until the table's earliest keys come to
+ * rest (the decision's reason is `rate_limited`, or `concurrency_limited` when a concurrency
+ * limit comes first). Nothing is charged, so the default never lets a key exceed its limits;
+ * held keys are decided as before. `reserve` grants nothing, and `adjust` on a new key is dropped
+ * (the key's calls are denied until it has a slot, and it then starts from no state).
  */
 export class MemoryStore implements LimitStore {
   readonly name = 'memory';
@@ -92,7 +111,8 @@ export class MemoryStore implements LimitStore {
 
   /** Housekeeping counters. */
   get stats(): MemoryStoreStats {
-    return { keys: this.#table.size, evicted: this.#table.evicted, expired: this.#table.expired };
+    const t = this.#table;
+    return { keys: t.size, evicted: t.evicted, expired: t.expired, refused: t.refused };
   }
 
   async consume(request: ConsumeRequest): Promise<ConsumeResult> {
@@ -104,6 +124,9 @@ export class MemoryStore implements LimitStore {
     this.#checkOpen();
     const now = this.#options.clock.now();
     const entry = this.#table.read(request.key, request.limits, now);
+    if (entry === undefined && !this.#makeRoom(request.key, now)) {
+      return { allowed: false, statuses: this.#refusal(request.limits, now), now };
+    }
     const outcome = evaluateKey(entry?.states ?? [], request.limits, request.cost, now, request.leaseId, request.reserve ?? 0);
     if (outcome.allowed) this.#table.write(request.key, request.limits, outcome.next, now + outcome.ttlMs, now);
     return { allowed: outcome.allowed, statuses: outcome.statuses, now };
@@ -113,6 +136,9 @@ export class MemoryStore implements LimitStore {
     this.#checkOpen();
     const now = this.#options.clock.now();
     const entry = this.#table.read(request.key, request.limits, now);
+    if (entry === undefined && !this.#makeRoom(request.key, now)) {
+      return { allowed: false, granted: 0, statuses: this.#refusal(request.limits, now), now };
+    }
     const outcome = reserveKey(entry?.states ?? [], request.limits, request.min, request.max, now, request.holdMs ?? 0);
     if (outcome.granted > 0) this.#table.write(request.key, request.limits, outcome.next, now + outcome.ttlMs, now);
     return { allowed: outcome.granted > 0, granted: outcome.granted, statuses: outcome.statuses, now };
@@ -122,6 +148,7 @@ export class MemoryStore implements LimitStore {
     this.#checkOpen();
     const now = this.#options.clock.now();
     const entry = this.#table.read(request.key, request.limits, now);
+    if (entry === undefined && !this.#makeRoom(request.key, now)) return;
     const { next, ttlMs } = adjustKey(entry?.states ?? [], request.limits, request.delta, now, request.at ?? 0);
     this.#table.write(request.key, request.limits, next, now + ttlMs, now);
   }
@@ -164,7 +191,32 @@ export class MemoryStore implements LimitStore {
     return result.found;
   }
 
-  /** Deletes expired keys, a bounded batch at a time, continuing where the last sweep ended. */
+  /** True when `key` has or got a slot; tells the observer when a full table made room or refused. */
+  #makeRoom(key: string, now: number): boolean {
+    const evicted = this.#table.evicted;
+    const ok = this.#table.makeRoom(key, now);
+    const observer = this.#options.observer;
+    if (observer?.keyTableFull !== undefined && (!ok || this.#table.evicted !== evicted)) {
+      observer.keyTableFull({ outcome: ok ? 'evicted' : 'refused' });
+    }
+    return ok;
+  }
+
+  /** The statuses of a call refused for want of room: every limit denies until room is expected. */
+  #refusal(limits: readonly CompiledLimit[], now: number): LimitStatus[] {
+    const retryAfterMs = this.#table.roomAfterMs(now);
+    return limits.map((l) => ({
+      id: l.id,
+      algorithm: l.algorithm,
+      allowed: false,
+      limit: l.limit,
+      remaining: 0,
+      retryAfterMs,
+      resetAfterMs: retryAfterMs,
+    }));
+  }
+
+  /** Removes keys at rest, a bounded batch at a time, in the order they came to rest. */
   sweep(): number {
     return this.#table.sweep(this.#options.clock.now(), this.#options.sweepBatch);
   }

@@ -71,6 +71,12 @@ export function createPrometheusObserver(options: PrometheusObserverOptions): Li
     labelNames: ['resource'] as const,
     registers,
   });
+  const tableFull = new Counter({
+    name: `${prefix}memory_store_full_total`,
+    help: 'New keys that met the in-memory store full: evicted (a key at rest made room) or refused (denied: every key held still counts)',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
   return {
     decided({ resource, mode, decision }) {
       // Shadow-mode admissions that would have been denied are told apart, not hidden.
@@ -88,6 +94,9 @@ export function createPrometheusObserver(options: PrometheusObserverOptions): Li
     },
     waited({ resource, waitedMs, outcome }) {
       waits.observe({ resource, outcome }, waitedMs / 1000);
+    },
+    keyTableFull({ outcome }) {
+      tableFull.inc({ outcome });
     },
   };
 }

@@ -16,4 +16,10 @@ export interface LimiterObserver {
   storeSwitched?(event: { healthy: boolean }): void;
   /** Every `acquire` that queued, once it ends (granted, timed out, aborted or failed). */
   waited?(event: { resource: string; waitedMs: number; outcome: 'granted' | 'timeout' | 'aborted' | 'error' }): void;
+  /**
+   * A new key met the in-memory store's full key table: a key at rest was `evicted` to make room,
+   * or the call was `refused` (denied) because every key held still counts. Keys, not resources:
+   * the store does not know which resource a key belongs to.
+   */
+  keyTableFull?(event: { outcome: 'evicted' | 'refused' }): void;
 }

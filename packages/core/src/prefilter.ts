@@ -1,4 +1,5 @@
 import type { Decision } from './decision.js';
+import { OldestFirst } from './oldest-first.js';
 
 interface Blocked {
   until: number;
@@ -11,7 +12,7 @@ interface Blocked {
  * until its retry-after has passed, without a round trip. Only rate-limit denials are cached
  * (their retry-after is exact when given); a refund elsewhere or a rule change can free the key
  * sooner, which the pre-filter then misses for at most that retry-after. The table is bounded:
- * past `maxKeys`, the oldest entry goes.
+ * past `maxKeys`, the oldest entry goes (found in O(1) amortised, see {@link OldestFirst}).
  */
 /**
  * The pre-filter's entry of a storage key: normal and core traffic see different limits when a
@@ -24,6 +25,7 @@ export function filterKey(key: string, reserved: boolean): string {
 
 export class Prefilter {
   readonly #blocked = new Map<string, Blocked>();
+  readonly #oldest = new OldestFirst(this.#blocked);
 
   constructor(private readonly maxKeys: number) {}
 
@@ -47,10 +49,7 @@ export class Prefilter {
       return;
     }
     if (decision.reason !== 'rate_limited' || decision.retryAfterMs <= 0) return;
-    if (!this.#blocked.has(key) && this.#blocked.size >= this.maxKeys) {
-      const oldest = this.#blocked.keys().next();
-      if (!oldest.done) this.#blocked.delete(oldest.value);
-    }
+    if (!this.#blocked.has(key) && this.#blocked.size >= this.maxKeys) this.#oldest.shift();
     // Stored already marked as local: answering then only overwrites retryAfterMs (a spread
     // that adds a property is many times slower, and this is the hot path of denials).
     this.#blocked.set(key, { until: now + decision.retryAfterMs, cost, decision: { ...decision, source: 'prefilter' } });

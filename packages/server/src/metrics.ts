@@ -116,6 +116,7 @@ export class ServerMetrics {
       },
       storeSwitched: (e) => core.storeSwitched?.(e),
       waited: (e) => core.waited?.(e),
+      keyTableFull: (e) => core.keyTableFull?.(e),
     };
   }
 

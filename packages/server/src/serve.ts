@@ -127,6 +127,8 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     maxKeyLength: settings.maxKeyLength,
     maxWaitMs: settings.maxWaitMs,
     maxWaitersPerClient: settings.maxClientWaits,
+    // The embedded store's bound: the limiter owns that store.
+    ...(stores.limitStore === undefined ? { maxKeys: settings.maxKeys } : {}),
     onStoreFailure: settings.onStoreFailure,
     failover: { logger },
   });

@@ -30,6 +30,8 @@ export interface Settings {
   readonly maxOverrides: number;
   readonly overridesPerMinute: number;
   readonly overrideIdleMs: number;
+  /** Most keys the embedded in-memory store holds (not used with Redis). */
+  readonly maxKeys: number;
   readonly shutdownGraceMs: number;
   readonly bodyTimeoutMs: number;
   readonly idleTimeoutMs: number;
@@ -191,6 +193,13 @@ export const SETTINGS = {
     default: '60000',
     schema: int(1000, 86_400_000),
     doc: 'A limit override unused this long makes room for a new one',
+  },
+  maxKeys: {
+    flag: '--max-keys',
+    env: 'SLUICE_MAX_KEYS',
+    default: '1000000',
+    schema: int(1, 50_000_000),
+    doc: 'Most keys the embedded store holds (not used with Redis); while every key held still counts, calls on new keys are denied (see docs/algorithms.md)',
   },
   shutdownGraceMs: {
     flag: '--shutdown-grace-ms',

@@ -1,3 +1,5 @@
+import { OldestFirst } from '@sluice/core';
+
 /** Most client ids remembered; beyond it the oldest are forgotten (the count saturates). */
 export const MAX_TRACKED_CLIENTS = 10_000;
 
@@ -12,6 +14,8 @@ const CLIENT_ID = /^[A-Za-z0-9_.:-]{1,64}$/;
 export class ClientCounter {
   /** id -> last seen (ms); Map order is least recently seen first. */
   readonly #seen = new Map<string, number>();
+  /** The least recently seen id in O(1) amortised (ids move to the back when seen again). */
+  readonly #oldest = new OldestFirst(this.#seen);
 
   constructor(
     private readonly windowMs = 60_000,
@@ -23,16 +27,13 @@ export class ClientCounter {
     if (typeof id !== 'string' || !CLIENT_ID.test(id)) return;
     this.#seen.delete(id);
     this.#seen.set(id, this.now());
-    if (this.#seen.size > MAX_TRACKED_CLIENTS) this.#seen.delete(this.#seen.keys().next().value!);
+    if (this.#seen.size > MAX_TRACKED_CLIENTS) this.#oldest.shift();
   }
 
   /** Distinct ids seen within the window. */
   count(): number {
     const cutoff = this.now() - this.windowMs;
-    for (const [id, at] of this.#seen) {
-      if (at >= cutoff) break;
-      this.#seen.delete(id);
-    }
+    for (let e = this.#oldest.peek(); e !== undefined && e[1] < cutoff; e = this.#oldest.peek()) this.#oldest.shift();
     return this.#seen.size;
   }
 }

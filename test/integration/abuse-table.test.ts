@@ -1,0 +1,186 @@
+/**
+ * A flood of distinct keys against `sluice serve`, twice the size of its key table: a hot key's
+ * spent permits and its held concurrency leases must survive it, and its checks must be served
+ * while it runs. On the embedded store the table is small (`--max-keys`), so the flood fills it:
+ * live state is never dropped to make room, and the new keys that find no room are denied (and
+ * counted) rather than let through. On Redis the same flood must leave the same state alone.
+ */
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomPrefix, redisUrl } from '../env.js';
+import { rulesFile, spawnSluice, type Serve } from '../sluice-serve.js';
+
+const MAX_KEYS = 2000;
+const FLOOD = 2 * MAX_KEYS;
+const BATCH = 500;
+
+const RULES = `
+resources:
+  api:
+    limits: { algorithm: token-bucket, limit: 100, windowMs: 86400000 }
+  pool:
+    limits: { algorithm: concurrency, limit: 20, leaseTtlMs: 30000 }
+`;
+
+interface Answer {
+  allowed: boolean;
+  remaining: number;
+  reason: string;
+  retryAfterMs: number;
+  leaseId?: string;
+}
+
+async function post<T>(serve: Serve, path: string, body: unknown): Promise<T> {
+  const res = await fetch(`${serve.url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  expect(res.status).toBe(200);
+  return (await res.json()) as T;
+}
+
+/** Sends `FLOOD` distinct keys of `resource` in batches; answers how many were allowed. */
+async function flood(serve: Serve, resource: string, tag: string): Promise<number> {
+  let allowed = 0;
+  for (let from = 0; from < FLOOD; from += BATCH) {
+    const items = Array.from({ length: BATCH }, (_, i) => ({ resource, key: `${tag}-${from + i}` }));
+    const { results } = await post<{ results: Answer[] }>(serve, '/v1/check', { items });
+    expect(results).toHaveLength(BATCH);
+    allowed += results.filter((r) => r.allowed).length;
+  }
+  return allowed;
+}
+
+async function metric(serve: Serve, line: string): Promise<number> {
+  const text = await (await fetch(`${serve.url}/metrics`)).text();
+  const found = text.split('\n').find((l) => l.startsWith(line));
+  return found === undefined ? 0 : Number(found.slice(line.length).trim());
+}
+
+/**
+ * The scenario on one server: the hot key spends a permit and holds all 20 leases of the pool,
+ * then both resources are flooded (the hot key checked between batches), then the hot key's state
+ * is read back. Answers the flood's allowed counts.
+ */
+async function floodAroundHotKey(serve: Serve): Promise<{ apiAllowed: number; poolAllowed: number }> {
+  // One permit, as each flooding key takes: the hot key's state is the first to come to rest.
+  const hot = await post<Answer>(serve, '/v1/check', { resource: 'api', key: 'hot' });
+  expect(hot).toMatchObject({ allowed: true, remaining: 99 });
+  const leases: string[] = [];
+  for (let i = 0; i < 20; i++) {
+    const d = await post<Answer>(serve, '/v1/acquire', { resource: 'pool', key: 'hot', maxWaitMs: 0 });
+    expect(d.allowed).toBe(true);
+    leases.push(d.leaseId!);
+  }
+
+  // The hot key is checked while the flood runs: every check is answered, and correctly.
+  let floodDone = false;
+  const hotChecks: Answer[] = [];
+  const prober = (async () => {
+    while (!floodDone) hotChecks.push(await post<Answer>(serve, '/v1/check', { resource: 'api', key: 'hot', cost: 0 }));
+  })();
+  const apiAllowed = await flood(serve, 'api', 'flood');
+  const poolAllowed = await flood(serve, 'pool', 'flood');
+  floodDone = true;
+  await prober;
+  expect(hotChecks.length).toBeGreaterThan(0);
+  for (const c of hotChecks) expect(c).toMatchObject({ allowed: true, remaining: 99 });
+
+  // Its spent permits are still spent.
+  expect(await post<Answer>(serve, '/v1/check', { resource: 'api', key: 'hot', cost: 0 })).toMatchObject({
+    allowed: true,
+    remaining: 99,
+  });
+  expect(await post<Answer>(serve, '/v1/check', { resource: 'api', key: 'hot', cost: 100 })).toMatchObject({ allowed: false });
+  // Its 20 leases are still held: no 21st permit, and each lease is still known.
+  expect(await post<Answer>(serve, '/v1/check', { resource: 'pool', key: 'hot' })).toMatchObject({
+    allowed: false,
+    reason: 'concurrency_limited',
+  });
+  for (const leaseId of leases) {
+    expect(await post(serve, '/v1/renew', { resource: 'pool', key: 'hot', leaseId })).toEqual({ renewed: true });
+  }
+  expect(await post(serve, '/v1/release', { resource: 'pool', key: 'hot', leaseId: leases[0] })).toEqual({ released: true });
+  expect((await post<Answer>(serve, '/v1/check', { resource: 'pool', key: 'hot' })).allowed).toBe(true);
+  return { apiAllowed, poolAllowed };
+}
+
+describe('a flood of distinct keys, twice the key table', () => {
+  describe('embedded in-memory store', () => {
+    let rules: ReturnType<typeof rulesFile>;
+    let serve: Serve;
+    beforeAll(async () => {
+      rules = rulesFile(RULES);
+      serve = await spawnSluice([
+        '--rules',
+        rules.path,
+        '--port',
+        '0',
+        '--grpc-port',
+        '0',
+        '--max-keys',
+        String(MAX_KEYS),
+        '--max-batch',
+        String(BATCH),
+      ]);
+    });
+    afterAll(async () => {
+      await serve?.stop();
+      rules?.remove();
+    });
+
+    it('keeps the hot key and its leases, serves its checks, and denies the new keys that find no room', async () => {
+      const { apiAllowed, poolAllowed } = await floodAroundHotKey(serve);
+      // Two keys are the hot ones; the rest of the table went to the first flooding keys, and
+      // every later one was denied, not let through on a dropped state.
+      expect(apiAllowed + poolAllowed).toBe(MAX_KEYS - 2);
+      expect(await metric(serve, 'sluice_memory_store_full_total{outcome="refused"}')).toBe(2 * FLOOD - (MAX_KEYS - 2));
+      expect(await metric(serve, 'sluice_memory_store_full_total{outcome="evicted"}')).toBe(0);
+      // A refused key is told when to come back, and stays refused while the table is full.
+      const refused = await post<Answer>(serve, '/v1/check', { resource: 'api', key: 'latecomer' });
+      expect(refused).toMatchObject({ allowed: false, remaining: 0, reason: 'rate_limited' });
+      expect(refused.retryAfterMs).toBeGreaterThan(0);
+    });
+  });
+
+  describe('Redis', () => {
+    let rules: ReturnType<typeof rulesFile>;
+    let serve: Serve;
+    const prefix = randomPrefix('table');
+    beforeAll(async () => {
+      rules = rulesFile(RULES);
+      serve = await spawnSluice([
+        '--rules',
+        rules.path,
+        '--port',
+        '0',
+        '--grpc-port',
+        '0',
+        '--redis',
+        redisUrl(),
+        '--redis-prefix',
+        prefix,
+        '--store-timeout-ms',
+        '2000',
+        '--max-keys',
+        String(MAX_KEYS),
+        '--max-batch',
+        String(BATCH),
+      ]);
+    });
+    afterAll(async () => {
+      await serve?.stop();
+      rules?.remove();
+      const redis = new Redis(redisUrl());
+      const keys = await redis.keys(`${prefix}*`);
+      if (keys.length > 0) await redis.del(...keys);
+      redis.disconnect();
+    });
+
+    it('keeps the hot key and its leases and serves its checks; --max-keys bounds only the embedded store', async () => {
+      const { apiAllowed, poolAllowed } = await floodAroundHotKey(serve);
+      expect(apiAllowed + poolAllowed).toBe(2 * FLOOD);
+    });
+  });
+});
