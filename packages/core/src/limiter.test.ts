@@ -51,6 +51,50 @@ describe('Limiter.try', () => {
 });
 
 describe('Limiter.acquire', () => {
+  it('ends a wait whose deadline passed while the store was deciding for it', async () => {
+    /** Holds each consume until the test lets it go, as a slow store would. */
+    class SlowStore extends MemoryStore {
+      held: (() => void)[] = [];
+      override async consume(request: ConsumeRequest): Promise<ConsumeResult> {
+        await new Promise<void>((r) => this.held.push(r));
+        return super.consume(request);
+      }
+    }
+    const clock = new ManualClock(1000);
+    const store = new SlowStore({ clock });
+    const limiter = new Limiter({
+      resources: { 'db:pool': { algorithm: 'concurrency', limit: 1, leaseTtlMs: 60_000 } },
+      store,
+      clock,
+      random: () => 0,
+      concurrencyPollMs: 50,
+    });
+    const settle = async () => {
+      for (let i = 0; i < 20; i++) await Promise.resolve();
+    };
+    const first = limiter.acquire('db:pool', { maxWaitMs: 0 });
+    await settle();
+    store.held.shift()!();
+    expect((await first).allowed).toBe(true);
+    let answer: Decision | undefined;
+    void limiter.acquire('db:pool', { maxWaitMs: 100 }).then((d) => (answer = d));
+    await settle();
+    // The first attempt is denied at once; the pump polls again 50 ms later and that call is slow.
+    store.held.shift()!();
+    await settle();
+    clock.advance(50);
+    await settle();
+    expect(store.held).toHaveLength(1);
+    // The deadline passes while that call is in flight, then the store denies it.
+    clock.advance(100);
+    await settle();
+    expect(answer).toBeUndefined();
+    store.held.shift()!();
+    await settle();
+    expect(answer).toMatchObject({ allowed: false, reason: 'wait_timeout' });
+    await limiter.close();
+  });
+
   it('waits for the retry-after and serves waiters in arrival order, one store call each', async () => {
     const { clock, store, limiter } = setup({ 'db:a': oneEvery100ms });
     await limiter.try('db:a');

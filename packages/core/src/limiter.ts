@@ -764,6 +764,8 @@ export class Limiter implements RateLimiter {
         continue;
       }
       queue.last = d;
+      // Its deadline passed while the store was deciding (its timer left it to this answer).
+      if (head.deadline <= this.#clock.now()) this.#finish(queue, head, withReason(d, 'wait_timeout', false));
       if (d.reason === 'circuit_open') {
         // The downstream is failing: nobody queued here should wait for it.
         for (const w of queue.all()) this.#finish(queue, w, d);
