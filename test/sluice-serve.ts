@@ -7,6 +7,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { randomPrefix, redisUrl } from './env.js';
 
 /** The built CLI of `sluice serve`. */
 export const SLUICE_BIN = fileURLToPath(new URL('../packages/server/bin/sluice.js', import.meta.url));
@@ -100,4 +102,30 @@ export function spawnServe(options: {
   if (options.redis !== undefined) args.push('--redis', options.redis, '--store-timeout-ms', '2000');
   if (options.prefix !== undefined) args.push('--redis-prefix', options.prefix);
   return spawnSluice(args, { SLUICE_SHUTDOWN_GRACE_MS: '500' });
+}
+
+/** Where a spawned service keeps its limits: the embedded store, or the tests' Redis. */
+export type TestStore = 'memory' | 'redis';
+
+/**
+ * The flags that put a spawned service on `store`: none for the embedded store; for Redis the
+ * tests' server under `prefix` (a fresh one by default), with a store timeout a busy machine keeps.
+ */
+export function storeFlags(store: TestStore, prefix = randomPrefix('serve')): string[] {
+  return store === 'memory' ? [] : ['--redis', redisUrl(), '--redis-prefix', prefix, '--store-timeout-ms', '2000'];
+}
+
+/** Deletes the keys under `prefix` on the tests' standalone Redis. */
+export async function deleteRedisKeys(prefix: string): Promise<void> {
+  const redis = new Redis(redisUrl());
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+      if (keys.length > 0) await redis.del(...keys);
+      cursor = next;
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
+  }
 }

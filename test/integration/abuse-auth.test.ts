@@ -14,7 +14,7 @@ import {
   writeRules,
   type ServerProcess,
 } from '../../packages/server/test/support.js';
-import { randomPrefix, redisUrl } from '../env.js';
+import { storeFlags } from '../sluice-serve.js';
 
 const API_TOKEN = 'data-plane-token-0123456789abcdef';
 const WINDOW_MS = 600_000;
@@ -47,7 +47,7 @@ async function drain(url: string, resource: string, key: string, max = 200): Pro
 
 const stores: [string, () => string[]][] = [
   ['embedded store', () => []],
-  ['Redis', () => ['--redis', redisUrl(), '--redis-prefix', randomPrefix(), '--store-timeout-ms', '2000']],
+  ['Redis', () => storeFlags('redis')],
 ];
 
 describe.each(stores)('the data plane on the %s', (_name, storeArgs) => {

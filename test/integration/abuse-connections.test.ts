@@ -8,8 +8,8 @@
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { randomPrefix, redisUrl } from '../env.js';
-import { rulesFile, spawnSluice, type Serve } from '../sluice-serve.js';
+import { randomPrefix } from '../env.js';
+import { rulesFile, spawnSluice, storeFlags, type Serve, type TestStore } from '../sluice-serve.js';
 
 const RULES = `
 resources:
@@ -109,7 +109,7 @@ function wire(method: string, path: string, body?: string, extra = ''): string {
     : `${head}Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
 }
 
-const STORES = ['memory', 'redis'] as const;
+const STORES: TestStore[] = ['memory', 'redis'];
 
 describe.each(STORES)('sluice serve under abuse (%s store)', (store) => {
   const rules = rulesFile(RULES);
@@ -117,9 +117,7 @@ describe.each(STORES)('sluice serve under abuse (%s store)', (store) => {
   let port: number;
 
   beforeAll(async () => {
-    const args = ['--rules', rules.path, '--port', '0', '--grpc-port', '0'];
-    if (store === 'redis')
-      args.push('--redis', redisUrl(), '--redis-prefix', randomPrefix('abuse'), '--store-timeout-ms', '2000');
+    const args = ['--rules', rules.path, '--port', '0', '--grpc-port', '0', ...storeFlags(store)];
     serve = await spawnSluice(args, {
       SLUICE_SHUTDOWN_GRACE_MS: '500',
       SLUICE_BODY_TIMEOUT_MS: String(BODY_TIMEOUT_MS),
@@ -230,9 +228,7 @@ describe.each(STORES)('sluice serve logs and protocol edges (%s store)', (store)
   let port: number;
 
   beforeAll(async () => {
-    const args = ['--rules', rules.path, '--port', '0', '--grpc-port', '0'];
-    if (store === 'redis')
-      args.push('--redis', redisUrl(), '--redis-prefix', randomPrefix('abuse'), '--store-timeout-ms', '2000');
+    const args = ['--rules', rules.path, '--port', '0', '--grpc-port', '0', ...storeFlags(store)];
     serve = await spawnSluice(args, { SLUICE_SHUTDOWN_GRACE_MS: '500' });
     port = Number(new URL(serve.url).port);
   });

@@ -9,11 +9,10 @@
  */
 import { limiterResourceName } from '@sluice/server';
 import { compileRules } from '@sluice/rules';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RlsClient, call, eventually } from '../../packages/server/test/support.js';
-import { randomPrefix, redisUrl } from '../env.js';
-import { rulesFile, spawnSluice, type Serve } from '../sluice-serve.js';
+import { randomPrefix } from '../env.js';
+import { deleteRedisKeys, rulesFile, spawnSluice, storeFlags, type Serve, type TestStore } from '../sluice-serve.js';
 
 const RULES = `
 domain: abuse
@@ -33,8 +32,6 @@ const override = (key: string, value: string, rpu: number) => ({
   limit: { requests_per_unit: rpu, unit: 'HOUR' },
 });
 
-type Store = 'embedded' | 'redis';
-
 /** A `sluice serve` of this file's tests: the process, and on Redis the prefix of its keys. */
 interface Server {
   readonly serve: Serve;
@@ -43,32 +40,17 @@ interface Server {
 }
 
 /** `sluice serve` with the rules above, on `store`, with override settings given as variables. */
-async function serve(rules: string, store: Store, env: Record<string, string> = {}): Promise<Server> {
-  const args = ['--rules', rules, '--port', '0', '--grpc-port', '0'];
+async function serve(rules: string, store: TestStore, env: Record<string, string> = {}): Promise<Server> {
   const prefix = randomPrefix('abuse-envoy');
-  if (store === 'redis') args.push('--redis', redisUrl(), '--redis-prefix', prefix, '--store-timeout-ms', '2000');
+  const args = ['--rules', rules, '--port', '0', '--grpc-port', '0', ...storeFlags(store, prefix)];
   const s = await spawnSluice(args, { SLUICE_SHUTDOWN_GRACE_MS: '500', ...env });
   return {
     serve: s,
     async stop() {
       await s.stop();
-      if (store === 'redis') await deleteKeys(prefix);
+      if (store === 'redis') await deleteRedisKeys(prefix);
     },
   };
-}
-
-async function deleteKeys(prefix: string): Promise<void> {
-  const redis = new Redis(redisUrl());
-  try {
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-      if (keys.length > 0) await redis.del(...keys);
-      cursor = next;
-    } while (cursor !== '0');
-  } finally {
-    redis.disconnect();
-  }
 }
 
 /** Sends `n` requests, `width` at a time; resolves to every answer in order. */
@@ -93,7 +75,7 @@ function failures(answers: readonly any[]): Record<string, number> {
   return out;
 }
 
-describe.each<Store>(['embedded', 'redis'])('Envoy limit overrides under abuse (%s store)', (store) => {
+describe.each<TestStore>(['memory', 'redis'])('Envoy limit overrides under abuse (%s store)', (store) => {
   const rules = rulesFile(RULES);
   let server: Server;
   let client: RlsClient;
@@ -168,7 +150,7 @@ describe.each<Store>(['embedded', 'redis'])('Envoy limit overrides under abuse (
   });
 });
 
-describe.each<Store>(['embedded', 'redis'])('idle Envoy limit overrides make room (%s store)', (store) => {
+describe.each<TestStore>(['memory', 'redis'])('idle Envoy limit overrides make room (%s store)', (store) => {
   const rules = rulesFile(RULES);
   let server: Server;
   let client: RlsClient;

@@ -10,7 +10,7 @@ import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RlsClient, call, scratch, spawnServer, writeRules, type ServerProcess } from '../../packages/server/test/support.js';
-import { randomPrefix, redisUrl } from '../env.js';
+import { storeFlags } from '../sluice-serve.js';
 
 const SOAK_MS = 20_000;
 const API_TOKEN = 'soak-data-plane-token-0123456789';
@@ -70,7 +70,7 @@ function stalledBody(port: number): Socket {
 
 const stores: [string, () => string[]][] = [
   ['embedded store', () => ['--max-keys', String(MAX_KEYS)]],
-  ['Redis', () => ['--redis', redisUrl(), '--redis-prefix', randomPrefix(), '--store-timeout-ms', '2000']],
+  ['Redis', () => storeFlags('redis')],
 ];
 
 describe.each(stores)('hostile and normal clients together on the %s', (_name, storeArgs) => {

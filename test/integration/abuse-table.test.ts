@@ -5,10 +5,9 @@
  * live state is never dropped to make room, and the new keys that find no room are denied (and
  * counted) rather than let through. On Redis the same flood must leave the same state alone.
  */
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { randomPrefix, redisUrl } from '../env.js';
-import { rulesFile, spawnSluice, type Serve } from '../sluice-serve.js';
+import { randomPrefix } from '../env.js';
+import { deleteRedisKeys, rulesFile, spawnSluice, storeFlags, type Serve, type TestStore } from '../sluice-serve.js';
 
 const MAX_KEYS = 2000;
 const FLOOD = 2 * MAX_KEYS;
@@ -106,24 +105,19 @@ async function floodAroundHotKey(serve: Serve): Promise<{ apiAllowed: number; po
   return { apiAllowed, poolAllowed };
 }
 
+/** The service of this file on `store`, with a small key table and wide batches. */
+function spawnTable(rules: string, store: TestStore, prefix: string): Promise<Serve> {
+  const args = ['--rules', rules, '--port', '0', '--grpc-port', '0', ...storeFlags(store, prefix)];
+  return spawnSluice([...args, '--max-keys', String(MAX_KEYS), '--max-batch', String(BATCH)]);
+}
+
 describe('a flood of distinct keys, twice the key table', () => {
   describe('embedded in-memory store', () => {
     let rules: ReturnType<typeof rulesFile>;
     let serve: Serve;
     beforeAll(async () => {
       rules = rulesFile(RULES);
-      serve = await spawnSluice([
-        '--rules',
-        rules.path,
-        '--port',
-        '0',
-        '--grpc-port',
-        '0',
-        '--max-keys',
-        String(MAX_KEYS),
-        '--max-batch',
-        String(BATCH),
-      ]);
+      serve = await spawnTable(rules.path, 'memory', '');
     });
     afterAll(async () => {
       await serve?.stop();
@@ -150,32 +144,12 @@ describe('a flood of distinct keys, twice the key table', () => {
     const prefix = randomPrefix('table');
     beforeAll(async () => {
       rules = rulesFile(RULES);
-      serve = await spawnSluice([
-        '--rules',
-        rules.path,
-        '--port',
-        '0',
-        '--grpc-port',
-        '0',
-        '--redis',
-        redisUrl(),
-        '--redis-prefix',
-        prefix,
-        '--store-timeout-ms',
-        '2000',
-        '--max-keys',
-        String(MAX_KEYS),
-        '--max-batch',
-        String(BATCH),
-      ]);
+      serve = await spawnTable(rules.path, 'redis', prefix);
     });
     afterAll(async () => {
       await serve?.stop();
       rules?.remove();
-      const redis = new Redis(redisUrl());
-      const keys = await redis.keys(`${prefix}*`);
-      if (keys.length > 0) await redis.del(...keys);
-      redis.disconnect();
+      await deleteRedisKeys(prefix);
     });
 
     it('keeps the hot key and its leases and serves its checks; --max-keys bounds only the embedded store', async () => {
