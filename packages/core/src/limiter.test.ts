@@ -51,6 +51,32 @@ describe('Limiter.try', () => {
 });
 
 describe('Limiter.acquire', () => {
+  it('serves each waiter as the call it made: a tenant’s wait draws on its own quota', async () => {
+    const { clock, limiter } = setup({
+      api: {
+        limits: oneEvery100ms,
+        tenants: { a: { algorithm: 'fixed-window', limit: 2, windowMs: 3_600_000 } },
+      },
+    });
+    expect((await limiter.try('api', { key: 'k', tenant: 'a' })).allowed).toBe(true);
+    // Tenant a's second and last permit and a call of tenant b (no quota) wait on the same key.
+    const a = limiter.acquire('api', { key: 'k', tenant: 'a', maxWaitMs: 1000 });
+    const b = limiter.acquire('api', { key: 'k', tenant: 'b', maxWaitMs: 1000 });
+    for (let i = 0; i < 10; i++) {
+      await Promise.resolve();
+      clock.advance(50);
+      await new Promise((r) => setImmediate(r));
+    }
+    expect(await a).toMatchObject({ allowed: true });
+    expect(await b).toMatchObject({ allowed: true });
+    // Each waiter was decided as its own call: tenant a's two permits are spent (served as
+    // tenant b's call, the wait would have taken none of a's quota).
+    clock.advance(1000);
+    expect(await limiter.try('api', { key: 'other', tenant: 'a' })).toMatchObject({ allowed: false, limitId: 'tenant:0' });
+    expect(await limiter.try('api', { key: 'other', tenant: 'b' })).toMatchObject({ allowed: true });
+    await limiter.close();
+  });
+
   it('ends a wait whose deadline passed while the store was deciding for it', async () => {
     /** Holds each consume until the test lets it go, as a slow store would. */
     class SlowStore extends MemoryStore {

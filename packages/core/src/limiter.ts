@@ -23,7 +23,7 @@ import type { RateLimiter } from './rate-limiter.js';
 import { compileResource, isTenantName, type CompiledResource, type ResourceConfig } from './resource.js';
 import { resourceKey, splitKey, tenantKey } from './storage-key.js';
 import type { LimitStore } from './store.js';
-import { WaitQueue, type Waiter } from './wait-queue.js';
+import { WaitQueue, WaitQueues, type Waiter } from './wait-queue.js';
 
 /** Options of {@link Limiter}. */
 export interface LimiterOptions {
@@ -179,7 +179,7 @@ export class Limiter implements RateLimiter {
   readonly #resources = new Map<string, CompiledResource>();
   readonly #prefilter: Prefilter;
   readonly #leases: LeaseCache;
-  readonly #queues = new Map<string, WaitQueue>();
+  readonly #queues = new WaitQueues();
   readonly #pumps = new Set<Promise<void>>();
   /** Queued callers per named client, for `maxWaitersPerClient`. */
   readonly #waitersOf = new Map<string, number>();
@@ -378,7 +378,7 @@ export class Limiter implements RateLimiter {
     const client = checkClient(options.client);
     throwIfAborted(signal);
     const startedAt = this.#clock.now();
-    const queue = this.#queues.get(key);
+    const queue = this.#queues.get(key, waitKind(call));
     let last: Decision;
     if (queue === undefined || queue.size === 0) {
       // Nobody is waiting: ask directly, so uncontended keys pay no queueing.
@@ -407,7 +407,7 @@ export class Limiter implements RateLimiter {
   async release(resource: string, options: LeaseOptions): Promise<boolean> {
     const { key, limits } = this.#prepare(resource, { key: options.key, cost: 0 });
     const found = await this.#failover.release({ key, limits, leaseId: checkLeaseId(options.leaseId) });
-    this.#queues.get(key)?.wake();
+    this.#queues.wake(key);
     return found;
   }
 
@@ -450,7 +450,7 @@ export class Limiter implements RateLimiter {
       // Refunded here: what the pre-filter learnt of these keys no longer holds.
       this.#prefilter.forget(key);
       if (tenant !== undefined) this.#prefilter.forget(tenant.key);
-      this.#queues.get(key)?.wake();
+      this.#queues.wake(key);
     }
   }
 
@@ -513,7 +513,7 @@ export class Limiter implements RateLimiter {
     if (this.#closed) return;
     this.#closed = true;
     const err = new SluiceError(ErrorCodes.CLOSED, 'the limiter was closed');
-    for (const queue of this.#queues.values()) {
+    for (const queue of [...this.#queues.all()]) {
       for (const w of queue.all()) this.#finish(queue, w, undefined, err);
       queue.wake();
     }
@@ -639,11 +639,12 @@ export class Limiter implements RateLimiter {
     const { startedAt, deadline, signal, client } = wait;
     const full = () => Promise.resolve(this.#observe(resource, 'acquire', withReason(last, 'queue_full', false)));
     if (client !== '' && (this.#waitersOf.get(client) ?? 0) >= this.#maxWaitersPerClient) return full();
-    let queue = this.#queues.get(key);
+    const kind = waitKind(call);
+    let queue = this.#queues.get(key, kind);
     if (queue === undefined) {
       if (this.#queues.size >= this.#maxWaitingKeys) return full();
       queue = new WaitQueue(this.#clock, last);
-      this.#queues.set(key, queue);
+      this.#queues.set(key, kind, queue);
     }
     if (queue.size >= this.#maxWaitersPerKey) {
       // Full: a client holding fewer places than another takes the other's newest place.
@@ -727,7 +728,7 @@ export class Limiter implements RateLimiter {
       queue.running = false;
       this.#pumps.delete(pump);
       if (queue.size === 0) {
-        if (this.#queues.get(key) === queue) this.#queues.delete(key);
+        this.#queues.delete(key, waitKind(call), queue);
       } else if (!this.#closed) {
         this.#startPump(call, queue, 0);
       }
@@ -884,4 +885,10 @@ function breakerDecision(limits: readonly CompiledLimit[], retryAfterMs: number)
     statuses: [],
     source: 'breaker',
   };
+}
+
+/** Which of a key's wait queues a call waits in: its priority and tenant (see {@link WaitQueues}). */
+function waitKind(call: Call): string {
+  // Priorities are a fixed set without '|', so the tenant after it is read unambiguously.
+  return `${call.priority}|${call.tenant ?? ''}`;
 }

@@ -117,3 +117,47 @@ export class WaitQueue {
     this.#wake?.();
   }
 }
+
+/**
+ * A limiter's wait queues: one per storage key and kind of call (priority and tenant), so each
+ * waiter is decided as the call it made (a normal call is never served with core's share, nor
+ * one tenant's charged to another's quota); a release or refund wakes all of a key's queues.
+ */
+export class WaitQueues {
+  readonly #byKey = new Map<string, Map<string, WaitQueue>>();
+  #count = 0;
+
+  /** How many queues there are. */
+  get size(): number {
+    return this.#count;
+  }
+
+  get(key: string, kind: string): WaitQueue | undefined {
+    return this.#byKey.get(key)?.get(kind);
+  }
+
+  set(key: string, kind: string, queue: WaitQueue): void {
+    let kinds = this.#byKey.get(key);
+    if (kinds === undefined) this.#byKey.set(key, (kinds = new Map<string, WaitQueue>()));
+    if (!kinds.has(kind)) this.#count++;
+    kinds.set(kind, queue);
+  }
+
+  /** Removes `queue` if it is still the one of (key, kind). */
+  delete(key: string, kind: string, queue: WaitQueue): void {
+    const kinds = this.#byKey.get(key);
+    if (kinds?.get(kind) !== queue) return;
+    kinds.delete(kind);
+    this.#count--;
+    if (kinds.size === 0) this.#byKey.delete(key);
+  }
+
+  /** Wakes every queue of `key`: permits were given back. */
+  wake(key: string): void {
+    for (const queue of this.#byKey.get(key)?.values() ?? []) queue.wake();
+  }
+
+  *all(): IterableIterator<WaitQueue> {
+    for (const kinds of this.#byKey.values()) yield* kinds.values();
+  }
+}
