@@ -159,6 +159,15 @@ describe.each(stores)('the data plane on the %s', (_name, storeArgs) => {
     }
   });
 
+  it('takes keys up to --max-key-length on every store, and refuses longer ones', async () => {
+    const longest = await call(server.url, '/v1/check', { resource: 'api:fixed', key: 'k'.repeat(512) }, { token: API_TOKEN });
+    expect(longest.status).toBe(200);
+    expect(longest.json.allowed).toBe(true);
+    const over = await call(server.url, '/v1/check', { resource: 'api:fixed', key: 'k'.repeat(513) }, { token: API_TOKEN });
+    expect(over.status).toBe(400);
+    expect(over.json.error.code).toBe('SLUICE_ERR_INVALID_REQUEST');
+  });
+
   it('serves the remote client that carries the token, and tells one without it', async () => {
     const good = new RemoteLimiter({ url: server.url, token: API_TOKEN, logger: false });
     const bad = new RemoteLimiter({ url: server.url, logger: false });

@@ -1,6 +1,5 @@
 import {
   ALGORITHM_CODES,
-  DEFAULT_MAX_KEY_LENGTH,
   ErrorCodes,
   POLICY_BOUNDS,
   SluiceError,
@@ -69,9 +68,16 @@ export function policyArgs(limits: readonly CompiledLimit[]): readonly string[] 
   return frozen;
 }
 
-/** A Sluice key: a string of at most DEFAULT_MAX_KEY_LENGTH characters. */
+/**
+ * The longest storage key the store takes: the longest a limiter builds (a resource name of up
+ * to 128 characters, a caller key of up to the largest `maxKeyLength`, 65,536, and the marks
+ * between them), so a key the limiter accepted is never refused here.
+ */
+export const MAX_STORAGE_KEY_LENGTH = 65_536 + 256;
+
+/** A storage key: a well-formed string of at most MAX_STORAGE_KEY_LENGTH characters. */
 export function storeKey(key: unknown): string {
-  return checkKey(key, DEFAULT_MAX_KEY_LENGTH);
+  return checkKey(key, MAX_STORAGE_KEY_LENGTH);
 }
 
 /** A cost: an integer in 0..MAX_COST. Costs above what a limit holds are simply denied. */

@@ -8,6 +8,7 @@ import { ErrorCodes, SluiceError, compileLimits, type CompiledLimit } from '@slu
 import { Redis } from 'ioredis';
 import { RedisStore, batchScriptSource, keyNames } from '../src/index.js';
 import { PROTOCOL_VERSION } from '../src/codes.js';
+import { MAX_STORAGE_KEY_LENGTH } from '../src/validate.js';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { redisUrl } from '../../../test/env.js';
 import { TEST_COMMAND_TIMEOUT_MS, cleanUp, standalone } from './helpers.js';
@@ -217,7 +218,7 @@ describe('input, lifecycle and foreign data', () => {
     const concurrencyLimits = compileLimits({ algorithm: 'concurrency', limit: 2 });
     const cases: [Promise<unknown>, string][] = [
       [store.consume({ ...request(), key: 42 as unknown as string }), ErrorCodes.INVALID_KEY],
-      [store.consume({ ...request(), key: 'x'.repeat(257) }), ErrorCodes.INVALID_KEY],
+      [store.consume({ ...request(), key: 'x'.repeat(MAX_STORAGE_KEY_LENGTH + 1) }), ErrorCodes.INVALID_KEY],
       [store.consume({ ...request(), cost: -1 }), ErrorCodes.INVALID_COST],
       [store.consume({ ...request(), cost: 1.5 }), ErrorCodes.INVALID_COST],
       [store.consume({ ...request(), cost: 2e9 }), ErrorCodes.INVALID_COST],
