@@ -27,6 +27,7 @@ import {
   type AccuracySettings,
 } from './accuracy.js';
 import { clusterTable, runCluster, type ClusterResult } from './cluster.js';
+import { runAbuse } from './abuse.js';
 import { runDefaultsUnderLoad } from './defaults-under-load.js';
 import { leaseTable, runLeaseThroughput, type LeaseCellResult, type LeaseSettings } from './lease-throughput.js';
 import { rlfDecider, sluiceDecider, type Decider } from './contenders.js';
@@ -290,6 +291,7 @@ async function main(): Promise<void> {
     if (options.parts.has('governance')) await governancePart(options, redisUrl!, runId);
     if (options.parts.has('sustained')) await sustainedBurstPart(options.mode.name === 'quick', redisUrl, runId, progress, print);
     if (options.parts.has('defaults-under-load')) print(await runDefaultsUnderLoad(options.mode.accuracyMs, runId, progress));
+    if (options.parts.has('abuse')) print(await runAbuse(options.mode.accuracyMs, progress));
     print(summaryTable({ throughput, leases, accuracy, leaseAccuracy, outage, cluster, memory }));
   } finally {
     await stopServiceChildren();

@@ -6,7 +6,7 @@
  *                        redis-server started (and stopped) by the bench
  *   --only a,b           run only some parts: throughput, leases, accuracy, lease-accuracy, outage,
  *                        cluster, memory, service, gateway, stream, governance, sustained,
- *                        defaults-under-load
+ *                        defaults-under-load, abuse
  *   BENCH_WRK            the wrk binary of the service part's HTTP load (default: wrk on PATH);
  *                        `none`: Node load processes instead
  */
@@ -26,6 +26,7 @@ export const PARTS = [
   'governance',
   'sustained',
   'defaults-under-load',
+  'abuse',
 ] as const;
 export type Part = (typeof PARTS)[number];
 
