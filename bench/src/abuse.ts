@@ -9,9 +9,9 @@
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
 import { Pool } from 'undici';
-import { PROTO_DIR } from './service-load.js';
+import { PROTO_DIR, loadRlsMethod } from './service-load.js';
+import { percentile } from './service-measure.js';
 import { SERVICE_RULES, startService } from './service-server.js';
 import { fmt, fmtInt, fmtRatio, type Table } from './table.js';
 
@@ -27,10 +27,6 @@ interface Phase {
   readonly p50Ms: number;
   readonly p99Ms: number;
   readonly errors: number;
-}
-
-function quantile(sorted: readonly number[], q: number): number {
-  return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 }
 
 /** The normal client: closed loop of single checks for `ms`. */
@@ -64,8 +60,8 @@ async function normalPhase(pool: Pool, ms: number): Promise<Phase> {
   return {
     decisions: latencies.length,
     perSecond: latencies.length / (ms / 1000),
-    p50Ms: quantile(latencies, 0.5),
-    p99Ms: quantile(latencies, 0.99),
+    p50Ms: percentile(latencies, 50),
+    p99Ms: percentile(latencies, 99),
     errors,
   };
 }
@@ -104,15 +100,7 @@ function hostile(url: string, grpcTarget: string, stop: { done: boolean }): Prom
       await sleep(10);
     }
   })();
-  const rls = protoLoader.loadSync('envoy/service/ratelimit/v3/rls.proto', {
-    keepCase: true,
-    longs: String,
-    enums: String,
-    defaults: true,
-    oneofs: true,
-    includeDirs: [PROTO_DIR],
-  });
-  const method = (rls['envoy.service.ratelimit.v3.RateLimitService'] as protoLoader.ServiceDefinition).ShouldRateLimit!;
+  const method = loadRlsMethod(PROTO_DIR);
   const client = new grpc.Client(grpcTarget, grpc.credentials.createInsecure());
   let o = 0;
   const overrides = (async () => {

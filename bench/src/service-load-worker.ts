@@ -13,7 +13,7 @@ import { connect, constants as h2, type IncomingHttpHeaders } from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { Pool } from 'undici';
-import type { LoadConfig, LoadResult, ToLoadWorker } from './service-load.js';
+import { loadRlsMethod, type LoadConfig, type LoadResult, type ToLoadWorker } from './service-load.js';
 
 type Call = () => Promise<boolean>;
 
@@ -21,17 +21,10 @@ function send(message: unknown): void {
   process.send!(message);
 }
 
-const PROTO_OPTIONS: protoLoader.Options = { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true };
-
 interface Client {
   /** One call; resolves true when every decision in it allowed. */
   readonly call: (seq: number) => Promise<boolean>;
   close(): Promise<void>;
-}
-
-function rlsMethod(c: LoadConfig) {
-  const def = protoLoader.loadSync('envoy/service/ratelimit/v3/rls.proto', { ...PROTO_OPTIONS, includeDirs: [c.protoDir] });
-  return (def['envoy.service.ratelimit.v3.RateLimitService'] as protoLoader.ServiceDefinition).ShouldRateLimit!;
 }
 
 /** The RateLimitRequests of the run, serialized once (one descriptor, one entry each). */
@@ -56,7 +49,7 @@ function rlsAllowed(method: protoLoader.MethodDefinition<object, object>, b: Buf
 }
 
 function grpcClient(c: LoadConfig): Client {
-  const method = rlsMethod(c);
+  const method = loadRlsMethod(c.protoDir);
   const requests = rlsRequests(c, method);
   const client = new grpc.Client(c.target, grpc.credentials.createInsecure());
   const call = (seq: number) =>
@@ -95,7 +88,7 @@ function grpcClient(c: LoadConfig): Client {
  * does, so the server's share of the cores shows.
  */
 function h2GrpcClient(c: LoadConfig): Client {
-  const method = rlsMethod(c);
+  const method = loadRlsMethod(c.protoDir);
   const frames = rlsRequests(c, method).map((m) => {
     const frame = Buffer.alloc(5 + m.length);
     frame.writeUInt32BE(m.length, 1);

@@ -1,6 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import * as protoLoader from '@grpc/proto-loader';
 import { stopChild, trackChild } from './service-children.js';
 import { mergeSamples } from './service-measure.js';
 
@@ -133,4 +134,17 @@ export async function runLoadProcesses(
   } finally {
     await Promise.all(children.map((c) => stopChild(c, 1000)));
   }
+}
+
+/** `ShouldRateLimit` of Envoy's RLS API, loaded from the server's protos in `protoDir`. */
+export function loadRlsMethod(protoDir: string): protoLoader.MethodDefinition<object, object> {
+  const def = protoLoader.loadSync('envoy/service/ratelimit/v3/rls.proto', {
+    keepCase: true,
+    longs: String,
+    enums: String,
+    defaults: true,
+    oneofs: true,
+    includeDirs: [protoDir],
+  });
+  return (def['envoy.service.ratelimit.v3.RateLimitService'] as protoLoader.ServiceDefinition).ShouldRateLimit!;
 }
