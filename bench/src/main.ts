@@ -44,6 +44,7 @@ import { governanceLatencyTable, runGovernanceLatency } from './governance-laten
 import { runStreamThroughput, streamThroughputTable } from './stream-throughput.js';
 import { summaryTable } from './summary.js';
 import { sustainedBurstPart } from './sustained-burst.js';
+import { referenceDecider } from './reference.js';
 import { renderTable, type Table } from './table.js';
 import { coalescingTable, runThroughput, throughputTable, type ThroughputRow } from './throughput.js';
 
@@ -109,7 +110,9 @@ async function throughputPart(options: BenchOptions, redisUrl: string, runId: st
     opened.push(sluice);
     const rlf = await rlfDecider(redisUrl, `rlf:${runId}:tp`, GENEROUS, 1);
     opened.push(rlf);
-    const rows = await runThroughput({ sluice, rlf, admin }, options.mode, settle, progress);
+    const reference = await referenceDecider(redisUrl, `ref:${runId}:tp:`, GENEROUS, 1000, GENEROUS);
+    opened.push(reference);
+    const rows = await runThroughput({ sluice, rlf, reference, admin }, options.mode, settle, progress);
     print(throughputTable(rows, options.mode));
     print(coalescingTable(rows));
     return rows;

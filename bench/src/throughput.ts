@@ -5,6 +5,9 @@ import type { Decider } from './contenders.js';
 import { readRedisStats, redisCost, type RedisCost } from './redis-stats.js';
 import { fmt, fmtInt, fmtRatio, type Table } from './table.js';
 
+/** How long each contender runs, unmeasured, before the first cell (JIT warm-up). */
+const PRIME_MS = 1000;
+
 /** What one closed loop measured. Latencies are in microseconds. */
 export interface LoopResult {
   /** Decisions completed in the measured window. */
@@ -92,10 +95,12 @@ export async function closedLoop(
   };
 }
 
-/** The two contenders of the throughput part, each serving many keys and one hot key. */
+/** The contenders of the throughput part, each serving many keys and one hot key. */
 export interface ThroughputContenders {
   readonly sluice: Decider;
   readonly rlf: Decider;
+  /** The minimal exact limiter of reference.ts: the yardstick. */
+  readonly reference: Decider;
   /** A separate connection for reading the server's INFO around each cell. */
   readonly admin: Redis;
 }
@@ -106,6 +111,7 @@ export interface ThroughputRow {
   readonly inFlight: number;
   readonly sluice: CellResult;
   readonly rlf: CellResult;
+  readonly reference: CellResult;
 }
 
 export interface ThroughputSettings {
@@ -129,6 +135,9 @@ export async function runThroughput(
   const keys = Array.from({ length: settings.keys }, (_, i) => `user-${i}`);
   const many = (seq: number) => keys[seq % keys.length]!;
   const hot = () => 'hot';
+  // Compiling each contender's code would otherwise fall on its first cell: run each a while first.
+  for (const d of [contenders.sluice, contenders.reference, contenders.rlf]) await closedLoop(d, many, 16, PRIME_MS, 0);
+  await between();
   const rows: ThroughputRow[] = [];
   for (const inFlight of settings.inFlight) {
     const variants: ('many' | 'hot')[] = settings.hotInFlight.includes(inFlight) ? ['many', 'hot'] : ['many'];
@@ -143,13 +152,14 @@ export async function runThroughput(
         const seconds = (performance.now() - started) / 1000;
         const redis = redisCost(before, await readRedisStats(contenders.admin), r.completed, seconds);
         const clientUsecPerDecision = r.completed === 0 ? NaN : (user + system) / r.completed;
-        progress(`  ${name.padEnd(6)} ${variant.padEnd(4)} x${String(inFlight).padEnd(3)} ${fmtInt(r.perSec)}/s`);
+        progress(`  ${name.padEnd(9)} ${variant.padEnd(4)} x${String(inFlight).padEnd(3)} ${fmtInt(r.perSec)}/s`);
         await between();
         return { ...r, clientUsecPerDecision, redis };
       };
       const sluice = await cell(contenders.sluice, 'sluice');
+      const reference = await cell(contenders.reference, 'reference');
       const rlf = await cell(contenders.rlf, 'rlf');
-      rows.push({ keys: variant, inFlight, sluice, rlf });
+      rows.push({ keys: variant, inFlight, sluice, rlf, reference });
     }
   }
   return rows;
@@ -167,6 +177,7 @@ export function throughputTable(rows: readonly ThroughputRow[], settings: Throug
   for (const row of rows) {
     for (const [name, r] of [
       ['Sluice', row.sluice],
+      ['reference', row.reference],
       ['RLF', row.rlf],
     ] as const) {
       out.push([
@@ -185,6 +196,21 @@ export function throughputTable(rows: readonly ThroughputRow[], settings: Throug
         errorText(r),
       ]);
     }
+    out.push([
+      `  ratio Sluice/reference`,
+      '',
+      fmtRatio(row.sluice.perSec / row.reference.perSec),
+      '',
+      fmtRatio(row.sluice.p50 / row.reference.p50),
+      fmtRatio(row.sluice.p99 / row.reference.p99),
+      fmtRatio(row.sluice.p999 / row.reference.p999),
+      fmtRatio(row.sluice.clientUsecPerDecision / row.reference.clientUsecPerDecision),
+      '',
+      '',
+      fmtRatio((row.sluice.redis?.usecPerDecision ?? NaN) / (row.reference.redis?.usecPerDecision ?? NaN)),
+      '',
+      '',
+    ]);
     out.push([
       `  ratio Sluice/RLF`,
       '',
@@ -222,6 +248,8 @@ export function throughputTable(rows: readonly ThroughputRow[], settings: Throug
     notes: [
       `Each cell: ${settings.warmupMs} ms warm-up, then ${settings.measureMs} ms measured; many keys cycle through ` +
         `${fmtInt(settings.keys)} keys, hot key is one key.`,
+      'reference: the least an exact limiter on Redis does (bench/src/reference.ts: GCRA, one number per key, every call',
+      'of one event-loop turn in one script call); a yardstick for what this machine allows, not a product.',
       'Throughput ratio > 1 favours Sluice; latency ratio < 1 favours Sluice.',
       'Cost columns (whole cell, warm-up included): CPU time of the benchmark process per decision; from Redis INFO,',
       'script calls per decision (FCALL/EVALSHA/EVAL: the round trips that carry decisions), commands per decision (a script',

@@ -72,6 +72,12 @@ function isConnectionLoss(err: unknown): boolean {
 const LOCAL_LEASE_PREFIX = 'local:';
 
 /**
+ * What {@link Failover.consume} answers: the result, and which store gave it. `unavailable`: the
+ * call was denied for want of the store (not by a local share).
+ */
+export type FailoverResult = ConsumeResult & { fallback: boolean; unavailable?: boolean };
+
+/**
  * Guards a store: while it answers, calls go to it. A call that fails (timed out, unreachable)
  * is answered by its resource's {@link StoreFailurePolicy} (`local` denies such a call until
  * the switch: the process's global admissions are its share until then). The guard marks the store down at
@@ -127,20 +133,29 @@ export class Failover {
    * Decides on the store, or by `policy` while it is down. `fallback` tells which one answered;
    * `unavailable` that the call was denied for want of the store (not by a local share).
    */
-  async consume(
-    request: ConsumeRequest,
-    policy: StoreFailurePolicy,
-  ): Promise<ConsumeResult & { fallback: boolean; unavailable?: boolean }> {
-    if (this.#healthy) {
-      const ticket = this.#streak.begin();
-      try {
-        const result = await this.#primary.consume(request);
+  consume(request: ConsumeRequest, policy: StoreFailurePolicy): Promise<FailoverResult> {
+    if (!this.#healthy) return this.#fallbackResult(request, policy);
+    // One reaction on the store's promise, no async frame: this is every decision's path.
+    const ticket = this.#streak.begin();
+    let pending: Promise<ConsumeResult>;
+    try {
+      pending = this.#primary.consume(request);
+    } catch (err) {
+      pending = Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+    return pending.then(
+      (result): FailoverResult => {
         this.#streak.succeeded();
         return { ...result, fallback: false };
-      } catch (err) {
+      },
+      (err: unknown) => {
         this.#failed(err, ticket);
-      }
-    }
+        return this.#fallbackResult(request, policy);
+      },
+    );
+  }
+
+  async #fallbackResult(request: ConsumeRequest, policy: StoreFailurePolicy): Promise<FailoverResult> {
     const answer = this.#answering(policy);
     const result = await this.#fallbackConsume(request, answer);
     const unavailable = answer === 'closed' || (answer === 'local' && this.#peers.known === false);

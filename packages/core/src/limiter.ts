@@ -14,6 +14,7 @@ import {
   checkHold,
   checkKey,
   checkStamp,
+  hasConcurrency,
   maxCost,
   type CompiledLimit,
 } from './policy.js';
@@ -360,8 +361,21 @@ export class Limiter implements RateLimiter {
   }
 
   /** Decides now, without waiting. Being limited resolves to a denied decision. */
-  async try(resource: string, options: TryOptions = {}): Promise<Decision> {
-    return this.#observe(resource, 'try', await this.#consume(this.#prepare(resource, options)));
+  try(resource: string, options: TryOptions = {}): Promise<Decision> {
+    let decided: Promise<Decision>;
+    try {
+      const call = this.#prepare(resource, options);
+      const r = call.resource;
+      // The common call (one key, no breaker, tenant or shadow mode) goes straight to its key;
+      // #consume would decide it the same way, with bookkeeping only `acquire` needs.
+      decided =
+        r.breaker === undefined && r.split === 1 && !r.shadow && this.#tenantLimits(call) === undefined
+          ? this.#consumeKey(r, call.key, call.limits, call.cost, call.priority === 'core' ? 0 : r.reserved)
+          : this.#consume(call);
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+    return decided.then((d) => this.#observe(resource, 'try', d));
   }
 
   /**
@@ -471,7 +485,7 @@ export class Limiter implements RateLimiter {
   ): Promise<{ granted: number; decision: Decision; fallback: boolean; at: number }> {
     const call = this.#prepare(resource, { key: options.key, cost: 0 });
     const r = call.resource;
-    if (r.limits.some((l) => l.algorithm === 'concurrency')) {
+    if (hasConcurrency(r.limits)) {
       throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', 'concurrency limits cannot be reserved');
     }
     if (r.split > 1) throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', 'split resources cannot be reserved');
@@ -501,7 +515,7 @@ export class Limiter implements RateLimiter {
    */
   settingsOf(resource: string): Pick<CompiledResource, 'limits' | 'lease' | 'onStoreFailure'> & { reservable: boolean } {
     const { limits, lease, onStoreFailure, split, reserved } = this.#resource(resource);
-    const reservable = split === 1 && reserved === 0 && !limits.some((l) => l.algorithm === 'concurrency');
+    const reservable = split === 1 && reserved === 0 && !hasConcurrency(limits);
     return { limits, lease, onStoreFailure, reservable };
   }
 
@@ -596,8 +610,11 @@ export class Limiter implements RateLimiter {
     return best!;
   }
 
-  /** One storage key: the local pre-filter or lease, then the store (or its fallback). */
-  async #consumeKey(
+  /**
+   * One storage key: the local pre-filter or lease, then the store (or its fallback). Not async:
+   * every decision through the store passes here, and one reaction costs less than a frame.
+   */
+  #consumeKey(
     resource: CompiledResource,
     key: string,
     limits: readonly CompiledLimit[],
@@ -608,21 +625,22 @@ export class Limiter implements RateLimiter {
     const entry = filterKey(key, reserve > 0);
     if (resource.prefilter) {
       const local = this.#prefilter.check(entry, cost, this.#clock.now());
-      if (local !== undefined) return local;
+      if (local !== undefined) return Promise.resolve(local);
     }
     if (resource.lease !== undefined) return this.#leases.take(key, limits, cost, resource.lease, resource.onStoreFailure);
-    const leaseId = limits.some((l) => l.algorithm === 'concurrency') ? randomUUID() : '';
-    const result = await this.#failover.consume({ key, limits, cost, leaseId, reserve }, resource.onStoreFailure);
-    let decision = combineStatuses(result.statuses, leaseId === '' ? undefined : leaseId);
-    if (result.fallback) {
-      // Leases taken from the local fallback carry its prefix so they are returned to it.
-      const leaseOf = decision.leaseId === undefined ? {} : { leaseId: `local:${decision.leaseId}` };
-      decision = { ...decision, ...leaseOf, source: 'fallback' };
-      if (!decision.allowed && result.unavailable === true) decision = { ...decision, reason: 'store_unavailable' };
-    }
-    // Only global decisions teach the pre-filter: a fallback's denials reflect a local share.
-    if (resource.prefilter && !result.fallback) this.#prefilter.learn(entry, cost, this.#clock.now(), decision);
-    return decision;
+    const leaseId = hasConcurrency(limits) ? randomUUID() : '';
+    return this.#failover.consume({ key, limits, cost, leaseId, reserve }, resource.onStoreFailure).then((result) => {
+      let decision = combineStatuses(result.statuses, leaseId === '' ? undefined : leaseId);
+      if (result.fallback) {
+        // Leases taken from the local fallback carry its prefix so they are returned to it.
+        const leaseOf = decision.leaseId === undefined ? {} : { leaseId: `local:${decision.leaseId}` };
+        decision = { ...decision, ...leaseOf, source: 'fallback' };
+        if (!decision.allowed && result.unavailable === true) decision = { ...decision, reason: 'store_unavailable' };
+      }
+      // Only global decisions teach the pre-filter: a fallback's denials reflect a local share.
+      if (resource.prefilter && !result.fallback) this.#prefilter.learn(entry, cost, this.#clock.now(), decision);
+      return decision;
+    });
   }
 
   /** Returns permits granted to a caller that is no longer there (aborted while in flight). */

@@ -249,3 +249,9 @@ export function checkKey(key: unknown, maxLength = DEFAULT_MAX_KEY_LENGTH, field
   if (hasLoneSurrogate(key)) throw invalid(ErrorCodes.INVALID_KEY, field, 'must be well-formed Unicode (no lone surrogates)');
   return key;
 }
+
+/** True when one of `limits` is a concurrency limit (its calls take leases). */
+export function hasConcurrency(limits: readonly CompiledLimit[]): boolean {
+  for (const l of limits) if (l.algorithm === 'concurrency') return true;
+  return false;
+}

@@ -1,5 +1,5 @@
 --[[
-sluice batch script, protocol 2: decides a batch of Sluice operations in one call, atomically,
+sluice batch script, protocol 3: decides a batch of Sluice operations in one call, atomically,
 all at one instant of Redis' clock (TIME; the callers' clocks are never used). Items run in
 order, so several items for one key see each other's effects exactly as sequential calls would.
 
@@ -18,18 +18,19 @@ KEYS: one state key per key group g = 1..G (a group is one Sluice key; the calle
   groups named by an item whose policy has a concurrency limit.
 
 ARGV:
-  [1]  protocol version, "2"
+  [1]  protocol version, "3"
   [2]  P, the number of policies (1..MAX_ITEMS)
-  then P policies, each: L (1..8), then L limits of 7 values:
-       code (1 token bucket, 2 gcra, 3 sliding window, 4 fixed window, 5 sliding log,
-       6 concurrency), limit, window_ms, burst, slices, lease_ttl_ms, id
-       (integers within packages/core's POLICY_BOUNDS; ids unique within the policy, at most
-       one concurrency limit)
+  then P policies, one argument each: its L limits (1..8), 7 comma-separated fields each, all
+       joined by commas (at most 1024 bytes): code (1 token bucket, 2 gcra, 3 sliding window,
+       4 fixed window, 5 sliding log, 6 concurrency), limit, window_ms, burst, slices,
+       lease_ttl_ms, id (integers within packages/core's POLICY_BOUNDS; ids unique within the
+       policy, at most one concurrency limit). A policy is read once per server and then found
+       by its text (lib/args.lua).
   then C, the number of groups with lease keys, and those C groups in increasing order
        (so G = #KEYS - 2C)
   then, as the last argument, the items: one MessagePack array of N (1..MAX_ITEMS) items of 6
        values each (integers, and strings or floats where said): op, policy (1..P), group
-       (1..G), amount, extra, reserve
+       (1..G), amount, extra, reserve; or of 4 for op 6: op, policy, group, cost
        reserve: for a consume, the share of each limit held back (a float in
        0..MAX_RESERVE: the cost must fit with floor(reserve * capacity) more, where capacity is
        the burst of a token bucket or gcra, else the limit); for a reserve, the hold in ms (an
@@ -42,14 +43,18 @@ ARGV:
        op 3 renew    amount = the lease's new lifetime in ms (1..86400000); extra = lease id
        op 4 release  amount = 0; extra = lease id
        op 5 reserve  amount = max permits (1..1e9); extra = min permits (0..max, an integer)
+       op 6 consume of a policy of one token bucket, GCRA or fixed window, with no reserve
+                     (the common call, lib/fast.lua): 4 values, cost (0..1e9)
        lease ids: at most 256 bytes; renew and release need a policy with a concurrency limit,
        reserve one without; an item whose policy has one needs its group's lease keys
 
-Returns {0, now, results...}: now is the decision time in ms ("%.17g": exact), then each
+Returns {0, seconds, microseconds, results...}: the decision time as Redis TIME gave it (now, in
+ms, is seconds * 1000 + microseconds / 1000, computed the same way on both sides), then each
 item's results, one after the other (the caller knows each item's width):
   consume  A, then per limit in policy order: a, m, t, s. A = 1 if every limit allowed (and
            was charged); a = 1 if the limit allowed; m remaining; t retry_after_ms;
            s reset_after_ms
+  op 6     the consume's result in short: 1, m, s when allowed (t is 0), 0, m, t, s when denied
   reserve  G, then as consume: G permits granted (0: none, nothing charged)
   adjust   0
   renew    1 if the lease was live and is extended, else 0
@@ -59,10 +64,16 @@ item's results, one after the other (the caller knows each item's width):
 Returns {code, message} with a positive code when the call is malformed; nothing is applied.
 ]]
 
-local rcall = redis.call
+-- Globals are read once, here: a library's globals sit behind a metatable (Redis guards them),
+-- so a global read at call time costs a metamethod where a local costs an index.
+local rcall, rpcall = redis.call, redis.pcall
 local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
+local type, tonumber, tostring, pcall, pairs, ipairs, unpack = type, tonumber, tostring, pcall, pairs, ipairs, unpack
+local byte, sub, find, format = string.byte, string.sub, string.find, string.format
+local tinsert, tremove, tconcat = table.insert, table.remove, table.concat
+local msgpack_pack, msgpack_unpack = cmsgpack.pack, cmsgpack.unpack
 
-local PROTOCOL = '2'
+local PROTOCOL = '3'
 local MAX_ITEMS = 4096
 local MAX_LIMITS = 8
 local MAX_LIMIT = 1000000000
@@ -91,6 +102,7 @@ local MAX_STAMP_MS = 1e15
 --@include "lib/args.lua"
 
 --@include "lib/operations.lua"
+--@include "lib/fast.lua"
 
 -- Decides one batch: KEYS and ARGV as in the header above.
 local function batch(keys, argv)
@@ -103,31 +115,65 @@ local function batch(keys, argv)
   local time = rcall('TIME')
   local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
 
+  -- By group: an entry, or a fast-path record (lib/fast.lua).
   local entries = {}
-  local out = { OK, fmt(now) }
-  for at = 1, #items, ITEM_WIDTH do
-    local op, policy, group, amount, extra = items[at], policies[items[at + 1]], items[at + 2], items[at + 3], items[at + 4]
+  local out = { OK, time[1], time[2] }
+  local at, last = 1, #items
+  while at <= last do
+    local op, policy, group = items[at], policies[items[at + 1]], items[at + 2]
     local entry = entries[group]
-    if entry == nil then
-      local lease_at = lease_keys[group]
-      entry = entry_load(keys[group], lease_at and keys[lease_at], lease_at and keys[lease_at + 1])
-      entries[group] = entry
-    end
-    if entry.corrupt then
-      out[#out + 1] = ERR_CORRUPT_STATE
-    elseif op == 1 then
-      op_consume(entry, policy, amount, extra, items[at + 5], now, out)
-    elseif op == 2 then
-      op_adjust(entry, policy, amount, items[at + 5], now, out)
-    elseif op == 5 then
-      op_reserve(entry, policy, extra, amount, items[at + 5], now, out)
+    local lease_at = lease_keys[group]
+    if op == 6 then
+      local fast = policy.fast
+      if entry == nil then
+        local raw
+        entry, raw = fast_open(keys[group], fast)
+        entry = entry or entry_from(raw, keys[group], lease_at and keys[lease_at], lease_at and keys[lease_at + 1])
+        entries[group] = entry
+      end
+      if entry.fast and entry.limit == fast then
+        fast_consume(entry, fast, items[at + 3], now, out)
+      else
+        if entry.fast then
+          entry = fast_to_entry(entry, lease_at and keys[lease_at], lease_at and keys[lease_at + 1])
+          entries[group] = entry
+        end
+        if entry.corrupt then
+          out[#out + 1] = ERR_CORRUPT_STATE
+        else
+          fast_consume_entry(entry, policy, items[at + 3], now, out)
+        end
+      end
+      at = at + FAST_ITEM_WIDTH
     else
-      op_lease(entry, policy, op, extra, amount, now, out)
+      local amount, extra, reserve = items[at + 3], items[at + 4], items[at + 5]
+      if entry == nil then
+        entry = entry_from(rpcall('GET', keys[group]), keys[group], lease_at and keys[lease_at], lease_at and keys[lease_at + 1])
+      elseif entry.fast then
+        entry = fast_to_entry(entry, lease_at and keys[lease_at], lease_at and keys[lease_at + 1])
+      end
+      entries[group] = entry
+      if entry.corrupt then
+        out[#out + 1] = ERR_CORRUPT_STATE
+      elseif op == 1 then
+        op_consume(entry, policy, amount, extra, reserve, now, out)
+      elseif op == 2 then
+        op_adjust(entry, policy, amount, reserve, now, out)
+      elseif op == 5 then
+        op_reserve(entry, policy, extra, amount, reserve, now, out)
+      else
+        op_lease(entry, policy, op, extra, amount, now, out)
+      end
+      at = at + ITEM_WIDTH
     end
   end
 
   for _, entry in pairs(entries) do
-    entry_flush(entry, now)
+    if entry.fast then
+      fast_flush(entry, now)
+    else
+      entry_flush(entry, now)
+    end
   end
 
   return out

@@ -14,10 +14,13 @@ export const ScriptCodes = Object.freeze({
 });
 
 /** Version of the KEYS/ARGV layout spoken with `lua/batch.lua`. */
-export const PROTOCOL_VERSION = '2';
+export const PROTOCOL_VERSION = '3';
 
-/** The item operations of the batch protocol. */
-export const Ops = Object.freeze({ consume: 1, adjust: 2, renew: 3, release: 4, reserve: 5 });
+/**
+ * The item operations of the batch protocol. `consumeOne` is a consume of a policy of one token
+ * bucket, GCRA or fixed window with no reserve: sent in four values, answered in three or four.
+ */
+export const Ops = Object.freeze({ consume: 1, adjust: 2, renew: 3, release: 4, reserve: 5, consumeOne: 6 });
 
 /** One of {@link Ops}. */
 export type Op = (typeof Ops)[keyof typeof Ops];

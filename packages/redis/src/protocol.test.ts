@@ -4,7 +4,7 @@ import { Ops, PROTOCOL_VERSION, ScriptCodes } from './codes.js';
 import { toStoreError } from './errors.js';
 import { keyNames } from './keys.js';
 import { decodeReply, encodeBatch, type BatchItem } from './protocol.js';
-import { MAX_RESERVE, policyArgs, storeReserve } from './validate.js';
+import { MAX_RESERVE, policyArg, storeReserve } from './validate.js';
 import { unpack } from '../test/msgpack.js';
 
 const limits = compileLimits([
@@ -14,7 +14,7 @@ const limits = compileLimits([
 const other = compileLimits({ algorithm: 'fixed-window', limit: 3 });
 
 function item(op: BatchItem['op'], key: string, amount: number, extra: string | number = '', l = limits, reserve = 0): BatchItem {
-  return { op, stateKey: keyNames('p:', key).state, limits: l, policy: policyArgs(l), amount, extra, reserve };
+  return { op, stateKey: keyNames('p:', key).state, limits: l, policy: policyArg(l), amount, extra, reserve };
 }
 
 describe('batch encoding', () => {
@@ -31,8 +31,8 @@ describe('batch encoding', () => {
     expect(call.args.slice(0, -1)).toEqual([
       PROTOCOL_VERSION,
       '2',
-      ...['1', '4', '3', '1000', '3', '10', '30000', '0'],
-      ...['2', '1', '10', '1000', '5', '10', '30000', '0', '6', '2', '1000', '2', '10', '500', 'c'],
+      '4,3,1000,3,10,30000,0',
+      '1,10,1000,5,10,30000,0,6,2,1000,2,10,500,c',
       ...['2', '1', '2'],
     ]);
     expect(unpack(call.args.at(-1) as Buffer)).toEqual([
@@ -82,7 +82,7 @@ describe('reply decoding', () => {
 
   it('decodes every kind of result exactly', () => {
     const out = decodeReply(
-      [0, '1700000000123.4568', ...[0, 1, 4, 0, 1000, 0, 0, 250, 499], 0, 1, ...[3, 1, 1, 0, 0, 59877]],
+      [0, '1700000000', '123456', ...[0, 1, 4, 0, 1000, 0, 0, 250, 499], 0, 1, ...[3, 1, 1, 0, 0, 59877]],
       items,
     );
     expect(out).toEqual([
@@ -90,7 +90,7 @@ describe('reply decoding', () => {
         ok: true,
         value: {
           allowed: false,
-          now: 1700000000123.4568,
+          now: 1700000000123.456,
           statuses: [
             { id: '0', algorithm: 'token-bucket', allowed: true, limit: 10, remaining: 4, retryAfterMs: 0, resetAfterMs: 1000 },
             { id: 'c', algorithm: 'concurrency', allowed: false, limit: 2, remaining: 0, retryAfterMs: 250, resetAfterMs: 499 },
@@ -104,7 +104,7 @@ describe('reply decoding', () => {
         value: {
           allowed: true,
           granted: 3,
-          now: 1700000000123.4568,
+          now: 1700000000123.456,
           statuses: [
             { id: '0', algorithm: 'fixed-window', allowed: true, limit: 3, remaining: 0, retryAfterMs: 0, resetAfterMs: 59877 },
           ],
@@ -114,7 +114,10 @@ describe('reply decoding', () => {
   });
 
   it('keeps huge figures that Redis integers could not carry', () => {
-    const [r] = decodeReply([0, '1', 0, 0, 0, '31536000000000000000', '31536000000000000000', 0, 0, 0, 0], items.slice(0, 1));
+    const [r] = decodeReply(
+      [0, '1', '0', 0, 0, 0, '31536000000000000000', '31536000000000000000', 0, 0, 0, 0],
+      items.slice(0, 1),
+    );
     expect(r).toMatchObject({ ok: true, value: { statuses: [{ retryAfterMs: 31536000000000000000 }, {}] } });
   });
 
@@ -123,8 +126,9 @@ describe('reply decoding', () => {
     expect(code([ScriptCodes.ERR_PROTOCOL_VERSION, 'v2'])).toEqual(Array(4).fill(ErrorCodes.STORE_PROTOCOL));
     expect(code([ScriptCodes.ERR_BAD_ARGUMENT, 'item 1'])).toEqual(Array(4).fill(ErrorCodes.STORE_PROTOCOL));
     expect(code('OK')).toEqual(Array(4).fill(ErrorCodes.STORE_PROTOCOL));
-    expect(code([0, '1', 1, 1, 1, 1, 1])).toEqual(Array(4).fill(ErrorCodes.STORE_PROTOCOL));
-    expect(code([0, '1', ScriptCodes.ERR_CORRUPT_STATE, 0, 7, -3])).toEqual([
+    expect(code([0, '1', '0', 1, 1, 1, 1, 1])).toEqual(Array(4).fill(ErrorCodes.STORE_PROTOCOL));
+    expect(code([0, 'x', '0', 1, 1, 1, 1, 1])).toEqual(Array(4).fill(ErrorCodes.STORE_PROTOCOL));
+    expect(code([0, '1', '0', ScriptCodes.ERR_CORRUPT_STATE, 0, 7, -3])).toEqual([
       ErrorCodes.STORE_PROTOCOL,
       'ok',
       ErrorCodes.STORE_PROTOCOL,

@@ -16,8 +16,8 @@ export interface BatchItem {
   /** Redis name of the key's state (see keys.ts). */
   readonly stateKey: string;
   readonly limits: readonly CompiledLimit[];
-  /** The limits as the script reads them (see validate.ts policyArgs). */
-  readonly policy: readonly string[];
+  /** The limits as the script reads them (see validate.ts policyArg). */
+  readonly policy: string;
   /** cost (consume), delta (adjust), lifetime (renew), 0 (release) or max permits (reserve). */
   readonly amount: number;
   /** The lease id (consume, renew, release), min permits (reserve) or '' (adjust). */
@@ -41,24 +41,26 @@ export type ItemOutcome =
  * limit. Items keep their order, which the script applies them in.
  */
 export function encodeBatch(items: readonly BatchItem[]): ScriptCall {
-  const policies = new Map<readonly string[], number>();
+  const policies = new Map<string, number>();
   const groups = new Map<string, number>();
   const keys: string[] = [];
   const leaseGroups: number[] = [];
-  const policyArgs: string[] = [];
   const values: PackValue[] = [];
   for (const item of items) {
     let p = policies.get(item.policy);
     if (p === undefined) {
       p = policies.size + 1;
       policies.set(item.policy, p);
-      for (const a of item.policy) policyArgs.push(a);
     }
     let g = groups.get(item.stateKey);
     if (g === undefined) {
       g = groups.size + 1;
       groups.set(item.stateKey, g);
       keys.push(item.stateKey);
+    }
+    if (item.op === Ops.consumeOne) {
+      values.push(item.op, p, g, item.amount);
+      continue;
     }
     if (hasConcurrency(item.limits) && !leaseGroups.includes(g)) leaseGroups.push(g);
     values.push(item.op, p, g, item.amount, item.extra, item.reserve);
@@ -70,7 +72,7 @@ export function encodeBatch(items: readonly BatchItem[]): ScriptCall {
     keys.push(names.leases, names.costs);
   }
   const args: (string | Buffer)[] = [PROTOCOL_VERSION, String(policies.size)];
-  for (const a of policyArgs) args.push(a);
+  for (const policy of policies.keys()) args.push(policy);
   args.push(String(leaseGroups.length));
   for (const g of leaseGroups) args.push(String(g));
   args.push(packArray(values));
@@ -134,9 +136,33 @@ export function decodeConsume(
   return Number.isInteger(permits) ? { allowed, granted: permits, statuses, now } : undefined;
 }
 
+/**
+ * Reads a one-limit consume's short result from `reply` at `at` (see the script's header):
+ * `1, m, s` or `0, m, t, s`.
+ */
+function decodeConsumeOne(reply: readonly unknown[], at: number, limit: CompiledLimit, now: number): ConsumeResult | undefined {
+  const allowed = reply[at] === 1;
+  const remaining = figure(reply[at + 1]);
+  const retryAfterMs = allowed ? 0 : figure(reply[at + 2]);
+  const resetAfterMs = figure(reply[at + (allowed ? 2 : 3)]);
+  if (Number.isNaN(remaining) || Number.isNaN(retryAfterMs) || Number.isNaN(resetAfterMs)) return undefined;
+  const status: LimitStatus = {
+    id: limit.id,
+    algorithm: limit.algorithm,
+    allowed,
+    limit: limit.limit,
+    remaining,
+    retryAfterMs,
+    resetAfterMs,
+  };
+  return { allowed, statuses: [status], now };
+}
+
 /** How many reply values an item's result takes (when it is not an error code). */
-function width(item: BatchItem): number {
+function width(item: BatchItem, first: unknown): number {
   switch (item.op) {
+    case Ops.consumeOne:
+      return first === 1 ? 3 : 4;
     case Ops.consume:
       return 1 + 4 * item.limits.length;
     case Ops.reserve:
@@ -153,9 +179,10 @@ export function decodeReply(reply: unknown, items: readonly BatchItem[]): ItemOu
   }
   const code = reply[0];
   if (code !== ScriptCodes.OK) return fail(items, { kind: 'script', code, detail: String(reply[1]) });
-  const now = Number(reply[1]);
-  if (!Number.isFinite(now)) return fail(items, { kind: 'reply', detail: `bad time ${String(reply[1])}` });
-  let at = 2;
+  // The same arithmetic as the script's, on the same TIME figures: the same double.
+  const now = Number(reply[1]) * 1000 + Number(reply[2]) / 1000;
+  if (!Number.isFinite(now)) return fail(items, { kind: 'reply', detail: `bad time ${String(reply[1])} ${String(reply[2])}` });
+  let at = 3;
   const outcomes = items.map((item): ItemOutcome => {
     const first: unknown = reply[at];
     if (typeof first === 'number' && first < 0) {
@@ -163,8 +190,12 @@ export function decodeReply(reply: unknown, items: readonly BatchItem[]): ItemOu
       return { ok: false, failure: { kind: 'script', code: first, detail: item.stateKey } };
     }
     const start = at;
-    at += width(item);
+    at += width(item, first);
     switch (item.op) {
+      case Ops.consumeOne: {
+        const value = first === 0 || first === 1 ? decodeConsumeOne(reply, start, item.limits[0]!, now) : undefined;
+        return value ? { ok: true, value } : { ok: false, failure: { kind: 'reply', detail: `bad result at ${start}` } };
+      }
       case Ops.consume:
       case Ops.reserve: {
         const value = decodeConsume(reply, start, item.limits, now, item.op === Ops.reserve);

@@ -9,6 +9,7 @@ import {
 import type { Cluster, Redis } from 'ioredis';
 import { Ops, type Op } from './codes.js';
 import { openConnection } from './connection.js';
+import { Deadlines } from './deadlines.js';
 import { toStoreError, type StoreFailure } from './errors.js';
 import { slotOf, stateKey } from './keys.js';
 import { compileRedisStoreOptions, type CompiledRedisStoreOptions, type RedisStoreOptions } from './options.js';
@@ -18,7 +19,7 @@ import { batchScriptSource, ScriptRunner } from './scripts.js';
 import {
   concurrencyLimit,
   noConcurrencyLimit,
-  policyArgs,
+  policyArg,
   storeCost,
   storeDelta,
   storeKey,
@@ -28,6 +29,7 @@ import {
   storeStamp,
   storeReserve,
   storeReserveBounds,
+  isOneLimit,
 } from './validate.js';
 
 /** Queues of at least this many items are sent as two calls or more (see #chunks). */
@@ -73,6 +75,8 @@ export class RedisStore implements LimitStore {
   /** Dispatches waiting for the connection to become ready. */
   readonly #readyWaiters = new Set<() => void>();
   readonly #timeout: AdaptiveTimeout;
+  /** The command timeouts of the calls in flight, on one timer. */
+  readonly #deadlines = new Deadlines();
   readonly #watchers = new Set<(up: boolean, error?: unknown) => void>();
   /** The live processes sharing this Redis (undefined with `peerRegistry: false`). */
   readonly peers: RedisPeerRegistry | undefined;
@@ -121,16 +125,18 @@ export class RedisStore implements LimitStore {
 
   consume(request: ConsumeRequest): Promise<ConsumeResult> {
     return this.#submit(() => {
-      const policy = policyArgs(request.limits);
+      const policy = policyArg(request.limits);
       const cost = storeCost(request.cost);
       const leaseId = storeLeaseId(request.leaseId);
-      return this.#item(Ops.consume, request.key, request.limits, policy, cost, leaseId, storeReserve(request.reserve));
+      const reserve = storeReserve(request.reserve);
+      const op = leaseId === '' && reserve === 0 && isOneLimit(request.limits) ? Ops.consumeOne : Ops.consume;
+      return this.#item(op, request.key, request.limits, policy, cost, leaseId, reserve);
     });
   }
 
   reserve(request: ReserveRequest): Promise<ReserveResult> {
     return this.#submit(() => {
-      const policy = policyArgs(request.limits);
+      const policy = policyArg(request.limits);
       noConcurrencyLimit(request.limits);
       const [min, max] = storeReserveBounds(request.min, request.max);
       return this.#item(Ops.reserve, request.key, request.limits, policy, max, min, storeHold(request.holdMs));
@@ -139,14 +145,14 @@ export class RedisStore implements LimitStore {
 
   adjust(request: AdjustRequest): Promise<void> {
     return this.#submit(() => {
-      const policy = policyArgs(request.limits);
+      const policy = policyArg(request.limits);
       return this.#item(Ops.adjust, request.key, request.limits, policy, storeDelta(request.delta), '', storeStamp(request.at));
     });
   }
 
   renew(request: LeaseRequest): Promise<boolean> {
     return this.#submit(() => {
-      const policy = policyArgs(request.limits);
+      const policy = policyArg(request.limits);
       const ttlMs = storeLeaseTtl(request.ttlMs ?? concurrencyLimit(request.limits).leaseTtlMs);
       return this.#item(Ops.renew, request.key, request.limits, policy, ttlMs, storeLeaseId(request.leaseId));
     });
@@ -154,7 +160,7 @@ export class RedisStore implements LimitStore {
 
   release(request: LeaseRequest): Promise<boolean> {
     return this.#submit(() => {
-      const policy = policyArgs(request.limits);
+      const policy = policyArg(request.limits);
       concurrencyLimit(request.limits);
       return this.#item(Ops.release, request.key, request.limits, policy, 0, storeLeaseId(request.leaseId));
     });
@@ -179,7 +185,7 @@ export class RedisStore implements LimitStore {
     op: Op,
     key: string,
     limits: BatchItem['limits'],
-    policy: readonly string[],
+    policy: string,
     amount: number,
     extra: string | number,
     reserve = 0,
@@ -279,15 +285,15 @@ export class RedisStore implements LimitStore {
       const settle = (outcome: () => void): void => {
         if (finished) return;
         finished = true;
-        clearTimeout(timer);
+        cancel();
         this.#readyWaiters.delete(start);
         outcome();
       };
       const fail = (failure: StoreFailure) => settle(() => reject(toStoreError(failure)));
-      const timer = setTimeout(() => {
+      const cancel = this.#deadlines.add(budget, () => {
         this.#timeout.timedOut(budget);
         fail(sent ? { kind: 'timeout', ms: budget } : { kind: 'not-ready', status: this.#client.status, cause: this.#lastError });
-      }, budget);
+      });
       const start = (): void => {
         if (finished || sent) return;
         sent = true;
@@ -339,6 +345,7 @@ export class RedisStore implements LimitStore {
     this.#closed = true;
     this.#flush();
     while (this.#inFlight.size > 0) await Promise.all(this.#inFlight);
+    this.#deadlines.clear();
     await this.peers?.close();
     this.#client.off('ready', this.#onReady);
     this.#client.off('close', this.#onClose);

@@ -23,14 +23,14 @@ export const MAX_RESERVE = MAX_RESERVED_SHARE;
 const FIELDS = ['id', 'algorithm', 'code', 'limit', 'windowMs', 'burst', 'slices', 'leaseTtlMs'] as const;
 
 /** Limit lists already checked, with their encoding for the script. Compiled lists are frozen. */
-const checked = new WeakMap<readonly CompiledLimit[], readonly string[]>();
+const checked = new WeakMap<readonly CompiledLimit[], string>();
 
 /**
  * Checks that `limits` is a list of compiled limits (as `compileLimits` makes them) and returns
- * its encoding for the batch script: `L`, then per limit code, limit, windowMs, burst, slices,
- * leaseTtlMs, id. Frozen lists are checked once.
+ * its encoding for the batch script, one argument: per limit code, limit, windowMs, burst,
+ * slices, leaseTtlMs, id, all joined by commas. Frozen lists are checked once.
  */
-export function policyArgs(limits: readonly CompiledLimit[]): readonly string[] {
+export function policyArg(limits: readonly CompiledLimit[]): string {
   const cached = checked.get(limits);
   if (cached !== undefined) return cached;
   if (!Array.isArray(limits)) throw invalid(ErrorCodes.INVALID_POLICY, 'limits', 'must be an array of compiled limits');
@@ -59,13 +59,17 @@ export function policyArgs(limits: readonly CompiledLimit[]): readonly string[] 
     if (c.code !== ALGORITHM_CODES[c.algorithm])
       throw invalid(ErrorCodes.INVALID_POLICY, `limits[${i}].code`, 'does not match the algorithm');
   });
-  const args = [String(compiled.length)];
-  for (const l of compiled) {
-    args.push(String(l.code), String(l.limit), String(l.windowMs), String(l.burst), String(l.slices), String(l.leaseTtlMs), l.id);
-  }
-  const frozen = Object.freeze(args);
-  if (Object.isFrozen(limits) && given.every((l) => Object.isFrozen(l))) checked.set(limits, frozen);
-  return frozen;
+  const arg = compiled.map((l) => [l.code, l.limit, l.windowMs, l.burst, l.slices, l.leaseTtlMs, l.id].join(',')).join(',');
+  if (Object.isFrozen(limits) && given.every((l) => Object.isFrozen(l))) checked.set(limits, arg);
+  return arg;
+}
+
+/** Algorithms whose state is three numbers: what the script's one-limit consume takes. */
+const ONE_LIMIT_ALGORITHMS: ReadonlySet<string> = new Set(['token-bucket', 'gcra', 'fixed-window']);
+
+/** True for a policy of one token bucket, GCRA or fixed window (checked by {@link policyArg}). */
+export function isOneLimit(limits: readonly CompiledLimit[]): boolean {
+  return limits.length === 1 && ONE_LIMIT_ALGORITHMS.has(limits[0]!.algorithm);
 }
 
 /**

@@ -373,9 +373,10 @@ describe('input, lifecycle and foreign data', () => {
     const key = keyNames(target.prefix, 'direct');
     const keys = [key.state];
     const v = PROTOCOL_VERSION;
-    // One policy (P = 1) of one limit (L = 1): a token bucket of 100 per second; no lease keys.
+    // One policy (P = 1) of one limit: a token bucket of 100 per second; no lease keys (C = 0).
     const limit = ['1', '100', '1000', '100', '10', '30000', 'tb'];
-    const policy = ['1', '1', ...limit, '0'];
+    const one = (...limits: string[][]) => limits.map((l) => l.join(',')).join(',');
+    const policy = ['1', one(limit), '0'];
     const item = [1, 1, 1, 1, '', 0];
     const w = item.length;
     const forms = {
@@ -385,15 +386,14 @@ describe('input, lifecycle and foreign data', () => {
     // Everything after the lease groups is the items, packed as the store packs them.
     const call = (form: keyof typeof forms, args: (string | number)[], k = keys, itemsAt = args.length - w) =>
       forms[form](k, [...args.slice(0, itemsAt).map(String), packAny(args.slice(itemsAt))]);
-    const concurrency = ['1', '1', '6', '1', '1', '1', '1', '10', 'c'];
+    const concurrency = ['1', '6,1,1,1,1,10,c'];
     const malformed: [string, (string | number)[], string[]?, number?][] = [
       ['no policy', [v, '0', '0', ...item]],
-      ['no limit', [v, '1', '0', '0', ...item]],
-      ['limits cut short', [v, '1', '2', ...limit, '0', ...item]],
-      [
-        'nine limits',
-        [v, '1', '9', ...Array.from({ length: 9 }, (_, i) => [...limit.slice(0, 6), `l${i}`]).flat(), '0', ...item],
-      ],
+      ['empty policy', [v, '1', '', '0', ...item]],
+      ['limit cut short', [v, '1', one(limit.slice(0, 6)), '0', ...item]],
+      ['an empty field', [v, '1', one(limit).replace('100,', ','), '0', ...item]],
+      ['nine limits', [v, '1', one(...Array.from({ length: 9 }, (_, i) => [...limit.slice(0, 6), `l${i}`])), '0', ...item]],
+      ['policy too long', [v, '1', one([...limit.slice(0, 6), 'x'.repeat(1100)]), '0', ...item]],
       ['item cut short', [v, ...policy, 1, 1, 1, 1], keys, policy.length + 1],
       ['five values, as protocol 1 sent', [v, ...policy, 1, 1, 1, 1, ''], keys, policy.length + 1],
       ['unknown op', [v, ...policy, 9, 1, 1, 1, '', 0]],
@@ -415,16 +415,17 @@ describe('input, lifecycle and foreign data', () => {
       ['fractional hold on a reservation', [v, ...policy, 5, 1, 1, 2, 1, 0.5]],
       ['hold above 60 s', [v, ...policy, 5, 1, 1, 2, 1, 60_001]],
       ['negative hold', [v, ...policy, 5, 1, 1, 2, 1, -1]],
-      ['unknown algorithm', [v, '1', '1', '7', ...limit.slice(1), '0', ...item]],
-      ['zero window', [v, '1', '1', '1', '100', '0', '100', '10', '30000', 'tb', '0', ...item]],
-      ['log limit too big', [v, '1', '1', '5', '20000', '1000', '1', '1', '30000', 'log', '0', ...item]],
-      ['lease ttl too short', [v, '1', '1', '6', '5', '1000', '5', '10', '9', 'c', '0', ...item]],
-      ['id pattern', [v, '1', '1', ...limit.slice(0, 6), 'bad id!', '0', ...item]],
-      [
-        'two concurrency limits',
-        [v, '1', '2', '6', '1', '1', '1', '1', '10', 'c1', '6', '1', '1', '1', '1', '10', 'c2', '0', ...item],
-      ],
-      ['duplicate id', [v, '1', '2', ...limit, ...limit, '0', ...item]],
+      ['unknown algorithm', [v, '1', one(['7', ...limit.slice(1)]), '0', ...item]],
+      ['zero window', [v, '1', '1,100,0,100,10,30000,tb', '0', ...item]],
+      ['log limit too big', [v, '1', '5,20000,1000,1,1,30000,log', '0', ...item]],
+      ['lease ttl too short', [v, '1', '6,5,1000,5,10,9,c', '0', ...item]],
+      ['id pattern', [v, '1', one([...limit.slice(0, 6), 'bad id!']), '0', ...item]],
+      ['two concurrency limits', [v, '1', '6,1,1,1,1,10,c1,6,1,1,1,1,10,c2', '0', ...item]],
+      ['duplicate id', [v, '1', one(limit, limit), '0', ...item]],
+      ['one-limit consume of a sliding window', [v, '1', '3,100,1000,100,10,30000,sw', '0', 6, 1, 1, 1], keys, 4],
+      ['one-limit consume of two limits', [v, '1', one(limit, [...limit.slice(0, 6), 'b']), '0', 6, 1, 1, 1], keys, 4],
+      ['one-limit consume cut short', [v, ...policy, 6, 1, 1], keys, policy.length + 1],
+      ['one-limit consume of a fractional cost', [v, ...policy, 6, 1, 1, 0.5], keys, policy.length + 1],
       ['leases without lease keys', [v, ...concurrency, '0', ...item]],
       ['lease keys of no group', [v, ...concurrency, '1', '2', ...item], [key.state, key.leases, key.costs]],
       ['lease keys missing', [v, ...concurrency, '1', '1', ...item], [key.state, key.leases]],
@@ -438,14 +439,42 @@ describe('input, lifecycle and foreign data', () => {
     }
     expect(await client.exists(key.state, key.leases, key.costs)).toBe(0);
     // The same calls, well formed, are applied: the same program either way.
-    expect(await call('function', [v, ...policy, ...item])).toEqual([0, expect.any(String), 1, 1, 99, 0, 10]);
-    expect(await call('script', [v, ...policy, ...item])).toEqual([0, expect.any(String), 1, 1, 98, 0, expect.any(Number)]);
-    // A reserve of 0.5 holds back 50 of the 100: 97 - 50 are left to this caller.
+    expect(await call('function', [v, ...policy, ...item])).toEqual([0, expect.any(String), expect.any(String), 1, 1, 99, 0, 10]);
+    expect(await call('script', [v, ...policy, ...item])).toEqual([
+      0,
+      expect.any(String),
+      expect.any(String),
+      1,
+      1,
+      98,
+      0,
+      expect.any(Number),
+    ]);
+    // A one-limit consume answers in short: allowed, remaining, reset (97 left after three).
+    expect(await call('function', [v, ...policy, 6, 1, 1, 1], keys, policy.length + 1)).toEqual([
+      0,
+      expect.any(String),
+      expect.any(String),
+      1,
+      97,
+      expect.any(Number),
+    ]);
+    // A reserve of 0.5 holds back 50 of the 100: 96 - 50 are left to this caller.
     const reserved = [v, ...policy, 1, 1, 1, 1, '', 0.5];
-    expect(await call('function', reserved)).toEqual([0, expect.any(String), 1, 1, 47, 0, expect.any(Number)]);
+    expect(await call('function', reserved)).toEqual([
+      0,
+      expect.any(String),
+      expect.any(String),
+      1,
+      1,
+      46,
+      0,
+      expect.any(Number),
+    ]);
     const leases = [key.state, key.leases, key.costs];
     expect(await call('function', [v, ...concurrency, '1', '1', 1, 1, 1, 1, 'l', 0], leases)).toEqual([
       0,
+      expect.any(String),
       expect.any(String),
       1,
       1,

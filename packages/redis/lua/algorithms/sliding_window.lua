@@ -24,8 +24,8 @@ local function sw_merge(log, limit)
       end
     end
     log[best + 3] = log[best + 3] + log[best + 1]
-    table.remove(log, best)
-    table.remove(log, best)
+    tremove(log, best)
+    tremove(log, best)
   end
 end
 

@@ -48,8 +48,8 @@ local function tl_append(log, head, at, cost)
     log[i] = log[i] + cost
     return
   end
-  table.insert(log, i + 1, cost)
-  table.insert(log, i + 1, at)
+  tinsert(log, i + 1, cost)
+  tinsert(log, i + 1, at)
 end
 
 -- Takes in place up to amount permits from the entry at i (removed when emptied); returns how
@@ -60,8 +60,8 @@ local function tl_take(log, i, amount)
     log[i + 1] = c - amount
     return amount
   end
-  table.remove(log, i)
-  table.remove(log, i)
+  tremove(log, i)
+  tremove(log, i)
   return c
 end
 

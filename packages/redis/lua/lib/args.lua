@@ -29,23 +29,57 @@ local AMOUNT_BOUNDS = {
   { 1, MAX_COST },
 }
 
--- Values per item in the items array.
+-- Values per item in the items array: six, four for a one-limit consume (op 6).
 local ITEM_WIDTH = 6
+local FAST_ITEM_WIDTH = 4
 
--- Reads the L limits of one policy from argv[at ...]; returns the policy, or nil and the
--- index (1..L) of the limit at fault.
-local function parse_policy(argv, at, limit_count)
-  local policy = { limits = {}, by_id = {}, concurrency = nil }
+-- Longest policy argument: MAX_LIMITS limits of 7 fields, each well under 100 characters.
+local MAX_POLICY_LENGTH = 1024
+
+-- Limit codes whose state is three numbers ({code, a, b}), which the fast path (lib/fast.lua)
+-- takes: token bucket, GCRA and fixed window.
+local FAST_CODES = { [1] = true, [2] = true, [4] = true }
+
+-- Splits a policy argument at its commas; nil if it is too long or has an empty field.
+local function policy_fields(text)
+  if #text > MAX_POLICY_LENGTH then
+    return nil
+  end
+  local fields, from = {}, 1
+  while true do
+    local comma = find(text, ',', from, true)
+    local field = sub(text, from, comma and comma - 1 or #text)
+    if field == '' then
+      return nil
+    end
+    fields[#fields + 1] = field
+    if comma == nil then
+      return fields
+    end
+    from = comma + 1
+  end
+end
+
+-- Reads one policy argument (7 fields per limit, see batch.lua's header); returns the policy,
+-- or nil and the index (1..L) of the limit at fault (0: the argument as a whole).
+local function parse_policy(text)
+  local fields = policy_fields(text)
+  local limit_count = fields and #fields / 7
+  if limit_count == nil or limit_count < 1 or limit_count > MAX_LIMITS or limit_count ~= floor(limit_count) then
+    return nil, 0
+  end
+  local policy = { limits = {}, by_id = {}, concurrency = nil, fast = nil }
+  local at = 1
   for j = 1, limit_count do
-    local code = int_arg(argv, at, 1, 6)
+    local code = int_arg(fields, at, 1, 6)
     local limit = {
       code = code,
-      limit = int_arg(argv, at + 1, 1, code == sliding_log.code and MAX_LOG_LIMIT or MAX_LIMIT),
-      window_ms = int_arg(argv, at + 2, 1, MAX_WINDOW_MS),
-      burst = int_arg(argv, at + 3, 1, MAX_LIMIT),
-      slices = int_arg(argv, at + 4, 1, MAX_SLICES),
-      lease_ttl_ms = int_arg(argv, at + 5, MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS),
-      id = argv[at + 6],
+      limit = int_arg(fields, at + 1, 1, code == sliding_log.code and MAX_LOG_LIMIT or MAX_LIMIT),
+      window_ms = int_arg(fields, at + 2, 1, MAX_WINDOW_MS),
+      burst = int_arg(fields, at + 3, 1, MAX_LIMIT),
+      slices = int_arg(fields, at + 4, 1, MAX_SLICES),
+      lease_ttl_ms = int_arg(fields, at + 5, MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS),
+      id = fields[at + 6],
     }
     local id = limit.id
     if
@@ -55,9 +89,8 @@ local function parse_policy(argv, at, limit_count)
       or limit.burst == nil
       or limit.slices == nil
       or limit.lease_ttl_ms == nil
-      or id == nil
       or #id > MAX_ID_LENGTH
-      or not string.find(id, '^[%w_.:%-]+$')
+      or not find(id, '^[%w_.:%-]+$')
       or policy.by_id[id] ~= nil
       or (code == concurrency.code and policy.concurrency ~= nil)
     then
@@ -72,18 +105,22 @@ local function parse_policy(argv, at, limit_count)
     policy.by_id[id] = limit
     at = at + 7
   end
+  if limit_count == 1 and FAST_CODES[policy.limits[1].code] then
+    policy.fast = policy.limits[1]
+  end
   return policy
 end
 
--- Policies already read, by their arguments (L and the limits, joined by NUL, which no valid
--- argument contains). A function library keeps this from call to call, so a policy is read
--- once rather than at every call (a script starts every call with an empty one). Policies are
--- never changed once read. Emptied when full: a service's rules make a bounded set of them.
+-- Policies already read, by their argument. A function library keeps this from call to call, so
+-- a policy is read once and then found by one table lookup (a script starts every call with an
+-- empty one). Policies are never changed once read. Emptied when full: a service's rules make a
+-- bounded set of them.
 local policy_cache, policy_cache_size = {}, 0
 local MAX_CACHED_POLICIES = 1000
 
 -- Returns the policies, the keys index of each group's lease keys (by group; nil when not
--- declared) and the items (a flat array, ITEM_WIDTH values each); or nil, a code and a message.
+-- declared) and the items (a flat array, ITEM_WIDTH or FAST_ITEM_WIDTH values each); or nil, a code
+-- and a message.
 local function parse_args(keys, argv)
   if argv[1] ~= PROTOCOL then
     return nil, ERR_PROTOCOL_VERSION, 'the script speaks protocol ' .. PROTOCOL .. ', the call ' .. tostring(argv[1])
@@ -95,26 +132,27 @@ local function parse_args(keys, argv)
   local at = 3
   local policies = {}
   for p = 1, policy_count do
-    local limit_count = int_arg(argv, at, 1, MAX_LIMITS)
-    local last = limit_count and at + 7 * limit_count
-    if limit_count == nil or last > #argv then
-      return nil, ERR_BAD_ARGUMENT, 'policy ' .. p .. ': limit count'
+    local text = argv[at]
+    if text == nil then
+      return nil, ERR_BAD_ARGUMENT, 'policy ' .. p .. ': missing'
     end
-    local cache_key = table.concat(argv, '\0', at, last)
-    local policy = policy_cache[cache_key]
+    local policy = policy_cache[text]
     if policy == nil then
       local fault
-      policy, fault = parse_policy(argv, at + 1, limit_count)
+      policy, fault = parse_policy(text)
       if policy == nil then
+        if fault == 0 then
+          return nil, ERR_BAD_ARGUMENT, 'policy ' .. p .. ': 7 fields per limit, 1 to ' .. MAX_LIMITS .. ' limits'
+        end
         return nil, ERR_BAD_ARGUMENT, 'policy ' .. p .. ', limit ' .. fault
       end
       if policy_cache_size >= MAX_CACHED_POLICIES then
         policy_cache, policy_cache_size = {}, 0
       end
-      policy_cache[cache_key], policy_cache_size = policy, policy_cache_size + 1
+      policy_cache[text], policy_cache_size = policy, policy_cache_size + 1
     end
     policies[p] = policy
-    at = last + 1
+    at = at + 1
   end
 
   local lease_count = int_arg(argv, at, 0, MAX_ITEMS)
@@ -136,42 +174,65 @@ local function parse_args(keys, argv)
   if at ~= #argv then
     return nil, ERR_BAD_ARGUMENT, 'ARGV: the items must be the last argument'
   end
-  local ok, items = pcall(cmsgpack.unpack, argv[at])
+  local ok, items = pcall(msgpack_unpack, argv[at])
   if not ok or type(items) ~= 'table' then
     return nil, ERR_BAD_ARGUMENT, 'items: not a MessagePack array'
   end
-  local item_count = #items / ITEM_WIDTH
-  if item_count < 1 or item_count ~= floor(item_count) or item_count > MAX_ITEMS then
-    return nil, ERR_BAD_ARGUMENT, 'items: six values per item'
-  end
-  for base = 1, #items, ITEM_WIDTH do
-    local op, group, amount, extra, reserve = items[base], items[base + 2], items[base + 3], items[base + 4], items[base + 5]
-    -- Indexing checks op and policy: only the integers 1..5 and 1..P find an entry. The other
-    -- checks are written out rather than calls to is_int: this loop runs for every item.
-    local bounds, policy = AMOUNT_BOUNDS[op], policies[items[base + 1]]
-    if
-      bounds == nil
-      or policy == nil
-      or type(group) ~= 'number'
-      or group % 1 ~= 0
-      or not (group >= 1 and group <= group_count)
-      or type(amount) ~= 'number'
-      or amount % 1 ~= 0
-      or not (amount >= bounds[1] and amount <= bounds[2])
-      or (op == 5 and not is_int(extra, 0, amount))
-      or (op ~= 5 and (type(extra) ~= 'string' or #extra > MAX_LEASE_ID_LENGTH))
-      or ((op == 3 or op == 4) and policy.concurrency == nil)
-      or (op == 5 and policy.concurrency ~= nil)
-      or (policy.concurrency ~= nil and lease_keys[group] == nil)
-      -- The sixth value: a number in [0, MAX_RESERVE] for a consume, an integer hold in
-      -- [0, MAX_HOLD_MS] for a reserve, a stamp in [0, MAX_STAMP_MS] for an adjust, 0 otherwise
-      -- (NaN fails every test).
-      or type(reserve) ~= 'number'
-      or not (reserve >= 0 and reserve <= (op == 1 and MAX_RESERVE or op == 5 and MAX_HOLD_MS or op == 2 and MAX_STAMP_MS or 0))
-      or (op == 5 and reserve % 1 ~= 0)
-    then
-      return nil, ERR_BAD_ARGUMENT, 'item ' .. ((base - 1) / ITEM_WIDTH + 1)
+  local at, item_count, last = 1, 0, #items
+  while at <= last do
+    local op = items[at]
+    item_count = item_count + 1
+    if op == 6 then
+      -- A one-limit consume: op, policy, group, cost (lib/fast.lua).
+      local policy, group, cost = policies[items[at + 1]], items[at + 2], items[at + 3]
+      if
+        at + 3 > last
+        or policy == nil
+        or policy.fast == nil
+        or type(group) ~= 'number'
+        or group % 1 ~= 0
+        or not (group >= 1 and group <= group_count)
+        or type(cost) ~= 'number'
+        or cost % 1 ~= 0
+        or not (cost >= 0 and cost <= MAX_COST)
+      then
+        return nil, ERR_BAD_ARGUMENT, 'item ' .. item_count
+      end
+      at = at + FAST_ITEM_WIDTH
+    else
+      local group, amount, extra, reserve = items[at + 2], items[at + 3], items[at + 4], items[at + 5]
+      -- Indexing checks op and policy: only the integers 1..5 and 1..P find an entry. The other
+      -- checks are written out rather than calls to is_int: this loop runs for every item.
+      local bounds, policy = AMOUNT_BOUNDS[op], policies[items[at + 1]]
+      if
+        at + 5 > last
+        or bounds == nil
+        or policy == nil
+        or type(group) ~= 'number'
+        or group % 1 ~= 0
+        or not (group >= 1 and group <= group_count)
+        or type(amount) ~= 'number'
+        or amount % 1 ~= 0
+        or not (amount >= bounds[1] and amount <= bounds[2])
+        or (op == 5 and not is_int(extra, 0, amount))
+        or (op ~= 5 and (type(extra) ~= 'string' or #extra > MAX_LEASE_ID_LENGTH))
+        or ((op == 3 or op == 4) and policy.concurrency == nil)
+        or (op == 5 and policy.concurrency ~= nil)
+        or (policy.concurrency ~= nil and lease_keys[group] == nil)
+        -- The sixth value: a number in [0, MAX_RESERVE] for a consume, an integer hold in
+        -- [0, MAX_HOLD_MS] for a reserve, a stamp in [0, MAX_STAMP_MS] for an adjust, 0 otherwise
+        -- (NaN fails every test).
+        or type(reserve) ~= 'number'
+        or not (reserve >= 0 and reserve <= (op == 1 and MAX_RESERVE or op == 5 and MAX_HOLD_MS or op == 2 and MAX_STAMP_MS or 0))
+        or (op == 5 and reserve % 1 ~= 0)
+      then
+        return nil, ERR_BAD_ARGUMENT, 'item ' .. item_count
+      end
+      at = at + ITEM_WIDTH
     end
+  end
+  if item_count < 1 or item_count > MAX_ITEMS then
+    return nil, ERR_BAD_ARGUMENT, 'items: 1 to ' .. MAX_ITEMS
   end
   return policies, lease_keys, items
 end

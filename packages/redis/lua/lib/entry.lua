@@ -2,7 +2,8 @@
 -- (packages/core/src/memory-store.ts, key-table.ts). An entry is read once per call, changed in
 -- Lua by every item that names it, in order, and written back once at the end.
 --
--- Stored value of the state key (STRING, cmsgpack):
+-- Stored value of the state key (STRING, cmsgpack), unchanged since protocol 1 so that every
+-- version reads every other's keys during a rolling deploy:
 --   {expires_at, gc_at, id1, state1, id2, state2, ...}
 --   expires_at  the entry's logical end (ms, Redis clock): at or after it the entry counts as
 --               absent, exactly like MemoryStore's expiresAt.
@@ -21,9 +22,46 @@ local GC_SAFETY_MS = 1000
 -- Longest PX ever set (about 300 years): a token bucket in debt can ask for more than int64 ms.
 local MAX_GC_MS = 1e13
 
-local function entry_load(skey, lkey, ckey)
+-- Reads a stored value into `states` (by id); returns expires_at and gc_at, or nil when the
+-- value is not one this script writes.
+local function entry_decode(raw, states)
+  local ok, blob = pcall(msgpack_unpack, raw)
+  if not ok or type(blob) ~= 'table' or type(blob[1]) ~= 'number' or type(blob[2]) ~= 'number' then
+    return nil
+  end
+  for i = 3, #blob, 2 do
+    local id, state = blob[i], blob[i + 1]
+    if type(id) ~= 'string' or type(state) ~= 'table' or type(state[1]) ~= 'number' then
+      return nil
+    end
+    states[id] = state
+  end
+  return blob[1], blob[2]
+end
+
+-- When the next write of an entry ending at expires_at must reset the key's PX: returns the
+-- gc_at to store and the PX to set, or gc_at and nil when the current PX still covers it.
+local function entry_gc(expires_at, gc_at, now)
+  if gc_at ~= nil and expires_at + GC_SAFETY_MS <= gc_at then
+    return gc_at, nil
+  end
+  local px = min(ceil(expires_at - now), MAX_GC_MS) + GC_MARGIN_MS
+  return now + px, px
+end
+
+-- Writes a value with the PX entry_gc chose (nil: keep the key's PX).
+local function entry_set(skey, value, px)
+  if px == nil then
+    rcall('SET', skey, value, 'KEEPTTL')
+  else
+    rcall('SET', skey, value, 'PX', px)
+  end
+end
+
+-- An entry from the value GET answered for skey (raw: a string, false when absent, or an error
+-- reply table); lkey and ckey are its lease keys when declared.
+local function entry_from(raw, skey, lkey, ckey)
   local entry = { skey = skey, lkey = lkey, ckey = ckey, states = {}, exp = nil, dirty = false, aligned = nil }
-  local raw = redis.pcall('GET', skey)
   if type(raw) == 'table' then
     -- An error reply (WRONGTYPE): the key belongs to someone else.
     entry.corrupt = true
@@ -32,20 +70,13 @@ local function entry_load(skey, lkey, ckey)
   if not raw then
     return entry
   end
-  local ok, blob = pcall(cmsgpack.unpack, raw)
-  if not ok or type(blob) ~= 'table' or type(blob[1]) ~= 'number' or type(blob[2]) ~= 'number' then
+  local exp, gc = entry_decode(raw, entry.states)
+  if exp == nil then
+    entry.states = {}
     entry.corrupt = true
     return entry
   end
-  for i = 3, #blob, 2 do
-    local id, state = blob[i], blob[i + 1]
-    if type(id) ~= 'string' or type(state) ~= 'table' or type(state[1]) ~= 'number' then
-      entry.corrupt = true
-      return entry
-    end
-    entry.states[id] = state
-  end
-  entry.exp, entry.gc = blob[1], blob[2]
+  entry.exp, entry.gc = exp, gc
   return entry
 end
 
@@ -113,7 +144,8 @@ local function entry_flush(entry, now)
     rcall('DEL', entry.skey)
     return
   end
-  local blob = { entry.exp, 0 }
+  local gc, px = entry_gc(entry.exp, entry.gc, now)
+  local blob = { entry.exp, gc }
   local has_leases = false
   for _, limit in ipairs(entry.aligned.limits) do
     local state = entry.states[limit.id]
@@ -123,20 +155,11 @@ local function entry_flush(entry, now)
       has_leases = has_leases or state[1] == concurrency.code
     end
   end
-  local gc = entry.gc
-  if gc ~= nil and entry.exp + GC_SAFETY_MS <= gc then
-    blob[2] = gc
-    rcall('SET', entry.skey, cmsgpack.pack(blob), 'KEEPTTL')
-  else
-    local px = min(ceil(entry.exp - now), MAX_GC_MS) + GC_MARGIN_MS
-    gc = now + px
-    blob[2] = gc
-    rcall('SET', entry.skey, cmsgpack.pack(blob), 'PX', px)
-  end
+  entry_set(entry.skey, msgpack_pack(blob), px)
   if has_leases and entry.lkey ~= nil then
     -- Lease keys may have been emptied (deleted) and created again: always give them the PX.
-    local px = ceil(gc - now)
-    rcall('PEXPIRE', entry.lkey, px)
-    rcall('PEXPIRE', entry.ckey, px)
+    local lease_px = ceil(gc - now)
+    rcall('PEXPIRE', entry.lkey, lease_px)
+    rcall('PEXPIRE', entry.ckey, lease_px)
   end
 end

@@ -1,8 +1,6 @@
 -- Numeric helpers mirroring packages/core/src/algorithms/types.ts. Lua numbers are the same
 -- IEEE doubles as JavaScript numbers, so the same operations in the same order give the same
 -- bits; keep every expression in the algorithms in the order the TypeScript writes it.
-local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
-local format = string.format
 
 -- Tolerance for floating-point comparisons of permits (EPS_PERMITS).
 local EPS_PERMITS = 1e-6

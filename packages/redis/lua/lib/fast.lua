@@ -1,0 +1,101 @@
+-- The fast path: a consume of a policy with one token-bucket, GCRA or fixed-window limit, no
+-- reserve and no lease (op 6, what most calls are). It decides exactly as op_consume would (the
+-- same algorithm functions, the same expiry and normalisation, the same stored value), but keeps
+-- the key in a small record instead of an entry (no policy alignment, no per-limit loops) and
+-- answers in the short form. Any other item naming the key in the same call turns the record
+-- into an entry first (fast_to_entry), so items still apply in order.
+--
+-- A record: { fast = true, skey, limit (the policy's limit table), state ({code, a, b} or nil),
+-- exp, gc (as an entry's), dirty }.
+
+-- Opens skey for a fast consume of `limit`: a record when the key is absent or holds exactly
+-- one state, of this limit's id and algorithm; otherwise nil and the value GET answered, for
+-- entry_from.
+local function fast_open(skey, limit)
+  local raw = rpcall('GET', skey)
+  if raw == false then
+    return { fast = true, skey = skey, limit = limit, state = nil, exp = nil, gc = nil, dirty = false }
+  end
+  -- A MessagePack array of four (0x94): {expires_at, gc_at, id, state}.
+  if type(raw) == 'string' and byte(raw, 1) == 0x94 then
+    local ok, blob = pcall(msgpack_unpack, raw)
+    if ok and type(blob) == 'table' and blob[3] == limit.id then
+      local state, exp, gc = blob[4], blob[1], blob[2]
+      if type(state) == 'table' and state[1] == limit.code and #state == 3 and type(exp) == 'number' and type(gc) == 'number' then
+        return { fast = true, skey = skey, limit = limit, state = state, exp = exp, gc = gc, dirty = false }
+      end
+    end
+  end
+  return nil, raw
+end
+
+-- Appends a one-limit consume's result in its short form: 1, remaining, reset_after when
+-- allowed (retry_after is 0), 0, remaining, retry_after, reset_after when denied. Figures past
+-- EXACT_INTEGER go as strings.
+local function fast_reply(out, ok, remaining, retry_after, reset_after)
+  local n = #out
+  if remaining >= EXACT_INTEGER then
+    remaining = fmt(remaining)
+  end
+  if reset_after >= EXACT_INTEGER then
+    reset_after = fmt(reset_after)
+  end
+  if ok then
+    out[n + 1], out[n + 2], out[n + 3] = 1, remaining, reset_after
+  else
+    if retry_after >= EXACT_INTEGER then
+      retry_after = fmt(retry_after)
+    end
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 0, remaining, retry_after, reset_after
+  end
+end
+
+-- op_consume on a record, for `limit` (the record's own), answered in the short form.
+local function fast_consume(record, limit, cost, now, out)
+  local state = record.state
+  if record.exp ~= nil and record.exp <= now then
+    -- Expired: absent, and deleted at the flush unless this call writes it again (entry_align).
+    state = nil
+    record.state, record.exp, record.dirty = nil, nil, true
+  end
+  local ok, remaining, retry_after, reset_after, next_state, ttl =
+    RATE[limit.code].evaluate(normalize_state(state, now, limit), cost, now, limit, 0)
+  if ok then
+    record.state, record.exp, record.dirty = next_state, ceil(now + ttl), true
+  end
+  fast_reply(out, ok, max(0, remaining), retry_after, reset_after)
+end
+
+-- op_consume on an entry, for a one-limit consume that found one: answered in the short form.
+local function fast_consume_entry(entry, policy, cost, now, out)
+  op_consume(entry, policy, cost, '', 0, now, out)
+  local n = #out
+  local allowed, remaining, retry_after, reset_after = out[n - 4], out[n - 2], out[n - 1], out[n]
+  for i = n - 4, n do
+    out[i] = nil
+  end
+  fast_reply(out, allowed == 1, tonumber(remaining), tonumber(retry_after), tonumber(reset_after))
+end
+
+-- The entry a record stands for, with the key's lease keys (when declared) for the items to come.
+local function fast_to_entry(record, lkey, ckey)
+  local entry = entry_from(false, record.skey, lkey, ckey)
+  if record.state ~= nil then
+    entry.states[record.limit.id] = record.state
+  end
+  entry.exp, entry.gc, entry.dirty = record.exp, record.gc, record.dirty
+  return entry
+end
+
+-- Writes a record back, as entry_flush would write its entry.
+local function fast_flush(record, now)
+  if not record.dirty then
+    return
+  end
+  if record.exp == nil then
+    rcall('DEL', record.skey)
+    return
+  end
+  local gc, px = entry_gc(record.exp, record.gc, now)
+  entry_set(record.skey, msgpack_pack({ record.exp, gc, record.limit.id, record.state }), px)
+end
