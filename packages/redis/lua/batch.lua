@@ -72,6 +72,7 @@ local type, tonumber, tostring, pcall, pairs, ipairs, unpack = type, tonumber, t
 local byte, sub, find, format = string.byte, string.sub, string.find, string.format
 local tinsert, tremove, tconcat = table.insert, table.remove, table.concat
 local msgpack_pack, msgpack_unpack = cmsgpack.pack, cmsgpack.unpack
+local struct_pack, struct_unpack = struct.pack, struct.unpack
 
 local PROTOCOL = '3'
 local MAX_ITEMS = 4096
