@@ -71,7 +71,8 @@ export interface Decision {
 /** Folds per-limit statuses into one decision (all-or-nothing). */
 export function combineStatuses(statuses: readonly LimitStatus[], leaseId?: string): Decision {
   let decider: LimitStatus | undefined;
-  const allowed = statuses.every((s) => s.allowed);
+  let allowed = true;
+  for (const s of statuses) if (!s.allowed) allowed = false;
   for (const s of statuses) {
     if (allowed) {
       if (!decider || s.remaining < decider.remaining) decider = s;

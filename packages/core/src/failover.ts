@@ -72,10 +72,10 @@ function isConnectionLoss(err: unknown): boolean {
 const LOCAL_LEASE_PREFIX = 'local:';
 
 /**
- * What {@link Failover.consume} answers: the result, and which store gave it. `unavailable`: the
- * call was denied for want of the store (not by a local share).
+ * What {@link Failover.consume} answers: the store's result as it is, or the fallback's marked
+ * `fallback: true` (`unavailable`: denied for want of the store, not by a local share).
  */
-export type FailoverResult = ConsumeResult & { fallback: boolean; unavailable?: boolean };
+export type FailoverResult = ConsumeResult & { readonly fallback?: true; readonly unavailable?: boolean };
 
 /**
  * Guards a store: while it answers, calls go to it. A call that fails (timed out, unreachable)
@@ -146,7 +146,8 @@ export class Failover {
     return pending.then(
       (result): FailoverResult => {
         this.#streak.succeeded();
-        return { ...result, fallback: false };
+        // Passed on as it is: a copy per decision showed in profiles.
+        return result;
       },
       (err: unknown) => {
         this.#failed(err, ticket);
@@ -159,7 +160,7 @@ export class Failover {
     const answer = this.#answering(policy);
     const result = await this.#fallbackConsume(request, answer);
     const unavailable = answer === 'closed' || (answer === 'local' && this.#peers.known === false);
-    return { ...result, fallback: true, unavailable };
+    return { ...result, fallback: true as const, unavailable };
   }
 
   /** Reserves on the store, or by `policy` while it is down (`open` grants `max`). */

@@ -623,22 +623,27 @@ export class Limiter implements RateLimiter {
   ): Promise<Decision> {
     // Normal and core traffic see different limits when a share is reserved: separate entries.
     const entry = filterKey(key, reserve > 0);
-    if (resource.prefilter) {
-      const local = this.#prefilter.check(entry, cost, this.#clock.now());
+    // An empty pre-filter (the usual state) has nothing to say: skip the lookup and the clock.
+    const prefilter = resource.prefilter ? this.#prefilter : undefined;
+    if (prefilter !== undefined && prefilter.size > 0) {
+      const local = prefilter.check(entry, cost, this.#clock.now());
       if (local !== undefined) return Promise.resolve(local);
     }
     if (resource.lease !== undefined) return this.#leases.take(key, limits, cost, resource.lease, resource.onStoreFailure);
     const leaseId = hasConcurrency(limits) ? randomUUID() : '';
     return this.#failover.consume({ key, limits, cost, leaseId, reserve }, resource.onStoreFailure).then((result) => {
       let decision = combineStatuses(result.statuses, leaseId === '' ? undefined : leaseId);
-      if (result.fallback) {
+      if (result.fallback === true) {
         // Leases taken from the local fallback carry its prefix so they are returned to it.
         const leaseOf = decision.leaseId === undefined ? {} : { leaseId: `local:${decision.leaseId}` };
         decision = { ...decision, ...leaseOf, source: 'fallback' };
         if (!decision.allowed && result.unavailable === true) decision = { ...decision, reason: 'store_unavailable' };
       }
-      // Only global decisions teach the pre-filter: a fallback's denials reflect a local share.
-      if (resource.prefilter && !result.fallback) this.#prefilter.learn(entry, cost, this.#clock.now(), decision);
+      // Only global decisions teach the pre-filter (a fallback's denials reflect a local share);
+      // an admission only has something to unlearn when the pre-filter holds keys.
+      if (prefilter !== undefined && result.fallback !== true && (!decision.allowed || prefilter.size > 0)) {
+        prefilter.learn(entry, cost, this.#clock.now(), decision);
+      }
       return decision;
     });
   }
