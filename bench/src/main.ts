@@ -45,6 +45,7 @@ import { runStreamThroughput, streamThroughputTable } from './stream-throughput.
 import { summaryTable } from './summary.js';
 import { sustainedBurstPart } from './sustained-burst.js';
 import { referenceDecider } from './reference.js';
+import { writeStanding } from './standing.js';
 import { renderTable, type Table } from './table.js';
 import { coalescingTable, runThroughput, throughputTable, type ThroughputRow } from './throughput.js';
 
@@ -268,11 +269,12 @@ async function main(): Promise<void> {
       redisUrl = server.url;
     }
     const cpu = cpus();
+    const machine = `node ${process.version}, ${cpu.length} x ${cpu[0]?.model.trim() ?? 'unknown CPU'}, ${new Date().toISOString()}`;
     process.stdout.write(
       [
         `# Sluice benchmark (${options.mode.name})`,
         '',
-        `node ${process.version}, ${cpu.length} x ${cpu[0]?.model.trim() ?? 'unknown CPU'}, ${new Date().toISOString()}`,
+        machine,
         needsRedis
           ? `Redis: ${redisUrl}${server === undefined ? ' (given)' : ` (throwaway redis-server ${server.version}, no persistence)`}`
           : 'Redis: not used',
@@ -295,7 +297,16 @@ async function main(): Promise<void> {
     if (options.parts.has('sustained')) await sustainedBurstPart(options.mode.name === 'quick', redisUrl, runId, progress, print);
     if (options.parts.has('defaults-under-load')) print(await runDefaultsUnderLoad(options.mode.accuracyMs, runId, progress));
     if (options.parts.has('abuse')) print(await runAbuse(options.mode.accuracyMs, progress));
-    print(summaryTable({ throughput, leases, accuracy, leaseAccuracy, outage, cluster, memory }));
+    const summary = summaryTable({ throughput, leases, accuracy, leaseAccuracy, outage, cluster, memory });
+    print(summary);
+    if (options.writeDocs) {
+      const context = [
+        `\`npm run bench -- ${process.argv.slice(2).join(' ')}\` (${options.mode.name})`,
+        machine,
+        `source: ${sourceVersion()}`,
+      ];
+      for (const file of writeStanding({ context, summary, throughput })) progress(`wrote ${file}`);
+    }
   } finally {
     await stopServiceChildren();
     await server?.stop();

@@ -7,6 +7,7 @@
  *   --only a,b           run only some parts: throughput, leases, accuracy, lease-accuracy, outage,
  *                        cluster, memory, service, gateway, stream, governance, sustained,
  *                        defaults-under-load, abuse
+ *   --write-docs         rewrite docs/benchmarks.md's "Where things stand" and its chart from the run
  *   BENCH_WRK            the wrk binary of the service part's HTTP load (default: wrk on PATH);
  *                        `none`: Node load processes instead
  */
@@ -103,15 +104,18 @@ export interface BenchOptions {
   readonly parts: ReadonlySet<Part>;
   /** The service part's wrk binary as asked (`BENCH_WRK`); undefined: `wrk` on PATH if any. */
   readonly wrk: string | undefined;
+  /** Rewrite docs/benchmarks.md's "Where things stand" section and its chart from this run. */
+  readonly writeDocs: boolean;
 }
 
-const USAGE = `usage: node --expose-gc bench/dist/main.js [--quick | --full] [--redis URL] [--only ${PARTS.join(',')}]`;
+const USAGE = `usage: node --expose-gc bench/dist/main.js [--quick | --full] [--redis URL] [--only ${PARTS.join(',')}] [--write-docs]`;
 
 /** Parses argv (without node and script) and the environment; throws with the usage on bad input. */
 export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv): BenchOptions {
   let quick: boolean | undefined;
   let redisUrl: string | undefined;
   let parts: Set<Part> = new Set(PARTS);
+  let writeDocs = false;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const [flag, inline] = arg.startsWith('--') && arg.includes('=') ? arg.split(/=(.*)/s, 2) : [arg, undefined];
@@ -138,6 +142,9 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv): B
         parts = new Set(wanted as Part[]);
         break;
       }
+      case '--write-docs':
+        writeDocs = true;
+        break;
       case '--help':
       case '-h':
         throw new Error(USAGE);
@@ -148,5 +155,5 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv): B
   quick ??= env.BENCH_QUICK === '1' || env.BENCH_QUICK === 'true';
   redisUrl ??= env.SLUICE_REDIS_URL || undefined;
   const wrk = env.BENCH_WRK || undefined;
-  return Object.freeze({ mode: quick ? QUICK : FULL, redisUrl, parts, wrk });
+  return Object.freeze({ mode: quick ? QUICK : FULL, redisUrl, parts, wrk, writeDocs });
 }
