@@ -1,5 +1,6 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { AdaptiveTimeout } from './adaptive-timeout.js';
+import { AdaptiveTimeout, ranked } from './adaptive-timeout.js';
 import { FailureStreak } from './failure-streak.js';
 
 describe('AdaptiveTimeout', () => {
@@ -65,6 +66,23 @@ describe('AdaptiveTimeout', () => {
       expect.objectContaining({ code: 'SLUICE_ERR_INVALID_OPTIONS' }),
     );
     expect(() => new AdaptiveTimeout({ percentile: 0 })).toThrow(expect.objectContaining({ code: 'SLUICE_ERR_INVALID_OPTIONS' }));
+  });
+});
+
+describe('ranked', () => {
+  it('finds the value a full sort puts at the index, near the top by a scan and lower down by a sort', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.double({ min: 0, max: 1e4, noNaN: true }), { minLength: 1, maxLength: 300 }),
+        fc.nat(),
+        (values, pick) => {
+          const samples = Float64Array.from([...values, 7, 7]);
+          const n = values.length;
+          const at = pick % n;
+          expect(ranked(samples, n, at)).toBe(samples.slice(0, n).sort()[at]);
+        },
+      ),
+    );
   });
 });
 

@@ -98,11 +98,37 @@ export class AdaptiveTimeout {
 
   #recompute(): void {
     this.#sinceRecompute = 0;
-    const sorted = this.#samples.slice(0, this.#filled).sort();
-    const at = Math.min(sorted.length - 1, Math.ceil(this.#percentile * sorted.length) - 1);
-    const high = sorted[Math.max(0, at)] ?? 0;
+    const n = this.#filled;
+    const high = n === 0 ? 0 : ranked(this.#samples, n, Math.max(0, Math.min(n - 1, Math.ceil(this.#percentile * n) - 1)));
     this.#base = Math.min(this.#max, Math.max(this.#min, Math.ceil(high * this.#multiplier)));
   }
+}
+
+/** Above this many values from the top, {@link ranked} sorts instead of scanning. */
+const SCAN_TOP = 32;
+
+/**
+ * The value at index `at` of the first `n` samples in ascending order. A high percentile sits a
+ * few values from the top (p99.9 of 1,000: the second largest), found in one pass over the
+ * samples instead of a sort: sorting 1,000 latencies every 16 replies cost a lone caller as much
+ * CPU as the rest of its decision.
+ */
+export function ranked(samples: Float64Array, n: number, at: number): number {
+  const k = n - at;
+  if (k > SCAN_TOP) return samples.slice(0, n).sort()[at]!;
+  // The k largest values seen so far, ascending: top[0] is the answer at the end.
+  const top: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const v = samples[i]!;
+    if (top.length === k) {
+      if (v <= top[0]!) continue;
+      top.shift();
+    }
+    let j = top.length;
+    while (j > 0 && top[j - 1]! > v) j--;
+    top.splice(j, 0, v);
+  }
+  return top[0]!;
 }
 
 function positiveInt(v: number, field: string): number {
