@@ -123,18 +123,21 @@ local function batch(keys, argv)
   while at <= last do
     local op, policy, group = items[at], policies[items[at + 1]], items[at + 2]
     local entry = entries[group]
-    local lease_at = lease_keys[group]
     if op == 6 then
       local fast = policy.fast
       if entry == nil then
         local raw
         entry, raw = fast_open(keys[group], fast)
-        entry = entry or entry_from(raw, keys[group], lease_at and keys[lease_at], lease_at and keys[lease_at + 1])
+        if entry == nil then
+          local lease_at = lease_keys[group]
+          entry = entry_from(raw, keys[group], lease_at and keys[lease_at], lease_at and keys[lease_at + 1])
+        end
         entries[group] = entry
       end
-      if entry.fast and entry.limit == fast then
+      if entry.limit == fast then
         fast_consume(entry, fast, items[at + 3], now, out)
       else
+        local lease_at = lease_keys[group]
         if entry.fast then
           entry = fast_to_entry(entry, lease_at and keys[lease_at], lease_at and keys[lease_at + 1])
           entries[group] = entry
@@ -148,6 +151,7 @@ local function batch(keys, argv)
       at = at + FAST_ITEM_WIDTH
     else
       local amount, extra, reserve = items[at + 3], items[at + 4], items[at + 5]
+      local lease_at = lease_keys[group]
       if entry == nil then
         entry = entry_from(rpcall('GET', keys[group]), keys[group], lease_at and keys[lease_at], lease_at and keys[lease_at + 1])
       elseif entry.fast then

@@ -101,6 +101,8 @@ local function parse_policy(text)
     end
     -- capacityOf() in packages/core/src/policy.ts: what a reserve is a share of.
     limit.capacity = (code == token_bucket.code or code == gcra.code) and limit.burst or limit.limit
+    -- The rate algorithm's functions (nil for concurrency), looked up once.
+    limit.rate = RATE[code]
     policy.limits[j] = limit
     policy.by_id[id] = limit
     at = at + 7
