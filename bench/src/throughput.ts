@@ -294,7 +294,7 @@ export function coalescingTable(rows: readonly ThroughputRow[]): Table {
     notes: [
       'Script calls (FCALL/EVALSHA/EVAL) and commands counted by Redis (INFO commandstats) over each whole cell, divided by the',
       'decisions completed. Concurrent calls of one tick travel in one script call (per Cluster slot, at most',
-      'maxBatchSize items, a burst split in two when nothing is in flight); in it, the items of one key read and write',
+      'maxBatchSize items); in it, the items of one key read and write',
       'that key once, so a hot key costs a fraction of a command per decision. RLF runs one script per decision.',
     ],
   };

@@ -310,12 +310,12 @@ describe('input, lifecycle and foreign data', () => {
   });
 
   it('loads the function again after Redis lost it, once for every call that missed it', async () => {
-    const store = new RedisStore({ client, prefix: target.prefix, commandTimeoutMs: TEST_COMMAND_TIMEOUT_MS });
+    const store = new RedisStore({ client, prefix: target.prefix, commandTimeoutMs: TEST_COMMAND_TIMEOUT_MS, maxBatchSize: 10 });
     await store.consume(request('lost'));
     await client.function('FLUSH');
     const calls = vi.spyOn(client, 'call');
     const loads = () => calls.mock.calls.filter((c) => c[0] === 'FUNCTION' && c[1] === 'LOAD').length;
-    // Twenty calls in one tick go as two script calls (see RedisStore#chunks): both miss.
+    // Twenty calls in one tick, at most ten per script call, go as two script calls: both miss.
     const fcalls = vi.spyOn(client, 'fcall');
     const results = await Promise.all(Array.from({ length: 20 }, () => store.consume(request('lost'))));
     expect(fcalls.mock.calls.length).toBe(4);
