@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from './clock.js';
-import { ErrorCodes } from './errors.js';
+import { ErrorCodes, SluiceError } from './errors.js';
 import { Limiter } from './limiter.js';
 import { MemoryStore } from './memory-store.js';
 import type { ReserveRequest, ReserveResult } from './store.js';
@@ -314,6 +314,35 @@ describe('leases', () => {
     expect((await limiter.try('api')).allowed).toBe(true);
     expect(limiter.trySync('api')).toMatchObject({ allowed: true, source: 'lease' });
     await limiter.close();
+  });
+
+  it('does not deny a key locally after a refill taken ahead failed', async () => {
+    const clock = new ManualClock();
+    let fail = false;
+    class FlakyStore extends MemoryStore {
+      override reserve(request: ReserveRequest): Promise<ReserveResult> {
+        if (!fail) return super.reserve(request);
+        fail = false;
+        return Promise.reject(new SluiceError(ErrorCodes.STORE_TIMEOUT, 'Redis did not answer'));
+      }
+    }
+    const store = new FlakyStore({ clock });
+    const window = { algorithm: 'fixed-window', limit: 1_000_000, windowMs: 60_000 } as const;
+    const limiter = new Limiter({ resources: { api: { limits: window, lease: true } }, store, clock });
+    expect((await limiter.try('api')).allowed).toBe(true);
+    fail = true;
+    const seen: string[] = [];
+    for (let i = 0; i < 200; i++) {
+      const d = limiter.trySync('api') ?? (await limiter.try('api'));
+      seen.push(`${d.allowed} ${d.source}`);
+      await clock.advanceAsync(0);
+    }
+    // The refill taken ahead failed and the next one, taken when the key was served again, did
+    // not: no call was denied (200 calls are four times the batch).
+    expect(fail).toBe(false);
+    expect(seen.filter((x) => x !== 'true lease' && x !== 'true store')).toEqual([]);
+    await limiter.close();
+    await store.close();
   });
 
   it('finds a lease by the caller key in trySync, and validates what it was given as try does', async () => {

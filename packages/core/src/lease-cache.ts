@@ -204,7 +204,7 @@ export class LeaseCache {
       }
       // Concurrent callers for the same key share one round trip.
       const d = await h.refill;
-      if (!d.allowed && h.available < cost) return { ...d, source: 'lease' };
+      if (!d.allowed && h.available < cost) return d.source === 'fallback' ? d : { ...d, source: 'lease' };
     }
   }
 
@@ -267,10 +267,13 @@ export class LeaseCache {
       }
       // Permits that arrive after close go straight back.
       if (this.#closed) this.#giveBack(key, h);
-    } else {
+    } else if (!r.fallback) {
       h.denyUntil = now + d.retryAfterMs;
       h.last = d;
     }
+    // A fallback's denial (the store failed, or the local share is used up) is not learnt: like
+    // the pre-filter, the lease only denies locally what the store denied. Otherwise one timed-out
+    // refill taken ahead would deny the key as rate limited until its retry-after.
     return r.fallback ? { ...d, source: 'fallback' } : d;
   }
 
