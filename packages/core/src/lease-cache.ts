@@ -289,7 +289,7 @@ export class LeaseCache {
    * wait for refills.
    */
   #runningOut(h: Held, cost: number, now: number, sinceLastMs: number): boolean {
-    const perMs = this.#demandPerMs(h);
+    const perMs = this.#demandPerMs(h, now);
     if (perMs <= 0) return false;
     const gapMs = Math.max(cost / perMs, sinceLastMs);
     if (gapMs >= h.holdMs) return false;
@@ -323,7 +323,7 @@ export class LeaseCache {
    */
   #holdFor(h: Held, limits: readonly CompiledLimit[], max: number, s: CompiledLeaseSettings): number {
     if (!limits.some(isWindowed)) return s.ttlMs;
-    const perMs = this.#demandPerMs(h);
+    const perMs = this.#demandPerMs(h, this.clock.now());
     if (perMs <= 0) return s.ttlMs;
     const use = (2 * (h.available + h.spare + max)) / perMs;
     return Math.min(s.ttlMs, Math.ceil(Math.max(MIN_HOLD_MS, 4 * h.rttMs, use)));
@@ -340,7 +340,7 @@ export class LeaseCache {
     const capacity = maxCost(limits);
     const share = Math.max(1, Math.floor(capacity * s.maxShare));
     const lastsMs = Math.max(s.targetMs, Math.min(4 * h.rttMs, s.ttlMs / 2));
-    const wanted = Math.ceil(this.#demandPerMs(h) * lastsMs);
+    const wanted = Math.ceil(this.#demandPerMs(h, this.clock.now()) * lastsMs);
     return Math.max(cost, Math.min(wanted, s.maxBatch, share));
   }
 
@@ -348,8 +348,8 @@ export class LeaseCache {
    * Local demand in permits per ms: the smoothed rate, or the running interval's if higher, so a
    * key that just got busy is sized for it at once.
    */
-  #demandPerMs(h: Held): number {
-    return Math.max(h.rate, h.demand / Math.max(1, this.clock.now() - h.intervalStart));
+  #demandPerMs(h: Held, now: number): number {
+    return Math.max(h.rate, h.demand / Math.max(1, now - h.intervalStart));
   }
 
   #noteDemand(h: Held, cost: number, now: number): void {
