@@ -20,7 +20,11 @@ export interface LeaseSettings {
    * @default 10000
    */
   maxBatch?: number;
-  /** A batch is sized to last about this long at the current local demand, in ms. @default 50 */
+  /**
+   * A batch is sized to last about this long at the current local demand, in ms; or four refill
+   * round trips when those take longer (at most half of `ttlMs`).
+   * @default 50
+   */
   targetMs?: number;
   /** Most of a limit's capacity one batch may take. @default 0.1 */
   maxShare?: number;
@@ -100,8 +104,9 @@ const LOW_WATER_SHARE = 0.5;
 /**
  * Leases: a process takes a batch of permits from the global budget in one round trip and
  * serves them locally. The batch follows local demand (about `targetMs` of it, capped by
- * `maxBatch` and `maxShare` of the limit), so leftovers stay small; leftovers are returned when
- * their TTL passes and on close. Because permits are deducted from the global budget when
+ * `maxBatch` and `maxShare` of the limit), so leftovers stay small; the next batch is taken ahead
+ * while the current one still serves (see `#runningOut`); leftovers are returned when their TTL
+ * passes and on close. Because permits are deducted from the global budget when
  * taken, leases never let more through than the store admitted; they only move admissions
  * later by at most the TTL.
  */
