@@ -10,10 +10,18 @@ import { fmt, fmtInt, fmtRatio, type Table } from './table.js';
 /** A limit no cell reaches, so every call is admitted and every refill is granted in full. */
 const HIGH = Object.freeze({ algorithm: 'token-bucket', limit: 50_000_000, burst: 50_000_000 } as const);
 
+/**
+ * How a caller asks for each decision: `trySync` first, awaiting `try` only when it returns
+ * undefined (how docs/leases.md tells users to use leases), or `await try` for every decision (a
+ * promise per decision, served from the lease inside `try` when it can be).
+ */
+export type LeaseLoop = 'trySync' | 'await';
+
 /** One cell of the lease-throughput part. */
 export interface LeaseCellSpec {
-  /** `lease: true` and `trySync` first; otherwise plain `await try`. */
+  /** The resource has `lease: true`; otherwise every decision is a plain `await try`. */
   readonly lease: boolean;
+  readonly loop: LeaseLoop;
   /** Distinct keys cycled through. */
   readonly keys: number;
   /** Concurrent callers (async loops) in the process. */
@@ -36,6 +44,11 @@ export interface LeaseCellResult extends LeaseCellSpec {
   readonly clientUsecPerDecision: number;
   readonly errors: number;
   readonly firstError: unknown;
+  /**
+   * The same lease cell run again with the `await` loop, for comparison (on lease cells of the
+   * `trySync` loop). Kept inside its cell so that the summary judges the `trySync` cells.
+   */
+  readonly awaitLoop?: LeaseCellResult;
 }
 
 export interface LeaseSettings {
@@ -87,19 +100,20 @@ interface LoopCounts {
 }
 
 /**
- * `callers` async loops, each deciding as fast as it can for `warmupMs + measureMs`: `trySync`
- * first when `sync` (a leased permit, no I/O, no promise), else or when it cannot answer,
- * `await try`. Within a chunk a loop only yields when it awaits, i.e. when a lease must be
- * refilled, like a request handler on the hot path; with leases it yields to the event loop
- * between chunks (256 decisions), as a server does between requests. The clock is read once per
- * chunk of decisions; a chunk counts when it ends inside the measured window.
+ * `callers` async loops, each deciding as fast as it can for `warmupMs + measureMs`: with the
+ * `trySync` loop, `trySync` first (a leased permit, no I/O, no promise) and `await try` when it
+ * cannot answer; with the `await` loop, `await try` every time. With the `trySync` loop a caller
+ * only yields within a chunk when a lease must be refilled, like a request handler on the hot
+ * path. With leases (either loop) it yields to the event loop between chunks (256 decisions), as
+ * a server does between requests. The clock is read once per chunk of decisions; a chunk counts
+ * when it ends inside the measured window.
  */
 async function decideLoop(
   limiter: Limiter,
   resource: string,
   options: readonly TryOptions[],
   callers: number,
-  sync: boolean,
+  spec: LeaseCellSpec,
   warmupMs: number,
   measureMs: number,
   storeFault: () => unknown,
@@ -107,7 +121,8 @@ async function decideLoop(
   const start = performance.now();
   const measureFrom = start + warmupMs;
   const end = measureFrom + measureMs;
-  const chunk = sync ? CHUNK_SYNC : CHUNK_ASYNC;
+  const sync = spec.loop === 'trySync';
+  const chunk = spec.lease ? CHUNK_SYNC : CHUNK_ASYNC;
   const counts: LoopCounts = { decisions: 0, completed: 0, allowed: 0, sync: 0, errors: 0, firstError: undefined };
   const caller = async (first: number): Promise<void> => {
     let i = first;
@@ -145,7 +160,7 @@ async function decideLoop(
       }
       // Between chunks the caller yields to the event loop, as a server does between requests:
       // a lease refill taken ahead lands meanwhile instead of when the lease has run out.
-      if (sync) await yieldToEventLoop();
+      if (spec.lease) await yieldToEventLoop();
       t = performance.now();
       counts.completed += n;
       if (t >= measureFrom && t < end) {
@@ -176,7 +191,7 @@ async function runCell(spec: LeaseCellSpec, s: LeaseSettings, admin: Redis, n: n
     const before = await readRedisStats(admin);
     const started = performance.now();
     const cpu = process.cpuUsage();
-    const r = await decideLoop(limiter, resource, options, spec.callers, spec.lease, s.warmupMs, s.measureMs, () => cause);
+    const r = await decideLoop(limiter, resource, options, spec.callers, spec, s.warmupMs, s.measureMs, () => cause);
     const { user, system } = process.cpuUsage(cpu);
     const seconds = (performance.now() - started) / 1000;
     const redis = redisCost(before, await readRedisStats(admin), r.completed, seconds);
@@ -200,18 +215,23 @@ async function runCell(spec: LeaseCellSpec, s: LeaseSettings, admin: Redis, n: n
 }
 
 /**
- * The cells of the part: for one key and for many, leases at each caller count, then plain `try`
- * at the largest (at one caller it is the 1-in-flight latency, which the throughput part shows).
+ * The cells of the part: for one key and for many, leases with the `trySync` loop at each caller
+ * count (each also run with the `await` loop), then plain `try` at the largest (at one caller it
+ * is the 1-in-flight latency, which the throughput part shows).
  */
 export function leaseCells(s: LeaseSettings): LeaseCellSpec[] {
   const most = Math.max(...s.callers);
   return [1, s.manyKeys].flatMap((keys) => [
-    ...s.callers.map((callers) => ({ lease: true, keys, callers })),
-    { lease: false, keys, callers: most },
+    ...s.callers.map((callers): LeaseCellSpec => ({ lease: true, loop: 'trySync', keys, callers })),
+    { lease: false, loop: 'await', keys, callers: most },
   ]);
 }
 
-/** Runs every cell; `between` runs after each (e.g. a GC). */
+function modeLabel(spec: LeaseCellSpec): string {
+  return spec.lease ? `lease: true, ${spec.loop} loop` : 'no lease, await loop';
+}
+
+/** Runs every cell (lease cells with each loop); `between` runs after each (e.g. a GC). */
 export async function runLeaseThroughput(
   s: LeaseSettings,
   admin: Redis,
@@ -219,13 +239,16 @@ export async function runLeaseThroughput(
   progress: (line: string) => void,
 ): Promise<LeaseCellResult[]> {
   const results: LeaseCellResult[] = [];
-  for (const [n, spec] of leaseCells(s).entries()) {
-    const r = await runCell(spec, s, admin, n);
-    progress(
-      `  ${spec.lease ? 'lease' : 'try  '} ${String(spec.keys).padStart(5)} key(s) x${spec.callers} ${fmtInt(r.perSec)}/s`,
-    );
-    results.push(r);
+  let n = 0;
+  const run = async (spec: LeaseCellSpec): Promise<LeaseCellResult> => {
+    const r = await runCell(spec, s, admin, n++);
+    progress(`  ${modeLabel(spec).padEnd(28)} ${String(spec.keys).padStart(5)} key(s) x${spec.callers} ${fmtInt(r.perSec)}/s`);
     await between();
+    return r;
+  };
+  for (const spec of leaseCells(s)) {
+    const r = await run(spec);
+    results.push(spec.lease ? { ...r, awaitLoop: await run({ ...spec, loop: 'await' }) } : r);
   }
   return results;
 }
@@ -238,13 +261,14 @@ function perDecision(count: number, r: LeaseCellResult): string {
 
 /** The table of the lease-throughput part. */
 export function leaseTable(results: readonly LeaseCellResult[], s: LeaseSettings): Table {
-  const rows: string[][] = results.map((r) => [
-    r.lease ? 'lease: true, trySync' : 'no lease, try',
+  const cells = results.flatMap((r) => (r.awaitLoop === undefined ? [r] : [r, r.awaitLoop]));
+  const rows: string[][] = cells.map((r) => [
+    modeLabel(r),
     r.keys === 1 ? '1 (hot)' : fmtInt(r.keys),
     String(r.callers),
     fmtInt(r.perSec),
     r.decisions === 0 ? 'n/a' : `${((100 * r.allowed) / r.decisions).toFixed(1)}%`,
-    Number.isNaN(r.syncShare) ? 'n/a' : `${(100 * r.syncShare).toFixed(2)}%`,
+    r.loop !== 'trySync' ? '-' : Number.isNaN(r.syncShare) ? 'n/a' : `${(100 * r.syncShare).toFixed(2)}%`,
     perDecision(r.calls.reserve, r),
     r.calls.reserve === 0 ? '-' : fmt(r.calls.granted / r.calls.reserve, 0),
     perDecision(r.calls.adjust, r),
@@ -254,25 +278,19 @@ export function leaseTable(results: readonly LeaseCellResult[], s: LeaseSettings
       ? '0'
       : `${fmtInt(r.errors)} (${r.firstError instanceof Error ? r.firstError.message : String(r.firstError)})`.slice(0, 60),
   ]);
+  const ratio = (label: string, r: LeaseCellSpec, x: number): string[] => [
+    `  ratio ${label}`,
+    r.keys === 1 ? '1 (hot)' : fmtInt(r.keys),
+    String(r.callers),
+    fmtRatio(x),
+    ...Array.from({ length: 8 }, () => ''),
+  ];
+  for (const r of results) {
+    if (r.awaitLoop !== undefined) rows.push(ratio('trySync/await loop', r, r.perSec / r.awaitLoop.perSec));
+  }
   for (const plain of results.filter((r) => !r.lease)) {
     const lease = results.find((r) => r.lease && r.keys === plain.keys && r.callers === plain.callers);
-    if (lease) {
-      const keys = plain.keys === 1 ? '1 (hot)' : fmtInt(plain.keys);
-      rows.push([
-        '  ratio lease/no lease',
-        keys,
-        String(plain.callers),
-        fmtRatio(lease.perSec / plain.perSec),
-        '',
-        '',
-        '',
-        '',
-        '',
-        '',
-        '',
-        '',
-      ]);
-    }
+    if (lease) rows.push(ratio('lease, trySync/no lease', plain, lease.perSec / plain.perSec));
   }
   return {
     title: 'Lease throughput: one process, decisions per second through Redis',
@@ -293,16 +311,20 @@ export function leaseTable(results: readonly LeaseCellResult[], s: LeaseSettings
     rows,
     notes: [
       `Each cell: ${s.warmupMs} ms warm-up, then ${s.measureMs} ms measured, on its own Limiter and RedisStore; one token-bucket`,
-      'limit of 50M/s (burst 50M), so every call is admitted. N async callers loop as fast as they can over the keys: with',
-      'a lease, `limiter.trySync()` (served from leased permits: no I/O, no promise) and, when it returns undefined,',
-      '`await limiter.try()` (refills the lease; concurrent refills of a key share one reservation); without, `await try`.',
+      'limit of 50M/s (burst 50M), so every call is admitted. N async callers loop as fast as they can over the keys,',
+      'yielding to the event loop every 256 decisions with a lease. trySync loop: `limiter.trySync()` (served from',
+      'leased permits: no I/O, no promise) and, only when it returns undefined, `await limiter.try()` (refills the',
+      'lease; concurrent refills of a key share one reservation). await loop: `await limiter.try()` for every decision',
+      '(served from the lease inside try: no I/O, but a promise per decision). No lease: `await try`, a round trip each.',
       '"by trySync" is the share answered synchronously (the others awaited a refill, their own or a shared one). Per',
       'decision over the whole cell: refills = reserve calls to the store, returns = leftover refunds (adjust), round',
       'trips = script calls counted by Redis (INFO commandstats; calls of one tick share one). permits/refill = permits',
-      "granted per reserve call (the batch: about 50 ms of the key's local demand, at most 10,000).",
+      "granted per reserve call (the batch: about 50 ms of the key's local demand, or four refill round trips of it when",
+      'those are longer, at most half the TTL; at most 10,000). The summary judges the trySync loop cells.',
       `Keys of the ${fmtInt(s.manyKeys)}-key cells come in a fixed pseudo-random order, each caller starting at its own point. Each`,
-      'key sees a thousandth of the demand, so its batches are small and leftovers often expire; with one caller every',
-      'refill is a round trip in sequence, with 64 the refills of one tick share a script call.',
+      'key sees a thousandth of the demand, so its batches are small and every key takes its own refill about every',
+      '50 ms; with one caller every refill that misses is a round trip in sequence, with 64 the refills of one tick',
+      'share a script call.',
     ],
   };
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from './clock.js';
+import { ErrorCodes, SluiceError } from './errors.js';
 import { Limiter } from './limiter.js';
 import { MemoryStore } from './memory-store.js';
 import type { ReserveRequest, ReserveResult } from './store.js';
@@ -188,6 +189,95 @@ describe('leases', () => {
     await store.close();
   });
 
+  it('takes the next batch ahead when the current one will expire before the next call', async () => {
+    const clock = new ManualClock();
+    const store = new CountingStore({ clock });
+    const window = { algorithm: 'fixed-window', limit: 1_000_000, windowMs: 60_000 } as const;
+    const limiter = new Limiter({ resources: { api: { limits: window, lease: true } }, store, clock });
+    const take = async () => {
+      const d = limiter.trySync('api');
+      if (d !== undefined) return true;
+      await limiter.try('api');
+      return false;
+    };
+    // A busy moment sizes the batch for 50 calls a ms...
+    for (let ms = 0; ms < 20; ms++) {
+      for (let i = 0; i < 50; i++) await take();
+      clock.advance(1);
+      await clock.advanceAsync(0);
+    }
+    // ...then one call every 10 ms: each batch now expires long before it is used up.
+    let misses = 0;
+    let calls = 0;
+    for (let ms = 0; ms < 2000; ms += 10) {
+      if (!(await take())) misses++;
+      calls++;
+      clock.advance(10);
+      await clock.advanceAsync(0);
+    }
+    // Each batch's TTL (200 ms) ends within a call of the last one: its successor is already in place.
+    expect(calls).toBe(200);
+    expect(misses).toBe(0);
+    await limiter.close();
+    // Leftovers of the expired batches and the last ones went back: the store counts the calls.
+    const peek = new Limiter({ resources: { api: window }, store, clock });
+    expect((await peek.try('api', { cost: 0 })).remaining).toBe(1_000_000 - 20 * 50 - 200);
+    await peek.close();
+    await store.close();
+  });
+
+  it('does not take batches ahead for a key called less often than a batch lives', async () => {
+    const clock = new ManualClock();
+    const store = new CountingStore({ clock });
+    const window = { algorithm: 'fixed-window', limit: 1_000_000, windowMs: 60_000 } as const;
+    const limiter = new Limiter({ resources: { api: { limits: window, lease: true } }, store, clock });
+    for (let i = 0; i < 20; i++) {
+      if (limiter.trySync('api') === undefined) await limiter.try('api');
+      clock.advance(300);
+      await clock.advanceAsync(0);
+    }
+    // One refill per call (each finds its batch expired), none ahead that would go back unused.
+    expect(store.reserves).toBe(20);
+    await limiter.close();
+    await store.close();
+  });
+
+  it('sizes batches to outlast four refill round trips when the store is slow', async () => {
+    const clock = new ManualClock();
+    const sizes: number[] = [];
+    class SlowStore extends MemoryStore {
+      override async reserve(request: ReserveRequest): Promise<ReserveResult> {
+        sizes.push(request.max);
+        // The reply takes 20 ms: four round trips are 80 ms, more than the 50 ms target.
+        await new Promise<void>((resolve) => clock.setTimer(resolve, 20));
+        return super.reserve(request);
+      }
+    }
+    const store = new SlowStore({ clock });
+    const window = { algorithm: 'fixed-window', limit: 1_000_000, windowMs: 60_000 } as const;
+    const limiter = new Limiter({ resources: { api: { limits: window, lease: true } }, store, clock });
+    let lateMisses = 0;
+    for (let ms = 0; ms < 2000; ms++) {
+      // 2 calls a ms: 100 permits would be 50 ms of demand, 160 are 80 ms.
+      for (let i = 0; i < 2; i++) {
+        if (limiter.trySync('api') === undefined) {
+          if (ms >= 1000) lateMisses++;
+          void limiter.try('api');
+        }
+      }
+      await clock.advanceAsync(1);
+    }
+    const late = sizes.slice(-5);
+    expect(Math.min(...late)).toBeGreaterThanOrEqual(155);
+    expect(Math.max(...late)).toBeLessThanOrEqual(170);
+    // Each batch is taken ahead when half of the last one (two round trips of demand) is left.
+    expect(lateMisses).toBe(0);
+    const closing = limiter.close();
+    await clock.advanceAsync(100);
+    await closing;
+    await store.close();
+  });
+
   it('serves the permits it holds as allowed after a refill for a larger cost was denied', async () => {
     const store = new MemoryStore();
     const limits = { algorithm: 'token-bucket', limit: 10, windowMs: 3_600_000 } as const;
@@ -224,6 +314,67 @@ describe('leases', () => {
     expect((await limiter.try('api')).allowed).toBe(true);
     expect(limiter.trySync('api')).toMatchObject({ allowed: true, source: 'lease' });
     await limiter.close();
+  });
+
+  it('does not deny a key locally after a refill taken ahead failed', async () => {
+    const clock = new ManualClock();
+    let fail = false;
+    class FlakyStore extends MemoryStore {
+      override reserve(request: ReserveRequest): Promise<ReserveResult> {
+        if (!fail) return super.reserve(request);
+        fail = false;
+        return Promise.reject(new SluiceError(ErrorCodes.STORE_TIMEOUT, 'Redis did not answer'));
+      }
+    }
+    const store = new FlakyStore({ clock });
+    const window = { algorithm: 'fixed-window', limit: 1_000_000, windowMs: 60_000 } as const;
+    const limiter = new Limiter({ resources: { api: { limits: window, lease: true } }, store, clock });
+    expect((await limiter.try('api')).allowed).toBe(true);
+    fail = true;
+    const seen: string[] = [];
+    for (let i = 0; i < 200; i++) {
+      const d = limiter.trySync('api') ?? (await limiter.try('api'));
+      seen.push(`${d.allowed} ${d.source}`);
+      await clock.advanceAsync(0);
+    }
+    // The refill taken ahead failed and the next one, taken when the key was served again, did
+    // not: no call was denied (200 calls are four times the batch).
+    expect(fail).toBe(false);
+    expect(seen.filter((x) => x !== 'true lease' && x !== 'true store')).toEqual([]);
+    await limiter.close();
+    await store.close();
+  });
+
+  it('finds a lease by the caller key in trySync, and validates what it was given as try does', async () => {
+    const limiter = new Limiter({
+      resources: { api: { limits: { algorithm: 'fixed-window', limit: 1000, windowMs: 60_000 }, lease: { maxShare: 1 } } },
+    });
+    // Keys that start with a kind marker are escaped in the storage key, keys alike otherwise are not merged.
+    for (const key of ['@acme', '%@acme', 'user-1', '']) {
+      expect(limiter.trySync('api', { key })).toBeUndefined();
+      expect((await limiter.try('api', { key })).allowed).toBe(true);
+      expect(limiter.trySync('api', { key })).toMatchObject({ allowed: true, source: 'lease' });
+    }
+    expect(limiter.trySync('api')).toMatchObject({ source: 'lease' });
+    expect(limiter.trySync('api', { key: 'user-1', cost: 3, priority: 'core' })).toMatchObject({ source: 'lease' });
+    expect(limiter.trySync('api', { key: 'user-2' })).toBeUndefined();
+    const code = (f: () => unknown) => {
+      try {
+        f();
+      } catch (e) {
+        return (e as { code?: string }).code;
+      }
+      return undefined;
+    };
+    expect(code(() => limiter.trySync('api', { key: 'k'.repeat(300) }))).toBe(ErrorCodes.INVALID_KEY);
+    expect(code(() => limiter.trySync('api', { key: 'a\uD800' }))).toBe(ErrorCodes.INVALID_KEY);
+    expect(code(() => limiter.trySync('api', { key: 5 as unknown as string }))).toBe(ErrorCodes.INVALID_KEY);
+    expect(code(() => limiter.trySync('api', { key: 'user-1', cost: -1 }))).toBe(ErrorCodes.INVALID_COST);
+    expect(code(() => limiter.trySync('api', { key: 'user-1', cost: 1001 }))).toBe(ErrorCodes.COST_EXCEEDS_LIMIT);
+    expect(code(() => limiter.trySync('api', { key: 'user-1', priority: 'vip' as 'core' }))).toBe(ErrorCodes.INVALID_OPTIONS);
+    expect(code(() => limiter.trySync('nope', { key: 'user-1' }))).toBe(ErrorCodes.UNKNOWN_RESOURCE);
+    await limiter.close();
+    expect(code(() => limiter.trySync('api', { key: 'user-1' }))).toBe(ErrorCodes.CLOSED);
   });
 
   it('rejects leases on concurrency limits', () => {

@@ -4,6 +4,7 @@ import { ErrorCodes, invalid } from './errors.js';
 import type { Failover, StoreFailurePolicy } from './failover.js';
 import { OldestFirst } from './oldest-first.js';
 import { maxCost, type CompiledLimit } from './policy.js';
+import { parseStorageKey } from './storage-key.js';
 
 /** Client-side leases of one resource. */
 export interface LeaseSettings {
@@ -19,7 +20,11 @@ export interface LeaseSettings {
    * @default 10000
    */
   maxBatch?: number;
-  /** A batch is sized to last about this long at the current local demand, in ms. @default 50 */
+  /**
+   * A batch is sized to last about this long at the current local demand, in ms; or four refill
+   * round trips when those take longer (at most half of `ttlMs`).
+   * @default 50
+   */
   targetMs?: number;
   /** Most of a limit's capacity one batch may take. @default 0.1 */
   maxShare?: number;
@@ -52,7 +57,11 @@ export function compileLeaseSettings(s: LeaseSettings | true, path: string): Com
 
 /** Permits of one key held by this process. */
 class Held {
-  constructor(public limits: readonly CompiledLimit[]) {}
+  constructor(
+    /** The storage key. */
+    readonly key: string,
+    public limits: readonly CompiledLimit[],
+  ) {}
   /** Permits being served, usable until `expiresAt`; the store stamped their charge `stamp`. */
   available = 0;
   expiresAt = 0;
@@ -63,6 +72,8 @@ class Held {
   spareStamp = 0;
   /** When serving leaves fewer than this many permits, the next batch is taken ahead, in the background. */
   lowWater = 0;
+  /** How long the last batch may serve (its TTL, or its hold on windows), ms. */
+  holdMs = 0;
   /** Settings of the last refill, for refills taken ahead. */
   settings: CompiledLeaseSettings | undefined;
   policy: StoreFailurePolicy = 'local';
@@ -93,13 +104,19 @@ const LOW_WATER_SHARE = 0.5;
 /**
  * Leases: a process takes a batch of permits from the global budget in one round trip and
  * serves them locally. The batch follows local demand (about `targetMs` of it, capped by
- * `maxBatch` and `maxShare` of the limit), so leftovers stay small; leftovers are returned when
- * their TTL passes and on close. Because permits are deducted from the global budget when
+ * `maxBatch` and `maxShare` of the limit), so leftovers stay small; the next batch is taken ahead
+ * while the current one still serves (see `#runningOut`); leftovers are returned when their TTL
+ * passes and on close. Because permits are deducted from the global budget when
  * taken, leases never let more through than the store admitted; they only move admissions
  * later by at most the TTL.
  */
 export class LeaseCache {
   readonly #held = new Map<string, Held>();
+  /**
+   * The same entries by resource and caller key (plain caller keys only, not tenants' or
+   * shares'), so `trySync` finds a key's lease without building and hashing its storage key.
+   */
+  readonly #byCaller = new Map<string, Map<string, Held>>();
   readonly #oldest = new OldestFirst(this.#held);
   /** Where the sweep goes on from (see `#sweep`). */
   #sweepCursor: Iterator<[string, Held]> | undefined;
@@ -123,8 +140,23 @@ export class LeaseCache {
    */
   takeLocal(key: string, limits: readonly CompiledLimit[], cost: number): Decision | undefined {
     const h = this.#held.get(key);
-    if (h === undefined) return undefined;
+    return h === undefined ? undefined : this.#serve(h, limits, cost);
+  }
+
+  /**
+   * {@link takeLocal} for caller key `caller` of `resource` (the storage key
+   * `resourceKey(resource, caller)`), found without building that key. Only keys that were
+   * validated when their lease was taken are found.
+   */
+  takeLocalOf(resource: string, caller: string, limits: readonly CompiledLimit[], cost: number): Decision | undefined {
+    const h = this.#byCaller.get(resource)?.get(caller);
+    return h === undefined ? undefined : this.#serve(h, limits, cost);
+  }
+
+  #serve(h: Held, limits: readonly CompiledLimit[], cost: number): Decision | undefined {
+    const key = h.key;
     const now = this.clock.now();
+    const sinceLastMs = now - h.touchedAt;
     this.#noteDemand(h, cost, now);
     if (h.limits !== limits) {
       // The rule changed: permits leased under the old limits go back.
@@ -135,7 +167,9 @@ export class LeaseCache {
     if (h.available < cost && h.spare > 0) this.#promoteSpare(key, h);
     if (h.available >= cost && h.granted !== undefined) {
       h.available -= cost;
-      if (h.available < h.lowWater && h.refill === undefined && h.spare === 0 && now >= h.denyUntil) this.#refillAhead(key, h);
+      if (h.refill === undefined && h.spare === 0 && now >= h.denyUntil && this.#runningOut(h, cost, now, sinceLastMs)) {
+        this.#refillAhead(key, h);
+      }
       // What this caller could still get: the store's remaining plus this process's lease.
       return leaseDecision(h.granted, h.granted.remaining + h.available + h.spare, 0);
     }
@@ -175,7 +209,7 @@ export class LeaseCache {
       }
       // Concurrent callers for the same key share one round trip.
       const d = await h.refill;
-      if (!d.allowed && h.available < cost) return { ...d, source: 'lease' };
+      if (!d.allowed && h.available < cost) return d.source === 'fallback' ? d : { ...d, source: 'lease' };
     }
   }
 
@@ -188,6 +222,7 @@ export class LeaseCache {
     // A refill that lands meanwhile returns its permits at once, adding a refund to wait for.
     while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
     this.#held.clear();
+    this.#byCaller.clear();
   }
 
   /** Permits held locally for `key`, taken ahead included (tests, metrics). */
@@ -225,6 +260,7 @@ export class LeaseCache {
       h.last = h.granted;
       h.denyUntil = 0;
       h.lowWater = Math.floor(r.granted * LOW_WATER_SHARE);
+      h.holdMs = holdMs;
       if (ahead) {
         h.spare += r.granted;
         h.spareExpiresAt = sentAt + holdMs;
@@ -236,11 +272,34 @@ export class LeaseCache {
       }
       // Permits that arrive after close go straight back.
       if (this.#closed) this.#giveBack(key, h);
-    } else {
+    } else if (!r.fallback) {
       h.denyUntil = now + d.retryAfterMs;
       h.last = d;
     }
+    // A fallback's denial (the store failed, or the local share is used up) is not learnt: like
+    // the pre-filter, the lease only denies locally what the store denied. Otherwise one timed-out
+    // refill taken ahead would deny the key as rate limited until its retry-after.
     return r.fallback ? { ...d, source: 'fallback' } : d;
+  }
+
+  /**
+   * True when the next batch should be taken ahead, after serving `cost` at `now`: the key's next
+   * call is expected while a batch taken now would still serve it (else it would go back unused),
+   * and by then the current batch will be short (under `lowWater`, or under this call's cost) or
+   * past its TTL. The next call is expected after the longer of the last gap between calls and
+   * the gap local demand implies (the smoothed demand lags when it falls); the refill also needs
+   * a round trip or two, so a TTL ending within two round trips counts as ended. A steady caller
+   * therefore finds the next batch in place both when a batch runs out and when it expires before
+   * running out (demand low compared with the batch, or fallen since it was sized), and does not
+   * wait for refills.
+   */
+  #runningOut(h: Held, cost: number, now: number, sinceLastMs: number): boolean {
+    const perMs = this.#demandPerMs(h, now);
+    if (perMs <= 0) return false;
+    const gapMs = Math.max(cost / perMs, sinceLastMs);
+    if (gapMs >= h.holdMs) return false;
+    if (h.available < h.lowWater || h.available < cost) return true;
+    return now + Math.max(gapMs, 2 * h.rttMs) >= h.expiresAt;
   }
 
   /** Starts taking the next batch in the background; callers that run out meanwhile wait for it. */
@@ -269,17 +328,24 @@ export class LeaseCache {
    */
   #holdFor(h: Held, limits: readonly CompiledLimit[], max: number, s: CompiledLeaseSettings): number {
     if (!limits.some(isWindowed)) return s.ttlMs;
-    const perMs = this.#demandPerMs(h);
+    const perMs = this.#demandPerMs(h, this.clock.now());
     if (perMs <= 0) return s.ttlMs;
     const use = (2 * (h.available + h.spare + max)) / perMs;
     return Math.min(s.ttlMs, Math.ceil(Math.max(MIN_HOLD_MS, 4 * h.rttMs, use)));
   }
 
-  /** About `targetMs` of local demand, within [cost, maxBatch] and `maxShare` of the tightest limit. */
+  /**
+   * About `targetMs` of local demand, within [cost, maxBatch] and `maxShare` of the tightest limit;
+   * and at least four refill round trips of it (at most half the TTL), so that the next batch,
+   * taken ahead when half of this one is left, lands before this one runs out. When the process
+   * is busy its round trips are long (a reply waits for the event loop), and a batch sized for
+   * `targetMs` alone would run out before its successor lands, at every refill.
+   */
   #batchSize(h: Held, limits: readonly CompiledLimit[], cost: number, s: CompiledLeaseSettings): number {
     const capacity = maxCost(limits);
     const share = Math.max(1, Math.floor(capacity * s.maxShare));
-    const wanted = Math.ceil(this.#demandPerMs(h) * s.targetMs);
+    const lastsMs = Math.max(s.targetMs, Math.min(4 * h.rttMs, s.ttlMs / 2));
+    const wanted = Math.ceil(this.#demandPerMs(h, this.clock.now()) * lastsMs);
     return Math.max(cost, Math.min(wanted, s.maxBatch, share));
   }
 
@@ -287,8 +353,8 @@ export class LeaseCache {
    * Local demand in permits per ms: the smoothed rate, or the running interval's if higher, so a
    * key that just got busy is sized for it at once.
    */
-  #demandPerMs(h: Held): number {
-    return Math.max(h.rate, h.demand / Math.max(1, this.clock.now() - h.intervalStart));
+  #demandPerMs(h: Held, now: number): number {
+    return Math.max(h.rate, h.demand / Math.max(1, now - h.intervalStart));
   }
 
   #noteDemand(h: Held, cost: number, now: number): void {
@@ -308,9 +374,10 @@ export class LeaseCache {
     let h = this.#held.get(key);
     if (h === undefined) {
       if (this.#held.size >= this.maxKeys) this.#evictOldest();
-      h = new Held(limits);
+      h = new Held(key, limits);
       h.intervalStart = this.clock.now();
       this.#held.set(key, h);
+      this.#index(h);
       this.#noteDemand(h, 1, h.intervalStart);
       this.#scheduleSweep();
     }
@@ -323,6 +390,25 @@ export class LeaseCache {
     const [key, h] = first;
     this.#giveBack(key, h);
     this.#oldest.shift();
+    this.#unindex(h);
+  }
+
+  /** Adds a plain caller key's entry to {@link #byCaller}. */
+  #index(h: Held): void {
+    const { resource, key, tenant, part } = parseStorageKey(h.key);
+    if (tenant !== undefined || part !== undefined) return;
+    let callers = this.#byCaller.get(resource);
+    if (callers === undefined) this.#byCaller.set(resource, (callers = new Map<string, Held>()));
+    callers.set(key, h);
+  }
+
+  /** Removes an entry that left {@link #held} from {@link #byCaller}. */
+  #unindex(h: Held): void {
+    const { resource, key } = parseStorageKey(h.key);
+    const callers = this.#byCaller.get(resource);
+    if (callers?.get(key) !== h) return;
+    callers.delete(key);
+    if (callers.size === 0) this.#byCaller.delete(resource);
   }
 
   /** Returns every permit held for `key`, the spare batch included. */
@@ -397,6 +483,7 @@ export class LeaseCache {
       this.#expire(key, h, now);
       if (now - h.touchedAt > 10 * this.sweepMs && h.available + h.spare === 0 && h.refill === undefined) {
         this.#held.delete(key);
+        this.#unindex(h);
       }
     }
     if (this.#held.size > 0) this.#scheduleSweep();

@@ -104,6 +104,9 @@ export interface TryOptions {
 export type Priority = 'core' | 'normal';
 const PRIORITIES: readonly Priority[] = ['core', 'normal'];
 
+/** The options of a call that gives none (shared, so such a call allocates nothing for them). */
+const NO_OPTIONS: TryOptions = Object.freeze({});
+
 /** Options of {@link Limiter.acquire}. */
 export interface AcquireOptions extends TryOptions {
   /** Longest wait in ms; 0 never waits. @default the limiter's maxWaitMs */
@@ -344,7 +347,11 @@ export class Limiter implements RateLimiter {
    * known to be over its limit); undefined means only the store can tell (use {@link try}).
    * The hot path of gateways: no promise, no allocation beyond the decision.
    */
-  trySync(resource: string, options: TryOptions = {}): Decision | undefined {
+  trySync(resource: string, options: TryOptions = NO_OPTIONS): Decision | undefined {
+    const leased = this.#resources.get(resource);
+    if (leased?.lease !== undefined && leased.split === 1 && options.tenant === undefined && !this.#closed) {
+      return this.#tryLease(leased, options);
+    }
     const call = this.#prepare(resource, options);
     const r = call.resource;
     if (r.breaker !== undefined && r.breaker.state === 'open') return undefined;
@@ -358,6 +365,24 @@ export class Limiter implements RateLimiter {
           ? this.#prefilter.check(call.key, call.cost, this.#clock.now())
           : undefined;
     return local === undefined ? undefined : this.#observe(resource, 'try', local);
+  }
+
+  /**
+   * `trySync` on a leased resource without a tenant, the hot path: the lease is found by the
+   * caller's key as given, without building its storage key. A key found there was validated when
+   * its lease was taken; one that is not found is validated here, and has nothing to serve.
+   */
+  #tryLease(r: CompiledResource, options: TryOptions): Decision | undefined {
+    if (r.breaker !== undefined && r.breaker.state === 'open') return undefined;
+    if (options.priority !== undefined) checkPriority(options.priority);
+    const cost = options.cost === undefined ? 1 : checkCost(options.cost, r.limits);
+    const sub = options.key ?? '';
+    const local = this.#leases.takeLocalOf(r.name, sub, r.limits, cost);
+    if (local === undefined) {
+      checkKey(sub, this.#maxKeyLength);
+      return undefined;
+    }
+    return this.#observe(r.name, 'try', local);
   }
 
   /** Decides now, without waiting. Being limited resolves to a denied decision. */
@@ -544,10 +569,7 @@ export class Limiter implements RateLimiter {
     // A split key's call must fit in one sub-key's share.
     const cost = checkCost(options.cost ?? 1, r.split > 1 ? r.splitLimits[r.split - 1]! : r.limits);
     const tenant = options.tenant === undefined ? undefined : checkTenant(options.tenant);
-    const priority = options.priority ?? 'normal';
-    if (!PRIORITIES.includes(priority)) {
-      throw invalid(ErrorCodes.INVALID_OPTIONS, 'priority', `must be one of ${PRIORITIES.join(', ')}`);
-    }
+    const priority = checkPriority(options.priority ?? 'normal');
     return { resource: r, sub, key: resourceKey(resource, sub), limits: r.limits, cost, tenant, priority };
   }
 
@@ -886,6 +908,13 @@ interface Charge {
   readonly key: string;
   readonly limits: readonly CompiledLimit[];
   readonly leaseId: string | undefined;
+}
+
+function checkPriority(priority: unknown): Priority {
+  if (!PRIORITIES.includes(priority as Priority)) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'priority', `must be one of ${PRIORITIES.join(', ')}`);
+  }
+  return priority as Priority;
 }
 
 function checkTenant(tenant: unknown): string {
