@@ -32,6 +32,20 @@ import {
   isOneLimit,
 } from './validate.js';
 
+/** A queue naming at least this many keys is sent as two script calls (see RedisStore#chunks). */
+const SPLIT_KEYS = 16;
+
+/** True when `queue` names at least SPLIT_KEYS distinct keys (counted until it knows). */
+function namesManyKeys(queue: readonly Pending[]): boolean {
+  if (queue.length < SPLIT_KEYS) return false;
+  const seen = new Set<string>();
+  for (const p of queue) {
+    seen.add(p.item.stateKey);
+    if (seen.size >= SPLIT_KEYS) return true;
+  }
+  return false;
+}
+
 interface Pending {
   readonly item: BatchItem;
   // The result type depends on the op; #dispatch hands each item what its op produces.
@@ -222,12 +236,15 @@ export class RedisStore implements LimitStore {
   };
 
   /**
-   * Splits a queue into script calls: per Cluster slot, at most maxBatchSize items each. A call
-   * costs the client far more than an item (on a 2-core host, about 150 µs of CPU for the write,
-   * the wake-ups and the reply against about 1.3 µs per item), and Node is what saturates first,
-   * so the calls of a tick go in as few script calls as the bounds allow. (Splitting a tick's
-   * calls in two so that Node and Redis work at once paid when Redis' share of a decision was
-   * the larger one; with the one-limit path it no longer is.)
+   * Splits a queue into script calls: per Cluster slot, at most maxBatchSize items each, and in
+   * two when nothing is in flight and the queue names at least SPLIT_KEYS keys. A script call
+   * costs the client far more than an item (about 150 µs of CPU for the write, the wake-ups and
+   * the reply, against about 2 µs per item on a 2-core host), while Redis' cost grows with the
+   * keys a call names (a GET and a SET each, about 19 µs) more than with its items. So a call on
+   * few keys (a hot key) goes whole, sparing the client a call; a call on many keys is split, and
+   * then the callers of the first reply form the next call while Redis works on the second:
+   * two calls alternate and Node and Redis work at the same time instead of in turn. Splitting
+   * every time would instead shrink the calls call after call.
    */
   #chunks(queue: Pending[]): Pending[][] {
     const groups: Pending[][] = [];
@@ -244,13 +261,15 @@ export class RedisStore implements LimitStore {
       groups.push(queue);
     }
     const max = this.options.maxBatchSize;
+    const idle = this.#inFlight.size === 0;
     const chunks: Pending[][] = [];
     for (const g of groups) {
-      if (g.length <= max) {
+      const count = Math.max(Math.ceil(g.length / max), idle && namesManyKeys(g) ? 2 : 1);
+      if (count === 1) {
         chunks.push(g);
         continue;
       }
-      const size = Math.ceil(g.length / Math.ceil(g.length / max));
+      const size = Math.ceil(g.length / count);
       for (let i = 0; i < g.length; i += size) chunks.push(g.slice(i, i + size));
     }
     return chunks;

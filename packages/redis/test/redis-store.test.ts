@@ -39,6 +39,28 @@ describe('standalone', () => {
     }
   });
 
+  it('sends a tick naming many keys as two script calls, so that Node and Redis work at once', async () => {
+    const store = new RedisStore({ client, prefix, maxBatchSize: 512, commandTimeoutMs: 2000 });
+    await warmUp(store);
+    const fcall = vi.spyOn(client, 'fcall');
+    try {
+      const results = await Promise.all(
+        Array.from({ length: 40 }, (_, i) => store.consume({ key: `many-${i}`, limits: bucket, cost: 1, leaseId: '' })),
+      );
+      expect(fcall).toHaveBeenCalledTimes(2);
+      expect(results.every((r) => r.allowed && r.statuses[0]!.remaining === 999)).toBe(true);
+      // Fewer keys than that go whole, however many calls name them.
+      fcall.mockClear();
+      await Promise.all(
+        Array.from({ length: 40 }, (_, i) => store.consume({ key: `few-${i % 4}`, limits: bucket, cost: 1, leaseId: '' })),
+      );
+      expect(fcall).toHaveBeenCalledTimes(1);
+    } finally {
+      fcall.mockRestore();
+      await store.close();
+    }
+  });
+
   it('splits a burst larger than maxBatchSize into calls that keep the order', async () => {
     const store = new RedisStore({ client, prefix, maxBatchSize: 100, commandTimeoutMs: 2000 });
     await warmUp(store);
