@@ -44,6 +44,7 @@ import { governanceLatencyTable, runGovernanceLatency } from './governance-laten
 import { runStreamThroughput, streamThroughputTable } from './stream-throughput.js';
 import { summaryTable } from './summary.js';
 import { sustainedBurstPart } from './sustained-burst.js';
+import { policiesTable, runPolicies } from './policies.js';
 import { referenceDecider } from './reference.js';
 import { writeStanding } from './standing.js';
 import { renderTable, type Table } from './table.js';
@@ -121,6 +122,12 @@ async function throughputPart(options: BenchOptions, redisUrl: string, runId: st
     await Promise.all(opened.map((d) => d.close()));
     admin.disconnect();
   }
+}
+
+async function policiesPart(options: BenchOptions, redisUrl: string, runId: string): Promise<void> {
+  progress('other policies...');
+  const settings = { warmupMs: options.mode.warmupMs, measureMs: options.mode.measureMs, keys: options.mode.keys, inFlight: 64 };
+  print(policiesTable(await runPolicies(redisUrl, runId, settings, settle, progress), settings.inFlight, settings.keys));
 }
 
 async function leasePart(options: BenchOptions, redisUrl: string, runId: string): Promise<LeaseCellResult[]> {
@@ -248,9 +255,9 @@ async function main(): Promise<void> {
   const options = parseOptions(process.argv.slice(2), process.env);
   const runId = randomBytes(4).toString('hex');
   // The outage and cluster parts start servers of their own.
-  const needsRedis = (['throughput', 'leases', 'accuracy', 'lease-accuracy', 'service', 'stream', 'governance'] as const).some(
-    (p) => options.parts.has(p),
-  );
+  const needsRedis = (
+    ['throughput', 'policies', 'leases', 'accuracy', 'lease-accuracy', 'service', 'stream', 'governance'] as const
+  ).some((p) => options.parts.has(p));
   let server: ThrowawayRedis | undefined;
   const onSignal = (signal: NodeJS.Signals) => {
     progress(`${signal}: stopping`);
@@ -284,6 +291,7 @@ async function main(): Promise<void> {
       ].join('\n'),
     );
     const throughput = options.parts.has('throughput') ? await throughputPart(options, redisUrl!, runId) : undefined;
+    if (options.parts.has('policies')) await policiesPart(options, redisUrl!, runId);
     const leases = options.parts.has('leases') ? await leasePart(options, redisUrl!, runId) : undefined;
     const accuracy = options.parts.has('accuracy') ? await accuracyPart(options, redisUrl!, runId) : undefined;
     const leaseAccuracy = options.parts.has('lease-accuracy') ? await leaseAccuracyPart(options, redisUrl!, runId) : undefined;

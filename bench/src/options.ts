@@ -4,7 +4,7 @@
  *   --quick | --full     run length; quick when --quick or BENCH_QUICK=1 (unless --full)
  *   --redis URL          Redis to measure against; default $SLUICE_REDIS_URL, else a throwaway
  *                        redis-server started (and stopped) by the bench
- *   --only a,b           run only some parts: throughput, leases, accuracy, lease-accuracy, outage,
+ *   --only a,b           run only some parts: throughput, policies, leases, accuracy, lease-accuracy, outage,
  *                        cluster, memory, service, gateway, stream, governance, sustained,
  *                        defaults-under-load, abuse
  *   --write-docs         rewrite docs/benchmarks.md's "Where things stand" and its chart from the run
@@ -15,6 +15,7 @@
 /** The parts of the benchmark, in the order they run. */
 export const PARTS = [
   'throughput',
+  'policies',
   'leases',
   'accuracy',
   'lease-accuracy',
