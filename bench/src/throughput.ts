@@ -171,6 +171,25 @@ function errorText(r: CellResult): string {
   return `${fmtInt(r.errors)} (${e instanceof Error ? e.message : String(e)})`.slice(0, 60);
 }
 
+/** A row of Sluice's figures over another contender's. */
+function ratioRow(name: string, sluice: CellResult, other: CellResult): string[] {
+  return [
+    `  ratio Sluice/${name}`,
+    '',
+    fmtRatio(sluice.perSec / other.perSec),
+    '',
+    fmtRatio(sluice.p50 / other.p50),
+    fmtRatio(sluice.p99 / other.p99),
+    fmtRatio(sluice.p999 / other.p999),
+    fmtRatio(sluice.clientUsecPerDecision / other.clientUsecPerDecision),
+    '',
+    '',
+    fmtRatio((sluice.redis?.usecPerDecision ?? NaN) / (other.redis?.usecPerDecision ?? NaN)),
+    '',
+    '',
+  ];
+}
+
 /** The table of the throughput part. */
 export function throughputTable(rows: readonly ThroughputRow[], settings: ThroughputSettings): Table {
   const out: string[][] = [];
@@ -196,36 +215,7 @@ export function throughputTable(rows: readonly ThroughputRow[], settings: Throug
         errorText(r),
       ]);
     }
-    out.push([
-      `  ratio Sluice/reference`,
-      '',
-      fmtRatio(row.sluice.perSec / row.reference.perSec),
-      '',
-      fmtRatio(row.sluice.p50 / row.reference.p50),
-      fmtRatio(row.sluice.p99 / row.reference.p99),
-      fmtRatio(row.sluice.p999 / row.reference.p999),
-      fmtRatio(row.sluice.clientUsecPerDecision / row.reference.clientUsecPerDecision),
-      '',
-      '',
-      fmtRatio((row.sluice.redis?.usecPerDecision ?? NaN) / (row.reference.redis?.usecPerDecision ?? NaN)),
-      '',
-      '',
-    ]);
-    out.push([
-      `  ratio Sluice/RLF`,
-      '',
-      fmtRatio(row.sluice.perSec / row.rlf.perSec),
-      '',
-      fmtRatio(row.sluice.p50 / row.rlf.p50),
-      fmtRatio(row.sluice.p99 / row.rlf.p99),
-      fmtRatio(row.sluice.p999 / row.rlf.p999),
-      fmtRatio(row.sluice.clientUsecPerDecision / row.rlf.clientUsecPerDecision),
-      '',
-      '',
-      fmtRatio((row.sluice.redis?.usecPerDecision ?? NaN) / (row.rlf.redis?.usecPerDecision ?? NaN)),
-      '',
-      '',
-    ]);
+    out.push(ratioRow('reference', row.sluice, row.reference), ratioRow('RLF', row.sluice, row.rlf));
   }
   return {
     title: 'Throughput and latency through Redis (closed loop)',

@@ -90,8 +90,7 @@ local function fast_reply(out, ok, remaining, retry_after, reset_after)
   end
 end
 
--- op_consume on a record, for `limit` (the record's own), answered in the short form
--- (fast_reply, written out: this runs for every decision).
+-- op_consume on a record, for `limit` (the record's own), answered in the short form.
 local function fast_consume(record, limit, cost, now, out)
   local state = record.state
   if record.exp ~= nil and record.exp <= now then
@@ -104,24 +103,10 @@ local function fast_consume(record, limit, cost, now, out)
     state = normalize_state(state, now, limit)
   end
   local ok, remaining, retry_after, reset_after, next_state, ttl = limit.rate.evaluate(state, cost, now, limit, 0)
-  local n = #out
-  if remaining < 0 then
-    remaining = 0
-  elseif remaining >= EXACT_INTEGER then
-    remaining = fmt(remaining)
-  end
-  if reset_after >= EXACT_INTEGER then
-    reset_after = fmt(reset_after)
-  end
   if ok then
     record.state, record.exp, record.dirty = next_state, ceil(now + ttl), true
-    out[n + 1], out[n + 2], out[n + 3] = 1, remaining, reset_after
-  else
-    if retry_after >= EXACT_INTEGER then
-      retry_after = fmt(retry_after)
-    end
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 0, remaining, retry_after, reset_after
   end
+  fast_reply(out, ok, max(0, remaining), retry_after, reset_after)
 end
 
 -- op_consume on an entry, for a one-limit consume that found one: answered in the short form.
