@@ -70,20 +70,31 @@ interface ServingLine {
   readonly grpcPort?: number;
 }
 
+/** A rule file the server is started with: its name in the run's directory and its text. */
+export interface RuleFileText {
+  readonly name: string;
+  readonly text: string;
+}
+
 /**
  * Starts `sluice serve` on loopback with free ports (`--port 0 --grpc-port 0`), the run's rule
  * file and, on the embedded store, a rule directory of its own; resolves when it logs that it
- * serves (its ports are read from that line).
+ * serves (its ports are read from that line). `ruleFiles`: the run's rule file unless given.
  */
-export async function startService(store: ServiceStore): Promise<ServiceProcess> {
+export async function startService(
+  store: ServiceStore,
+  ruleFiles: readonly RuleFileText[] = [{ name: 'rules.json', text: serviceRuleFile() }],
+): Promise<ServiceProcess> {
   const dir = await makeTempDir('sluice-bench-service-');
-  const rulesFile = join(dir, 'rules.json');
-  await writeFile(rulesFile, serviceRuleFile());
+  const rulesArgs: string[] = [];
+  for (const file of ruleFiles) {
+    await writeFile(join(dir, file.name), file.text);
+    rulesArgs.push('--rules', join(dir, file.name));
+  }
   const args = [
     SLUICE_BIN,
     'serve',
-    '--rules',
-    rulesFile,
+    ...rulesArgs,
     '--host',
     '127.0.0.1',
     '--port',
