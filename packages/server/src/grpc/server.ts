@@ -13,6 +13,7 @@ import { limitConnections, type ConnectionCut, type ConnectionLimits } from '../
 import { GrpcStatus, ServerError, ServerErrorCodes, describeError, grpcStatusOf } from '../errors.js';
 import type { OverrideTable } from '../envoy/overrides.js';
 import { shouldRateLimit } from '../envoy/rls.js';
+import { TurnBatch } from '../turn-batch.js';
 import { authorized } from '../http/auth.js';
 import type { LiveRules } from '../live-rules.js';
 import type { ServerMetrics } from '../metrics.js';
@@ -91,6 +92,8 @@ function isGrpcContentType(value: string | undefined): boolean {
  */
 export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
   const method = loadRlsDefinition()[METHOD]!;
+  // The calls of one loop turn reach the store together (see TurnBatch).
+  const turns = new TurnBatch();
   const http2 = createH2Server({
     settings: { maxConcurrentStreams: MAX_CONCURRENT_STREAMS },
     // A stream's body is read as it arrives; this bounds what the peer may send ahead of that.
@@ -225,17 +228,19 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
       answer(() => fail(stream, err));
       return;
     }
-    shouldRateLimit(request, deps.limiter, deps.rules, deps.overrides).then(
-      (response) =>
-        answer(() => {
-          deps.metrics.grpcRequest(METHOD, GrpcStatus.OK);
-          const bytes = method.responseSerialize(encodeRlsResponse(response));
-          stream.respond({ ':status': 200, 'content-type': CONTENT_TYPE }, { waitForTrailers: true });
-          stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' }));
-          stream.end(frameMessage(bytes));
-        }),
-      (err: unknown) => answer(() => fail(stream, err)),
-    );
+    turns
+      .defer(() => shouldRateLimit(request, deps.limiter, deps.rules, deps.overrides))
+      .then(
+        (response) =>
+          answer(() => {
+            deps.metrics.grpcRequest(METHOD, GrpcStatus.OK);
+            const bytes = method.responseSerialize(encodeRlsResponse(response));
+            stream.respond({ ':status': 200, 'content-type': CONTENT_TYPE }, { waitForTrailers: true });
+            stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' }));
+            stream.end(frameMessage(bytes));
+          }),
+        (err: unknown) => answer(() => fail(stream, err)),
+      );
   };
 
   /** The request as proto-loader presents it; throws a ServerError for bytes that are not one. */
@@ -301,7 +306,8 @@ export async function bindGrpc(
   limits: ConnectionLimits,
   cut: (reason: ConnectionCut) => void,
 ): Promise<GrpcListener> {
-  const listener: NetServer = createNetServer();
+  // No Nagle: each answer is a few small frames, which would otherwise wait for the peer's ACK.
+  const listener: NetServer = createNetServer({ noDelay: true });
   limitConnections(listener, limits, cut, (socket) => server.http2.emit('connection', socket));
   listener.listen(port, host);
   await once(listener, 'listening');

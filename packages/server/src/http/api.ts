@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ServerError, ServerErrorCodes, fromZod } from '../errors.js';
 import type { RateLimitService } from '../service.js';
+import { TurnBatch } from '../turn-batch.js';
 import { authorized } from './auth.js';
 import { decodeBody, itemSchemas, type Decoded, type ItemBounds } from './items.js';
 import { encodeDecision, errorReply, rateLimitHeaders, sendError, type FaultLog } from './reply.js';
@@ -69,6 +70,8 @@ export function registerApi(
   token: string | undefined,
 ): void {
   const schemas = itemSchemas(bounds);
+  // The calls of one loop turn reach the store together (see TurnBatch).
+  const turns = new TurnBatch();
   // Without a token there is nothing to check: no hook at all (each one costs every request).
   const onRequest =
     token === undefined
@@ -110,7 +113,7 @@ export function registerApi(
       const context: CallContext = { signal, client: request.ip };
       const answer = async (d: Decoded<T>) => {
         if (!d.ok) throw d.error;
-        return op.run(d.value, context);
+        return turns.defer(() => op.run(d.value, context));
       };
       if (!body.batch) {
         let r: R;
