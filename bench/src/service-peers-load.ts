@@ -99,7 +99,8 @@ export async function runGhz(bin: string, target: string, r: LoadRun): Promise<L
     .filter(([message]) => CUT_AT_END.test(message))
     .reduce((n, [, v]) => n + v, 0);
   const errors = cutAtEnd <= r.inFlight ? failed - cutAtEnd : failed;
-  const first = Object.keys(report.errorDistribution ?? {}).find((m) => errors > 0 && !CUT_AT_END.test(m));
+  const messages = Object.keys(report.errorDistribution ?? {});
+  const first = errors === 0 ? undefined : (messages.find((m) => !CUT_AT_END.test(m)) ?? messages[0]);
   return {
     perSec: report.rps ?? NaN,
     p50Us: at(50) / 1000,

@@ -67,6 +67,9 @@ export interface PeerCell {
   readonly localShare: number;
 }
 
+/** Seconds each server is loaded on each API before the first cell. */
+const WARMUP_SEC = 5;
+
 /** What the part measured, or why it could not. */
 export interface PeerResult {
   readonly cells: readonly PeerCell[];
@@ -235,6 +238,20 @@ export async function runServicePeers(s: PeerSettings, progress: (line: string) 
       { name: 'native.json', text: NATIVE_RULES },
     ]);
     const server = sluice;
+    // Both servers are warmed up on both APIs first (JIT, connection pools), so the first cell
+    // does not measure the warm-up.
+    progress('  warming up both servers...');
+    for (const target of [server.grpcTarget, envoy.grpcTarget]) {
+      if ('path' in ghz) await runGhz(ghz.path, target, { inFlight: 16, keys: 1000, seconds: WARMUP_SEC });
+    }
+    if ('path' in wrk) {
+      await runWrkBodies(wrk.path, `${server.url}/v1/check`, sluiceCheckBody(PEER_RESOURCE), {
+        inFlight: 16,
+        keys: 1000,
+        seconds: WARMUP_SEC,
+      });
+      await runWrkBodies(wrk.path, `${envoy.url}/json`, ENVOY_JSON_BODY, { inFlight: 16, keys: 1000, seconds: WARMUP_SEC });
+    }
     for (const api of ['gRPC', 'HTTP'] as const) {
       const tool = api === 'gRPC' ? ghz : wrk;
       if ('missing' in tool) continue;

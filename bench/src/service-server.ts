@@ -8,8 +8,11 @@ import { makeTempDir, removeTempDir, startChild, stopChild } from './service-chi
 import { sumMetric } from './service-measure.js';
 
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-/** The `sluice` command of the workspace (runs packages/server/dist, built by `npm run build`). */
-const SLUICE_BIN = join(REPO_ROOT, 'packages/server/bin/sluice.js');
+/**
+ * The `sluice` command of the workspace (runs packages/server/dist, built by `npm run build`);
+ * `BENCH_SLUICE_BIN` runs another build instead (e.g. an earlier commit's, to compare).
+ */
+const SLUICE_BIN = process.env.BENCH_SLUICE_BIN || join(REPO_ROOT, 'packages/server/bin/sluice.js');
 const START_TIMEOUT_MS = 20_000;
 
 /** The native resource the HTTP calls decide, and the Envoy domain and descriptor key of the gRPC calls. */
