@@ -18,11 +18,10 @@ import { authorized } from '../http/auth.js';
 import type { LiveRules } from '../live-rules.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { WarningThrottle } from '../logging.js';
-import { decodeRlsRequest, encodeRlsResponse, type RlsBounds } from './codec.js';
+import { decodeRlsRequest, type RlsBounds } from './codec.js';
 import { UnaryReader, encodeGrpcMessage, frameMessage, parseGrpcTimeout } from './framing.js';
-import { loadRlsDefinition } from './proto.js';
 import { Sessions } from './sessions.js';
-import { invalidUtf8Field } from './utf8.js';
+import { readRateLimitRequest, writeRateLimitResponse } from './wire.js';
 
 export { PROTO_DIR, PROTO_LOADER_OPTIONS, loadRlsDefinition } from './proto.js';
 
@@ -91,7 +90,6 @@ function isGrpcContentType(value: string | undefined): boolean {
  * are kept (DEADLINE_EXCEEDED), messages over `maxMessageBytes` are RESOURCE_EXHAUSTED.
  */
 export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
-  const method = loadRlsDefinition()[METHOD]!;
   // The calls of one loop turn reach the store together (see TurnBatch).
   const turns = new TurnBatch();
   const http2 = createH2Server({
@@ -234,7 +232,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
         (response) =>
           answer(() => {
             deps.metrics.grpcRequest(METHOD, GrpcStatus.OK);
-            const bytes = method.responseSerialize(encodeRlsResponse(response));
+            const bytes = writeRateLimitResponse(response);
             stream.respond({ ':status': 200, 'content-type': CONTENT_TYPE }, { waitForTrailers: true });
             stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' }));
             stream.end(frameMessage(bytes));
@@ -243,21 +241,21 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
       );
   };
 
-  /** The request as proto-loader presents it; throws a ServerError for bytes that are not one. */
+  /** The request as proto-loader presents it (read by ./wire.ts); throws a ServerError for bytes that are not one. */
   const decodeMessage = (message: Buffer): unknown => {
-    let request: unknown;
+    let read;
     try {
-      request = method.requestDeserialize(message);
+      read = readRateLimitRequest(message);
     } catch (err) {
       const why = err instanceof Error ? err.message : String(err);
       throw new ServerError(ServerErrorCodes.MALFORMED_BODY, `not a RateLimitRequest: ${why}`);
     }
-    // Decoding turned invalid bytes into U+FFFD: refuse them rather than merge distinct strings.
-    const field = invalidUtf8Field(message);
+    // Refused rather than decoded with U+FFFD: distinct strings would share one counter.
+    const field = read.invalidUtf8;
     if (field !== undefined) {
       throw new ServerError(ServerErrorCodes.INVALID_REQUEST, `${field}: must be valid UTF-8`, { field });
     }
-    return request;
+    return read.request;
   };
 
   return { http2, sessions };
