@@ -9,6 +9,7 @@
  *   6. one hot key on a 3-master Redis Cluster, split over sub-keys or not
  *   7. heap taken by 1M keys in the in-memory store
  *   8. `sluice serve` over HTTP and gRPC against Limiter.try in one process
+ *   9. `sluice serve` beside envoyproxy/ratelimit (service-peers)
  *
  * and a summary of the SPEC's non-functional targets. See bench/README.md.
  */
@@ -37,6 +38,7 @@ import { outageSummaryTable, outageTimelineTable, runOutage, type OutageResult, 
 import { startThrowawayRedis, stopAllServers, type ThrowawayRedis } from './redis-server.js';
 import { stopServiceChildren } from './service-children.js';
 import { runService, type ServiceCell } from './service.js';
+import { runServicePeers, servicePeersTable, type PeerResult } from './service-peers.js';
 import { serviceTable } from './service-table.js';
 import { findWrk } from './service-wrk.js';
 import { gatewayOverheadTable, runGatewayOverhead } from './gateway-overhead.js';
@@ -212,6 +214,25 @@ async function servicePart(options: BenchOptions, redisUrl: string, runId: strin
   return cells;
 }
 
+/** gRPC and HTTP at 16 and 64 in flight, 1,000 keys and one hot key; medians of 3 runs (1 when quick). */
+async function servicePeersPart(options: BenchOptions, redisUrl: string, runId: string): Promise<PeerResult> {
+  progress('sluice serve beside envoyproxy/ratelimit...');
+  const quick = options.mode.name === 'quick';
+  const settings = {
+    runId,
+    redisUrl,
+    warmupSec: quick ? 1 : 2,
+    measureSec: quick ? 3 : 5,
+    rounds: quick ? 1 : 3,
+    inFlight: [16, 64],
+    keys: [1000, 1],
+    wrk: options.wrk,
+  };
+  const result = await runServicePeers(settings, progress);
+  print(servicePeersTable(result));
+  return result;
+}
+
 async function gatewayPart(options: BenchOptions): Promise<void> {
   progress('gateway middleware overhead...');
   await settle();
@@ -256,7 +277,17 @@ async function main(): Promise<void> {
   const runId = randomBytes(4).toString('hex');
   // The outage and cluster parts start servers of their own.
   const needsRedis = (
-    ['throughput', 'policies', 'leases', 'accuracy', 'lease-accuracy', 'service', 'stream', 'governance'] as const
+    [
+      'throughput',
+      'policies',
+      'leases',
+      'accuracy',
+      'lease-accuracy',
+      'service',
+      'stream',
+      'governance',
+      'service-peers',
+    ] as const
   ).some((p) => options.parts.has(p));
   let server: ThrowawayRedis | undefined;
   const onSignal = (signal: NodeJS.Signals) => {
@@ -305,7 +336,8 @@ async function main(): Promise<void> {
     if (options.parts.has('sustained')) await sustainedBurstPart(options.mode.name === 'quick', redisUrl, runId, progress, print);
     if (options.parts.has('defaults-under-load')) print(await runDefaultsUnderLoad(options.mode.accuracyMs, runId, progress));
     if (options.parts.has('abuse')) print(await runAbuse(options.mode.accuracyMs, progress));
-    const summary = summaryTable({ throughput, leases, accuracy, leaseAccuracy, outage, cluster, memory });
+    const servicePeers = options.parts.has('service-peers') ? await servicePeersPart(options, redisUrl!, runId) : undefined;
+    const summary = summaryTable({ throughput, leases, accuracy, leaseAccuracy, outage, cluster, memory, servicePeers });
     print(summary);
     if (options.writeDocs) {
       const context = [

@@ -6,10 +6,12 @@
  *                        redis-server started (and stopped) by the bench
  *   --only a,b           run only some parts: throughput, policies, leases, accuracy, lease-accuracy, outage,
  *                        cluster, memory, service, gateway, stream, governance, sustained,
- *                        defaults-under-load, abuse
+ *                        defaults-under-load, abuse, service-peers
  *   --write-docs         rewrite docs/benchmarks.md's "Where things stand" and its chart from the run
  *   BENCH_WRK            the wrk binary of the service part's HTTP load (default: wrk on PATH);
  *                        `none`: Node load processes instead
+ *   BENCH_CACHE_DIR      where service-peers builds ghz and envoyproxy/ratelimit
+ *                        (default ~/.cache/sluice-bench)
  */
 
 /** The parts of the benchmark, in the order they run. */
@@ -29,6 +31,7 @@ export const PARTS = [
   'sustained',
   'defaults-under-load',
   'abuse',
+  'service-peers',
 ] as const;
 export type Part = (typeof PARTS)[number];
 

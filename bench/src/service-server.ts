@@ -8,8 +8,11 @@ import { makeTempDir, removeTempDir, startChild, stopChild } from './service-chi
 import { sumMetric } from './service-measure.js';
 
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-/** The `sluice` command of the workspace (runs packages/server/dist, built by `npm run build`). */
-const SLUICE_BIN = join(REPO_ROOT, 'packages/server/bin/sluice.js');
+/**
+ * The `sluice` command of the workspace (runs packages/server/dist, built by `npm run build`);
+ * `BENCH_SLUICE_BIN` runs another build instead (e.g. an earlier commit's, to compare).
+ */
+const SLUICE_BIN = process.env.BENCH_SLUICE_BIN || join(REPO_ROOT, 'packages/server/bin/sluice.js');
 const START_TIMEOUT_MS = 20_000;
 
 /** The native resource the HTTP calls decide, and the Envoy domain and descriptor key of the gRPC calls. */
@@ -70,20 +73,31 @@ interface ServingLine {
   readonly grpcPort?: number;
 }
 
+/** A rule file the server is started with: its name in the run's directory and its text. */
+export interface RuleFileText {
+  readonly name: string;
+  readonly text: string;
+}
+
 /**
  * Starts `sluice serve` on loopback with free ports (`--port 0 --grpc-port 0`), the run's rule
  * file and, on the embedded store, a rule directory of its own; resolves when it logs that it
- * serves (its ports are read from that line).
+ * serves (its ports are read from that line). `ruleFiles`: the run's rule file unless given.
  */
-export async function startService(store: ServiceStore): Promise<ServiceProcess> {
+export async function startService(
+  store: ServiceStore,
+  ruleFiles: readonly RuleFileText[] = [{ name: 'rules.json', text: serviceRuleFile() }],
+): Promise<ServiceProcess> {
   const dir = await makeTempDir('sluice-bench-service-');
-  const rulesFile = join(dir, 'rules.json');
-  await writeFile(rulesFile, serviceRuleFile());
+  const rulesArgs: string[] = [];
+  for (const file of ruleFiles) {
+    await writeFile(join(dir, file.name), file.text);
+    rulesArgs.push('--rules', join(dir, file.name));
+  }
   const args = [
     SLUICE_BIN,
     'serve',
-    '--rules',
-    rulesFile,
+    ...rulesArgs,
     '--host',
     '127.0.0.1',
     '--port',

@@ -3,6 +3,7 @@ import type { ClusterResult } from './cluster.js';
 import type { LeaseCellResult } from './lease-throughput.js';
 import type { MemoryResult } from './memory.js';
 import type { OutageResult } from './outage.js';
+import { servicePeersSummaryRows, type PeerResult } from './service-peers.js';
 import { fmt, fmtInt, fmtRatio, type Table } from './table.js';
 import type { ThroughputRow } from './throughput.js';
 
@@ -182,6 +183,7 @@ export interface RunResults {
   readonly outage?: OutageResult | undefined;
   readonly cluster?: ClusterResult | undefined;
   readonly memory?: MemoryResult | undefined;
+  readonly servicePeers?: PeerResult | undefined;
 }
 
 /** Every SPEC target with the figure measured in this run. */
@@ -198,6 +200,7 @@ export function summaryTable(r: RunResults): Table {
       ...outageRows(r.outage),
       ...memoryRows(r.memory),
       ...clusterRows(r.cluster),
+      ...servicePeersSummaryRows(r.servicePeers),
     ],
   };
 }

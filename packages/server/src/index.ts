@@ -29,7 +29,7 @@ export {
   type RlsResponse,
   type RlsStatus,
 } from './envoy/rls.js';
-export { PROTO_DIR, PROTO_LOADER_OPTIONS, loadRlsDefinition } from './grpc/server.js';
+export { PROTO_DIR, PROTO_LOADER_OPTIONS, loadRlsDefinition } from './grpc/proto.js';
 export { LiveRules, limiterResourceName, type LiveRulesOptions, type RulesAppliedEvent } from './live-rules.js';
 export { ServerMetrics, type ResourceStats } from './metrics.js';
 export { startServer, type RunningServer, type StartOptions } from './serve.js';

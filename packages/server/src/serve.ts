@@ -215,7 +215,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
       metrics.connectionClosed('grpc', reason),
     );
   } catch (err) {
-    grpcServer.forceShutdown();
+    await shutdownGrpc(grpcServer, 0);
     await app.close();
     await cleanup();
     throw err;

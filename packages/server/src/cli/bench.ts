@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
 import { dirname, join, resolve } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import { loadRlsDefinition } from '../grpc/server.js';
+import { loadRlsDefinition } from '../grpc/proto.js';
 import { CliError } from './client.js';
 import type { Out } from './rules.js';
 

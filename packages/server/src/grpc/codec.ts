@@ -96,7 +96,10 @@ export function decodeRlsRequest(raw: unknown, b: RlsBounds): RlsRequest {
   return { domain, descriptors, hitsAddend: Math.min(hits, MAX_COST + 1) };
 }
 
-/** An {@link RlsResponse} as proto-loader encodes it. */
+/**
+ * An {@link RlsResponse} as proto-loader encodes it. The server writes responses with
+ * `writeRateLimitResponse` (./wire.ts) instead; this form is what its test compares it with.
+ */
 export function encodeRlsResponse(r: RlsResponse): Record<string, unknown> {
   return {
     overall_code: r.overallCode,

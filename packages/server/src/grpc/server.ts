@@ -1,44 +1,29 @@
-import { createServer, type Server as NetServer } from 'node:net';
+import { createServer as createNetServer, type Server as NetServer } from 'node:net';
 import { once } from 'node:events';
-import { fileURLToPath } from 'node:url';
-import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
+import {
+  constants as h2constants,
+  createServer as createH2Server,
+  type Http2Server,
+  type IncomingHttpHeaders,
+  type OutgoingHttpHeaders,
+  type ServerHttp2Stream,
+} from 'node:http2';
 import type { Limiter } from '@sluice/core';
 import { limitConnections, type ConnectionCut, type ConnectionLimits } from '../connections.js';
-import { ServerError, ServerErrorCodes, describeError, grpcStatusOf } from '../errors.js';
+import { GrpcStatus, ServerError, ServerErrorCodes, describeError, grpcStatusOf } from '../errors.js';
 import type { OverrideTable } from '../envoy/overrides.js';
 import { shouldRateLimit } from '../envoy/rls.js';
+import { TurnBatch } from '../turn-batch.js';
 import { authorized } from '../http/auth.js';
 import type { LiveRules } from '../live-rules.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { WarningThrottle } from '../logging.js';
-import { decodeRlsRequest, encodeRlsResponse, type RlsBounds } from './codec.js';
-import { invalidUtf8Field } from './utf8.js';
+import { decodeRlsRequest, type RlsBounds } from './codec.js';
+import { UnaryReader, encodeGrpcMessage, frameMessage, parseGrpcTimeout } from './framing.js';
+import { Sessions } from './sessions.js';
+import { readRateLimitRequest, writeRateLimitResponse } from './wire.js';
 
-/** proto/ is a sibling of both src/ and dist/. */
-export const PROTO_DIR = fileURLToPath(new URL('../../proto', import.meta.url));
-
-/** How proto-loader presents messages to the server and to clients of the tests and the CLI. */
-export const PROTO_LOADER_OPTIONS: protoLoader.Options = Object.freeze({
-  keepCase: true,
-  longs: String,
-  enums: String,
-  defaults: true,
-  oneofs: true,
-  includeDirs: [PROTO_DIR],
-});
-
-/** The loaded `envoy.service.ratelimit.v3.RateLimitService` definition. */
-export function loadRlsDefinition(): protoLoader.ServiceDefinition {
-  const pkg = protoLoader.loadSync('envoy/service/ratelimit/v3/rls.proto', PROTO_LOADER_OPTIONS);
-  return pkg['envoy.service.ratelimit.v3.RateLimitService'] as protoLoader.ServiceDefinition;
-}
-
-/** Marks a request that could not be decoded, so the handler answers INVALID_ARGUMENT. */
-const MALFORMED = Symbol('malformed');
-interface Malformed {
-  readonly [MALFORMED]: ServerError;
-}
+export { PROTO_DIR, PROTO_LOADER_OPTIONS, loadRlsDefinition } from './proto.js';
 
 /** What the gRPC server is built from. */
 export interface GrpcDeps {
@@ -62,6 +47,8 @@ export interface GrpcDeps {
 }
 
 const METHOD = 'ShouldRateLimit';
+/** The one method served; any other path is answered UNIMPLEMENTED. */
+export const RLS_PATH = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
 
 /**
  * Most concurrent calls on one connection: each may buffer up to `maxMessageBytes`, so this
@@ -70,96 +57,234 @@ const METHOD = 'ShouldRateLimit';
 export const MAX_CONCURRENT_STREAMS = 100;
 /**
  * Every connection is asked to go away (GOAWAY) at this age; calls in progress then have the
- * request timeout to finish. grpc-js has no timeout on receiving a call, so this bounds how long
- * a call whose message never completes holds its connection. Clients reconnect at once.
+ * body timeout to finish. This bounds how long a call whose message never completes holds its
+ * connection. Clients reconnect at once.
  */
 export const MAX_CONNECTION_AGE_MS = 120_000;
+/** Pings find peers that vanished without closing (their connections would count against the caps). */
+const KEEPALIVE_MS = 60_000;
+const KEEPALIVE_TIMEOUT_MS = 20_000;
+
+const CONTENT_TYPE = 'application/grpc+proto';
+
+/** The gRPC server: an HTTP/2 server fed the connections of {@link bindGrpc}, and its connections. */
+export interface GrpcServer {
+  readonly http2: Http2Server;
+  readonly sessions: Sessions;
+}
+
+/** Whether a content-type names gRPC (`application/grpc`, `application/grpc+proto`, `application/grpc;...`). */
+function isGrpcContentType(value: string | undefined): boolean {
+  if (value === undefined || !value.startsWith('application/grpc')) return false;
+  const next = value.charCodeAt('application/grpc'.length);
+  return Number.isNaN(next) || next === 0x2b /* + */ || next === 0x3b; /* ; */
+}
 
 /**
- * A gRPC server offering Envoy's `RateLimitService/ShouldRateLimit`. Undecodable messages
- * are answered INVALID_ARGUMENT (grpc-js alone would say INTERNAL); every error carries its
- * stable code in the `sluice-error-code` trailer, its gRPC status derived from it.
+ * A gRPC server offering Envoy's `RateLimitService/ShouldRateLimit` over `node:http2`, with gRPC's
+ * framing done here: one length-prefixed message in, one out, the status in `grpc-status` and
+ * `grpc-message` trailers. Undecodable messages are answered INVALID_ARGUMENT; every error
+ * carries its stable code in the `sluice-error-code` trailer, its gRPC status derived from it.
+ * Other methods are UNIMPLEMENTED, compressed messages are refused (UNIMPLEMENTED when the
+ * `grpc-encoding` names an algorithm, INTERNAL when it names none), `grpc-timeout` deadlines
+ * are kept (DEADLINE_EXCEEDED), messages over `maxMessageBytes` are RESOURCE_EXHAUSTED.
  */
-export function buildGrpcServer(deps: GrpcDeps): grpc.Server {
-  const def = loadRlsDefinition();
-  const method = def[METHOD]!;
-  const service: grpc.ServiceDefinition = {
-    [METHOD]: {
-      ...method,
-      requestDeserialize: (buf: Buffer): unknown => {
-        let request: unknown;
-        try {
-          request = method.requestDeserialize(buf);
-        } catch (err) {
-          const why = err instanceof Error ? err.message : String(err);
-          return {
-            [MALFORMED]: new ServerError(ServerErrorCodes.MALFORMED_BODY, `not a RateLimitRequest: ${why}`),
-          } satisfies Malformed;
-        }
-        // Decoding turned invalid bytes into U+FFFD: refuse them rather than merge distinct strings.
-        const field = invalidUtf8Field(buf);
-        if (field === undefined) return request;
-        return {
-          [MALFORMED]: new ServerError(ServerErrorCodes.INVALID_REQUEST, `${field}: must be valid UTF-8`, { field }),
-        } satisfies Malformed;
-      },
-    },
-  };
-  const server = new grpc.Server({
-    'grpc.max_receive_message_length': deps.maxMessageBytes,
-    'grpc.max_send_message_length': 4 * 1024 * 1024,
-    'grpc.max_concurrent_streams': MAX_CONCURRENT_STREAMS,
-    'grpc.max_connection_idle_ms': deps.idleTimeoutMs,
-    'grpc.max_connection_age_ms': MAX_CONNECTION_AGE_MS,
-    'grpc.max_connection_age_grace_ms': deps.bodyTimeoutMs,
-    // Pings find peers that vanished without closing (their connections would count against the caps).
-    'grpc.keepalive_time_ms': 60_000,
-    'grpc.keepalive_timeout_ms': 20_000,
+export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
+  // The calls of one loop turn reach the store together (see TurnBatch).
+  const turns = new TurnBatch();
+  const http2 = createH2Server({
+    settings: { maxConcurrentStreams: MAX_CONCURRENT_STREAMS },
+    // A stream's body is read as it arrives; this bounds what the peer may send ahead of that.
+    maxSessionMemory: 16,
   });
-  const fail = (callback: grpc.sendUnaryData<unknown>, err: unknown) => {
+  const sessions = new Sessions({
+    idleTimeoutMs: deps.idleTimeoutMs,
+    maxAgeMs: MAX_CONNECTION_AGE_MS,
+    ageGraceMs: deps.bodyTimeoutMs,
+    keepaliveMs: KEEPALIVE_MS,
+    keepaliveTimeoutMs: KEEPALIVE_TIMEOUT_MS,
+  });
+  http2.on('session', (session) => sessions.add(session));
+  // Not HTTP/2 (or not even HTTP): nothing to answer, the connection is closed at once.
+  http2.on('unknownProtocol', (socket: { destroy(): void }) => socket.destroy());
+  http2.on('sessionError', () => undefined);
+  http2.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
+    stream.on('error', () => undefined);
+    if (headers[':method'] !== 'POST') {
+      respondHttp(stream, 405);
+      return;
+    }
+    if (!isGrpcContentType(headers['content-type'])) {
+      respondHttp(stream, 415);
+      return;
+    }
+    if (headers[':path'] !== RLS_PATH) {
+      status(stream, GrpcStatus.UNIMPLEMENTED, `the server does not implement the method ${String(headers[':path'])}`);
+      stopReading(stream);
+      return;
+    }
+    serveCall(stream, headers);
+  });
+
+  /** Answers a call with an error: its status derived from its code, the code in `sluice-error-code`. */
+  const fail = (stream: ServerHttp2Stream, err: unknown) => {
     const { body, internal } = describeError(err);
     if (internal) deps.warnings.error('grpc_failed', { err }, 'ShouldRateLimit failed');
-    const metadata = new grpc.Metadata();
-    metadata.set('sluice-error-code', body.code);
     const code = grpcStatusOf(body.code);
     deps.metrics.grpcRequest(METHOD, code);
-    callback({ code, details: `${body.code}: ${body.message}`, metadata }, null);
+    status(stream, code, `${body.code}: ${body.message}`, { 'sluice-error-code': body.code });
   };
-  server.addService(service, {
-    [METHOD]: (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
-      if (!authorized(call.metadata.get('authorization')[0], deps.token)) {
+
+  const serveCall = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
+    let answered = false;
+    let deadline: NodeJS.Timeout | undefined;
+    /** Answers once: a late decision after a deadline or a refused body is dropped. */
+    const answer = (send: () => void) => {
+      if (answered) return;
+      answered = true;
+      clearTimeout(deadline);
+      if (stream.destroyed || stream.closed) return;
+      send();
+      // Answered before the request ended (refused, or past its deadline): the stream is freed
+      // at once rather than held until the peer finishes sending.
+      stopReading(stream);
+    };
+    stream.once('close', () => {
+      answered = true;
+      clearTimeout(deadline);
+    });
+    if (!authorized(headers.authorization, deps.token)) {
+      answer(() =>
         fail(
-          callback,
+          stream,
           new ServerError(ServerErrorCodes.UNAUTHORIZED, 'a valid bearer token is required in the authorization metadata'),
-        );
-        return;
-      }
-      const raw = call.request;
-      if (typeof raw === 'object' && raw !== null && MALFORMED in raw) {
-        fail(callback, (raw as Malformed)[MALFORMED]);
-        return;
-      }
-      if (deps.closing()) {
-        fail(callback, new ServerError(ServerErrorCodes.SHUTTING_DOWN, 'the server is shutting down'));
-        return;
-      }
-      let request;
-      try {
-        request = decodeRlsRequest(raw, deps.bounds);
-      } catch (err) {
-        fail(callback, err);
-        return;
-      }
-      shouldRateLimit(request, deps.limiter, deps.rules, deps.overrides).then(
-        (response) => {
-          deps.metrics.grpcRequest(METHOD, grpc.status.OK);
-          callback(null, encodeRlsResponse(response));
-        },
-        (err: unknown) => fail(callback, err),
+        ),
       );
+      return;
+    }
+    const timeoutMs = parseGrpcTimeout(headers['grpc-timeout']);
+    if (timeoutMs !== undefined) {
+      deadline = setTimeout(
+        () =>
+          answer(() => {
+            deps.metrics.grpcRequest(METHOD, GrpcStatus.DEADLINE_EXCEEDED);
+            status(stream, GrpcStatus.DEADLINE_EXCEEDED, 'Deadline exceeded');
+          }),
+        timeoutMs,
+      );
+    }
+    const encoding = headers['grpc-encoding'];
+    const reader = new UnaryReader(deps.maxMessageBytes);
+    const refuse = (code: number, message: string, extra: OutgoingHttpHeaders = {}) =>
+      answer(() => {
+        deps.metrics.grpcRequest(METHOD, code);
+        status(stream, code, message, extra);
+      });
+    stream.on('data', (chunk: Buffer) => {
+      if (answered) return;
+      const outcome = reader.push(chunk);
+      if (outcome === undefined) return;
+      if (outcome.kind === 'too-large') {
+        refuse(
+          GrpcStatus.RESOURCE_EXHAUSTED,
+          `Received message larger than max (${outcome.length} vs. ${deps.maxMessageBytes})`,
+          { 'sluice-error-code': ServerErrorCodes.BODY_TOO_LARGE },
+        );
+      } else if (outcome.kind === 'compressed') {
+        if (encoding === undefined || encoding === 'identity') {
+          refuse(GrpcStatus.INTERNAL, 'compressed flag set on a message without a grpc-encoding');
+        } else {
+          refuse(GrpcStatus.UNIMPLEMENTED, `grpc-encoding ${String(encoding)} is not supported`, {
+            'grpc-accept-encoding': 'identity',
+          });
+        }
+      } else if (outcome.kind === 'malformed') {
+        answer(() => fail(stream, new ServerError(ServerErrorCodes.MALFORMED_BODY, `not a gRPC request: ${outcome.why}`)));
+      }
+    });
+    stream.once('end', () => {
+      if (answered) return;
+      const outcome = reader.end();
+      if (outcome.kind !== 'message') {
+        const why = outcome.kind === 'malformed' ? outcome.why : outcome.kind;
+        answer(() => fail(stream, new ServerError(ServerErrorCodes.MALFORMED_BODY, `not a gRPC request: ${why}`)));
+        return;
+      }
+      decideCall(outcome.message, (send) => answer(send), stream);
+    });
+  };
+
+  const decideCall = (message: Buffer, answer: (send: () => void) => void, stream: ServerHttp2Stream) => {
+    if (deps.closing()) {
+      answer(() => fail(stream, new ServerError(ServerErrorCodes.SHUTTING_DOWN, 'the server is shutting down')));
+      return;
+    }
+    let request;
+    try {
+      request = decodeRlsRequest(decodeMessage(message), deps.bounds);
+    } catch (err) {
+      answer(() => fail(stream, err));
+      return;
+    }
+    turns
+      .defer(() => shouldRateLimit(request, deps.limiter, deps.rules, deps.overrides))
+      .then(
+        (response) =>
+          answer(() => {
+            deps.metrics.grpcRequest(METHOD, GrpcStatus.OK);
+            const bytes = writeRateLimitResponse(response);
+            stream.respond({ ':status': 200, 'content-type': CONTENT_TYPE }, { waitForTrailers: true });
+            stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' }));
+            stream.end(frameMessage(bytes));
+          }),
+        (err: unknown) => answer(() => fail(stream, err)),
+      );
+  };
+
+  /** The request as proto-loader presents it (read by ./wire.ts); throws a ServerError for bytes that are not one. */
+  const decodeMessage = (message: Buffer): unknown => {
+    let read;
+    try {
+      read = readRateLimitRequest(message);
+    } catch (err) {
+      const why = err instanceof Error ? err.message : String(err);
+      throw new ServerError(ServerErrorCodes.MALFORMED_BODY, `not a RateLimitRequest: ${why}`);
+    }
+    // Refused rather than decoded with U+FFFD: distinct strings would share one counter.
+    const field = read.invalidUtf8;
+    if (field !== undefined) {
+      throw new ServerError(ServerErrorCodes.INVALID_REQUEST, `${field}: must be valid UTF-8`, { field });
+    }
+    return read.request;
+  };
+
+  return { http2, sessions };
+}
+
+/** A trailers-only answer: the status (and any metadata) in the one HEADERS frame. */
+function status(stream: ServerHttp2Stream, code: number, message: string, extra: OutgoingHttpHeaders = {}): void {
+  if (stream.destroyed || stream.closed || stream.headersSent) return;
+  stream.respond(
+    {
+      ':status': 200,
+      'content-type': CONTENT_TYPE,
+      'grpc-status': String(code),
+      'grpc-message': encodeGrpcMessage(message),
+      ...extra,
     },
-  });
-  return server;
+    { endStream: true },
+  );
+}
+
+/** A plain HTTP answer to a request that is not a gRPC call. */
+function respondHttp(stream: ServerHttp2Stream, code: number): void {
+  if (!stream.destroyed && !stream.headersSent) stream.respond({ ':status': code }, { endStream: true });
+  stopReading(stream);
+}
+
+/** Ends a stream answered before its request ended: its peer may stop sending (RST_STREAM NO_ERROR). */
+function stopReading(stream: ServerHttp2Stream): void {
+  if (!stream.destroyed && !stream.readableEnded) stream.close(h2constants.NGHTTP2_NO_ERROR);
 }
 
 /** The gRPC listener: its port, and `close()` to stop accepting connections. */
@@ -169,26 +294,21 @@ export interface GrpcListener {
 }
 
 /**
- * Listens on host:port (0: any free port) and hands `server` the connections within `limits`
- * (grpc-js has no connection cap of its own); `cut` hears of each connection refused.
+ * Listens on host:port (0: any free port) and hands `server` the connections within `limits`;
+ * `cut` hears of each connection refused.
  */
 export async function bindGrpc(
-  server: grpc.Server,
+  server: GrpcServer,
   host: string,
   port: number,
   limits: ConnectionLimits,
   cut: (reason: ConnectionCut) => void,
 ): Promise<GrpcListener> {
-  const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
-  const listener: NetServer = createServer();
-  limitConnections(listener, limits, cut, (socket) => injector.injectConnection(socket));
-  try {
-    listener.listen(port, host);
-    await once(listener, 'listening');
-  } catch (err) {
-    injector.destroy();
-    throw err;
-  }
+  // No Nagle: each answer is a few small frames, which would otherwise wait for the peer's ACK.
+  const listener: NetServer = createNetServer({ noDelay: true });
+  limitConnections(listener, limits, cut, (socket) => server.http2.emit('connection', socket));
+  listener.listen(port, host);
+  await once(listener, 'listening');
   const address = listener.address();
   return {
     port: typeof address === 'object' && address !== null ? address.port : port,
@@ -199,15 +319,6 @@ export async function bindGrpc(
 }
 
 /** Stops taking calls, lets in-flight ones finish within `graceMs`, then cuts the rest. */
-export function shutdownGrpc(server: grpc.Server, graceMs: number): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => {
-      server.forceShutdown();
-      resolve();
-    }, graceMs);
-    server.tryShutdown(() => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
+export function shutdownGrpc(server: GrpcServer, graceMs: number): Promise<void> {
+  return server.sessions.close(graceMs);
 }

@@ -3,7 +3,9 @@ import { isUtf8 } from 'node:buffer';
 /**
  * Finds string fields of a `RateLimitRequest` that are not valid UTF-8. proto-loader decodes
  * such bytes to U+FFFD, so descriptors that differ only in invalid bytes (`0xFE` and `0xFF`)
- * would share one counter; the server refuses them instead, which needs the raw bytes.
+ * would share one counter; the server refuses them instead, which needs the raw bytes. The
+ * server reads requests with ./wire.ts, which checks strings as it reads them; this separate
+ * walk is what wire.test.ts holds it to.
  */
 
 /** Where the strings of a message are: field number -> name and content. */

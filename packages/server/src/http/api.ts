@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ServerError, ServerErrorCodes, fromZod } from '../errors.js';
 import type { RateLimitService } from '../service.js';
+import { TurnBatch } from '../turn-batch.js';
 import { authorized } from './auth.js';
 import { decodeBody, itemSchemas, type Decoded, type ItemBounds } from './items.js';
 import { encodeDecision, errorReply, rateLimitHeaders, sendError, type FaultLog } from './reply.js';
@@ -17,6 +18,13 @@ export const RULES_VERSION_HEADER = 'sluice-rules-version';
 export const CLIENT_ID_HEADER = 'sluice-client-id';
 const plainQuery = z.strictObject({});
 
+/** Whether a parsed query string has any parameter (fastify gives an object, possibly null-prototype). */
+function hasKeys(query: unknown): boolean {
+  if (query === undefined || query === null || typeof query !== 'object') return false;
+  for (const _ in query) return true;
+  return false;
+}
+
 /** An operation's result and how it is written. */
 interface Op<T, R> {
   readonly path: string;
@@ -26,7 +34,14 @@ interface Op<T, R> {
   readonly encode: (r: R, query: Record<string, string | undefined>) => object;
   /** Headers and status of a single call's answer. */
   readonly single?: (r: R, query: Record<string, string | undefined>) => { status: number; headers: Record<string, string> };
+  /** Whether the operation may wait, and so must hear of the client going away. */
+  readonly waits?: boolean;
 }
+
+/** The signal of operations that never wait: nothing listens for the client going away. */
+const NEVER_ABORTED = new AbortController().signal;
+/** The parsed query of a request without one (the common case: no parse). */
+const NO_QUERY: Record<string, string | undefined> = Object.freeze({});
 
 /** What an item's operation knows of its request. */
 interface CallContext {
@@ -55,19 +70,29 @@ export function registerApi(
   token: string | undefined,
 ): void {
   const schemas = itemSchemas(bounds);
-  const onRequest = async (request: FastifyRequest, reply: FastifyReply) => {
-    if (authorized(request.headers.authorization, token)) return undefined;
-    return sendError(
-      reply.header('www-authenticate', 'Bearer'),
-      new ServerError(ServerErrorCodes.UNAUTHORIZED, 'a valid bearer token is required'),
-      logger,
-    );
-  };
+  // The calls of one loop turn reach the store together (see TurnBatch).
+  const turns = new TurnBatch();
+  // Without a token there is nothing to check: no hook at all (each one costs every request).
+  const onRequest =
+    token === undefined
+      ? undefined
+      : (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {
+          if (authorized(request.headers.authorization, token)) {
+            done();
+            return;
+          }
+          // An answer sent from a hook ends the request; fastify is told nothing more.
+          void sendError(
+            reply.header('www-authenticate', 'Bearer'),
+            new ServerError(ServerErrorCodes.UNAUTHORIZED, 'a valid bearer token is required'),
+            logger,
+          );
+        };
   const route = <T, R>(op: Op<T, R>) => {
-    app.post(op.path, { onRequest }, async (request: FastifyRequest, reply: FastifyReply) => {
+    app.post(op.path, onRequest === undefined ? {} : { onRequest }, async (request: FastifyRequest, reply: FastifyReply) => {
       service.clients.note(request.headers[CLIENT_ID_HEADER]);
       void reply.header(RULES_VERSION_HEADER, String(service.rulesVersion));
-      const q = op.query.safeParse(request.query ?? {});
+      const q = hasKeys(request.query) ? op.query.safeParse(request.query) : { success: true as const, data: NO_QUERY };
       if (!q.success) return sendError(reply, fromZod(q.error), logger);
       let body;
       try {
@@ -77,14 +102,18 @@ export function registerApi(
       }
       // Waits end when the client goes away: the response closes before it was written. Every
       // item of a batch shares this one signal (the limiter listens to it once).
-      const abort = new AbortController();
-      reply.raw.once('close', () => {
-        if (!reply.raw.writableFinished) abort.abort();
-      });
-      const context: CallContext = { signal: abort.signal, client: request.ip };
+      let signal = NEVER_ABORTED;
+      if (op.waits === true) {
+        const abort = new AbortController();
+        reply.raw.once('close', () => {
+          if (!reply.raw.writableFinished) abort.abort();
+        });
+        signal = abort.signal;
+      }
+      const context: CallContext = { signal, client: request.ip };
       const answer = async (d: Decoded<T>) => {
         if (!d.ok) throw d.error;
-        return op.run(d.value, context);
+        return turns.defer(() => op.run(d.value, context));
       };
       if (!body.batch) {
         let r: R;
@@ -118,6 +147,7 @@ export function registerApi(
     run: (item, call) => service.acquire(item, call.signal, call.client),
     encode: (d, q) => encodeDecision(d, isSet(q.statuses)),
     single: decisionSingle,
+    waits: true,
   });
   route({
     path: '/v1/release',

@@ -1,0 +1,172 @@
+import { describe, expect, it } from 'vitest';
+import { loadRlsDefinition } from './proto.js';
+import { invalidUtf8Field } from './utf8.js';
+import type { RlsResponse } from '../envoy/rls.js';
+import { encodeRlsResponse } from './codec.js';
+import { WireError, readRateLimitRequest, writeRateLimitResponse } from './wire.js';
+
+const method = loadRlsDefinition().ShouldRateLimit!;
+
+/** A small seeded generator (mulberry32), so a failure repeats. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function requestOf(next: () => number): object {
+  const int = (n: number) => Math.floor(next() * n);
+  const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
+  const str = () => pick(['', 'a', 'user', 'ü', '🙂x', 'k'.repeat(int(40))]);
+  return {
+    domain: str(),
+    hits_addend: pick([0, 1, 7, 4294967295]),
+    descriptors: Array.from({ length: int(4) }, () => ({
+      entries: Array.from({ length: int(4) }, () => ({ key: str(), value: str() })),
+      ...(next() < 0.3
+        ? { limit: { requests_per_unit: pick([0, 1, 5, 4294967295]), unit: pick(['SECOND', 'YEAR', 'UNKNOWN']) } }
+        : {}),
+      ...(next() < 0.3 ? { hits_addend: { value: pick(['0', '1', '4503599627370497', '18446744073709551615']) } } : {}),
+    })),
+  };
+}
+
+/** What proto-loader makes of bytes: the object, or that it refused them. */
+function reference(bytes: Buffer): { object?: unknown; refused?: true } {
+  try {
+    return { object: method.requestDeserialize(bytes) };
+  } catch {
+    return { refused: true };
+  }
+}
+
+function mine(bytes: Buffer): { object?: unknown; invalidUtf8?: string | undefined; refused?: true } {
+  try {
+    const r = readRateLimitRequest(bytes);
+    return { object: r.request, invalidUtf8: r.invalidUtf8 };
+  } catch (err) {
+    expect(err).toBeInstanceOf(WireError);
+    return { refused: true };
+  }
+}
+
+/**
+ * Whatever the decoder accepts, proto-loader accepts and decodes alike (it accepts more: see
+ * wire.ts); the decoder finds the same invalid UTF-8 as the walk of utf8.ts.
+ */
+function compare(bytes: Buffer): boolean {
+  const got = mine(bytes);
+  if (got.refused) return false;
+  const want = reference(bytes);
+  const context = bytes.toString('hex');
+  expect(want.refused, context).toBeUndefined();
+  expect(got.invalidUtf8, context).toBe(invalidUtf8Field(bytes));
+  if (got.invalidUtf8 === undefined) expect(got.object, context).toEqual(want.object);
+  return true;
+}
+
+describe('readRateLimitRequest', () => {
+  it('reads what proto-loader encodes into the object proto-loader decodes', () => {
+    const next = rng(1);
+    for (let i = 0; i < 2000; i++) {
+      const bytes = method.requestSerialize(requestOf(next));
+      const got = readRateLimitRequest(bytes);
+      expect(got.invalidUtf8).toBeUndefined();
+      expect(got.request).toEqual(method.requestDeserialize(bytes));
+    }
+  });
+
+  it('accepts only mutated and random bytes proto-loader accepts, decodes them alike, and finds the same invalid UTF-8', () => {
+    const next = rng(2);
+    let accepted = 0;
+    const int = (n: number) => Math.floor(next() * n);
+    for (let i = 0; i < 20_000; i++) {
+      let bytes: Buffer;
+      if (i % 4 === 0) {
+        bytes = Buffer.from(Array.from({ length: int(64) }, () => int(256)));
+      } else {
+        bytes = Buffer.from(method.requestSerialize(requestOf(next)));
+        for (let m = 1 + int(3); m > 0 && bytes.length > 0; m--) {
+          const at = int(bytes.length);
+          const kind = int(3);
+          if (kind === 0) bytes[at] = int(256);
+          else if (kind === 1) bytes = bytes.subarray(0, at);
+          else bytes = Buffer.concat([bytes.subarray(0, at), Buffer.from([int(256)]), bytes.subarray(at)]);
+        }
+      }
+      if (compare(bytes)) accepted++;
+    }
+    // The mutations left many messages well-formed: the comparison was not vacuous.
+    expect(accepted).toBeGreaterThan(2000);
+  });
+
+  it('refuses what protobufjs lets through: a string past the end, a wrong wire type, a group', () => {
+    for (const hex of ['0a0561', '1801' + '0a0161'.replace('0a', '08'), '0a02', '1b0c']) {
+      expect(() => readRateLimitRequest(Buffer.from(hex, 'hex')), hex).toThrow(WireError);
+    }
+  });
+
+  it('names the first string that is not UTF-8', () => {
+    const bytes = Buffer.from(
+      method.requestSerialize({
+        domain: 'd',
+        descriptors: [
+          {
+            entries: [
+              { key: 'k', value: 'vv' },
+              { key: 'k', value: 'ww' },
+            ],
+          },
+        ],
+      }),
+    );
+    const at = bytes.lastIndexOf(Buffer.from('ww'));
+    bytes[at] = 0xff;
+    expect(readRateLimitRequest(bytes).invalidUtf8).toBe('descriptors[0].entries[1].value');
+    expect(invalidUtf8Field(bytes)).toBe('descriptors[0].entries[1].value');
+  });
+
+  it('keeps unknown enum numbers and the full range of uint64', () => {
+    // descriptors[0] (17 bytes): limit { unit: 9 }, hits_addend { value: 2^64 - 1 }
+    const bytes = Buffer.from('1211' + '12021009' + '1a0b08' + 'ff'.repeat(9) + '01', 'hex');
+    const r = readRateLimitRequest(bytes).request as { descriptors: { limit: unknown; hits_addend: unknown }[] };
+    expect(r.descriptors[0]!.limit).toEqual({ requests_per_unit: 0, unit: 9 });
+    expect(r.descriptors[0]!.hits_addend).toEqual({ value: '18446744073709551615' });
+    expect(r).toEqual(method.requestDeserialize(bytes));
+  });
+});
+
+describe('writeRateLimitResponse', () => {
+  it('encodes what proto-loader encodes from encodeRlsResponse: the same message once decoded', () => {
+    const next = rng(3);
+    const int = (n: number) => Math.floor(next() * n);
+    const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
+    for (let i = 0; i < 3000; i++) {
+      const response: RlsResponse = {
+        overallCode: pick(['OK', 'OVER_LIMIT'] as const),
+        statuses: Array.from({ length: int(4) }, () => ({
+          code: pick(['OK', 'OVER_LIMIT'] as const),
+          limitRemaining: pick([0, 1, 499, 4294967295]),
+          ...(next() < 0.7
+            ? {
+                currentLimit: {
+                  requestsPerUnit: pick([0, 1, 500, 1_000_000_000]),
+                  unit: pick(['second', 'minute', 'hour', 'day', 'month', 'year'] as const),
+                  name: pick(['', 'specific_limit', 'ünï']),
+                },
+              }
+            : {}),
+          ...(next() < 0.7 ? { durationUntilResetMs: pick([0, 1, 999, 1000, 1234.5678, 86_400_000 * 400]) } : {}),
+        })),
+      };
+      const mine = method.responseDeserialize(writeRateLimitResponse(response));
+      const theirs = method.responseDeserialize(method.responseSerialize(encodeRlsResponse(response)));
+      expect(mine, JSON.stringify(response)).toEqual(theirs);
+    }
+  });
+});
