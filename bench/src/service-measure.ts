@@ -180,3 +180,14 @@ export function sumMetric(text: string, name: string): number {
   }
   return sum;
 }
+
+/** wrk's `done` hook (Lua) that prints the report {@link parseWrkReport} reads; every wrk script ends with it. */
+export const WRK_DONE_LUA = `function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    '${WRK_REPORT_MARK}{"requests":%d,"duration_us":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d,"p50":%d,"p99":%d,"p999":%d,"max":%d}\\n',
+    summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout,
+    math.floor(latency:percentile(50)), math.floor(latency:percentile(99)), math.floor(latency:percentile(99.9)),
+    math.floor(latency.max)))
+end
+`;

@@ -3,7 +3,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { makeTempDir, removeTempDir, startChild, stopChild } from './service-children.js';
 import { PROTO_DIR } from './service-load.js';
-import { WRK_REPORT_MARK, parseWrkReport, wrkErrors } from './service-measure.js';
+import { WRK_DONE_LUA, parseWrkReport, wrkErrors } from './service-measure.js';
 
 /** What one load run measured: calls per second and latency per call (microseconds). */
 export interface LoadResult {
@@ -134,15 +134,7 @@ function request()
   return wrk.format("POST", nil, headers, string.format(template, key))
 end
 
-function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    '${WRK_REPORT_MARK}{"requests":%d,"duration_us":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d,"p50":%d,"p99":%d,"p999":%d,"max":%d}\\n',
-    summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout,
-    math.floor(latency:percentile(50)), math.floor(latency:percentile(99)), math.floor(latency:percentile(99.9)),
-    math.floor(latency.max)))
-end
-`;
+${WRK_DONE_LUA}`;
 }
 
 /** The body of Sluice's `/v1/check` for a native resource. */

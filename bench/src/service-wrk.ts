@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { makeTempDir, procCpu, removeTempDir, startChild, stopChild } from './service-children.js';
-import { WRK_REPORT_MARK, parseWrkReport, type WrkReport } from './service-measure.js';
+import { WRK_DONE_LUA, parseWrkReport, type WrkReport } from './service-measure.js';
 
 /**
  * The wrk script: POSTs `/v1/check` bodies built per request (one item, or `{ items: [...] }`
@@ -38,15 +38,7 @@ function request()
   return wrk.format("POST", "/v1/check", headers, body)
 end
 
-function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    '${WRK_REPORT_MARK}{"requests":%d,"duration_us":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d,"p50":%d,"p99":%d,"p999":%d,"max":%d}\\n',
-    summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout,
-    math.floor(latency:percentile(50)), math.floor(latency:percentile(99)), math.floor(latency:percentile(99.9)),
-    math.floor(latency.max)))
-end
-`;
+${WRK_DONE_LUA}`;
 
 /** The wrk binary to use, or undefined when there is none (the HTTP cells then use Node clients). */
 export function findWrk(wanted: string | undefined): string | undefined {

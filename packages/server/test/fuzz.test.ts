@@ -4,6 +4,7 @@ import { connect } from 'node:net';
 import { Agent, request as httpRequest } from 'node:http';
 import type { RunningServer } from '@sluice/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rng } from './rng.js';
 import { RlsClient, TOKEN, call, scratch, startTestServer, writeRules } from './support.js';
 
 const RULES = `
@@ -25,18 +26,6 @@ domains:
           - key: user
             rate_limit: { unit: minute, requests_per_unit: 2 }
 `;
-
-/** mulberry32: a small seeded generator, so a failing run can be replayed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const SEED = Number(process.env.SLUICE_FUZZ_SEED ?? 20_261_129);
 

@@ -3,21 +3,10 @@ import { loadRlsDefinition } from './proto.js';
 import { invalidUtf8Field } from './utf8.js';
 import type { RlsResponse } from '../envoy/rls.js';
 import { encodeRlsResponse } from './codec.js';
+import { rng } from '../../test/rng.js';
 import { WireError, readRateLimitRequest, writeRateLimitResponse } from './wire.js';
 
 const method = loadRlsDefinition().ShouldRateLimit!;
-
-/** A small seeded generator (mulberry32), so a failure repeats. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function requestOf(next: () => number): object {
   const int = (n: number) => Math.floor(next() * n);
