@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   ALGORITHMS,
+  DEFAULT_BOOKING,
   combineStatuses,
   compileLimits,
   type Algorithm,
@@ -217,6 +218,53 @@ export function runConformance(target: ConformanceTarget): void {
         expect(denied.allowed).toBe(false);
         expect(denied.statuses[0]!.remaining).toBe(4);
         expect(await store.release({ key, limits: compileLimits(both), leaseId: 'l2' })).toBe(false);
+      });
+    });
+
+    describe.each(RATE_ALGORITHMS)('bookings on %s', (algorithm: Algorithm) => {
+      // Spans of seconds: real time passing between calls (a busy machine) stays well inside them.
+      const policy: LimitPolicy =
+        algorithm === 'gcra' || algorithm === 'token-bucket'
+          ? { algorithm, limit: 10, windowMs: 20_000, burst: 5 }
+          : { algorithm, limit: 5, windowMs: 3000 };
+      const bounds = { ...DEFAULT_BOOKING, claimWindowMs: 5000 };
+
+      it('books in line once full, answers the same booking to its id, claims it once due and cancels', async () => {
+        if (store.book === undefined || store.cancel === undefined) throw new Error(`${target.name} cannot book`);
+        const key = newKey();
+        const limits = compileLimits(policy);
+        const book = (id: string, create = true) => store.book!({ key, limits, cost: 1, id, create, bounds });
+        let bookedId = 'a0';
+        let first = await book(bookedId);
+        for (let i = 1; first.outcome === 'admitted' && i < 20; i++) first = await book((bookedId = `a${i}`));
+        expect(first.outcome).toBe('booked');
+        expect(first.allowed).toBe(false);
+        const slot = first.booking!;
+        expect(slot.start).toBeGreaterThan(first.now);
+        expect(slot.end).toBeGreaterThan(slot.start);
+        // The next booking is in line behind the first; the same id is the same booking.
+        const next = await book('next');
+        expect(next.outcome).toBe('booked');
+        expect(next.booking!.start).toBeGreaterThanOrEqual(slot.start);
+        const same = await book('next', false);
+        expect(same.outcome).toBe('booked');
+        expect(same.booking).toEqual(next.booking);
+        expect((await book('nobody', false)).outcome).toBe('missing');
+        // A plain call is behind the bookings.
+        expect((await store.consume({ key, limits, cost: 1, leaseId: '' })).allowed).toBe(false);
+        expect(await store.cancel({ key, limits, id: 'next' })).toBe(true);
+        expect(await store.cancel({ key, limits, id: 'next' })).toBe(false);
+        // Early (by the store's clock): still booked. A fixed window's slot is the next window,
+        // which a real clock may already have reached.
+        let claimed = await book(bookedId, false);
+        if (claimed.now < slot.start) {
+          expect(claimed.outcome).toBe('booked');
+          await target.advance(slot.start - claimed.now + 20);
+          claimed = await book(bookedId, false);
+        }
+        expect(claimed.outcome).toBe('claimed');
+        expect(claimed.allowed).toBe(true);
+        expect((await book(bookedId, false)).outcome).toBe('missing');
       });
     });
 

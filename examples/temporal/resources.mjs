@@ -9,3 +9,12 @@ export const resources = {
     priority: { reserved: 0.25 },
   },
 };
+
+// The non-blocking scenario (non-blocking.mjs): one quota of 10 calls a second, every call in
+// non-blocking mode.
+export const QUOTA_PER_SECOND = 10;
+export const QUOTA_BURST = 5;
+
+export const quotaResources = {
+  'api:quota': { algorithm: 'token-bucket', limit: QUOTA_PER_SECOND, windowMs: 1000, burst: QUOTA_BURST },
+};

@@ -9,12 +9,17 @@ import { Limiter } from '@sluice/core';
 import { RedisStore } from '@sluice/redis';
 import { createSluiceInterceptors } from '@sluice/temporal';
 import { createTemporalMetrics } from '@sluice/temporal/metrics';
-import { resources } from './resources.mjs';
+import { Context } from '@temporalio/activity';
+import { quotaResources, resources as paymentResources } from './resources.mjs';
 
 const [taskQueue, bundlePath] = process.argv.slice(2);
 const address = process.env.SLUICE_TEMPORAL_ADDRESS ?? '127.0.0.1:7233';
 const redisUrl = process.env.SLUICE_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const prefix = process.env.SLUICE_EXAMPLE_PREFIX ?? 'sluice-example:';
+// SLUICE_EXAMPLE_SCENARIO=non-blocking (non-blocking.mjs): every refund in non-blocking mode on
+// one quota, with bookings unless SLUICE_EXAMPLE_BOOKING=off.
+const nonBlocking = process.env.SLUICE_EXAMPLE_SCENARIO === 'non-blocking';
+const resources = nonBlocking ? quotaResources : paymentResources;
 Runtime.install({ logger: new DefaultLogger('WARN') });
 
 const registry = new Registry();
@@ -26,7 +31,8 @@ const limiter = new Limiter({ store, resources, failover: { peers: Number(proces
 // The downstream: a payment provider that must never see more than 20 calls a second in total.
 async function callProvider(kind, id) {
   const at = Date.now();
-  process.stdout.write(`${JSON.stringify({ event: 'call', kind, id, at, taskQueue, pid: process.pid })}\n`);
+  const { attempt } = Context.current().info;
+  process.stdout.write(`${JSON.stringify({ event: 'call', kind, id, at, attempt, taskQueue, pid: process.pid })}\n`);
   await new Promise((r) => setTimeout(r, 20));
   return at;
 }
@@ -45,10 +51,13 @@ const worker = await Worker.create({
     limiter,
     observer: createTemporalMetrics({ registry }),
     // Keyed by the downstream, not by the task queue: both activity types share one limit.
-    activities: {
-      chargeCard: { resource: 'api:payment_provider', mode: 'blocking' },
-      refundCard: { resource: 'api:payment_provider', mode: 'non-blocking' },
-    },
+    activities: nonBlocking
+      ? { refundCard: { resource: 'api:quota', mode: 'non-blocking' } }
+      : {
+          chargeCard: { resource: 'api:payment_provider', mode: 'blocking' },
+          refundCard: { resource: 'api:payment_provider', mode: 'non-blocking' },
+        },
+    booking: process.env.SLUICE_EXAMPLE_BOOKING !== 'off',
   }),
 });
 

@@ -11,6 +11,21 @@ export interface CheckItem {
   readonly priority?: 'core' | 'normal';
 }
 
+/** One booking call as the service takes it (`/v1/book`, `/v1/claim`). */
+export interface BookItem extends CheckItem {
+  readonly id: string;
+}
+
+/** The batched decision endpoints, each with the per-limit statuses. */
+export const DECISION_PATHS = Object.freeze({
+  check: '/v1/check?statuses=1',
+  book: '/v1/book?statuses=1',
+  claim: '/v1/claim?statuses=1',
+});
+
+/** Which endpoint a batched call goes to. */
+export type DecisionOp = keyof typeof DECISION_PATHS;
+
 /** The pending queue is full: the service is not keeping up with this process. */
 export class Overloaded extends SluiceError {
   constructor(max: number) {
@@ -19,7 +34,7 @@ export class Overloaded extends SluiceError {
 }
 
 interface Pending {
-  readonly item: CheckItem;
+  readonly item: CheckItem | BookItem;
   readonly resolve: (d: Decision) => void;
   readonly reject: (e: unknown) => void;
 }
@@ -36,10 +51,11 @@ export interface BatcherOptions {
 
 /**
  * Coalesces the checks of one event-loop turn into `POST /v1/check` batches of at most
- * `maxBatch` items; each caller gets its own item's answer (a decision or an error).
+ * `maxBatch` items (bookings and claims into `/v1/book` and `/v1/claim` batches the same way);
+ * each caller gets its own item's answer (a decision or an error). The pending bound is shared.
  */
 export class CheckBatcher {
-  #queue: Pending[] = [];
+  #queues = new Map<DecisionOp, Pending[]>();
   #scheduled: NodeJS.Immediate | undefined;
   #pending = 0;
   readonly #inFlight = new Set<Promise<void>>();
@@ -52,11 +68,22 @@ export class CheckBatcher {
 
   /** Queues a check for the next flush. */
   check(item: CheckItem): Promise<Decision> {
+    return this.#queue('check', item);
+  }
+
+  /** Queues a booking (`book`) or a claim (`claim`) for the next flush. */
+  book(op: 'book' | 'claim', item: BookItem): Promise<Decision> {
+    return this.#queue(op, item);
+  }
+
+  #queue(op: DecisionOp, item: CheckItem | BookItem): Promise<Decision> {
     if (this.#closed) return Promise.reject(new ClosedByCaller());
     if (this.#pending >= this.options.maxPending) return Promise.reject(new Overloaded(this.options.maxPending));
     this.#pending++;
     return new Promise<Decision>((resolve, reject) => {
-      this.#queue.push({ item, resolve, reject });
+      let queue = this.#queues.get(op);
+      if (queue === undefined) this.#queues.set(op, (queue = []));
+      queue.push({ item, resolve, reject });
       this.#scheduled ??= setImmediate(() => this.#flush());
     });
   }
@@ -66,8 +93,8 @@ export class CheckBatcher {
     this.#closed = true;
     if (this.#scheduled !== undefined) clearImmediate(this.#scheduled);
     this.#scheduled = undefined;
-    const queued = this.#queue;
-    this.#queue = [];
+    const queued = [...this.#queues.values()].flat();
+    this.#queues = new Map();
     for (const p of queued) {
       this.#pending--;
       p.reject(new ClosedByCaller());
@@ -77,25 +104,27 @@ export class CheckBatcher {
 
   #flush(): void {
     this.#scheduled = undefined;
-    const queue = this.#queue;
-    this.#queue = [];
-    for (let i = 0; i < queue.length; i += this.options.maxBatch) {
-      const batch = queue.slice(i, i + this.options.maxBatch);
-      const sent = this.#send(batch).finally(() => {
-        this.#pending -= batch.length;
-        this.#inFlight.delete(sent);
-      });
-      this.#inFlight.add(sent);
+    const queues = this.#queues;
+    this.#queues = new Map();
+    for (const [op, queue] of queues) {
+      for (let i = 0; i < queue.length; i += this.options.maxBatch) {
+        const batch = queue.slice(i, i + this.options.maxBatch);
+        const sent = this.#send(DECISION_PATHS[op], batch).finally(() => {
+          this.#pending -= batch.length;
+          this.#inFlight.delete(sent);
+        });
+        this.#inFlight.add(sent);
+      }
     }
   }
 
-  async #send(batch: readonly Pending[]): Promise<void> {
+  async #send(path: string, batch: readonly Pending[]): Promise<void> {
     let results: unknown[];
     let budget: number | undefined;
     try {
       const sentAt = performance.now();
       budget = this.options.timeout.currentMs;
-      const answer = await this.transport.call('/v1/check?statuses=1', {
+      const answer = await this.transport.call(path, {
         body: { items: batch.map((p) => p.item) },
         timeoutMs: budget,
       });

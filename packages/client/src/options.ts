@@ -29,7 +29,7 @@ export interface RemoteLimiterOptions {
   /** Most keep-alive connections to the service. @default 16 */
   connections?: number;
   /**
-   * A fixed timeout of a check (and of release, renew, adjust and reserve), in ms.
+   * A fixed timeout of a check (and of book, claim, release, renew, adjust, reserve and cancel), in ms.
    * @default adaptive: 3 x the p99.9 of the last 1000 answers, between 100 ms and 1 s, doubled
    * after each timeout until an answer comes in time
    */
@@ -45,9 +45,9 @@ export interface RemoteLimiterOptions {
   acquireMarginMs?: number;
   /** Default wait bound of `acquire`, in ms (the service refuses more than its own bound). @default 30000 */
   maxWaitMs?: number;
-  /** Most checks in one batch request (keep it within the service's `--max-batch`). @default 100 */
+  /** Most checks (or bookings, or claims) in one batch request (keep it within the service's `--max-batch`). @default 100 */
   maxBatch?: number;
-  /** Most checks queued or in flight; beyond it calls are decided by the store-failure policy. @default 10000 */
+  /** Most checks, bookings and claims queued or in flight; beyond it calls are decided by the store-failure policy. @default 10000 */
   maxPending?: number;
   /** @default 256 */
   maxKeyLength?: number;

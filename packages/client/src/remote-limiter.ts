@@ -3,12 +3,15 @@ import {
   ErrorCodes,
   Limiter,
   SluiceError,
+  checkBookingId,
   checkCost,
   checkDelta,
   checkKey,
   invalid,
   type AcquireOptions,
   type AdjustOptions,
+  type BookOptions,
+  type CancelOptions,
   type Decision,
   type DecisionMode,
   type LeaseOptions,
@@ -38,6 +41,9 @@ interface Call {
   readonly item: CheckItem;
 }
 
+/** Decisions of the fallback and leases are made by these modes (bookings are decided as checks). */
+type PlainMode = 'try' | 'acquire';
+
 /**
  * The {@link RateLimiter} interface over a running `sluice serve`: swap
  * `new Limiter({ store, resources })` for `new RemoteLimiter({ url })` and keep every call site.
@@ -56,6 +62,10 @@ interface Call {
  *   One timed-out call is answered by its policy without switching: an unreachable service or
  *   `consecutiveFailures` timeouts in a row switch. The call timeout adapts to the service's
  *   latency unless `checkTimeoutMs` fixes it.
+ * - `book`, `claim` and `cancel` are the service's deferred admission (`POST /v1/book`,
+ *   `/v1/claim`, batched like checks, and `/v1/cancel`). Bookings live on the service only:
+ *   while it is away a booking call is a plain decision of the fallback (`booking.outcome`
+ *   `admitted` or `denied`) and a claim finds nothing (`missing`).
  */
 export class RemoteLimiter implements RateLimiter {
   readonly #o: CompiledRemoteOptions;
@@ -262,6 +272,64 @@ export class RemoteLimiter implements RateLimiter {
     }
   }
 
+  /**
+   * Deferred admission on the service (`POST /v1/book`; see the core's `Limiter.book`): admits
+   * now if the key has room (`booking.outcome` `admitted`); otherwise books the earliest slot
+   * after every slot already promised and answers a denial whose `retryAfterMs` is when the slot
+   * starts (`booked`, with `booking.startsInMs` and `booking.expiresInMs`). Calling it again with
+   * the same `id` before the start answers `booked` again; within the booking's span it admits
+   * (`claimed`) without competing with other callers; after the span the booking has expired and
+   * the call starts afresh. Calls of one event-loop turn go out as one batch.
+   *
+   * Nothing is booked (a plain decision, `admitted` or `denied`) on resources the service cannot
+   * book (see `Limiter.book`), on resources this client leases (decided from the lease), and while
+   * the service is unavailable: the resource's store-failure policy decides then, as for `try`
+   * (source `fallback`), since a fallback's local share holds no place in the service's line.
+   *
+   * @throws SluiceError `SLUICE_ERR_INVALID_OPTIONS` (field `id`) for an id that is not 1 to 128
+   *   printable ASCII characters, and the validation errors of {@link try}, before any call.
+   */
+  async book(resource: string, options: BookOptions): Promise<Decision> {
+    return this.#book(resource, options, 'book');
+  }
+
+  /**
+   * Claims a booking made by {@link book}, never making one (`POST /v1/claim`): `claimed`
+   * (admitted), `booked` (not yet due: `retryAfterMs` says when) or `missing` (nothing held under
+   * that id: never made, claimed, cancelled or expired). While the service is unavailable a claim
+   * is `missing`, denied with reason `store_unavailable`, source `fallback` and `retryAfterMs` =
+   * `maxProbeIntervalMs`: the booking, if any, is still held on the service, to be claimed once it
+   * is back (within its span).
+   */
+  async claim(resource: string, options: BookOptions): Promise<Decision> {
+    return this.#book(resource, options, 'claim');
+  }
+
+  /**
+   * Cancels a booking not yet claimed (`POST /v1/cancel`); its permits go back where the
+   * algorithm's bound allows. True if it was held. False while the service is unavailable (the
+   * booking then expires there by itself) and on resources this client leases (never booked).
+   */
+  async cancel(resource: string, options: CancelOptions): Promise<boolean> {
+    const call = await this.#call(resource, { key: options.key, cost: 0 });
+    const id = checkBookingId(options.id, 'id');
+    if (call.leased || !this.#health.up) return false;
+    const ticket = this.#health.begin();
+    try {
+      const a = await this.#transport.call('/v1/cancel', {
+        body: { resource, ...(call.key === '' ? {} : { key: call.key }), id },
+        timeoutMs: this.#timeout.currentMs,
+      });
+      if (a.status !== 200) throw errorFromBody(a.body, a.status);
+      this.#health.succeeded();
+      return (a.body as { cancelled?: unknown } | null)?.cancelled === true;
+    } catch (err) {
+      if (!isUnavailable(err)) throw err;
+      this.#health.failed(err, ticket);
+      return false;
+    }
+  }
+
   /** Returns leases, ends waits and probes, stops timers and closes the connections. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
@@ -313,6 +381,41 @@ export class RemoteLimiter implements RateLimiter {
       this.#health.failed(err, ticket);
       return op === 'renew';
     }
+  }
+
+  async #book(resource: string, options: BookOptions, op: 'book' | 'claim'): Promise<Decision> {
+    const call = await this.#call(resource, options);
+    const id = checkBookingId((options as { id?: unknown }).id, 'id');
+    // The lease limiter never books a leased resource: plain decisions, and claims find nothing.
+    if (call.leased) return this.#closedReason(call, await this.#leases[op](resource, { key: call.key, cost: call.cost, id }));
+    if (!this.#health.up) return this.#observe(resource, 'book', await this.#unbooked(call, op, id));
+    const ticket = this.#health.begin();
+    try {
+      const d = await this.#batcher.book(op, { ...call.item, id });
+      this.#health.succeeded();
+      return this.#observe(resource, 'book', d.booking === undefined ? plain(d, id) : d);
+    } catch (err) {
+      if (op === 'claim') {
+        if (!(err instanceof Overloaded)) {
+          if (!isUnavailable(err)) throw err;
+          this.#health.failed(err, ticket);
+        }
+        return this.#observe(resource, 'book', this.#missing(call, id));
+      }
+      return this.#observe(resource, 'book', plain(await this.#onFailure(err, call, 'try', ticket), id));
+    }
+  }
+
+  /** A booking call the service cannot take: decided as a check by the policy; a claim finds nothing. */
+  async #unbooked(call: Call, op: 'book' | 'claim', id: string): Promise<Decision> {
+    if (op === 'claim') return this.#missing(call, id);
+    return plain(await this.#fallbackDecision(call, 'try'), id);
+  }
+
+  /** A claim while the service is away: nothing to claim here; ask again once it is back. */
+  #missing(call: Call, id: string): Decision {
+    const d = this.#fallback.byPolicy(call.view, 'closed');
+    return { ...d, booking: { outcome: 'missing', id, startsInMs: 0, expiresInMs: 0 } };
   }
 
   /** Waits for the first resource list if there is none yet, then validates the call. */
@@ -367,7 +470,7 @@ export class RemoteLimiter implements RateLimiter {
   async #onFailure(
     err: unknown,
     call: Call,
-    mode: DecisionMode,
+    mode: PlainMode,
     ticket: number,
     maxWaitMs = 0,
     signal?: AbortSignal,
@@ -393,7 +496,7 @@ export class RemoteLimiter implements RateLimiter {
     return d;
   }
 
-  async #fallbackDecision(call: Call, mode: DecisionMode, maxWaitMs = 0, signal?: AbortSignal): Promise<Decision> {
+  async #fallbackDecision(call: Call, mode: PlainMode, maxWaitMs = 0, signal?: AbortSignal): Promise<Decision> {
     this.#syncFallback();
     return this.#fallback.decide(call, mode, maxWaitMs, signal);
   }
@@ -472,6 +575,11 @@ export class RemoteLimiter implements RateLimiter {
     this.#o.observer?.decided?.({ resource, mode, decision });
     return decision;
   }
+}
+
+/** A decision that booked nothing, with the booking it speaks of (as the core limiter answers). */
+function plain(d: Decision, id: string): Decision {
+  return { ...d, booking: { outcome: d.allowed ? 'admitted' : 'denied', id, startsInMs: 0, expiresInMs: 0 } };
 }
 
 function throwIfAborted(signal: AbortSignal | undefined): void {

@@ -39,6 +39,31 @@ describe('decoding the service', () => {
     });
     expect(d).toMatchObject({ allowed: false, source: 'prefilter', statuses: [] });
     expect(d.leaseId).toBeUndefined();
+    expect(d.booking).toBeUndefined();
+  });
+
+  it("decodes a decision's booking, and refuses a malformed one", () => {
+    const base = {
+      allowed: false,
+      limit: 5,
+      remaining: 0,
+      retryAfterMs: 900,
+      resetAfterMs: 900,
+      reason: 'rate_limited',
+      limitId: '0',
+    };
+    const booking = { outcome: 'booked', id: 'job-1', startsInMs: 900, expiresInMs: 1900 };
+    expect(decisionFromBody({ ...base, booking }).booking).toEqual(booking);
+    for (const bad of [
+      null,
+      'booked',
+      { ...booking, outcome: 'maybe' },
+      { ...booking, id: 3 },
+      { ...booking, startsInMs: '1' },
+      { outcome: 'booked', id: 'x' },
+    ]) {
+      expect(() => decisionFromBody({ ...base, booking: bad }), JSON.stringify(bad)).toThrow(/malformed booking/);
+    }
   });
 
   it('leaves out resources the client cannot compile, keeping the rest', () => {

@@ -1,8 +1,10 @@
 import {
+  BOOK_OUTCOMES,
   ErrorCodes,
   SluiceError,
   compileResource,
   systemClock,
+  type BookingInfo,
   type CompiledResource,
   type Decision,
   type LimitPolicy,
@@ -39,7 +41,22 @@ export function decisionFromBody(body: unknown): Decision {
     ...(typeof body.leaseId === 'string' ? { leaseId: body.leaseId } : {}),
     ...(num(body.waitedMs) ? { waitedMs: body.waitedMs } : {}),
     ...(isObject(body.shadow) ? { shadow: body.shadow as unknown as NonNullable<Decision['shadow']> } : {}),
+    ...(body.booking === undefined ? {} : { booking: bookingFromBody(body.booking) }),
   };
+}
+
+/** A decision's `booking` as the service answers it. */
+export function bookingFromBody(v: unknown): BookingInfo {
+  if (
+    !isObject(v) ||
+    !(BOOK_OUTCOMES as readonly unknown[]).includes(v.outcome) ||
+    typeof v.id !== 'string' ||
+    !num(v.startsInMs) ||
+    !num(v.expiresInMs)
+  ) {
+    throw protocol('a malformed booking');
+  }
+  return { outcome: v.outcome as BookingInfo['outcome'], id: v.id, startsInMs: v.startsInMs, expiresInMs: v.expiresInMs };
 }
 
 /** The client's view of the service's rules (`GET /v1/resources`). */

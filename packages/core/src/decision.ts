@@ -1,4 +1,4 @@
-import type { Algorithm } from './policy.js';
+import type { Algorithm, CompiledLimit } from './policy.js';
 
 /**
  * Why a decision came out the way it did. Later layers add their own (pre-filter, fallbacks,
@@ -24,6 +24,27 @@ export type DecisionReason =
  * over its limit), or a local stand-in when the store is unavailable.
  */
 export type DecisionSource = 'store' | 'prefilter' | 'lease' | 'fallback' | 'breaker';
+
+/**
+ * What a booking call came to (deferred admission, see `Limiter.book`):
+ * - `admitted`: the key had room now; charged as `try` would, nothing booked;
+ * - `booked`: a booking is held (just made, or made before and not yet due): claim it from its start;
+ * - `claimed`: the booking was due and is now used: admitted;
+ * - `denied`: nothing booked (no slot within `maxAheadMs`, `maxBookings` held, or a span too short);
+ * - `missing`: a claim found no such booking (never made, claimed, cancelled or expired).
+ */
+export type BookOutcome = 'admitted' | 'booked' | 'claimed' | 'denied' | 'missing';
+
+/** The booking a decision of `Limiter.book` or `claim` speaks of. */
+export interface BookingInfo {
+  readonly outcome: BookOutcome;
+  /** The booking's id, as the caller named it. */
+  readonly id: string;
+  /** For `booked`: milliseconds until it may be claimed (the decision's `retryAfterMs` too). */
+  readonly startsInMs: number;
+  /** For `booked` and `claimed`: milliseconds until it expires (a claim must come before). */
+  readonly expiresInMs: number;
+}
 
 /** The state of one limit of a key after a decision. */
 export interface LimitStatus {
@@ -66,6 +87,24 @@ export interface Decision {
    * admitted anyway, and this says why and for how long it would have waited.
    */
   readonly shadow?: { readonly reason: DecisionReason; readonly retryAfterMs: number };
+  /** For `Limiter.book` and `claim`: the booking this call made, holds or used. */
+  readonly booking?: BookingInfo;
+}
+
+/**
+ * Statuses of a call no limit judged (a claim with nothing to claim, a key refused for want of
+ * room): every limit denies, nothing charged, retry after `retryAfterMs`.
+ */
+export function unjudgedStatuses(limits: readonly CompiledLimit[], retryAfterMs = 0): LimitStatus[] {
+  return limits.map((l) => ({
+    id: l.id,
+    algorithm: l.algorithm,
+    allowed: false,
+    limit: l.limit,
+    remaining: 0,
+    retryAfterMs,
+    resetAfterMs: retryAfterMs,
+  }));
 }
 
 /** Folds per-limit statuses into one decision (all-or-nothing). */

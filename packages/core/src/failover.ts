@@ -3,8 +3,19 @@ import { ErrorCodes, SluiceError, invalid } from './errors.js';
 import { FailureStreak } from './failure-streak.js';
 import { resolveLogger } from './log.js';
 import { MemoryStore } from './memory-store.js';
+import { unjudgedStatuses } from './decision.js';
 import type { CompiledLimit } from './policy.js';
-import type { ConsumeRequest, ConsumeResult, LeaseRequest, LimitStore, ReserveRequest, ReserveResult } from './store.js';
+import type {
+  BookRequest,
+  BookResult,
+  CancelRequest,
+  ConsumeRequest,
+  ConsumeResult,
+  LeaseRequest,
+  LimitStore,
+  ReserveRequest,
+  ReserveResult,
+} from './store.js';
 
 /**
  * What a resource does while its store is unavailable:
@@ -181,6 +192,52 @@ export class Failover {
     }
     const r = await this.#fallbackConsume({ key: request.key, limits: request.limits, cost: request.min, leaseId: '' }, answer);
     return { ...r, granted: r.allowed ? request.max : 0, fallback: true };
+  }
+
+  /**
+   * Books on the store. A store that cannot book, or one that is down, gets a plain decision
+   * instead (outcome `admitted` or `denied`, by `policy` while down): a fallback's local share
+   * has no global line to keep a place in, and a claim then finds nothing (`missing`).
+   */
+  async book(request: BookRequest, policy: StoreFailurePolicy): Promise<BookResult & { fallback?: true; unavailable?: boolean }> {
+    const plain = async (away: boolean): Promise<BookResult & { fallback?: true; unavailable?: boolean }> => {
+      if (!request.create) {
+        const missing: BookResult = {
+          allowed: false,
+          outcome: 'missing',
+          statuses: unjudgedStatuses(request.limits),
+          now: this.#clock.now(),
+        };
+        // While the store is away, the answer is the fallback's (a store that cannot book is not away).
+        return away ? { ...missing, fallback: true, unavailable: true } : missing;
+      }
+      const r = await this.consume({ key: request.key, limits: request.limits, cost: request.cost, leaseId: '' }, policy);
+      return { ...r, outcome: r.allowed ? 'admitted' : 'denied' };
+    };
+    if (!this.#healthy || this.#primary.book === undefined) return plain(!this.#healthy);
+    const ticket = this.#streak.begin();
+    try {
+      const result = await this.#primary.book(request);
+      this.#streak.succeeded();
+      return result;
+    } catch (err) {
+      this.#failed(err, ticket);
+      return plain(true);
+    }
+  }
+
+  /** Cancels a booking on the store; false while it is down (the booking then expires there). */
+  async cancel(request: CancelRequest): Promise<boolean> {
+    if (!this.#healthy || this.#primary.cancel === undefined) return false;
+    const ticket = this.#streak.begin();
+    try {
+      const found = await this.#primary.cancel(request);
+      this.#streak.succeeded();
+      return found;
+    } catch (err) {
+      this.#failed(err, ticket);
+      return false;
+    }
   }
 
   async adjust(request: Parameters<LimitStore['adjust']>[0]): Promise<void> {

@@ -17,11 +17,30 @@
  * await limiter.close();
  */
 export * from './algorithms/index.js';
+export {
+  BOOKING_BOUNDS,
+  BOOK_OUTCOMES,
+  DEFAULT_BOOKING,
+  MAX_BOOKING_ID_LENGTH,
+  bookKey,
+  cancelBooking,
+  checkBookingId,
+  openBookings,
+  policyText,
+  type Booking,
+  type BookingBounds,
+  type BookingLedger,
+  type BookingState,
+  type BookKeyRequest,
+  type BookKeyResult,
+} from './booking.js';
 export { CircuitBreaker, type CircuitBreakerOptions, type CircuitPermission, type CircuitState } from './circuit-breaker.js';
 export { ManualClock, systemClock, type Clock, type TimerHandle } from './clock.js';
 export {
   combineStatuses,
   withReason,
+  type BookOutcome,
+  type BookingInfo,
   type Decision,
   type DecisionReason,
   type DecisionSource,
@@ -45,6 +64,8 @@ export {
   Limiter,
   type AcquireOptions,
   type AdjustOptions,
+  type BookOptions,
+  type CancelOptions,
   type LeaseOptions,
   type LimiterOptions,
   type TryOptions,
@@ -76,6 +97,7 @@ export {
   MAX_RESERVED_SHARE,
   RESOURCE_PATTERN,
   compileResource,
+  type BookingOptions,
   type CompiledResource,
   type ResourceConfig,
   type ResourceOptions,
@@ -92,6 +114,9 @@ export {
 } from './storage-key.js';
 export type {
   AdjustRequest,
+  BookRequest,
+  BookResult,
+  CancelRequest,
   ConsumeRequest,
   ConsumeResult,
   LeaseRequest,

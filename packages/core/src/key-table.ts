@@ -1,3 +1,4 @@
+import type { BookingLedger } from './booking.js';
 import type { LimitState } from './evaluate.js';
 import { ExpiryWheel } from './expiry-wheel.js';
 import type { CompiledLimit } from './policy.js';
@@ -6,6 +7,8 @@ import type { CompiledLimit } from './policy.js';
 export interface KeyView {
   readonly expiresAt: number;
   readonly states: (LimitState | undefined)[];
+  /** The key's bookings, if it holds any (see booking.ts). */
+  readonly ledger?: BookingLedger;
 }
 
 /**
@@ -16,6 +19,7 @@ interface Entry {
   expiresAt: number;
   limits: readonly CompiledLimit[];
   states: (LimitState | undefined)[];
+  ledger?: BookingLedger;
 }
 
 /**
@@ -73,7 +77,8 @@ export class KeyTable {
     if (expiresAt <= now) return undefined;
     const written = Array.isArray(slot) ? this.#policies.get(slot[1]!) : slot.limits;
     const states: (LimitState | undefined)[] = Array.isArray(slot) ? [slot.slice(2)] : slot.states;
-    if (written === limits) return { expiresAt, states };
+    const ledger = Array.isArray(slot) ? undefined : slot.ledger;
+    if (written === limits) return ledger === undefined ? { expiresAt, states } : { expiresAt, states, ledger };
     if (written === undefined) return undefined;
     // The key's policy changed: align states by limit id so each limit finds its own state
     // (the algorithms convert what they find).
@@ -85,8 +90,8 @@ export class KeyTable {
     });
     // Keep the alignment, as the Redis script does: a limit that was removed and comes back
     // later starts afresh instead of finding its old state.
-    this.#slots.set(key, this.#slot(expiresAt, limits, aligned));
-    return { expiresAt, states: aligned };
+    this.#slots.set(key, this.#slot(expiresAt, limits, aligned, ledger));
+    return ledger === undefined ? { expiresAt, states: aligned } : { expiresAt, states: aligned, ledger };
   }
 
   /**
@@ -110,17 +115,36 @@ export class KeyTable {
     return due === undefined ? 1 : Math.max(1, Math.ceil(due - now));
   }
 
-  /** Stores a key's states; a new key needs room first (see {@link makeRoom}), else nothing is written. */
-  write(key: string, limits: readonly CompiledLimit[], states: (LimitState | undefined)[], expiry: number, now: number): boolean {
+  /**
+   * Stores a key's states; a new key needs room first (see {@link makeRoom}), else nothing is
+   * written. `ledger`: the key's bookings (null: none); omitted, those it holds are kept.
+   */
+  write(
+    key: string,
+    limits: readonly CompiledLimit[],
+    states: (LimitState | undefined)[],
+    expiry: number,
+    now: number,
+    ledger?: BookingLedger | null,
+  ): boolean {
     const expiresAt = Math.ceil(expiry);
-    const isNew = !this.#slots.has(key);
+    const old = this.#slots.get(key);
+    const isNew = old === undefined;
     if (isNew && !this.makeRoom(key, now)) return false;
-    this.#slots.set(key, this.#slot(expiresAt, limits, states));
+    const kept =
+      ledger === undefined ? (old === undefined || Array.isArray(old) ? undefined : old.ledger) : (ledger ?? undefined);
+    this.#slots.set(key, this.#slot(expiresAt, limits, states, kept));
     if (isNew) this.#wheel.add(key, expiresAt, now);
     return true;
   }
 
-  #slot(expiresAt: number, limits: readonly CompiledLimit[], states: (LimitState | undefined)[]): Slot {
+  #slot(
+    expiresAt: number,
+    limits: readonly CompiledLimit[],
+    states: (LimitState | undefined)[],
+    ledger: BookingLedger | undefined,
+  ): Slot {
+    if (ledger !== undefined) return { expiresAt, limits, states, ledger };
     const only =
       limits.length === 1 && limits[0]!.algorithm !== 'concurrency' ? (states[0] as readonly number[] | undefined) : undefined;
     return only !== undefined ? this.#pack(expiresAt, limits, only) : { expiresAt, limits, states };

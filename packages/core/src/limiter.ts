@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { systemClock, type Clock } from './clock.js';
 import type { CircuitBreaker } from './circuit-breaker.js';
-import { combineStatuses, withReason, type Decision } from './decision.js';
+import { combineStatuses, unjudgedStatuses, withReason, type BookingInfo, type Decision } from './decision.js';
+import { checkBookingId } from './booking.js';
 import { ErrorCodes, SluiceError, invalid } from './errors.js';
 import { Failover, STORE_FAILURE_POLICIES, type FailoverOptions, type StoreFailurePolicy } from './failover.js';
 import { MemoryStore } from './memory-store.js';
@@ -121,6 +122,22 @@ export interface AcquireOptions extends TryOptions {
    * @default '' (nobody named: arrival order, no per-client bound)
    */
   client?: string;
+}
+
+/** Options of {@link Limiter.book} and {@link Limiter.claim}. */
+export interface BookOptions extends TryOptions {
+  /**
+   * The caller's name for its booking, unique on the key (1 to 128 printable ASCII characters):
+   * the same id books once, and later calls with it claim that booking. E.g. a Temporal
+   * activity's workflow, run and activity ids, so every attempt names the same booking.
+   */
+  id: string;
+}
+
+/** Identifies a booking for {@link Limiter.cancel}. */
+export interface CancelOptions {
+  key?: string;
+  id: string;
 }
 
 /** Identifies a concurrency lease for `release` and `renew`. */
@@ -440,6 +457,82 @@ export class Limiter implements RateLimiter {
       last = queue.last;
     }
     return this.#enqueue(call, { startedAt, deadline: startedAt + maxWaitMs, signal, client }, last);
+  }
+
+  /**
+   * Deferred admission: admits now if the key has room; otherwise books the earliest slot at
+   * which the permits will be free, after every slot already promised, and answers a denial
+   * whose `retryAfterMs` is that slot's start and whose `booking` says so (`booked`). A call
+   * with the same `id` from then on claims it: before its start it answers `booked` again (the
+   * time left), within its span it admits (`claimed`) without competing with anyone, and after
+   * its span the booking has expired (its permits went back) and the call starts afresh.
+   *
+   * No booking is made (the call is decided as {@link try}, `booking.outcome` `admitted` or
+   * `denied`) on resources with a concurrency limit, a reserved share, a split, leases or shadow
+   * mode, for a tenant, while the store is down, or when the slot lies beyond the resource's
+   * `booking.maxAheadMs` or its keys hold `booking.maxBookings` already.
+   */
+  async book(resource: string, options: BookOptions): Promise<Decision> {
+    return this.#book(resource, options, true);
+  }
+
+  /**
+   * Claims a booking made by {@link book}, never making one: `claimed` (admitted), `booked`
+   * (not yet due: `retryAfterMs` says when) or `missing` (nothing held under that id).
+   */
+  async claim(resource: string, options: BookOptions): Promise<Decision> {
+    return this.#book(resource, options, false);
+  }
+
+  /** Cancels a booking not yet claimed; its permits go back where the algorithm's bound allows. */
+  async cancel(resource: string, options: CancelOptions): Promise<boolean> {
+    const { key, limits, resource: r } = this.#prepare(resource, { key: options.key, cost: 0 });
+    const id = checkBookingId(options.id, 'id');
+    if (!bookable(r, undefined, 'core')) return false;
+    const found = await this.#failover.cancel({ key, limits, id });
+    if (found) {
+      this.#prefilter.forget(filterKey(key, false));
+      this.#queues.wake(key);
+    }
+    return found;
+  }
+
+  async #book(resource: string, options: BookOptions, create: boolean): Promise<Decision> {
+    const call = this.#prepare(resource, options);
+    const id = checkBookingId(options.id, 'id');
+    const r = call.resource;
+    const plain = (d: Decision): Decision => ({ ...d, booking: info(d.allowed ? 'admitted' : 'denied', id) });
+    if (!bookable(r, call.tenant, call.priority)) {
+      // Nothing of it can have been booked: a claim finds nothing, a booking is a plain call.
+      if (!create) return this.#observe(resource, 'book', nothingToClaim(r.limits, id));
+      return plain(await this.try(resource, options));
+    }
+    if (r.breaker !== undefined) {
+      const pass = r.breaker.tryPass();
+      if (!pass.allowed) return this.#observe(resource, 'book', plain(breakerDecision(r.limits, pass.retryAfterMs)));
+    }
+    const result = await this.#failover.book(
+      { key: call.key, limits: call.limits, cost: call.cost, id, create, bounds: r.booking },
+      r.onStoreFailure,
+    );
+    let decision = combineStatuses(result.statuses);
+    let booking = info(result.outcome, id);
+    const span = result.booking;
+    if (result.outcome === 'booked' && span !== undefined) {
+      const startsInMs = Math.max(1, Math.ceil(span.start - result.now));
+      booking = { ...booking, startsInMs, expiresInMs: Math.max(0, Math.floor(span.end - result.now)) };
+      decision = { ...decision, allowed: false, reason: 'rate_limited', retryAfterMs: startsInMs };
+    } else if (result.outcome === 'claimed' && span !== undefined) {
+      booking = { ...booking, expiresInMs: Math.max(0, Math.floor(span.end - result.now)) };
+      decision = { ...decision, allowed: true, reason: 'allowed', retryAfterMs: 0 };
+    } else if (result.outcome === 'missing') {
+      decision = { ...decision, allowed: false, reason: 'rate_limited', retryAfterMs: 0 };
+    }
+    if (result.fallback === true) {
+      decision = { ...decision, source: 'fallback' };
+      if (!decision.allowed && result.unavailable === true) decision = { ...decision, reason: 'store_unavailable' };
+    }
+    return this.#observe(resource, 'book', { ...decision, booking });
   }
 
   /** Frees a concurrency permit. False if it had already expired or been released. */
@@ -922,6 +1015,30 @@ function checkTenant(tenant: unknown): string {
     throw invalid(ErrorCodes.INVALID_OPTIONS, 'tenant', "must be 1 to 128 characters without '|' or lone surrogates");
   }
   return tenant;
+}
+
+/**
+ * True when a call on the resource can be booked: its limits are rate limits on one key, with
+ * nothing that decides across several keys or outside the store (see {@link Limiter.book}).
+ */
+function bookable(r: CompiledResource, tenant: string | undefined, priority: Priority): boolean {
+  return (
+    r.split === 1 &&
+    !r.shadow &&
+    r.lease === undefined &&
+    tenant === undefined &&
+    (r.reserved === 0 || priority === 'core') &&
+    !hasConcurrency(r.limits)
+  );
+}
+
+function info(outcome: BookingInfo['outcome'], id: string): BookingInfo {
+  return { outcome, id, startsInMs: 0, expiresInMs: 0 };
+}
+
+/** The answer to a claim of a booking that cannot exist: denied, nothing judged or charged. */
+function nothingToClaim(limits: readonly CompiledLimit[], id: string): Decision {
+  return { ...combineStatuses(unjudgedStatuses(limits)), booking: info('missing', id) };
 }
 
 /** The decision of an open circuit breaker: no store call was made. */

@@ -2,13 +2,18 @@ import type { ConcurrencyState } from './algorithms/index.js';
 import { concurrency } from './algorithms/index.js';
 import { systemClock, type Clock, type TimerHandle } from './clock.js';
 import { ErrorCodes, SluiceError, invalid } from './errors.js';
+import { bookKey, cancelBooking, openBookings } from './booking.js';
 import { adjustKey, evaluateKey, reserveKey } from './evaluate.js';
-import type { LimitStatus } from './decision.js';
+import { unjudgedStatuses, type LimitStatus } from './decision.js';
 import { KeyTable } from './key-table.js';
 import type { LimiterObserver } from './observer.js';
 import type { CompiledLimit } from './policy.js';
+import type { KeyView } from './key-table.js';
 import type {
   AdjustRequest,
+  BookRequest,
+  BookResult,
+  CancelRequest,
   ConsumeRequest,
   ConsumeResult,
   LeaseRequest,
@@ -16,6 +21,14 @@ import type {
   ReserveRequest,
   ReserveResult,
 } from './store.js';
+
+/**
+ * The expiry a write gives a key: what the operation needs, and no less than a key holding
+ * bookings had (their charges and spans must outlive the operation's own figures).
+ */
+function keepUntil(view: KeyView | undefined, needed: number): number {
+  return view?.ledger === undefined ? needed : Math.max(needed, view.expiresAt);
+}
 
 /** Options of {@link MemoryStore}. */
 export interface MemoryStoreOptions {
@@ -127,8 +140,9 @@ export class MemoryStore implements LimitStore {
     if (entry === undefined && !this.#makeRoom(request.key, now)) {
       return { allowed: false, statuses: this.#refusal(request.limits, now), now };
     }
-    const outcome = evaluateKey(entry?.states ?? [], request.limits, request.cost, now, request.leaseId, request.reserve ?? 0);
-    if (outcome.allowed) this.#table.write(request.key, request.limits, outcome.next, now + outcome.ttlMs, now);
+    const view = entry?.ledger === undefined ? entry : this.#settle(request.key, request.limits, entry, now);
+    const outcome = evaluateKey(view?.states ?? [], request.limits, request.cost, now, request.leaseId, request.reserve ?? 0);
+    if (outcome.allowed) this.#table.write(request.key, request.limits, outcome.next, keepUntil(view, now + outcome.ttlMs), now);
     return { allowed: outcome.allowed, statuses: outcome.statuses, now };
   }
 
@@ -139,8 +153,11 @@ export class MemoryStore implements LimitStore {
     if (entry === undefined && !this.#makeRoom(request.key, now)) {
       return { allowed: false, granted: 0, statuses: this.#refusal(request.limits, now), now };
     }
-    const outcome = reserveKey(entry?.states ?? [], request.limits, request.min, request.max, now, request.holdMs ?? 0);
-    if (outcome.granted > 0) this.#table.write(request.key, request.limits, outcome.next, now + outcome.ttlMs, now);
+    const view = entry?.ledger === undefined ? entry : this.#settle(request.key, request.limits, entry, now);
+    const outcome = reserveKey(view?.states ?? [], request.limits, request.min, request.max, now, request.holdMs ?? 0);
+    if (outcome.granted > 0) {
+      this.#table.write(request.key, request.limits, outcome.next, keepUntil(view, now + outcome.ttlMs), now);
+    }
     return { allowed: outcome.granted > 0, granted: outcome.granted, statuses: outcome.statuses, now };
   }
 
@@ -149,8 +166,51 @@ export class MemoryStore implements LimitStore {
     const now = this.#options.clock.now();
     const entry = this.#table.read(request.key, request.limits, now);
     if (entry === undefined && !this.#makeRoom(request.key, now)) return;
-    const { next, ttlMs } = adjustKey(entry?.states ?? [], request.limits, request.delta, now, request.at ?? 0);
-    this.#table.write(request.key, request.limits, next, now + ttlMs, now);
+    const view = entry?.ledger === undefined ? entry : this.#settle(request.key, request.limits, entry, now);
+    const { next, ttlMs } = adjustKey(view?.states ?? [], request.limits, request.delta, now, request.at ?? 0);
+    this.#table.write(request.key, request.limits, next, keepUntil(view, now + ttlMs), now);
+  }
+
+  /**
+   * Admits now if the key has room, else books the earliest slot (see booking.ts); with the id
+   * of a booking already held, claims it once due.
+   */
+  async book(request: BookRequest): Promise<BookResult> {
+    this.#checkOpen();
+    const now = this.#options.clock.now();
+    const entry = this.#table.read(request.key, request.limits, now);
+    if (entry === undefined && !this.#makeRoom(request.key, now)) {
+      return { allowed: false, outcome: 'denied', statuses: this.#refusal(request.limits, now), now };
+    }
+    const s = openBookings(entry?.states ?? [], entry?.ledger, request.limits, now, entry?.expiresAt ?? 0);
+    const r = bookKey(s, request.limits, request, now);
+    if (s.changed) this.#table.write(request.key, request.limits, s.states, s.keepUntil, now, s.ledger ?? null);
+    const allowed = r.outcome === 'admitted' || r.outcome === 'claimed';
+    const booking = r.booking === undefined ? {} : { booking: { start: r.booking.start, end: r.booking.end } };
+    return { allowed, outcome: r.outcome, statuses: r.statuses, now, ...booking };
+  }
+
+  /** Cancels a booking not yet claimed; true if it was held. */
+  async cancel(request: CancelRequest): Promise<boolean> {
+    this.#checkOpen();
+    const now = this.#options.clock.now();
+    if (request.limits.some((l) => l.algorithm === 'concurrency')) {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', 'keys with a concurrency limit cannot be booked');
+    }
+    const entry = this.#table.read(request.key, request.limits, now);
+    if (entry?.ledger === undefined) return false;
+    const s = openBookings(entry.states, entry.ledger, request.limits, now, entry.expiresAt);
+    const found = cancelBooking(s, request.limits, request.id, now);
+    if (s.changed) this.#table.write(request.key, request.limits, s.states, s.keepUntil, now, s.ledger ?? null);
+    return found;
+  }
+
+  /** Gives back a key's expired bookings before another operation reads its states. */
+  #settle(key: string, limits: readonly CompiledLimit[], entry: KeyView, now: number): KeyView {
+    const s = openBookings(entry.states, entry.ledger, limits, now, entry.expiresAt);
+    if (!s.changed) return entry;
+    this.#table.write(key, limits, s.states, s.keepUntil, now, s.ledger ?? null);
+    return { expiresAt: Math.ceil(s.keepUntil), states: s.states, ...(s.ledger === undefined ? {} : { ledger: s.ledger }) };
   }
 
   async renew(request: LeaseRequest): Promise<boolean> {
@@ -178,8 +238,9 @@ export class MemoryStore implements LimitStore {
     if (index < 0) throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'the key has no concurrency limit to hold leases');
     const limit = request.limits[index]!;
     const now = this.#options.clock.now();
-    const entry = this.#table.read(request.key, request.limits, now);
-    if (entry === undefined) return false;
+    const read = this.#table.read(request.key, request.limits, now);
+    if (read === undefined) return false;
+    const entry = read.ledger === undefined ? read : this.#settle(request.key, request.limits, read, now);
     const states = entry.states.slice();
     const leases = states[index] as ConcurrencyState | undefined;
     const result =
@@ -204,16 +265,7 @@ export class MemoryStore implements LimitStore {
 
   /** The statuses of a call refused for want of room: every limit denies until room is expected. */
   #refusal(limits: readonly CompiledLimit[], now: number): LimitStatus[] {
-    const retryAfterMs = this.#table.roomAfterMs(now);
-    return limits.map((l) => ({
-      id: l.id,
-      algorithm: l.algorithm,
-      allowed: false,
-      limit: l.limit,
-      remaining: 0,
-      retryAfterMs,
-      resetAfterMs: retryAfterMs,
-    }));
+    return unjudgedStatuses(limits, this.#table.roomAfterMs(now));
   }
 
   /** Removes keys at rest, a bounded batch at a time, in the order they came to rest. */

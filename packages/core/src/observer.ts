@@ -1,7 +1,7 @@
 import type { Decision } from './decision.js';
 
 /** How a decision was asked for. */
-export type DecisionMode = 'try' | 'acquire';
+export type DecisionMode = 'try' | 'acquire' | 'book';
 
 /**
  * Hooks the limiter calls after each decision; metrics adapters (see `@sluice/core/metrics`)

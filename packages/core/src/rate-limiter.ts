@@ -1,5 +1,5 @@
 import type { Decision } from './decision.js';
-import type { AcquireOptions, AdjustOptions, LeaseOptions, TryOptions } from './limiter.js';
+import type { AcquireOptions, AdjustOptions, BookOptions, CancelOptions, LeaseOptions, TryOptions } from './limiter.js';
 
 /**
  * What every Sluice limiter offers, whichever way it decides: {@link Limiter} over the embedded
@@ -25,6 +25,15 @@ export interface RateLimiter {
    * quota is charged or refunded too, as the call that took the permits was.
    */
   adjust(resource: string, options: AdjustOptions): Promise<void>;
+  /**
+   * Deferred admission (optional: limiters without it cannot book): admits now, or books the
+   * earliest slot and answers when to claim it; the same `id` later claims it.
+   */
+  book?(resource: string, options: BookOptions): Promise<Decision>;
+  /** Claims a booking made by `book`, never making one. */
+  claim?(resource: string, options: BookOptions): Promise<Decision>;
+  /** Cancels a booking not yet claimed; true if it was held. */
+  cancel?(resource: string, options: CancelOptions): Promise<boolean>;
   /** True if the limiter knows the resource (has limits for it). */
   has(resource: string): boolean;
   /** Frees everything the limiter started. Idempotent. */

@@ -3,6 +3,7 @@ import type { Clock } from './clock.js';
 import { ErrorCodes, invalid } from './errors.js';
 import { STORE_FAILURE_POLICIES, type StoreFailurePolicy } from './failover.js';
 import { compileLeaseSettings, type CompiledLeaseSettings, type LeaseSettings } from './lease-cache.js';
+import { BOOKING_BOUNDS, DEFAULT_BOOKING, type BookingBounds } from './booking.js';
 import { compileLimits, type CompiledLimit, type LimitPolicy } from './policy.js';
 import { hasLoneSurrogate } from './storage-key.js';
 
@@ -41,6 +42,22 @@ export interface ResourceOptions {
    * `'*'` entry applies to tenants without their own.
    */
   tenants?: Record<string, LimitPolicy | readonly LimitPolicy[]>;
+  /** Bounds of deferred admission (`Limiter.book`) on this resource's keys. */
+  booking?: BookingOptions;
+}
+
+/** Bounds of deferred admission on a resource's keys (see `Limiter.book`). */
+export interface BookingOptions {
+  /** Latest slot a booking may get, in ms from now; a later one is a plain denial. @default 60000 */
+  maxAheadMs?: number;
+  /**
+   * How long after its start a booking may be claimed, in ms (a token bucket or GCRA allows at
+   * most its spare burst, `(burst - cost) x windowMs / limit`; a fixed window until its end).
+   * @default 1000
+   */
+  claimWindowMs?: number;
+  /** Most bookings one key holds at once; more are a plain denial. @default 1000 */
+  maxBookings?: number;
 }
 
 /** A resource's limits alone, or its full options. */
@@ -61,6 +78,7 @@ export interface CompiledResource {
   /** Share reserved for core traffic (0 when none). */
   readonly reserved: number;
   readonly tenants: ReadonlyMap<string, readonly CompiledLimit[]>;
+  readonly booking: BookingBounds;
 }
 
 /** Largest share of a limit a resource may reserve for core traffic (`priority.reserved`). */
@@ -120,10 +138,24 @@ export function compileResource(
       shadow: false,
       reserved: 0,
       tenants: new Map(),
+      booking: DEFAULT_BOOKING,
     });
   }
   for (const k of Object.keys(config)) {
-    if (!['limits', 'breaker', 'prefilter', 'onStoreFailure', 'lease', 'split', 'shadow', 'priority', 'tenants'].includes(k))
+    if (
+      ![
+        'limits',
+        'breaker',
+        'prefilter',
+        'onStoreFailure',
+        'lease',
+        'split',
+        'shadow',
+        'priority',
+        'tenants',
+        'booking',
+      ].includes(k)
+    )
       throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.${k}`, 'unknown field');
   }
   if (config.prefilter !== undefined && typeof config.prefilter !== 'boolean') {
@@ -170,6 +202,7 @@ export function compileResource(
   }
   return Object.freeze({
     name,
+    booking: compileBooking(config.booking, `${path}.booking`),
     split,
     shadow: config.shadow ?? false,
     reserved,
@@ -181,4 +214,26 @@ export function compileResource(
     prefilter: config.prefilter ?? true,
     breaker: config.breaker === undefined ? undefined : new CircuitBreaker({ clock, ...config.breaker }),
   });
+}
+
+function compileBooking(options: BookingOptions | undefined, path: string): BookingBounds {
+  if (options === undefined) return DEFAULT_BOOKING;
+  if (typeof options !== 'object' || options === null) throw invalid(ErrorCodes.INVALID_OPTIONS, path, 'must be an object');
+  for (const k of Object.keys(options)) {
+    if (!['maxAheadMs', 'claimWindowMs', 'maxBookings'].includes(k))
+      throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.${k}`, 'unknown field');
+  }
+  const int = (field: keyof BookingBounds): number => {
+    const v = options[field] ?? DEFAULT_BOOKING[field];
+    const max = BOOKING_BOUNDS[field];
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > max) {
+      throw invalid(
+        ErrorCodes.INVALID_OPTIONS,
+        `${path}.${field}`,
+        `must be an integer between 1 and ${max}, got ${JSON.stringify(v)}`,
+      );
+    }
+    return v;
+  };
+  return Object.freeze({ maxAheadMs: int('maxAheadMs'), claimWindowMs: int('claimWindowMs'), maxBookings: int('maxBookings') });
 }

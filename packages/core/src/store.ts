@@ -1,4 +1,5 @@
-import type { LimitStatus } from './decision.js';
+import type { BookingBounds } from './booking.js';
+import type { BookOutcome, LimitStatus } from './decision.js';
 import type { PeerCount } from './failover.js';
 import type { CompiledLimit } from './policy.js';
 
@@ -73,6 +74,36 @@ export interface LeaseRequest {
 }
 
 /**
+ * Admit now, or book the earliest slot (deferred admission, see booking.ts). With the id of a
+ * booking the key already holds, claims it once due (never booking twice under one id).
+ */
+export interface BookRequest {
+  readonly key: string;
+  /** Rate limits only: a key with a concurrency limit cannot be booked. */
+  readonly limits: readonly CompiledLimit[];
+  readonly cost: number;
+  /** The caller's name for the booking, unique on the key (see `checkBookingId`). */
+  readonly id: string;
+  /** False: only claim a booking already held (`missing` if there is none); never consume or book. */
+  readonly create: boolean;
+  readonly bounds: BookingBounds;
+}
+
+/** What a booking call came to; `allowed` for `admitted` and `claimed`. */
+export interface BookResult extends ConsumeResult {
+  readonly outcome: BookOutcome;
+  /** The booking's span on the store's clock, for `booked` and `claimed`. */
+  readonly booking?: { readonly start: number; readonly end: number };
+}
+
+/** Cancel a booking not yet claimed. */
+export interface CancelRequest {
+  readonly key: string;
+  readonly limits: readonly CompiledLimit[];
+  readonly id: string;
+}
+
+/**
  * Where limit state lives. Every store implements the same semantics (the algorithms in
  * `algorithms/`), verified by one conformance suite. Stores own their background work and free
  * it in `close()`.
@@ -91,6 +122,13 @@ export interface LimitStore {
   renew(request: LeaseRequest): Promise<boolean>;
   /** True if the lease was live and is now freed. */
   release(request: LeaseRequest): Promise<boolean>;
+  /**
+   * Deferred admission (see {@link BookRequest}). Stores without it cannot book: the limiter
+   * then decides such calls as plain ones.
+   */
+  book?(request: BookRequest): Promise<BookResult>;
+  /** Cancels a booking not yet claimed; true if it was held. */
+  cancel?(request: CancelRequest): Promise<boolean>;
   /** Resolves when the store answers; used to notice its return after a failure. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -1,5 +1,5 @@
 --[[
-sluice batch script, protocol 3: decides a batch of Sluice operations in one call, atomically,
+sluice batch script, protocol 4: decides a batch of Sluice operations in one call, atomically,
 all at one instant of Redis' clock (TIME; the callers' clocks are never used). Items run in
 order, so several items for one key see each other's effects exactly as sequential calls would.
 
@@ -10,15 +10,15 @@ whole file runs at every call).
 
 KEYS: one state key per key group g = 1..G (a group is one Sluice key; the caller sends one
       call per Cluster slot), then two lease keys for each group listed in ARGV (see below):
-  KEYS[g]          the group's state: STRING, cmsgpack {expires_at, gc_at, id, state, ...}
-                   (lib/entry.lua)
+  KEYS[g]          the group's state: STRING, cmsgpack {expires_at, gc_at, id, state, ...,
+                   "!b", ledger} (lib/entry.lua; the ledger pair only while it holds bookings)
   KEYS[G + 2j - 1] the j-th listed group's concurrency leases: ZSET lease id -> expires_at (ms)
   KEYS[G + 2j]     their costs: HASH lease id -> permits
   All keys of a group carry the same hash tag. Lease keys are declared (and touched) only for
   groups named by an item whose policy has a concurrency limit.
 
 ARGV:
-  [1]  protocol version, "3"
+  [1]  protocol version, "4"
   [2]  P, the number of policies (1..MAX_ITEMS)
   then P policies, one argument each: its L limits (1..8), 7 comma-separated fields each, all
        joined by commas (at most 1024 bytes): code (1 token bucket, 2 gcra, 3 sliding window,
@@ -30,7 +30,8 @@ ARGV:
        (so G = #KEYS - 2C)
   then, as the last argument, the items: one MessagePack array of N (1..MAX_ITEMS) items of 6
        values each (integers, and strings or floats where said): op, policy (1..P), group
-       (1..G), amount, extra, reserve; or of 4 for op 6: op, policy, group, cost
+       (1..G), amount, extra, reserve; or of 4 for op 6: op, policy, group, cost; or of 9 for
+       op 7: op, policy, group, cost, id, create, max_ahead_ms, claim_window_ms, max_bookings
        reserve: for a consume, the share of each limit held back (a float in
        0..MAX_RESERVE: the cost must fit with floor(reserve * capacity) more, where capacity is
        the burst of a token bucket or gcra, else the limit); for a reserve, the hold in ms (an
@@ -45,8 +46,15 @@ ARGV:
        op 5 reserve  amount = max permits (1..1e9); extra = min permits (0..max, an integer)
        op 6 consume of a policy of one token bucket, GCRA or fixed window, with no reserve
                      (the common call, lib/fast.lua): 4 values, cost (0..1e9)
+       op 7 book     (lib/booking.lua) 9 values: cost (0..1e9); id, the booking's name (a string
+                     of 1..128 printable ASCII characters, no spaces); create (1: admit, claim
+                     or book; 0: only claim); then the resource's bounds, integers:
+                     max_ahead_ms (1..3600000), claim_window_ms (1..60000), max_bookings
+                     (1..10000) (packages/core's BOOKING_BOUNDS)
+       op 8 cancel   amount = 0; extra = booking id (as op 7's); reserve = 0
        lease ids: at most 256 bytes; renew and release need a policy with a concurrency limit,
-       reserve one without; an item whose policy has one needs its group's lease keys
+       reserve one without; an item whose policy has one needs its group's lease keys (ops 7
+       and 8 excepted: they refuse such a policy as an item, ERR_NOT_BOOKABLE)
 
 Returns {0, seconds, microseconds, results...}: the decision time as Redis TIME gave it (now, in
 ms, is seconds * 1000 + microseconds / 1000, computed the same way on both sides), then each
@@ -59,6 +67,13 @@ item's results, one after the other (the caller knows each item's width):
   adjust   0
   renew    1 if the lease was live and is extended, else 0
   release  1 if the lease was live and is freed, else 0
+  book     O, then per limit a, m, t, s as consume, then when O is 1 or 2 the booking's start and
+           end (ms, Redis clock) as strings of 17 significant digits, exact for any double.
+           O: 0 admitted (charged now), 1 booked (held, from start), 2 claimed (admitted on the
+           booking; every a is 1, t 0), 3 denied, 4 missing (create 0 and no booking)
+  cancel   1 if the booking was held and is given back, else 0
+  Every op on a key holding bookings first gives back its expired ones (or drops them all when
+  they were made under another policy), and its write keeps the key at least as long as it was.
   Figures are integer replies, or exact strings from 2^53 on. An item that could not be
   applied has one value instead: its negative code (lib/codes.lua).
 Returns {code, message} with a positive code when the call is malformed; nothing is applied.
@@ -74,7 +89,7 @@ local tinsert, tremove, tconcat = table.insert, table.remove, table.concat
 local msgpack_pack, msgpack_unpack = cmsgpack.pack, cmsgpack.unpack
 local struct_pack, struct_unpack = struct.pack, struct.unpack
 
-local PROTOCOL = '3'
+local PROTOCOL = '4'
 local MAX_ITEMS = 4096
 local MAX_LIMITS = 8
 local MAX_LIMIT = 1000000000
@@ -89,6 +104,10 @@ local MAX_LEASE_ID_LENGTH = 256
 local MAX_RESERVE = 0.9
 local MAX_HOLD_MS = 60000
 local MAX_STAMP_MS = 1e15
+local MAX_BOOKING_ID_LENGTH = 128
+local MAX_AHEAD_MS = 3600000
+local MAX_CLAIM_WINDOW_MS = 60000
+local MAX_BOOKINGS = 10000
 
 --@include "lib/codes.lua"
 --@include "lib/numeric.lua"
@@ -102,6 +121,8 @@ local MAX_STAMP_MS = 1e15
 --@include "lib/entry.lua"
 --@include "lib/args.lua"
 
+--@include "lib/evaluate.lua"
+--@include "lib/booking.lua"
 --@include "lib/operations.lua"
 --@include "lib/fast.lua"
 
@@ -149,12 +170,17 @@ local function batch(keys, argv)
         end
       end
       at = at + FAST_ITEM_WIDTH
+    elseif op >= 7 and policy.concurrency ~= nil then
+      -- Only rate limits can be booked (bookKey throws): nothing is read or applied.
+      out[#out + 1] = ERR_NOT_BOOKABLE
+      at = at + (op == 7 and BOOK_ITEM_WIDTH or ITEM_WIDTH)
     else
       local amount, extra, reserve = items[at + 3], items[at + 4], items[at + 5]
       local lease_at = lease_keys[group]
       if entry == nil then
         entry = entry_from(rpcall('GET', keys[group]), keys[group], lease_at and keys[lease_at], lease_at and keys[lease_at + 1])
       elseif entry.fast then
+        -- A record never holds bookings (fast_open), so the entry starts without a ledger.
         entry = fast_to_entry(entry, lease_at and keys[lease_at], lease_at and keys[lease_at + 1])
       end
       entries[group] = entry
@@ -166,10 +192,14 @@ local function batch(keys, argv)
         op_adjust(entry, policy, amount, reserve, now, out)
       elseif op == 5 then
         op_reserve(entry, policy, extra, amount, reserve, now, out)
+      elseif op == 7 then
+        op_book(entry, policy, amount, extra, reserve == 1, items[at + 6], items[at + 7], items[at + 8], now, out)
+      elseif op == 8 then
+        op_cancel(entry, policy, extra, now, out)
       else
         op_lease(entry, policy, op, extra, amount, now, out)
       end
-      at = at + ITEM_WIDTH
+      at = at + (op == 7 and BOOK_ITEM_WIDTH or ITEM_WIDTH)
     end
   end
 

@@ -11,16 +11,19 @@ export const ScriptCodes = Object.freeze({
   ERR_BAD_ARGUMENT: 2,
   /** The key holds something the script did not write. */
   ERR_CORRUPT_STATE: -3,
+  /** A booking or cancel of a policy with a concurrency limit (the client refuses it first). */
+  ERR_NOT_BOOKABLE: -4,
 });
 
 /** Version of the KEYS/ARGV layout spoken with `lua/batch.lua`. */
-export const PROTOCOL_VERSION = '3';
+export const PROTOCOL_VERSION = '4';
 
 /**
  * The item operations of the batch protocol. `consumeOne` is a consume of a policy of one token
  * bucket, GCRA or fixed window with no reserve: sent in four values, answered in three or four.
+ * `book` (nine values) and `cancel` are bookings (deferred admission, see core's booking.ts).
  */
-export const Ops = Object.freeze({ consume: 1, adjust: 2, renew: 3, release: 4, reserve: 5, consumeOne: 6 });
+export const Ops = Object.freeze({ consume: 1, adjust: 2, renew: 3, release: 4, reserve: 5, consumeOne: 6, book: 7, cancel: 8 });
 
 /** One of {@link Ops}. */
 export type Op = (typeof Ops)[keyof typeof Ops];

@@ -57,6 +57,9 @@ export function toStoreError(failure: StoreFailure): SluiceError {
             ErrorCodes.STORE_PROTOCOL,
             `the Redis key${failure.detail ? ` ${failure.detail}` : ''} holds data Sluice did not write; is the prefix shared with another application?`,
           );
+        case ScriptCodes.ERR_NOT_BOOKABLE:
+          // The client refuses these before sending; the same error if a caller got past it.
+          return new SluiceError(ErrorCodes.INVALID_OPTIONS, 'keys with a concurrency limit cannot be booked');
         default:
           return new SluiceError(ErrorCodes.STORE_PROTOCOL, `the Redis script answered unknown code ${failure.code}`);
       }

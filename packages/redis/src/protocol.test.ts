@@ -1,4 +1,4 @@
-import { ErrorCodes, compileLimits } from '@sluice/core';
+import { DEFAULT_BOOKING, ErrorCodes, compileLimits, policyText } from '@sluice/core';
 import { describe, expect, it } from 'vitest';
 import { Ops, PROTOCOL_VERSION, ScriptCodes } from './codes.js';
 import { toStoreError } from './errors.js';
@@ -55,6 +55,74 @@ describe('batch encoding', () => {
     const sent = values.filter((_, i) => i % 6 === 5);
     // Object.is: the same bits, not merely close; a missing reserve is the integer 0.
     sent.forEach((r, i) => expect(Object.is(r, [...reserves, 0][i]), `reserve ${i}: ${String(r)}`).toBe(true));
+  });
+});
+
+describe('booking encoding', () => {
+  it('sends a booking in nine values and a cancel in six, the policy as the core spells it', () => {
+    const book = {
+      ...item(Ops.book, 'a', 2, 'order-7', other, 1),
+      bounds: { maxAheadMs: 5000, claimWindowMs: 250, maxBookings: 3 },
+    };
+    const call = encodeBatch([book, item(Ops.cancel, 'a', 0, 'order-6', other)]);
+    expect(call.args.slice(0, -1)).toEqual([PROTOCOL_VERSION, '1', policyText(other), '0']);
+    expect(unpack(call.args.at(-1) as Buffer)).toEqual([
+      ...[7, 1, 1, 2, 'order-7', 1, 5000, 250, 3],
+      ...[8, 1, 1, 0, 'order-6', 0],
+    ]);
+    expect(policyArg(limits)).toBe(policyText(limits));
+  });
+
+  it('decodes every outcome, and a span exactly as the script formatted it', () => {
+    const fw = compileLimits({ algorithm: 'fixed-window', limit: 3, id: 'f' });
+    const book = (create: number) => ({ ...item(Ops.book, 'b', 1, 'x', fw, create), bounds: DEFAULT_BOOKING });
+    // Arbitrary bits, as a booking's start on a token bucket has.
+    const start = 1700000000123 + 1 / 7;
+    const end = start + 1 / 3;
+    const status = [0, 0, 40, 40];
+    const [booked, claimed, denied, missing, admitted, cancelled] = decodeReply(
+      [
+        ...[0, '1700000000', '123456'],
+        ...[1, ...status, start.toPrecision(17), end.toPrecision(17)],
+        ...[2, 1, 2, 0, 40, start.toPrecision(17), end.toPrecision(17)],
+        ...[3, ...status],
+        ...[4, ...status],
+        ...[0, 1, 2, 0, 40],
+        1,
+      ],
+      [book(1), book(1), book(1), book(0), book(1), item(Ops.cancel, 'b', 0, 'x', fw)],
+    );
+    const statuses = (allowed: boolean, remaining: number, retryAfterMs: number) => [
+      { id: 'f', algorithm: 'fixed-window', allowed, limit: 3, remaining, retryAfterMs, resetAfterMs: 40 },
+    ];
+    const now = 1700000000123.456;
+    expect(booked).toEqual({
+      ok: true,
+      value: { allowed: false, outcome: 'booked', statuses: statuses(false, 0, 40), now, booking: { start, end } },
+    });
+    // Object.is: the very doubles, not merely close.
+    const span = (booked as { value: { booking: { start: number; end: number } } }).value.booking;
+    expect(Object.is(span.start, start) && Object.is(span.end, end)).toBe(true);
+    expect(claimed).toEqual({
+      ok: true,
+      value: { allowed: true, outcome: 'claimed', statuses: statuses(true, 2, 0), now, booking: { start, end } },
+    });
+    expect(denied).toEqual({ ok: true, value: { allowed: false, outcome: 'denied', statuses: statuses(false, 0, 40), now } });
+    expect(missing).toEqual({ ok: true, value: { allowed: false, outcome: 'missing', statuses: statuses(false, 0, 40), now } });
+    expect(admitted).toEqual({ ok: true, value: { allowed: true, outcome: 'admitted', statuses: statuses(true, 2, 0), now } });
+    expect(cancelled).toEqual({ ok: true, value: true });
+  });
+
+  it('refuses booking results it cannot read, and maps the not-bookable code', () => {
+    const fw = compileLimits({ algorithm: 'fixed-window', limit: 3, id: 'f' });
+    const book = { ...item(Ops.book, 'b', 1, 'x', fw, 1), bounds: DEFAULT_BOOKING };
+    const code = (reply: unknown[]) =>
+      decodeReply([0, '1', '0', ...reply], [book]).map((o) => (o.ok ? 'ok' : toStoreError(o.failure).code));
+    expect(code([5, 0, 0, 0, 0])).toEqual([ErrorCodes.STORE_PROTOCOL]);
+    // A span as integer replies (truncated doubles) is not the protocol.
+    expect(code([1, 0, 0, 0, 0, 12, 13])).toEqual([ErrorCodes.STORE_PROTOCOL]);
+    expect(code([1, 0, 0, 0, 0])).toEqual([ErrorCodes.STORE_PROTOCOL]);
+    expect(code([ScriptCodes.ERR_NOT_BOOKABLE])).toEqual([ErrorCodes.INVALID_OPTIONS]);
   });
 });
 

@@ -1,4 +1,12 @@
-import type { CompiledLimit, ConsumeResult, LimitStatus, LimitStore } from '@sluice/core';
+import {
+  BOOK_OUTCOMES,
+  type BookResult,
+  type BookingBounds,
+  type CompiledLimit,
+  type ConsumeResult,
+  type LimitStatus,
+  type LimitStore,
+} from '@sluice/core';
 import { Ops, PROTOCOL_VERSION, ScriptCodes, type Op } from './codes.js';
 import type { StoreFailure } from './errors.js';
 import { namesOf } from './keys.js';
@@ -18,21 +26,29 @@ export interface BatchItem {
   readonly limits: readonly CompiledLimit[];
   /** The limits as the script reads them (see validate.ts policyArg). */
   readonly policy: string;
-  /** cost (consume), delta (adjust), lifetime (renew), 0 (release) or max permits (reserve). */
+  /**
+   * cost (consume, book), delta (adjust), lifetime (renew), 0 (release, cancel) or max permits
+   * (reserve).
+   */
   readonly amount: number;
-  /** The lease id (consume, renew, release), min permits (reserve) or '' (adjust). */
+  /** The lease id (consume, renew, release), min permits (reserve), booking id (book, cancel) or '' (adjust). */
   readonly extra: string | number;
   /**
    * Share of each limit held back (consume, 0..MAX_RESERVE); the hold in ms (reserve,
    * 0..maxHoldMs, see `ReserveRequest.holdMs`); the stamp of the charge a refund is for (adjust,
-   * see `AdjustRequest.at`, 0 for none); 0 for the other ops.
+   * see `AdjustRequest.at`, 0 for none); create as 1 or 0 (book); 0 for the other ops.
    */
   readonly reserve: number;
+  /** The resource's booking bounds (book only). */
+  readonly bounds?: BookingBounds;
 }
 
-/** What one item came to: a consume result, a renew/release flag, nothing (adjust), or a failure. */
+/**
+ * What one item came to: a consume, reserve or booking result, a renew/release/cancel flag,
+ * nothing (adjust), or a failure.
+ */
 export type ItemOutcome =
-  | { readonly ok: true; readonly value: ConsumeResult | ReserveResult | boolean | undefined }
+  | { readonly ok: true; readonly value: ConsumeResult | ReserveResult | BookResult | boolean | undefined }
   | { readonly ok: false; readonly failure: StoreFailure };
 
 /**
@@ -60,6 +76,11 @@ export function encodeBatch(items: readonly BatchItem[]): ScriptCall {
     }
     if (item.op === Ops.consumeOne) {
       values.push(item.op, p, g, item.amount);
+      continue;
+    }
+    if (item.op === Ops.book) {
+      const b = item.bounds!;
+      values.push(item.op, p, g, item.amount, item.extra, item.reserve, b.maxAheadMs, b.claimWindowMs, b.maxBookings);
       continue;
     }
     if (hasConcurrency(item.limits) && !leaseGroups.includes(g)) leaseGroups.push(g);
@@ -158,6 +179,34 @@ function decodeConsumeOne(reply: readonly unknown[], at: number, limit: Compiled
   return { allowed, statuses: [status], now };
 }
 
+/** The outcome codes (indexes in BOOK_OUTCOMES) whose statuses are followed by the booking's span. */
+const BOOKED = 1;
+const CLAIMED = 2;
+
+/**
+ * Reads a booking result, `O, (a, m, t, s) per limit` and for booked or claimed the booking's
+ * start and end as exact decimal strings, from `reply` at `at` (see the script's header).
+ */
+function decodeBook(
+  reply: readonly unknown[],
+  at: number,
+  limits: readonly CompiledLimit[],
+  now: number,
+): BookResult | undefined {
+  const code = reply[at];
+  const outcome = typeof code === 'number' ? BOOK_OUTCOMES[code] : undefined;
+  const consumed = decodeConsume(reply, at, limits, now);
+  if (outcome === undefined || consumed === undefined) return undefined;
+  const result = { allowed: outcome === 'admitted' || outcome === 'claimed', outcome, statuses: consumed.statuses, now };
+  if (code !== BOOKED && code !== CLAIMED) return result;
+  const s = at + 1 + 4 * limits.length;
+  const [start, end] = [reply[s], reply[s + 1]];
+  // Strings of 17 significant digits: Number() gives back the very double the script held.
+  if (typeof start !== 'string' || typeof end !== 'string') return undefined;
+  const booking = { start: Number(start), end: Number(end) };
+  return Number.isFinite(booking.start) && Number.isFinite(booking.end) ? { ...result, booking } : undefined;
+}
+
 /** How many reply values an item's result takes (when it is not an error code). */
 function width(item: BatchItem, first: unknown): number {
   switch (item.op) {
@@ -167,6 +216,8 @@ function width(item: BatchItem, first: unknown): number {
       return 1 + 4 * item.limits.length;
     case Ops.reserve:
       return 2 + 4 * item.limits.length;
+    case Ops.book:
+      return 1 + 4 * item.limits.length + (first === BOOKED || first === CLAIMED ? 2 : 0);
     default:
       return 1;
   }
@@ -201,14 +252,22 @@ export function decodeReply(reply: unknown, items: readonly BatchItem[]): ItemOu
         const value = decodeConsume(reply, start, item.limits, now, item.op === Ops.reserve);
         return value ? { ok: true, value } : { ok: false, failure: { kind: 'reply', detail: `bad result at ${start}` } };
       }
+      case Ops.book: {
+        const value = decodeBook(reply, start, item.limits, now);
+        return value ? { ok: true, value } : { ok: false, failure: { kind: 'reply', detail: `bad book result at ${start}` } };
+      }
       case Ops.adjust:
         return first === 0
           ? { ok: true, value: undefined }
           : { ok: false, failure: { kind: 'reply', detail: `bad adjust result ${String(first)}` } };
       default:
+        // renew, release and cancel: 1 or 0.
         return first === 0 || first === 1
           ? { ok: true, value: first === 1 }
-          : { ok: false, failure: { kind: 'reply', detail: `bad lease result ${String(first)}` } };
+          : {
+              ok: false,
+              failure: { kind: 'reply', detail: `bad ${item.op === Ops.cancel ? 'cancel' : 'lease'} result ${String(first)}` },
+            };
     }
   });
   if (at !== reply.length) return fail(items, { kind: 'reply', detail: `expected ${at} values, got ${reply.length}` });

@@ -1,6 +1,9 @@
 import {
   AdaptiveTimeout,
   type AdjustRequest,
+  type BookRequest,
+  type BookResult,
+  type CancelRequest,
   type ConsumeRequest,
   type ConsumeResult,
   type LeaseRequest,
@@ -19,7 +22,11 @@ import { batchScriptSource, ScriptRunner } from './scripts.js';
 import {
   concurrencyLimit,
   noConcurrencyLimit,
+  notBookable,
   policyArg,
+  storeBookingBounds,
+  storeBookingId,
+  storeCreate,
   storeCost,
   storeDelta,
   storeKey,
@@ -174,6 +181,32 @@ export class RedisStore implements LimitStore {
       const policy = policyArg(request.limits);
       concurrencyLimit(request.limits);
       return this.#item(Ops.release, request.key, request.limits, policy, 0, storeLeaseId(request.leaseId));
+    });
+  }
+
+  /**
+   * Deferred admission (see `BookRequest`), decided in Redis exactly as the MemoryStore decides
+   * it: admits now if the key has room, else books the earliest slot; with the id of a booking
+   * held, claims it once due. The span comes back on Redis' clock, like `now`.
+   */
+  book(request: BookRequest): Promise<BookResult> {
+    return this.#submit(() => {
+      const policy = policyArg(request.limits);
+      notBookable(request.limits);
+      const cost = storeCost(request.cost);
+      const id = storeBookingId(request.id);
+      const create = storeCreate(request.create) ? 1 : 0;
+      const bounds = storeBookingBounds(request.bounds);
+      return { ...this.#item(Ops.book, request.key, request.limits, policy, cost, id, create), bounds };
+    });
+  }
+
+  /** Cancels a booking not yet claimed; true if it was held. */
+  cancel(request: CancelRequest): Promise<boolean> {
+    return this.#submit(() => {
+      const policy = policyArg(request.limits);
+      notBookable(request.limits);
+      return this.#item(Ops.cancel, request.key, request.limits, policy, 0, storeBookingId(request.id));
     });
   }
 

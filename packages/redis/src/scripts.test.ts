@@ -96,6 +96,15 @@ describe('the batch script', () => {
     expect(Number(/^local MAX_STAMP_MS = (\S+)$/m.exec(batch)?.[1])).toBe(core.POLICY_BOUNDS.maxStampMs);
     expect(Number(/^local MAX_RESERVE = (\S+)$/m.exec(batch)?.[1])).toBe(MAX_RESERVE);
     expect(bound('MAX_COST')).toBe(core.MAX_COST);
+    expect(bound('MAX_BOOKING_ID_LENGTH')).toBe(core.MAX_BOOKING_ID_LENGTH);
+    expect(bound('MAX_AHEAD_MS')).toBe(core.BOOKING_BOUNDS.maxAheadMs);
+    expect(bound('MAX_CLAIM_WINDOW_MS')).toBe(core.BOOKING_BOUNDS.claimWindowMs);
+    expect(bound('MAX_BOOKINGS')).toBe(core.BOOKING_BOUNDS.maxBookings);
+    // Outcome codes are the indexes of the core's list.
+    const booking = lua('lib/booking.lua');
+    const outcomes = /^local BOOK_ADMITTED, BOOK_BOOKED, BOOK_CLAIMED, BOOK_DENIED, BOOK_MISSING = (.+)$/m.exec(booking)?.[1];
+    expect(outcomes?.split(', ').map(Number)).toEqual(core.BOOK_OUTCOMES.map((_, i) => i));
+    expect(core.BOOK_OUTCOMES).toEqual(['admitted', 'booked', 'claimed', 'denied', 'missing']);
     expect(Object.values(core.ALGORITHM_CODES).sort()).toEqual([1, 2, 3, 4, 5, 6]);
     for (const [algorithm, code] of Object.entries(core.ALGORITHM_CODES)) {
       expect(lua(`algorithms/${algorithm.replace('-', '_')}.lua`), algorithm).toContain(`= { code = ${code} }`);

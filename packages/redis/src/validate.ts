@@ -1,5 +1,6 @@
 import {
   ALGORITHM_CODES,
+  BOOKING_BOUNDS,
   ErrorCodes,
   POLICY_BOUNDS,
   SluiceError,
@@ -7,7 +8,10 @@ import {
   checkHold,
   checkStamp,
   checkKey,
+  checkBookingId,
   compileLimits,
+  policyText,
+  type BookingBounds,
   type CompiledLimit,
   MAX_COST,
   MAX_RESERVED_SHARE,
@@ -27,8 +31,10 @@ const checked = new WeakMap<readonly CompiledLimit[], string>();
 
 /**
  * Checks that `limits` is a list of compiled limits (as `compileLimits` makes them) and returns
- * its encoding for the batch script, one argument: per limit code, limit, windowMs, burst,
- * slices, leaseTtlMs, id, all joined by commas. Frozen lists are checked once.
+ * its encoding for the batch script, one argument: the core's `policyText` (per limit code,
+ * limit, windowMs, burst, slices, leaseTtlMs, id, all joined by commas), which a key's bookings
+ * also remember to notice a policy change, so both sides must spell it alike. Frozen lists are
+ * checked once.
  */
 export function policyArg(limits: readonly CompiledLimit[]): string {
   const cached = checked.get(limits);
@@ -59,7 +65,9 @@ export function policyArg(limits: readonly CompiledLimit[]): string {
     if (c.code !== ALGORITHM_CODES[c.algorithm])
       throw invalid(ErrorCodes.INVALID_POLICY, `limits[${i}].code`, 'does not match the algorithm');
   });
-  const arg = compiled.map((l) => [l.code, l.limit, l.windowMs, l.burst, l.slices, l.leaseTtlMs, l.id].join(',')).join(',');
+  // Of the fresh compiled list (equal field by field, checked above): the core caches a frozen
+  // list's text, which a caller's list with mutable limits could outdate.
+  const arg = policyText(compiled);
   if (Object.isFrozen(limits) && given.every((l) => Object.isFrozen(l))) checked.set(limits, arg);
   return arg;
 }
@@ -146,6 +154,43 @@ export function storeReserveBounds(min: unknown, max: unknown): [number, number]
     throw invalid(ErrorCodes.INVALID_COST, 'min', `must be an integer between 0 and max (${max}), got ${String(min)}`);
   }
   return [min, max];
+}
+
+/** A booking id: see `checkBookingId` in @sluice/core (printable ASCII, so bytes = characters). */
+export function storeBookingId(id: unknown): string {
+  return checkBookingId(id, 'id');
+}
+
+/** Whether a booking call may admit or book (true), or only claim (false). */
+export function storeCreate(create: unknown): boolean {
+  if (typeof create !== 'boolean') {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'create', `must be a boolean, got ${JSON.stringify(create)}`);
+  }
+  return create;
+}
+
+/** A resource's booking bounds: integers within the core's BOOKING_BOUNDS, as its resources check them. */
+export function storeBookingBounds(bounds: unknown): BookingBounds {
+  if (typeof bounds !== 'object' || bounds === null) throw invalid(ErrorCodes.INVALID_OPTIONS, 'bounds', 'must be an object');
+  const given = bounds as Record<string, unknown>;
+  for (const field of Object.keys(BOOKING_BOUNDS) as (keyof BookingBounds)[]) {
+    const v = given[field];
+    const max = BOOKING_BOUNDS[field];
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > max) {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, `bounds.${field}`, `must be an integer between 1 and ${max}, got ${String(v)}`);
+    }
+  }
+  // Frozen ones (a compiled resource's) cannot change before the batch is encoded; others are copied.
+  if (Object.isFrozen(bounds)) return bounds as BookingBounds;
+  const { maxAheadMs, claimWindowMs, maxBookings } = bounds as BookingBounds;
+  return { maxAheadMs, claimWindowMs, maxBookings };
+}
+
+/** Bookings take rate limits only, as the core's bookKey says. */
+export function notBookable(limits: readonly CompiledLimit[]): void {
+  if (limits.some((l) => l.algorithm === 'concurrency')) {
+    throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'keys with a concurrency limit cannot be booked');
+  }
 }
 
 /** Reservations take rate permits only: a lease cannot be shared out. */

@@ -7,13 +7,17 @@
  *
  * Statuses are whole numbers, so a drift in the last bit of a stored state could hide behind
  * them for a long time: after every tick the state Redis stores is also decoded and compared
- * with the states a replay through the core's pure functions keeps (test/reference.ts).
+ * with the states a replay through the core's pure functions keeps (test/reference.ts),
+ * bookings (the ledger pair) included.
  *
  * Failures print their seed; rerun with SLUICE_SEED=<seed> to replay.
  */
 import {
   MemoryStore,
   compileLimits,
+  type BookOutcome,
+  type BookResult,
+  type BookingBounds,
   type Clock,
   type CompiledLimit,
   type ConsumeResult,
@@ -46,7 +50,17 @@ type Step =
   | { op: 'consume'; key: string; limits: readonly CompiledLimit[]; cost: number; leaseId: string; reserve: number }
   | { op: 'adjust'; key: string; limits: readonly CompiledLimit[]; delta: number; at?: number }
   | { op: 'reserve'; key: string; limits: readonly CompiledLimit[]; min: number; max: number; holdMs: number }
-  | { op: 'renew' | 'release'; key: string; limits: readonly CompiledLimit[]; leaseId: string; ttlMs?: number };
+  | { op: 'renew' | 'release'; key: string; limits: readonly CompiledLimit[]; leaseId: string; ttlMs?: number }
+  | {
+      op: 'book';
+      key: string;
+      limits: readonly CompiledLimit[];
+      cost: number;
+      id: string;
+      create: boolean;
+      bounds: BookingBounds;
+    }
+  | { op: 'cancel'; key: string; limits: readonly CompiledLimit[]; id: string };
 
 interface Scenario {
   name: string;
@@ -78,6 +92,40 @@ function scenarios(): Scenario[] {
         [{ algorithm: 'sliding-window', id: 'r', limit: 30, windowMs: 150, slices: 2 }],
       ],
       maxCost: 3,
+    },
+    {
+      // Bookings past a full window go to the windows after it, kept as pairs ahead.
+      name: 'fixed windows booked ahead',
+      variants: [
+        [{ algorithm: 'fixed-window', id: 'f', limit: 2, windowMs: 40 }],
+        [{ algorithm: 'fixed-window', id: 'f', limit: 3, windowMs: 70 }],
+      ],
+      maxCost: 2,
+    },
+    {
+      // Few groups (8), so bookings stamped ahead merge with admissions.
+      name: 'sliding-window bookings merging',
+      variants: [
+        [{ algorithm: 'sliding-window', id: 's', limit: 12, windowMs: 150, slices: 1 }],
+        [{ algorithm: 'sliding-window', id: 's', limit: 10, windowMs: 100, slices: 1 }],
+      ],
+      maxCost: 2,
+    },
+    {
+      // Every limit books its share; a policy change drops the bookings (not the charges).
+      name: 'rate limits booked together',
+      variants: [
+        [
+          { algorithm: 'token-bucket', id: 'a', limit: 6, windowMs: 100, burst: 3 },
+          { algorithm: 'fixed-window', id: 'b', limit: 4, windowMs: 60 },
+          { algorithm: 'sliding-log', id: 'c', limit: 5, windowMs: 120 },
+        ],
+        [
+          { algorithm: 'gcra', id: 'a', limit: 5, windowMs: 80, burst: 3 },
+          { algorithm: 'fixed-window', id: 'b', limit: 4, windowMs: 60 },
+        ],
+      ],
+      maxCost: 2,
     },
     {
       name: 'algorithm changes on one limit id',
@@ -137,6 +185,12 @@ function randomReserve(rnd: () => number): number {
   return rnd() < 0.6 ? 0 : 0.1 + 0.4 * rnd();
 }
 
+/** A resource's booking bounds, short enough that bookings come due and expire within a test. */
+function randomBounds(rnd: () => number): BookingBounds {
+  const pick = (xs: readonly number[]) => xs[Math.floor(rnd() * xs.length)]!;
+  return { maxAheadMs: pick([20, 80, 300]), claimWindowMs: pick([3, 20, 60]), maxBookings: pick([1, 3, 20]) };
+}
+
 /**
  * One tick's calls, made together so that they share one batch (and one Redis time): at most 7,
  * as the store sends 8 or more as two calls.
@@ -148,6 +202,7 @@ function randomTick(
   compiled: (readonly CompiledLimit[])[],
   maxCost: number,
   stamps: readonly number[] = [],
+  held: ReadonlyMap<string, readonly string[]> = new Map(),
 ): Step[] {
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)]!;
   const steps: Step[] = [];
@@ -158,6 +213,18 @@ function randomTick(
     const limits = policy.get(key)!;
     const hasLeases = limits.some((l) => l.algorithm === 'concurrency');
     const leaseId = hasLeases ? `lease-${Math.floor(rnd() * 4)}` : '';
+    if (!hasLeases && rnd() < 0.25) {
+      // A small pool of ids, so that later calls claim, re-book or cancel earlier bookings; more
+      // often one held, so that claims come within spans.
+      const ids = held.get(key) ?? [];
+      const id = ids.length > 0 && rnd() < 0.6 ? pick(ids) : `b${Math.floor(rnd() * 3)}`;
+      if (rnd() < 0.2) steps.push({ op: 'cancel', key, limits, id });
+      else {
+        const cost = 1 + Math.floor(rnd() * maxCost);
+        steps.push({ op: 'book', key, limits, cost, id, create: rnd() < 0.75, bounds: randomBounds(rnd) });
+      }
+      continue;
+    }
     const r = rnd();
     if (r < 0.6) {
       const cost = Math.floor(rnd() * (maxCost + 1));
@@ -179,8 +246,8 @@ function randomTick(
       steps.push({ op: rnd() < 0.5 ? 'renew' : 'release', key, limits, leaseId, ...(ttl === undefined ? {} : { ttlMs: ttl }) });
     } else steps.push({ op: 'consume', key, limits, cost: 0, leaseId, reserve: randomReserve(rnd) });
   }
-  // Every tick reports its time through a consume (or a reservation).
-  if (!steps.some((s) => s.op === 'consume' || s.op === 'reserve')) {
+  // Every tick reports its time through a consume (or a reservation, or a booking).
+  if (!steps.some((s) => s.op === 'consume' || s.op === 'reserve' || s.op === 'book')) {
     const key = pick(keys);
     const limits = policy.get(key)!;
     const leaseId = limits.some((l) => l.algorithm === 'concurrency') ? 'lease-0' : '';
@@ -189,8 +256,14 @@ function randomTick(
   return steps;
 }
 
-function run(store: LimitStore, step: Step): Promise<ConsumeResult | ReserveResult | boolean | void> {
+type Outcome = ConsumeResult | ReserveResult | BookResult | boolean | void;
+
+function run(store: LimitStore, step: Step): Promise<Outcome> {
   switch (step.op) {
+    case 'book':
+      return store.book!(step);
+    case 'cancel':
+      return store.cancel!(step);
     case 'consume':
       return store.consume(step);
     case 'adjust':
@@ -204,8 +277,12 @@ function run(store: LimitStore, step: Step): Promise<ConsumeResult | ReserveResu
   }
 }
 
-function replay(ref: ReferenceStore, step: Step, now: number): ConsumeResult | ReserveResult | boolean | void {
+function replay(ref: ReferenceStore, step: Step, now: number): Outcome {
   switch (step.op) {
+    case 'book':
+      return ref.book(step.key, step.limits, step, now);
+    case 'cancel':
+      return ref.cancel(step.key, step.limits, step.id, now);
     case 'consume':
       return ref.consume(step.key, step.limits, step.cost, step.leaseId, step.reserve, now);
     case 'adjust':
@@ -262,6 +339,12 @@ async function expectStored(
   expect(read.now + read.pttl, `${context}: PTTL`).toBeGreaterThanOrEqual(entry.expiresAt + 900);
   const stored = new Map<string, Packed>();
   for (let i = 2; i < blob.length; i += 2) stored.set(blob[i] as string, blob[i + 1]!);
+  // The bookings: {7, policy, newest, marks (false where a limit keeps none), id, cost, start, end, ...}.
+  const ledger = entry.ledger;
+  const bookings = ledger && [7, ledger.policy, ledger.newest, ledger.marks.map((m) => m ?? false)];
+  for (const b of ledger?.bookings ?? []) bookings!.push(b.id, b.cost, b.start, b.end);
+  expect(stored.get('!b'), `${context}: bookings`).toEqual(bookings);
+  stored.delete('!b');
   expect([...stored.keys()].sort(), `${context}: limit ids`).toEqual(defined.map((d) => d.limit.id).sort());
   for (const { limit, state } of defined) {
     if (limit.algorithm !== 'concurrency') {
@@ -283,6 +366,14 @@ async function expectStored(
   }
 }
 
+/** What the bookings of the whole file came to (checked by its last test: every path was run). */
+const tally = new Map<BookOutcome | 'cancelled' | 'not held', number>();
+function count(step: Step, result: Outcome): void {
+  const what =
+    step.op === 'book' ? (result as BookResult).outcome : step.op === 'cancel' ? (result ? 'cancelled' : 'not held') : undefined;
+  if (what !== undefined) tally.set(what, (tally.get(what) ?? 0) + 1);
+}
+
 /**
  * Runs ticks on Redis, replays each on a MemoryStore and on the reference at the time Redis
  * decided it, and checks that results and stored states are equal.
@@ -292,6 +383,8 @@ function differential(store: LimitStore, admin: Redis | Cluster, prefix: string)
   const oracle = new MemoryStore({ clock, sweepIntervalMs: 0 });
   const ref = new ReferenceStore();
   const stamps: number[] = [];
+  const held = new Map<string, string[]>();
+  const last: Outcome[] = [];
   let previousNow = -Infinity;
   return {
     /** Makes `batch` in one tick; returns the number of calls checked. */
@@ -309,16 +402,27 @@ function differential(store: LimitStore, admin: Redis | Cluster, prefix: string)
         const call = `${context}, call ${i}: ${JSON.stringify(batch[i])}`;
         expect(results[i], call).toEqual(expected);
         expect(replay(ref, batch[i]!, now), `${call}: the reference drifted from MemoryStore`).toEqual(expected);
+        count(batch[i]!, expected);
       }
       for (const key of keys) await expectStored(admin, prefix, key, ref, now, `${context}, after the tick, key ${key}`);
       batch.forEach((step, i) => {
         const r = results[i] as ReserveResult;
         if (step.op === 'reserve' && r.granted > 0) stamps.push(now + step.holdMs);
+        if (step.op === 'book' || step.op === 'cancel') {
+          const ids = (held.get(step.key) ?? []).filter((id) => id !== step.id);
+          if (step.op === 'book' && (results[i] as BookResult).outcome === 'booked') ids.push(step.id);
+          held.set(step.key, ids);
+        }
       });
+      last.splice(0, last.length, ...results);
       return batch.length;
     },
+    /** The results of the last tick, as Redis answered them. */
+    last,
     /** Stamps of the reservations made so far, for refunds that name one. */
     stamps,
+    /** By key, the ids of bookings last answered as booked, for calls that claim them. */
+    held,
     close: () => oracle.close(),
   };
 }
@@ -351,7 +455,7 @@ describe('differential: Redis decides exactly as the in-memory store', () => {
     let steps = 0;
     for (let tick = 0; tick < 160; tick++) {
       steps += await diff.tick(
-        randomTick(rnd, keys, policy, compiled, scenario.maxCost, diff.stamps),
+        randomTick(rnd, keys, policy, compiled, scenario.maxCost, diff.stamps, diff.held),
         keys,
         `${context}, tick ${tick}`,
       );
@@ -420,5 +524,116 @@ describe('differential: Redis decides exactly as the in-memory store', () => {
       for (const [i, batch] of ticks.entries()) await diff.tick(batch, [key], `${_form}, tick ${i}`);
       await diff.close();
     });
+
+    it('books, claims, cancels and lets bookings expire, as the key table does', async () => {
+      const key = `book:${_form}:${testSeed()}`;
+      const fwKey = `${key}:fw`;
+      const diff = differential(formStore, admin, target.prefix);
+      // One permit per 100 ms, a burst of 3: a booking waits 100 ms per missing permit.
+      const tb = compileLimits([{ algorithm: 'token-bucket', id: 't', limit: 10, windowMs: 1000, burst: 3 }]);
+      const gcra = compileLimits([{ algorithm: 'gcra', id: 't', limit: 10, windowMs: 1000, burst: 3 }]);
+      const fw = compileLimits([{ algorithm: 'fixed-window', id: 'f', limit: 2, windowMs: 100 }]);
+      const both = compileLimits([
+        { algorithm: 'gcra', id: 't', limit: 10, windowMs: 1000, burst: 3 },
+        { algorithm: 'fixed-window', id: 'f', limit: 2, windowMs: 100 },
+      ]);
+      // The same window id with shorter windows: booked pairs of 100 ms stay ahead with a gap.
+      const fwShort = compileLimits([{ algorithm: 'fixed-window', id: 'f', limit: 2, windowMs: 30 }]);
+      const swKey = `${key}:sw`;
+      const gapKey = `${key}:gap`;
+      // A bucket that frees a permit in 10 ms beside a window of a minute, then of a second: the
+      // booking falls inside the running (long) window, which it must be counted in.
+      const longKey = `${key}:long`;
+      const fast = { algorithm: 'token-bucket', id: 't', limit: 100, windowMs: 1000, burst: 3 } as const;
+      const long = compileLimits([fast, { algorithm: 'fixed-window', id: 'f', limit: 5, windowMs: 60_000 }]);
+      const shorter = compileLimits([fast, { algorithm: 'fixed-window', id: 'f', limit: 5, windowMs: 1000 }]);
+      const sw = compileLimits([
+        { algorithm: 'sliding-window', id: 's', limit: 2, windowMs: 50, slices: 1 },
+        { algorithm: 'sliding-log', id: 'l', limit: 2, windowMs: 50 },
+      ]);
+      const bounds = { maxAheadMs: 1000, claimWindowMs: 60, maxBookings: 5 };
+      const book = (k: string, limits: readonly CompiledLimit[], cost: number, id: string, create = true): Step => ({
+        op: 'book',
+        key: k,
+        limits,
+        cost,
+        id,
+        create,
+        bounds,
+      });
+      const cancel = (k: string, limits: readonly CompiledLimit[], id: string): Step => ({ op: 'cancel', key: k, limits, id });
+      // A tick, or a pause (ms); a tick's results are checked where one instant decides them.
+      const script: (Step[] | number | { tick: Step[]; outcomes: unknown[] })[] = [
+        // Full, booked, cancelled at once: the newest booking, so the bucket takes it back.
+        { tick: [consume(key, tb, 3), book(key, tb, 1, 'a'), cancel(key, tb, 'a')], outcomes: [true, 'booked', true] },
+        [book(key, tb, 1, 'a'), book(key, tb, 1, 'b')],
+        // No longer the newest: kept.
+        timed(key, [cancel(key, tb, 'a')]),
+        [book(key, tb, 1, 'b', false), book(key, tb, 1, 'never', false)],
+        220,
+        [book(key, tb, 1, 'b', false)],
+        // A whole burst leaves no span to claim in.
+        [book(key, tb, 3, 'c'), book(key, tb, 1, 'd')],
+        // d (if booked) expires: the next call gives it back.
+        400,
+        [consume(key, tb, 0)],
+        // Another policy: the bookings go, the charges stay.
+        [consume(key, tb, 3), book(key, tb, 1, 'e'), book(key, gcra, 1, 'e', false)],
+        // Windows ahead: x and z share the next window, y takes the one after, w the fourth.
+        {
+          tick: [
+            consume(fwKey, fw, 2),
+            book(fwKey, fw, 1, 'x'),
+            book(fwKey, fw, 2, 'y'),
+            book(fwKey, fw, 1, 'z'),
+            book(fwKey, fw, 1, 'w'),
+            cancel(fwKey, fw, 'x'),
+          ],
+          outcomes: [true, 'booked', 'booked', 'booked', 'booked', true],
+        },
+        120,
+        [book(fwKey, fw, 1, 'z', false), book(fwKey, fw, 1, 'v')],
+        120,
+        [book(fwKey, fw, 2, 'y', false), consume(fwKey, fw, 1)],
+        // Two limits booked together, then a policy change drops their bookings.
+        [consume(fwKey, both, 2), book(fwKey, both, 1, 'm'), book(fwKey, both, 1, 'n')],
+        timed(fwKey, [cancel(fwKey, both, 'n')]),
+        [book(fwKey, fw, 1, 'm', false)],
+        500,
+        [consume(key, tb, 1), consume(fwKey, fw, 1)],
+        // After a change of window length a booked window lies past a gap: the next booking takes
+        // the gap rather than the (full) window after it.
+        {
+          tick: [consume(gapKey, fw, 2), book(gapKey, fw, 2, 'p'), book(gapKey, fwShort, 2, 'q')],
+          outcomes: [true, 'booked', 'booked'],
+        },
+        // Sliding windows: s1 ends at +110 ms and s2 waits for it to leave (+160 .. +220); once
+        // s1's stamp has left the window, giving it back must not take from s2's charge.
+        {
+          tick: [consume(swKey, sw, 2), book(swKey, sw, 1, 's1'), book(swKey, sw, 2, 's2')],
+          outcomes: [true, 'booked', 'booked'],
+        },
+        190,
+        [consume(swKey, sw, 0)],
+        { tick: [consume(longKey, long, 3), book(longKey, shorter, 1, 'r')], outcomes: [true, 'booked'] },
+      ];
+      const outcome = (r: Outcome) => (typeof r === 'object' ? ('outcome' in r ? r.outcome : r.allowed) : r);
+      for (const [i, entry] of script.entries()) {
+        if (typeof entry === 'number') await sleep(entry);
+        else if (Array.isArray(entry)) await diff.tick(entry, [key, fwKey, swKey, gapKey, longKey], `${_form}, step ${i}`);
+        else {
+          await diff.tick(entry.tick, [key, fwKey, swKey, gapKey, longKey], `${_form}, step ${i}`);
+          expect(diff.last.map(outcome), `${_form}, step ${i}`).toEqual(entry.outcomes);
+        }
+      }
+      await diff.close();
+    });
+  });
+
+  // Last: the random and scripted runs above went through every booking path.
+  it('ran every booking outcome', () => {
+    for (const what of ['admitted', 'booked', 'claimed', 'denied', 'missing', 'cancelled', 'not held'] as const) {
+      expect(tally.get(what) ?? 0, `${what} in ${JSON.stringify([...tally])}`).toBeGreaterThan(0);
+    }
   });
 });

@@ -4,10 +4,10 @@
  */
 import { once } from 'node:events';
 import { createServer, type Socket } from 'node:net';
-import { ErrorCodes, SluiceError, compileLimits, type CompiledLimit } from '@sluice/core';
+import { DEFAULT_BOOKING, ErrorCodes, SluiceError, compileLimits, type CompiledLimit } from '@sluice/core';
 import { Redis } from 'ioredis';
 import { RedisStore, batchScriptSource, keyNames } from '../src/index.js';
-import { PROTOCOL_VERSION } from '../src/codes.js';
+import { PROTOCOL_VERSION, ScriptCodes } from '../src/codes.js';
 import { MAX_STORAGE_KEY_LENGTH } from '../src/validate.js';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { redisUrl } from '../../../test/env.js';
@@ -203,6 +203,34 @@ describe('an unreachable or broken Redis', () => {
   });
 });
 
+/** Bookings with bad input: each must fail with its typed error before anything is sent. */
+function bookingCases(store: RedisStore, concurrencyLimits: readonly CompiledLimit[]): [Promise<unknown>, string][] {
+  const book = { key: 'k', limits, cost: 1, id: 'b', create: true, bounds: DEFAULT_BOOKING };
+  const bounds = (b: object) => ({ ...book, bounds: { ...DEFAULT_BOOKING, ...b } });
+  return [
+    [store.book({ ...book, key: 42 as unknown as string }), ErrorCodes.INVALID_KEY],
+    [store.book({ ...book, limits: [] }), ErrorCodes.INVALID_POLICY],
+    [store.book({ ...book, limits: concurrencyLimits }), ErrorCodes.INVALID_OPTIONS],
+    [store.book({ ...book, cost: -1 }), ErrorCodes.INVALID_COST],
+    [store.book({ ...book, cost: 0.5 }), ErrorCodes.INVALID_COST],
+    [store.book({ ...book, id: '' }), ErrorCodes.INVALID_OPTIONS],
+    [store.book({ ...book, id: 'a b' }), ErrorCodes.INVALID_OPTIONS],
+    [store.book({ ...book, id: 'é' }), ErrorCodes.INVALID_OPTIONS],
+    [store.book({ ...book, id: 'x'.repeat(129) }), ErrorCodes.INVALID_OPTIONS],
+    [store.book({ ...book, id: 7 as unknown as string }), ErrorCodes.INVALID_OPTIONS],
+    [store.book({ ...book, create: 1 as unknown as boolean }), ErrorCodes.INVALID_OPTIONS],
+    [store.book({ ...book, bounds: undefined as unknown as typeof DEFAULT_BOOKING }), ErrorCodes.INVALID_OPTIONS],
+    [store.book(bounds({ maxAheadMs: 0 })), ErrorCodes.INVALID_OPTIONS],
+    [store.book(bounds({ maxAheadMs: 3_600_001 })), ErrorCodes.INVALID_OPTIONS],
+    [store.book(bounds({ claimWindowMs: 60_001 })), ErrorCodes.INVALID_OPTIONS],
+    [store.book(bounds({ maxBookings: 1.5 })), ErrorCodes.INVALID_OPTIONS],
+    [store.book(bounds({ maxBookings: 10_001 })), ErrorCodes.INVALID_OPTIONS],
+    [store.cancel({ key: 'k', limits: concurrencyLimits, id: 'b' }), ErrorCodes.INVALID_OPTIONS],
+    [store.cancel({ key: 'k', limits, id: 'x'.repeat(129) }), ErrorCodes.INVALID_OPTIONS],
+    [store.cancel({ key: 'k', limits: [], id: 'b' }), ErrorCodes.INVALID_POLICY],
+  ];
+}
+
 describe('input, lifecycle and foreign data', () => {
   const target = standalone('faults');
   const client = new Redis(redisUrl());
@@ -240,6 +268,7 @@ describe('input, lifecycle and foreign data', () => {
       [store.renew({ key: 'k', limits, leaseId: 'a' }), ErrorCodes.INVALID_OPTIONS],
       [store.release({ key: 'k', limits, leaseId: 'a' }), ErrorCodes.INVALID_OPTIONS],
       [store.renew({ key: 'k', limits: concurrencyLimits, leaseId: 'a', ttlMs: 0 }), ErrorCodes.INVALID_OPTIONS],
+      ...bookingCases(store, concurrencyLimits),
     ];
     for (const [promise, code] of cases) expect((await failure(promise)).error.code).toBe(code);
     expect(fcall).not.toHaveBeenCalled();
@@ -429,6 +458,7 @@ describe('input, lifecycle and foreign data', () => {
       ['leases without lease keys', [v, ...concurrency, '0', ...item]],
       ['lease keys of no group', [v, ...concurrency, '1', '2', ...item], [key.state, key.leases, key.costs]],
       ['lease keys missing', [v, ...concurrency, '1', '1', ...item], [key.state, key.leases]],
+      ...bookingItems(v, policy),
     ];
     for (const form of ['function', 'script'] as const) {
       expect(await call(form, ['1', ...policy, ...item]), form).toEqual([1, expect.stringContaining('protocol')]);
@@ -436,6 +466,17 @@ describe('input, lifecycle and foreign data', () => {
         expect(await call(form, args, k, at), `${form}: ${why}`).toEqual([2, expect.any(String)]);
       expect(await forms[form](keys, [v, ...policy, 'not msgpack'])).toEqual([2, expect.stringContaining('MessagePack')]);
       expect(await forms[form](keys, [v, ...policy, packAny([]), packAny(item)])).toEqual([2, expect.stringContaining('last')]);
+    }
+    // Only rate limits can be booked: refused as an item, the rest of the call decided.
+    for (const form of ['function', 'script'] as const) {
+      const refused = [v, ...concurrency, '0', 8, 1, 1, 0, 'b', 0, 7, 1, 1, 1, 'b', 1, 1000, 100, 10];
+      expect(await call(form, refused, keys, concurrency.length + 2), form).toEqual([
+        0,
+        expect.any(String),
+        expect.any(String),
+        ScriptCodes.ERR_NOT_BOOKABLE,
+        ScriptCodes.ERR_NOT_BOOKABLE,
+      ]);
     }
     expect(await client.exists(key.state, key.leases, key.costs)).toBe(0);
     // The same calls, well formed, are applied: the same program either way.
@@ -471,6 +512,20 @@ describe('input, lifecycle and foreign data', () => {
       0,
       expect.any(Number),
     ]);
+    // A booking on a key with room admits (outcome 0) with a consume's statuses; a cancel of a
+    // booking not held answers 0.
+    const booking = [7, 1, 1, 1, 'b', 1, 1000, 100, 10, 8, 1, 1, 0, 'b', 0];
+    expect(await call('function', [v, ...policy, ...booking], keys, policy.length + 1)).toEqual([
+      0,
+      expect.any(String),
+      expect.any(String),
+      0,
+      1,
+      95,
+      0,
+      expect.any(Number),
+      0,
+    ]);
     const leases = [key.state, key.leases, key.costs];
     expect(await call('function', [v, ...concurrency, '1', '1', 1, 1, 1, 1, 'l', 0], leases)).toEqual([
       0,
@@ -485,3 +540,44 @@ describe('input, lifecycle and foreign data', () => {
     expect(await client.exists(key.state, key.leases, key.costs)).toBe(3);
   });
 });
+
+/**
+ * Malformed bookings (op 7, nine values) and cancels (op 8, six), each refused whole with
+ * ERR_BAD_ARGUMENT: [why, the call's arguments, its keys (the default), where its items start].
+ */
+function bookingItems(v: string, policy: string[]): [string, (string | number)[], undefined, number][] {
+  const at = policy.length + 1;
+  const book = [7, 1, 1, 1, 'b', 1, 1000, 100, 10];
+  const cancel = [8, 1, 1, 0, 'b', 0];
+  const with_ = (item: (string | number)[], i: number, value: string | number) => item.map((x, j) => (j === i ? value : x));
+  const cases: [string, (string | number)[]][] = [
+    ['booking cut short', book.slice(0, 8)],
+    ['booking of no such policy', with_(book, 1, 2)],
+    ['booking of no such key group', with_(book, 2, 2)],
+    ['booking of a negative cost', with_(book, 3, -1)],
+    ['booking of a fractional cost', with_(book, 3, 1.5)],
+    ['booking of a cost too large', with_(book, 3, 2e9)],
+    ['booking id empty', with_(book, 4, '')],
+    ['booking id with a space', with_(book, 4, 'a b')],
+    ['booking id not ASCII', with_(book, 4, 'é')],
+    ['booking id too long', with_(book, 4, 'x'.repeat(129))],
+    ['booking id as a number', with_(book, 4, 7)],
+    ['create neither 0 nor 1', with_(book, 5, 2)],
+    ['create as a string', with_(book, 5, '1')],
+    ['max_ahead_ms of 0', with_(book, 6, 0)],
+    ['max_ahead_ms above an hour', with_(book, 6, 3_600_001)],
+    ['fractional max_ahead_ms', with_(book, 6, 1.5)],
+    ['claim_window_ms of 0', with_(book, 7, 0)],
+    ['claim_window_ms above a minute', with_(book, 7, 60_001)],
+    ['max_bookings of 0', with_(book, 8, 0)],
+    ['max_bookings above 10000', with_(book, 8, 10_001)],
+    ['a booking in six values', book.slice(0, 6)],
+    ['cancel cut short', cancel.slice(0, 5)],
+    ['cancel with an amount', with_(cancel, 3, 1)],
+    ['cancel with a sixth value', with_(cancel, 5, 1)],
+    ['cancel id too long', with_(cancel, 4, 'x'.repeat(129))],
+    ['cancel id empty', with_(cancel, 4, '')],
+    ['cancel of no such key group', with_(cancel, 2, 2)],
+  ];
+  return cases.map(([why, item]) => [why, [v, ...policy, ...item], undefined, at]);
+}

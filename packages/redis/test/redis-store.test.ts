@@ -1,5 +1,5 @@
 /** How the store batches, routes and stores, against standalone Redis and Redis Cluster. */
-import { MemoryStore, compileLimits, type ConsumeResult } from '@sluice/core';
+import { DEFAULT_BOOKING, MemoryStore, compileLimits, type ConsumeResult } from '@sluice/core';
 import calculateSlot from 'cluster-key-slot';
 import { Cluster, Redis } from 'ioredis';
 import { keyNames, RedisStore } from '../src/index.js';
@@ -196,6 +196,44 @@ describe('cluster', () => {
     const masters = await Promise.all(admin.nodes('master').map((n) => n.dbsize()));
     expect(masters.filter((size) => size > 0).length).toBe(admin.nodes('master').length);
     fcall.mockRestore();
+    await store.close();
+  });
+
+  it('books, claims and cancels on keys of every slot, one call per slot', async () => {
+    const store = new RedisStore({ clusterNodes: redisClusterNodes(), prefix, commandTimeoutMs: 1000, peerRegistry: false });
+    const minute = compileLimits({ algorithm: 'fixed-window', limit: 2, windowMs: 60_000 });
+    const keys = Array.from({ length: 30 }, (_, i) => `booked-${i}`);
+    // Per key, in one tick: the window filled, a claim and a cancel that find nothing.
+    const results = await Promise.all(
+      keys.map((key) =>
+        Promise.all([
+          store.consume({ key, limits: minute, cost: 2, leaseId: '' }),
+          store.book({ key, limits: minute, cost: 1, id: 'a', create: false, bounds: DEFAULT_BOOKING }),
+          store.cancel({ key, limits: minute, id: 'a' }),
+        ]),
+      ),
+    );
+    for (const [consumed, claimed, cancelled] of results) {
+      expect(consumed.allowed).toBe(true);
+      expect([claimed.outcome, cancelled]).toEqual(['missing', false]);
+    }
+    // Each key books the next window, holds it on a second call, gives it back.
+    const ahead = { ...DEFAULT_BOOKING, claimWindowMs: 60_000 };
+    const again = await Promise.all(
+      keys.map((key) =>
+        Promise.all([
+          store.book({ key, limits: minute, cost: 1, id: 'b', create: true, bounds: ahead }),
+          store.book({ key, limits: minute, cost: 1, id: 'b', create: false, bounds: ahead }),
+          store.cancel({ key, limits: minute, id: 'b' }),
+        ]),
+      ),
+    );
+    for (const [booked, held, cancelled] of again) {
+      const windowEnd = (Math.floor(booked.now / 60_000) + 1) * 60_000;
+      expect(booked).toMatchObject({ outcome: 'booked', booking: { start: windowEnd, end: windowEnd + 60_000 } });
+      expect(held).toMatchObject({ outcome: 'booked', booking: booked.booking });
+      expect(cancelled).toBe(true);
+    }
     await store.close();
   });
 

@@ -1,13 +1,20 @@
 /**
  * The MemoryStore's bookkeeping written out with the core's pure functions, so that a test can
- * see the states it keeps (the MemoryStore hides them) and compare them with what Redis stores.
- * Its decisions are checked against the real MemoryStore's, so it cannot drift unnoticed.
+ * see the states and bookings it keeps (the MemoryStore hides them) and compare them with what
+ * Redis stores. Its decisions are checked against the real MemoryStore's, so it cannot drift
+ * unnoticed.
  */
 import {
   adjustKey,
+  bookKey,
+  cancelBooking,
   concurrency,
   evaluateKey,
+  openBookings,
   reserveKey,
+  type BookKeyRequest,
+  type BookResult,
+  type BookingLedger,
   type CompiledLimit,
   type ConcurrencyState,
   type ConsumeResult,
@@ -19,6 +26,12 @@ interface Entry {
   expiresAt: number;
   limits: readonly CompiledLimit[];
   states: (LimitState | undefined)[];
+  ledger?: BookingLedger;
+}
+
+/** The expiry of an operation's write: no less than a key holding bookings had (MemoryStore's keepUntil). */
+function keep(entry: Entry | undefined, needed: number): number {
+  return entry?.ledger === undefined ? needed : Math.max(needed, entry.expiresAt);
 }
 
 export class ReferenceStore {
@@ -32,20 +45,42 @@ export class ReferenceStore {
     reserve: number,
     now: number,
   ): ConsumeResult {
-    const o = evaluateKey(this.#read(key, limits, now)?.states ?? [], limits, cost, now, leaseId, reserve);
-    if (o.allowed) this.#write(key, limits, o.next, now + o.ttlMs);
+    const entry = this.#open(key, limits, now);
+    const o = evaluateKey(entry?.states ?? [], limits, cost, now, leaseId, reserve);
+    if (o.allowed) this.#write(key, limits, o.next, keep(entry, now + o.ttlMs), entry?.ledger);
     return { allowed: o.allowed, statuses: o.statuses, now };
   }
 
   reserve(key: string, limits: readonly CompiledLimit[], min: number, max: number, now: number, holdMs = 0): ReserveResult {
-    const o = reserveKey(this.#read(key, limits, now)?.states ?? [], limits, min, max, now, holdMs);
-    if (o.granted > 0) this.#write(key, limits, o.next, now + o.ttlMs);
+    const entry = this.#open(key, limits, now);
+    const o = reserveKey(entry?.states ?? [], limits, min, max, now, holdMs);
+    if (o.granted > 0) this.#write(key, limits, o.next, keep(entry, now + o.ttlMs), entry?.ledger);
     return { allowed: o.granted > 0, granted: o.granted, statuses: o.statuses, now };
   }
 
   adjust(key: string, limits: readonly CompiledLimit[], delta: number, now: number, at = 0): void {
-    const { next, ttlMs } = adjustKey(this.#read(key, limits, now)?.states ?? [], limits, delta, now, at);
-    this.#write(key, limits, next, now + ttlMs);
+    const entry = this.#open(key, limits, now);
+    const { next, ttlMs } = adjustKey(entry?.states ?? [], limits, delta, now, at);
+    this.#write(key, limits, next, keep(entry, now + ttlMs), entry?.ledger);
+  }
+
+  book(key: string, limits: readonly CompiledLimit[], request: BookKeyRequest, now: number): BookResult {
+    const entry = this.#read(key, limits, now);
+    const s = openBookings(entry?.states ?? [], entry?.ledger, limits, now, entry?.expiresAt ?? 0);
+    const r = bookKey(s, limits, request, now);
+    if (s.changed) this.#write(key, limits, s.states, s.keepUntil, s.ledger);
+    const allowed = r.outcome === 'admitted' || r.outcome === 'claimed';
+    const booking = r.booking === undefined ? {} : { booking: { start: r.booking.start, end: r.booking.end } };
+    return { allowed, outcome: r.outcome, statuses: r.statuses, now, ...booking };
+  }
+
+  cancel(key: string, limits: readonly CompiledLimit[], id: string, now: number): boolean {
+    const entry = this.#read(key, limits, now);
+    if (entry?.ledger === undefined) return false;
+    const s = openBookings(entry.states, entry.ledger, limits, now, entry.expiresAt);
+    const found = cancelBooking(s, limits, id, now);
+    if (s.changed) this.#write(key, limits, s.states, s.keepUntil, s.ledger);
+    return found;
   }
 
   lease(
@@ -58,7 +93,7 @@ export class ReferenceStore {
   ): boolean {
     const index = limits.findIndex((l) => l.algorithm === 'concurrency');
     const limit = limits[index]!;
-    const entry = this.#read(key, limits, now);
+    const entry = this.#open(key, limits, now);
     if (entry === undefined) return false;
     const leases = entry.states[index] as ConcurrencyState | undefined;
     const r =
@@ -67,7 +102,7 @@ export class ReferenceStore {
         : concurrency.release(leases, leaseId, now);
     const states = entry.states.slice();
     states[index] = r.next;
-    this.#write(key, limits, states, Math.max(entry.expiresAt, now + r.ttlMs));
+    this.#write(key, limits, states, Math.max(entry.expiresAt, now + r.ttlMs), entry.ledger);
     return r.found;
   }
 
@@ -90,7 +125,22 @@ export class ReferenceStore {
     return entry;
   }
 
-  #write(key: string, limits: readonly CompiledLimit[], states: (LimitState | undefined)[], expiry: number): void {
-    this.entries.set(key, { expiresAt: Math.ceil(expiry), limits, states });
+  /** #read, then the key's bookings opened as every operation opens them (MemoryStore #settle). */
+  #open(key: string, limits: readonly CompiledLimit[], now: number): Entry | undefined {
+    const entry = this.#read(key, limits, now);
+    if (entry?.ledger === undefined) return entry;
+    const s = openBookings(entry.states, entry.ledger, limits, now, entry.expiresAt);
+    if (s.changed) this.#write(key, limits, s.states, s.keepUntil, s.ledger);
+    return this.entries.get(key);
+  }
+
+  #write(
+    key: string,
+    limits: readonly CompiledLimit[],
+    states: (LimitState | undefined)[],
+    expiry: number,
+    ledger: BookingLedger | undefined,
+  ): void {
+    this.entries.set(key, { expiresAt: Math.ceil(expiry), limits, states, ...(ledger === undefined ? {} : { ledger }) });
   }
 }

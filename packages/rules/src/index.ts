@@ -68,7 +68,13 @@ export {
   type GovernanceRules,
 } from './governance.js';
 export { loadRuleFiles } from './load.js';
-export { ENVOY_RESOURCE_PREFIX, type ResourceRule, type RuleBreakerOptions, type RuleLeaseSettings } from './native.js';
+export {
+  ENVOY_RESOURCE_PREFIX,
+  type ResourceRule,
+  type RuleBookingSettings,
+  type RuleBreakerOptions,
+  type RuleLeaseSettings,
+} from './native.js';
 export { MAX_RULES_BYTES, type RuleFormat } from './parse.js';
 export { canonicalJson, compileRules, mergeRuleSets, type CompileRulesOptions, type RuleFile, type RuleSet } from './ruleset.js';
 export { DEFAULT_MAX_VERSIONS, MAX_LABEL_LENGTH } from './store/common.js';

@@ -20,16 +20,21 @@ export type RuleBreakerOptions = Omit<CircuitBreakerOptions, 'clock'>;
 /** Lease settings in a rule file, as core's `ResourceOptions.lease`. */
 export type RuleLeaseSettings = NonNullable<ResourceOptions['lease']>;
 
+/** Booking bounds in a rule file, as core's `ResourceOptions.booking` (see `Limiter.book`). */
+export type RuleBookingSettings = NonNullable<ResourceOptions['booking']>;
+
 /**
  * One resource of a rule set, as core's `Limiter` takes it (`limiter.setResources(rules.resources)`):
  * core's `ResourceOptions` with the limits always a list, `shadow` always set, and each tenant's
  * quota as its list of limits.
  */
-export type ResourceRule = Omit<ResourceOptions, 'limits' | 'breaker' | 'lease' | 'shadow' | 'tenants'> & {
+export type ResourceRule = Omit<ResourceOptions, 'limits' | 'breaker' | 'lease' | 'shadow' | 'tenants' | 'booking'> & {
   /** The limits, always as a list (a single limit in the file becomes a list of one). */
   readonly limits: readonly LimitPolicy[];
   readonly breaker?: RuleBreakerOptions;
   readonly lease?: RuleLeaseSettings;
+  /** Bounds of deferred admission on the resource's keys (core's defaults when absent). */
+  readonly booking?: Readonly<RuleBookingSettings>;
   /** Decide and count, but never block. */
   readonly shadow: boolean;
   /** Per-tenant quotas inside the resource's; `"*"` applies to every tenant not named. */
@@ -69,6 +74,13 @@ const lease = z.union([
   }),
 ]);
 
+// Bounds (integers, ranges) are core's; only the shape is checked here.
+const booking = z.strictObject({
+  maxAheadMs: z.number().optional(),
+  claimWindowMs: z.number().optional(),
+  maxBookings: z.number().optional(),
+});
+
 // Compile-time checks that the schema names exactly core's fields: a field added to core
 // fails the build here instead of being rejected as unknown at run time.
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
@@ -76,7 +88,8 @@ const fieldsMatch: [
   Same<keyof z.infer<typeof limitPolicy>, keyof LimitPolicy>,
   Same<keyof z.infer<typeof breaker>, keyof RuleBreakerOptions>,
   Same<keyof Exclude<z.infer<typeof lease>, true>, keyof Exclude<RuleLeaseSettings, true>>,
-] = [true, true, true];
+  Same<keyof z.infer<typeof booking>, keyof RuleBookingSettings>,
+] = [true, true, true, true];
 void fieldsMatch;
 
 // Bounds of the reserved share and tenant names are core's; only shapes are checked here.
@@ -106,6 +119,7 @@ const resource = z
     lease: lease.optional(),
     split: z.number().optional(),
     prefilter: z.boolean().optional(),
+    booking: booking.optional(),
   })
   .superRefine((r, ctx) => {
     for (const issue of coreChecks(r)) ctx.addIssue({ code: 'custom', path: [...issue.path], message: issue.message });
@@ -124,7 +138,7 @@ function coreChecks(r: ResourceInput): PathIssue[] {
     if (t) issues.push({ ...t, path: Array.isArray(tenant.limits) ? t.path : unlistLimits(t.path, 2) });
   }
   const tenants = issues.length > 0 || r.tenants === undefined ? undefined : tenantLimits(r.tenants);
-  const { limits: policies, onStoreFailure, lease: leaseOptions, split, prefilter, shadow, priority: p } = r;
+  const { limits: policies, onStoreFailure, lease: leaseOptions, split, prefilter, shadow, priority: p, booking: b } = r;
   // The breaker is checked apart: core names its fields without the resource's path.
   const options: ResourceOptions = {
     limits: policies,
@@ -135,6 +149,7 @@ function coreChecks(r: ResourceInput): PathIssue[] {
     shadow,
     priority: p,
     tenants,
+    booking: b,
   };
   const base = coreIssue(() => compileResource(PLACEHOLDER, options, clock), `resources.${PLACEHOLDER}`, []);
   if (base)
@@ -142,12 +157,30 @@ function coreChecks(r: ResourceInput): PathIssue[] {
       ...base,
       path: !Array.isArray(r.limits) && base.path[0] === 'limits' ? unlistLimits(base.path, 0) : base.path,
     });
+  if (b !== undefined) issues.push(...bookingIssues(r));
   if (r.breaker) {
     const breakerOptions = r.breaker;
     const b = coreIssue(() => new CircuitBreaker({ ...breakerOptions, clock }), '', ['breaker']);
     if (b) issues.push(b);
   }
   return issues;
+}
+
+/**
+ * Booking bounds on a resource whose calls are never booked (the limiter decides them as plain
+ * checks, see `Limiter.book`) would have no effect: refused, so a file never promises bookings
+ * it cannot give. Shadow mode and a reserved share are left alone: they are switched on and
+ * off (and core-priority calls of a reserved share are booked).
+ */
+function bookingIssues(r: ResourceInput): PathIssue[] {
+  const why = list(r.limits).some((l) => l.algorithm === 'concurrency')
+    ? 'concurrency limits cannot be booked'
+    : r.lease !== undefined
+      ? 'a leased resource cannot be booked'
+      : r.split !== undefined && r.split > 1
+        ? 'a split resource cannot be booked'
+        : undefined;
+  return why === undefined ? [] : [{ path: ['booking'], message: why }];
 }
 
 const list = <T>(v: T | readonly T[]): readonly T[] => (Array.isArray(v) ? (v as readonly T[]) : [v as T]);
@@ -177,5 +210,6 @@ export function toResourceRule(r: ResourceInput): ResourceRule {
   if (r.lease !== undefined) out.lease = r.lease === true ? true : Object.freeze({ ...r.lease });
   if (r.split !== undefined) out.split = r.split;
   if (r.prefilter !== undefined) out.prefilter = r.prefilter;
+  if (r.booking !== undefined) out.booking = Object.freeze({ ...r.booking });
   return Object.freeze(out) as ResourceRule;
 }

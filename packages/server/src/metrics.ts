@@ -44,6 +44,7 @@ export class ServerMetrics {
   readonly #remaining: Gauge<'resource'>;
   readonly #fallbacks: Counter<'resource'>;
   readonly #prefilter: Counter<'resource'>;
+  readonly #bookings: Counter<'resource' | 'outcome'>;
   readonly #overridesRefused: Counter;
   readonly #cuts: Counter<'listener' | 'reason'>;
   readonly #warnings: Counter<'event'>;
@@ -90,6 +91,12 @@ export class ServerMetrics {
       labelNames: ['resource'] as const,
       registers,
     });
+    this.#bookings = new Counter({
+      name: 'sluice_booking_outcomes_total',
+      help: 'Booking calls (book, claim, checks with a booking id) by outcome: admitted, booked, claimed, denied, missing',
+      labelNames: ['resource', 'outcome'] as const,
+      registers,
+    });
     this.#overridesRefused = new Counter({
       name: 'sluice_envoy_overrides_refused_total',
       help: 'Envoy limit overrides not admitted (the override table was full of overrides in use, or new ones came too fast)',
@@ -134,6 +141,7 @@ export class ServerMetrics {
     this.#remaining.set({ resource }, d.remaining);
     if (d.source === 'fallback') this.#fallbacks.inc({ resource });
     if (d.source === 'prefilter' && !d.allowed) this.#prefilter.inc({ resource });
+    if (d.booking !== undefined) this.#bookings.inc({ resource, outcome: d.booking.outcome });
   }
 
   httpRequest(route: string, method: string, status: number): void {

@@ -4,8 +4,8 @@ import type { LiveRules } from './live-rules.js';
 
 type Priority = NonNullable<TryOptions['priority']>;
 
-/** One check: the limiter's `try`. */
-export interface CheckItem {
+/** What every decision item names: the limiter's `TryOptions` and the resource. */
+export interface DecisionItem {
   readonly resource: string;
   readonly key?: string;
   readonly cost?: number;
@@ -13,8 +13,26 @@ export interface CheckItem {
   readonly priority?: Priority;
 }
 
+/** One check: the limiter's `try`; with `book`, its `book` under that id. */
+export interface CheckItem extends DecisionItem {
+  /** A booking id: a denied check books the earliest slot, and the same id later claims it. */
+  readonly book?: string;
+}
+
+/** One booking call: the limiter's `book` or `claim` under `id`. */
+export interface BookItem extends DecisionItem {
+  readonly id: string;
+}
+
+/** Cancels a booking not yet claimed. */
+export interface CancelItem {
+  readonly resource: string;
+  readonly key?: string;
+  readonly id: string;
+}
+
 /** One acquire: waits up to `maxWaitMs` (bounded by the server). */
-export interface AcquireItem extends CheckItem {
+export interface AcquireItem extends DecisionItem {
   readonly maxWaitMs?: number;
 }
 
@@ -135,7 +153,27 @@ export class RateLimitService {
 
   async check(item: CheckItem): Promise<Decision> {
     this.#active(item.resource);
+    if (item.book !== undefined) return this.#limiter.book(item.resource, { ...opts(item), id: item.book });
     return this.#limiter.try(item.resource, opts(item));
+  }
+
+  /** Admits now, or books the earliest slot under `id` (the same id later claims it; see `Limiter.book`). */
+  async book(item: BookItem): Promise<Decision> {
+    this.#active(item.resource);
+    return this.#limiter.book(item.resource, { ...opts(item), id: item.id });
+  }
+
+  /** Claims a booking, never making one (`Limiter.claim`). */
+  async claim(item: BookItem): Promise<Decision> {
+    this.#active(item.resource);
+    return this.#limiter.claim(item.resource, { ...opts(item), id: item.id });
+  }
+
+  async cancel(item: CancelItem): Promise<{ cancelled: boolean }> {
+    this.#active(item.resource);
+    return {
+      cancelled: await this.#limiter.cancel(item.resource, { ...(item.key === undefined ? {} : { key: item.key }), id: item.id }),
+    };
   }
 
   /** Waits for `client` (its waits are bounded and take turns with other clients', see `AcquireOptions.client`). */
@@ -174,7 +212,7 @@ export class RateLimitService {
   }
 }
 
-function opts(item: CheckItem) {
+function opts(item: DecisionItem) {
   return {
     ...(item.key === undefined ? {} : { key: item.key }),
     ...(item.cost === undefined ? {} : { cost: item.cost }),

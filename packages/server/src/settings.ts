@@ -136,7 +136,7 @@ export const SETTINGS = {
     env: 'SLUICE_API_TOKEN',
     default: undefined,
     schema: z.string().min(16, 'must be at least 16 characters').max(1024),
-    doc: 'Bearer token every decision call needs (HTTP check, acquire, release, adjust, renew, reserve; gRPC `authorization` metadata); without one they are open to whoever reaches the port',
+    doc: 'Bearer token every decision call needs (HTTP check, acquire, release, adjust, renew, reserve, book, claim, cancel; gRPC `authorization` metadata); without one they are open to whoever reaches the port',
   },
   maxBodyBytes: {
     flag: '--max-body-bytes',

@@ -92,6 +92,8 @@ class Gen {
       'min',
       'max',
       'ttlMs',
+      'id',
+      'book',
       'items',
       'text',
       'author',
@@ -123,6 +125,8 @@ class Gen {
     if (this.chance(0.06)) o.min = this.chance(0.8) ? this.int(4) : this.number();
     if (this.chance(0.06)) o.max = this.chance(0.8) ? this.int(8) : this.number();
     if (this.chance(0.04)) o.ttlMs = this.chance(0.8) ? this.int(5000) : this.number();
+    if (this.chance(0.15)) o.id = this.chance(0.8) ? `b${this.int(20)}` : this.string();
+    if (this.chance(0.05)) o.book = this.chance(0.8) ? `b${this.int(20)}` : this.string();
     if (this.chance(0.1)) o[this.pick(['extra', 'Resource', 'cost '])] = 1;
     return o;
   }
@@ -160,6 +164,9 @@ const PATHS = [
   '/v1/adjust',
   '/v1/reserve',
   '/v1/renew',
+  '/v1/book',
+  '/v1/claim',
+  '/v1/cancel',
   '/v1/resources',
   '/v1/admin/rules',
   '/v1/admin/rules/history',

@@ -7,13 +7,16 @@ import { SluiceActivityInboundInterceptor, wrapActivity } from './interceptor.js
 import { PRIORITY_HEADER, TENANT_HEADER } from './headers.js';
 import type { SluiceActivityOptions } from './options.js';
 import type { SluiceTemporalObserver } from './observer.js';
-import { ScriptedLimiter, allow, deny } from './test-support.js';
+import { BookingLimiter, ScriptedLimiter, allow, booked, deny } from './test-support.js';
 
 const NOW = 1_000_000;
 const silent = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} };
 
-function setup(options: Partial<SluiceActivityOptions> = {}, info: Record<string, unknown> = {}) {
-  const limiter = new ScriptedLimiter();
+function setup<L extends ScriptedLimiter = ScriptedLimiter>(
+  options: Partial<SluiceActivityOptions> = {},
+  info: Record<string, unknown> = {},
+  limiter: L = new ScriptedLimiter() as L,
+) {
   const events: string[] = [];
   const observer: SluiceTemporalObserver = {
     waited: (e) => events.push(`waited:${e.resource}:${e.outcome}`),
@@ -21,6 +24,7 @@ function setup(options: Partial<SluiceActivityOptions> = {}, info: Record<string
     retryScheduled: (e) => events.push(`retry:${e.resource}:${e.delayMs}`),
     permitHeld: (e) => events.push(`held:${e.resource}:${e.delta}`),
     fault: (e) => events.push(`fault:${e.resource}:${e.kind}`),
+    booked: (e) => events.push(`booked:${e.resource}:${e.outcome}`),
   };
   const gate = new SluiceActivityGate({
     limiter,
@@ -54,6 +58,68 @@ async function failureOf(p: Promise<unknown>): Promise<ApplicationFailure> {
 
 afterEach(() => {
   vi.useRealTimers();
+});
+
+describe('non-blocking mode with bookings', () => {
+  const info = { attempt: 1, activityId: 'act-1', workflowExecution: { workflowId: 'wf', runId: 'run' } };
+
+  it('books a denied attempt and schedules the retry its lead before the slot, without jitter', async () => {
+    const { limiter, run, events } = setup({ mode: 'non-blocking' }, info, new BookingLimiter());
+    limiter.answers.push(booked(5000));
+    const f = await failureOf(run());
+    // The lead is 1000 ms until the worker has seen how late its retries arrive.
+    expect(f.nextRetryDelay).toBe(4000);
+    expect(limiter.methods()).toEqual(['book:api:a']);
+    expect(events).toEqual(['booked:api:a:booked', 'denied:api:a:rate_limited', 'retry:api:a:4000']);
+  });
+
+  it('names one booking for every attempt of an activity, and another for another activity', async () => {
+    const a = setup({ mode: 'non-blocking' }, info, new BookingLimiter());
+    const b = setup({ mode: 'non-blocking' }, { ...info, attempt: 2 }, new BookingLimiter());
+    const c = setup({ mode: 'non-blocking' }, { ...info, activityId: 'act-2' }, new BookingLimiter());
+    for (const x of [a, b, c]) await x.run();
+    const ids = [a, b, c].map((x) => (x.limiter.calls[0]!.options as { id: string }).id);
+    expect(ids[0]).toMatch(/^t:[A-Za-z0-9_-]{43}$/);
+    expect(ids[1]).toBe(ids[0]);
+    expect(ids[2]).not.toBe(ids[0]);
+  });
+
+  it('waits inside the attempt for a slot within maxSlotWaitMs, then claims it and runs', async () => {
+    vi.useFakeTimers();
+    const { limiter, run, heartbeats } = setup({ mode: 'non-blocking', maxSlotWaitMs: 500 }, info, new BookingLimiter());
+    limiter.answers.push(booked(300), allow({ booking: { outcome: 'claimed', id: 'b', startsInMs: 0, expiresInMs: 100 } }));
+    const done = run();
+    await vi.advanceTimersByTimeAsync(300);
+    expect(await done).toBe('done');
+    expect(limiter.methods()).toEqual(['book:api:a', 'book:api:a']);
+    expect(heartbeats).toHaveLength(1);
+  });
+
+  it('uses a fixed retryLeadMs when given, and never schedules sooner than the minimum', async () => {
+    const { gate } = setup({ mode: 'non-blocking', retryLeadMs: 300, minRetryDelayMs: 100 }, info, new BookingLimiter());
+    expect(gate.bookedRetryDelay(booked(5000))).toBe(4700);
+    expect(gate.bookedRetryDelay(booked(350))).toBe(100);
+  });
+
+  it('retries as without bookings when nothing could be booked, or when booking is off', async () => {
+    const plain = setup({ mode: 'non-blocking' }, info, new BookingLimiter());
+    plain.limiter.answers.push(deny(2000, { booking: { outcome: 'denied', id: 'b', startsInMs: 0, expiresInMs: 0 } }));
+    expect((await failureOf(plain.run())).nextRetryDelay).toBe(2200);
+    const off = setup({ mode: 'non-blocking', booking: false }, info, new BookingLimiter());
+    off.limiter.answers.push(deny(2000));
+    expect((await failureOf(off.run())).nextRetryDelay).toBe(2200);
+    expect(off.limiter.methods()).toEqual(['try:api:a']);
+  });
+
+  it('cancels the booking when the activity is cancelled while waiting for its slot', async () => {
+    const { limiter, run, env } = setup({ mode: 'non-blocking', maxSlotWaitMs: 5000 }, info, new BookingLimiter());
+    limiter.answers.push(booked(3000));
+    const done = run();
+    await new Promise((r) => setImmediate(r));
+    env.cancel();
+    await expect(done).rejects.toBeInstanceOf(CancelledFailure);
+    expect(limiter.methods()).toEqual(['book:api:a', 'cancel:api:a']);
+  });
 });
 
 describe('non-blocking mode', () => {

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { CancelledFailure } from '@temporalio/common';
 import type { Context } from '@temporalio/activity';
 import { ErrorCodes, SluiceError, isSluiceError, type Decision, type TryOptions } from '@sluice/core';
@@ -10,6 +11,7 @@ import {
   type SluiceActivityOptions,
 } from './options.js';
 import type { PermitEvent } from './observer.js';
+import { DeliveryDelay } from './delivery-delay.js';
 
 /** What a waiting (or just admitted) activity reports in its heartbeat details, under `sluice`. */
 export interface PermitHeartbeat {
@@ -46,6 +48,8 @@ interface Held {
  */
 export class SluiceActivityGate {
   readonly options: CompiledActivityOptions;
+  /** How late this worker's retries arrive, for the lead of booked retries. */
+  readonly deliveryDelay = new DeliveryDelay();
 
   constructor(options: SluiceActivityOptions | CompiledActivityOptions) {
     this.options =
@@ -75,9 +79,10 @@ export class SluiceActivityGate {
     next: () => Promise<T>,
   ): Promise<T> {
     const held: Held[] = [];
+    if (ctx.info.attempt > 1) this.deliveryDelay.record(startedAt - ctx.info.currentAttemptScheduledTimestampMs);
     try {
-      for (const permit of permits) {
-        const h = await this.#take(ctx, activityType, permit, args, call, startedAt);
+      for (const [index, permit] of permits.entries()) {
+        const h = await this.#take(ctx, activityType, permit, index, args, call, startedAt);
         if (h !== undefined) held.push(h);
       }
     } catch (err) {
@@ -98,6 +103,7 @@ export class SluiceActivityGate {
     ctx: Context,
     activityType: string,
     permit: CompiledPermit,
+    index: number,
     args: readonly unknown[],
     call: SluiceCallContext,
     startedAt: number,
@@ -124,7 +130,9 @@ export class SluiceActivityGate {
       decision =
         permit.mode === 'blocking'
           ? await this.#wait(ctx, activityType, permit, options, startedAt)
-          : await limiter.try(resource, options);
+          : this.options.booking && limiter.book !== undefined
+            ? await this.#book(ctx, activityType, permit, index, options, startedAt)
+            : await limiter.try(resource, options);
     } catch (err) {
       if (ctx.cancellationSignal.aborted || isSluiceError(err, ErrorCodes.ABORTED)) {
         throw new CancelledFailure('cancelled while waiting for a rate-limit permit', [], err instanceof Error ? err : undefined);
@@ -153,7 +161,7 @@ export class SluiceActivityGate {
     }
     if (!decision.allowed) {
       observer?.denied?.({ ...event, reason: decision.reason });
-      const delayMs = this.retryDelay(decision);
+      const delayMs = decision.booking?.outcome === 'booked' ? this.bookedRetryDelay(decision) : this.retryDelay(decision);
       observer?.retryScheduled?.({ ...event, delayMs });
       throw rateLimitedFailure(resource, decision, delayMs);
     }
@@ -204,6 +212,62 @@ export class SluiceActivityGate {
       clearInterval(timer);
       observer?.waited?.({ activityType, resource, waitedMs: Math.max(0, now() - began), outcome });
     }
+  }
+
+  /**
+   * Admits, claims the attempt's booking, or books its slot (see `RateLimiter.book`). The
+   * booking is named after the activity, so every attempt names the same one. A slot within
+   * `maxSlotWaitMs` (and the attempt's budget) is waited for here and claimed; a later one is
+   * left to the retry. Cancellation while waiting cancels the booking.
+   */
+  async #book(
+    ctx: Context,
+    activityType: string,
+    permit: CompiledPermit,
+    index: number,
+    options: TryOptions,
+    startedAt: number,
+  ): Promise<Decision> {
+    const { limiter, now } = this.options;
+    const { resource } = permit;
+    const id = bookingId(ctx, index);
+    let d = await limiter.book!(resource, { ...options, id });
+    // A claim that came a little early asks again after the rest; a few rounds at most.
+    for (let round = 0; round < 3 && !d.allowed && d.booking?.outcome === 'booked'; round++) {
+      const wait = d.booking.startsInMs;
+      const budget = remainingBudget(ctx, startedAt, now()) - this.options.budgetMarginMs;
+      if (wait > this.options.maxSlotWaitMs || wait > budget) break;
+      heartbeat(ctx, {
+        state: 'waiting_for_permit',
+        activityType,
+        resource,
+        waitedMs: Math.max(0, now() - startedAt),
+        maxWaitMs: wait,
+      });
+      try {
+        await ctx.sleep(wait);
+      } catch (err) {
+        await limiter.cancel?.(resource, { key: options.key, id }).catch(() => false);
+        throw err;
+      }
+      d = await limiter.book!(resource, { ...options, id });
+    }
+    this.options.observer?.booked?.({
+      activityType,
+      resource,
+      outcome: d.booking?.outcome ?? (d.allowed ? 'admitted' : 'denied'),
+    });
+    return d;
+  }
+
+  /**
+   * `nextRetryDelay` for a booked denial: its slot's start, less the lead that lets Temporal's
+   * late delivery still arrive in time (the attempt then waits the rest). No jitter: the slot is
+   * the attempt's alone.
+   */
+  bookedRetryDelay(decision: Decision): number {
+    const lead = this.options.retryLeadMs ?? this.deliveryDelay.estimate();
+    return Math.max(this.options.minRetryDelayMs, Math.ceil(decision.retryAfterMs - lead));
   }
 
   /** `nextRetryDelay` for a denial: its retry-after (at least the minimum), plus jitter. */
@@ -273,6 +337,16 @@ export class SluiceActivityGate {
       }
     }
   }
+}
+
+/**
+ * The booking an activity's attempts share: named after its workflow run, activity id and the
+ * permit's place in its list, hashed to a fixed length.
+ */
+function bookingId(ctx: Context, index: number): string {
+  const { workflowExecution, activityId } = ctx.info;
+  const name = `${workflowExecution?.workflowId ?? ''}\n${workflowExecution?.runId ?? ''}\n${activityId}\n${index}`;
+  return `t:${createHash('sha256').update(name).digest('base64url')}`;
 }
 
 /** Milliseconds left before the attempt's start-to-close or the schedule-to-close deadline. */

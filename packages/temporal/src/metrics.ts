@@ -22,7 +22,7 @@ export interface TemporalMetricsOptions {
 
 /**
  * A {@link SluiceTemporalObserver} exporting, per activity type and resource: permit waits
- * (histogram), denials, retries scheduled, concurrency permits held (gauge) and limiter faults.
+ * (histogram), denials, retries scheduled, bookings, concurrency permits held (gauge) and limiter faults.
  */
 export function createTemporalMetrics(options: TemporalMetricsOptions): SluiceTemporalObserver {
   const prefix = options.prefix ?? 'sluice_temporal_';
@@ -47,6 +47,12 @@ export function createTemporalMetrics(options: TemporalMetricsOptions): SluiceTe
     labelNames: labels,
     registers,
   });
+  const bookings = new Counter({
+    name: `${prefix}bookings_total`,
+    help: 'Non-blocking attempts by what their booking came to (admitted, booked, claimed, denied, missing)',
+    labelNames: [...labels, 'outcome'] as const,
+    registers,
+  });
   const held = new Gauge({
     name: `${prefix}permits_held`,
     help: 'Concurrency permits held by running activities in this process',
@@ -68,6 +74,9 @@ export function createTemporalMetrics(options: TemporalMetricsOptions): SluiceTe
     },
     retryScheduled({ activityType, resource }) {
       retries.inc({ activity_type: activityType, resource });
+    },
+    booked({ activityType, resource, outcome }) {
+      bookings.inc({ activity_type: activityType, resource, outcome });
     },
     permitHeld({ activityType, resource, delta }) {
       held.inc({ activity_type: activityType, resource }, delta);

@@ -1,3 +1,5 @@
+import type { BookOutcome } from '@sluice/core';
+
 /**
  * Hooks the activity gate calls as permits are waited for, denied, held and released;
  * `@sluice/temporal/metrics` implements them with prom-client. Hooks must be cheap and must not
@@ -10,6 +12,12 @@ export interface SluiceTemporalObserver {
   denied?(event: PermitEvent & { reason: string }): void;
   /** A denial became a retryable failure: Temporal retries the activity after `delayMs`. */
   retryScheduled?(event: PermitEvent & { delayMs: number }): void;
+  /**
+   * A non-blocking attempt asked for its booking (see `booking`): `admitted` (room now),
+   * `claimed` (its booked slot), `booked` (a slot to come back for), `denied` (none could be
+   * booked: retried as without bookings) or `missing`.
+   */
+  booked?(event: PermitEvent & { outcome: BookOutcome }): void;
   /** A concurrency permit was taken (+1) or given back (-1). */
   permitHeld?(event: PermitEvent & { delta: 1 | -1 }): void;
   /**

@@ -6,7 +6,9 @@ import type { SluiceTemporalObserver } from './observer.js';
  * How an activity waits for a permit:
  * - `blocking`: waits in the activity, heartbeating, never past its remaining timeout budget;
  * - `non-blocking`: a denial fails the attempt with a retryable `SluiceRateLimited` failure whose
- *   `nextRetryDelay` is the decision's retry-after, so Temporal retries it later.
+ *   `nextRetryDelay` points at when to come back, so Temporal retries it later. With a limiter
+ *   that can book (`RateLimiter.book`), the denial books the activity's slot first and the retry
+ *   claims it (see `booking`); otherwise the delay is the decision's retry-after plus jitter.
  */
 export type PermitMode = 'blocking' | 'non-blocking';
 
@@ -73,6 +75,26 @@ export interface SluiceActivityOptions {
   /** `nextRetryDelay` of a `SluiceLimiterFault`, in ms. @default 1000 */
   faultRetryDelayMs?: number;
   /**
+   * Non-blocking mode: book a denied attempt's slot (deferred admission) so its retry claims it
+   * without competing. Needs a limiter with `book` (a core `Limiter`, or the remote client);
+   * resources that cannot be booked (concurrency limits, tenants, ...) are retried as without.
+   * @default true
+   */
+  booking?: boolean;
+  /**
+   * How much earlier than its slot a booked attempt's retry is scheduled, in ms, to allow for
+   * Temporal delivering retries after they are due; the retry then waits the rest inside the
+   * attempt. @default learned: the 90th percentile of how late this worker's retries arrived
+   * (1000 until it has seen a few)
+   */
+  retryLeadMs?: number;
+  /**
+   * A booked slot at most this far away is waited for inside the attempt (the worker slot stays
+   * taken) instead of failing the attempt; never past the attempt's remaining budget.
+   * @default 2000
+   */
+  maxSlotWaitMs?: number;
+  /**
    * How often a held concurrency permit is renewed, in ms.
    * @default a third of the limit's lease TTL when the limiter exposes it, else 5000
    */
@@ -109,6 +131,10 @@ export interface CompiledActivityOptions {
   readonly minRetryDelayMs: number;
   readonly retryJitter: number;
   readonly faultRetryDelayMs: number;
+  readonly booking: boolean;
+  /** undefined: learned from the delivery delays seen (see `DeliveryDelay`). */
+  readonly retryLeadMs: number | undefined;
+  readonly maxSlotWaitMs: number;
   readonly renewIntervalMs: number | undefined;
   readonly observer: SluiceTemporalObserver | undefined;
   readonly random: () => number;
@@ -129,6 +155,12 @@ function int(value: unknown, field: string, fallback: number, min: number, max: 
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, field, `must be an integer between ${min} and ${max}, got ${JSON.stringify(v)}`);
   }
+  return v;
+}
+
+function bool(value: unknown, field: string, fallback: boolean): boolean {
+  const v = value ?? fallback;
+  if (typeof v !== 'boolean') throw invalid(ErrorCodes.INVALID_OPTIONS, field, `must be a boolean, got ${JSON.stringify(v)}`);
   return v;
 }
 
@@ -201,6 +233,9 @@ export function compileActivityOptions(options: SluiceActivityOptions): Compiled
     minRetryDelayMs: int(options.minRetryDelayMs, 'minRetryDelayMs', 100, 1, DAY_MS),
     retryJitter,
     faultRetryDelayMs: int(options.faultRetryDelayMs, 'faultRetryDelayMs', 1000, 1, DAY_MS),
+    booking: bool(options.booking, 'booking', true),
+    retryLeadMs: options.retryLeadMs === undefined ? undefined : int(options.retryLeadMs, 'retryLeadMs', 0, 0, 60_000),
+    maxSlotWaitMs: int(options.maxSlotWaitMs, 'maxSlotWaitMs', 2000, 0, 60_000),
     renewIntervalMs,
     observer: options.observer,
     random: options.random ?? Math.random,

@@ -43,7 +43,7 @@ export class ScriptedLimiter implements RateLimiter {
     this.known = new Set(resources);
   }
 
-  #next(options: AcquireOptions): Promise<Decision> {
+  protected next(options: AcquireOptions): Promise<Decision> {
     const a = this.answers.shift() ?? allow();
     if (a instanceof Error) return Promise.reject(a);
     if (typeof a === 'function') return a(options);
@@ -52,14 +52,14 @@ export class ScriptedLimiter implements RateLimiter {
 
   async try(resource: string, options: TryOptions = {}): Promise<Decision> {
     this.calls.push({ method: 'try', resource, options });
-    return this.#next(options);
+    return this.next(options);
   }
   trySync(): Decision | undefined {
     return undefined;
   }
   async acquire(resource: string, options: AcquireOptions = {}): Promise<Decision> {
     this.calls.push({ method: 'acquire', resource, options });
-    return this.#next(options);
+    return this.next(options);
   }
   async release(resource: string, options: LeaseOptions): Promise<boolean> {
     this.calls.push({ method: 'release', resource, options });
@@ -80,4 +80,25 @@ export class ScriptedLimiter implements RateLimiter {
   methods(): string[] {
     return this.calls.map((c) => `${c.method}:${c.resource}`);
   }
+}
+
+/** A scripted limiter that can book: `book` answers from the same queue, `cancel` is recorded. */
+export class BookingLimiter extends ScriptedLimiter {
+  async book(resource: string, options: TryOptions & { id: string }): Promise<Decision> {
+    this.calls.push({ method: 'book', resource, options });
+    return this.next(options);
+  }
+  async claim(resource: string, options: TryOptions & { id: string }): Promise<Decision> {
+    this.calls.push({ method: 'claim', resource, options });
+    return this.next(options);
+  }
+  async cancel(resource: string, options: { key?: string; id: string }): Promise<boolean> {
+    this.calls.push({ method: 'cancel', resource, options });
+    return true;
+  }
+}
+
+/** A denial that booked a slot `startsInMs` away. */
+export function booked(startsInMs: number, id = 'b'): Decision {
+  return deny(startsInMs, { booking: { outcome: 'booked', id, startsInMs, expiresInMs: startsInMs + 400 } });
 }

@@ -91,6 +91,21 @@ export class FakeService implements Transport {
         const results = await Promise.all(items.map((i) => one(() => this.limiter.try(i.resource, i), encode)));
         return { status: 200, body: { results } };
       }
+      case '/v1/book':
+      case '/v1/claim': {
+        const items = (b as { items: { resource: string; key?: string; cost?: number; id: string }[] }).items;
+        const op = path === '/v1/book' ? 'book' : 'claim';
+        const results = await Promise.all(items.map((i) => one(() => this.limiter[op](i.resource, i), encode)));
+        return { status: 200, body: { results } };
+      }
+      case '/v1/cancel': {
+        const i = b as { resource: string; key?: string; id: string };
+        try {
+          return { status: 200, body: { cancelled: await this.limiter.cancel(i.resource, i) } };
+        } catch (err) {
+          return errorAnswer(err);
+        }
+      }
       case '/v1/acquire': {
         const i = b as { resource: string; key?: string; cost?: number; maxWaitMs: number };
         if (this.holdAcquire) {

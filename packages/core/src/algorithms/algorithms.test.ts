@@ -12,6 +12,8 @@ import {
   type RateState,
 } from './index.js';
 
+import { busiestWindow, prng } from '../test-support.js';
+
 const lim = (p: LimitPolicy): CompiledLimit => compileLimit(p);
 
 /** Runs requests (time, cost) through an algorithm, storing state only when admitted. */
@@ -22,34 +24,6 @@ function run(alg: RateAlgorithm, limit: CompiledLimit, requests: [number, number
     if (o.allowed) state = o.next;
     return o.allowed;
   });
-}
-
-/** A small deterministic PRNG so property checks are reproducible. */
-function prng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/**
- * The most permits admitted in any exact window (t - windowMs, t] of the store's clock: it is
- * enough to check the windows that end at an admission.
- */
-function busiestWindow(admitted: [number, number][], windowMs: number): number {
-  let max = 0;
-  let lo = 0;
-  let sum = 0;
-  for (let hi = 0; hi < admitted.length; hi++) {
-    sum += admitted[hi]![1];
-    while (admitted[lo]![0] <= admitted[hi]![0] - windowMs) sum -= admitted[lo++]![1];
-    max = Math.max(max, sum);
-  }
-  return max;
 }
 
 describe('token bucket', () => {

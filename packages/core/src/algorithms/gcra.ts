@@ -63,4 +63,38 @@ export const gcra: RateAlgorithm = {
   compatible(state: RateState, limit) {
     return state[2] === limit.windowMs / limit.limit;
   },
+
+  startOf(state, cost, from, now, limit) {
+    const T = limit.windowMs / limit.limit;
+    const tat = state === undefined ? now : Math.max(state[1]!, now);
+    return Math.max(from, tat + cost * T - limit.burst * T);
+  },
+
+  claimSpan(_state, cost, _start, _now, limit) {
+    return (limit.burst - cost) * (limit.windowMs / limit.limit);
+  },
+
+  book(state, cost, _start, end, now, limit) {
+    // Judged as an admission at the span's end, and conforming at its start: every use in the
+    // span is a conforming arrival (start >= newTat - tau, end <= newTat - cost*T).
+    const T = limit.windowMs / limit.limit;
+    const tat = state === undefined ? now : Math.max(state[1]!, now);
+    const newTat = Math.max(tat, end) + cost * T;
+    return { next: [2, newTat, T], ttlMs: ceilMs(newTat - now) };
+  },
+
+  unbook(state, cost, _start, _end, now, limit, newest) {
+    return newest ? gcra.adjust(state, -cost, now, limit) : kept(state, now);
+  },
+
+  claim(state, _cost, _end, now) {
+    return kept(state, now);
+  },
 };
+
+/** The state as it is (a claim charges nothing more), with its lifetime. */
+function kept(state: RateState | undefined, now: number) {
+  return state === undefined || state[1]! <= now
+    ? { next: undefined, ttlMs: 0 }
+    : { next: state, ttlMs: ceilMs(state[1]! - now) };
+}

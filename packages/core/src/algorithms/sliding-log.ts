@@ -1,5 +1,15 @@
 import { EPS_PERMITS, wholePermits, type RateAlgorithm } from './types.js';
-import { appendEntry, liveEntries, refund, resetAfterEntries, retryAfterEntries, sumEntries } from './timed-log.js';
+import type { CompiledLimit } from '../policy.js';
+import {
+  appendEntry,
+  liveEntries,
+  refund,
+  refundAt,
+  resetAfterEntries,
+  retryAfterEntries,
+  startOfEntries,
+  sumEntries,
+} from './timed-log.js';
 
 /**
  * Exact sliding window log, stored as `[5, ts1, cost1, ts2, cost2, ...]` in time order (see
@@ -56,4 +66,34 @@ export const slidingLog: RateAlgorithm = {
   compatible() {
     return true;
   },
+
+  startOf(state, cost, from, _now, limit) {
+    return startOfEntries(state, 1, cost, from, limit.limit, limit.windowMs);
+  },
+
+  claimSpan() {
+    return Infinity;
+  },
+
+  book(state, cost, _start, end, now, limit) {
+    // Stamped at the span's end: counted in every window any use in the span can fall in.
+    return logOf(appendEntry(liveEntries(state, 1, now, limit.windowMs), end, cost), now, limit);
+  },
+
+  unbook(state, cost, _start, end, now, limit) {
+    // Once its stamp has left the window the charge is gone, or merged into a later group that
+    // cannot be told apart: nothing is taken back then.
+    if (end + limit.windowMs <= now) return logOf(liveEntries(state, 1, now, limit.windowMs), now, limit);
+    return logOf(refundAt(liveEntries(state, 1, now, limit.windowMs), cost, end), now, limit);
+  },
+
+  claim(state, cost, end, now, limit) {
+    const live = refundAt(liveEntries(state, 1, now, limit.windowMs), cost, end);
+    return logOf(appendEntry(live, now, cost), now, limit);
+  },
 };
+
+function logOf(entries: number[], now: number, limit: CompiledLimit) {
+  if (entries.length === 0) return { next: undefined, ttlMs: 0 };
+  return { next: [5, ...entries], ttlMs: resetAfterEntries(entries, now, limit.windowMs) };
+}

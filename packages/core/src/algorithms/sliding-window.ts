@@ -1,5 +1,14 @@
 import type { CompiledLimit } from '../policy.js';
-import { appendEntry, liveEntries, refund, resetAfterEntries, retryAfterEntries, sumEntries } from './timed-log.js';
+import {
+  appendEntry,
+  liveEntries,
+  refund,
+  refundAt,
+  resetAfterEntries,
+  retryAfterEntries,
+  startOfEntries,
+  sumEntries,
+} from './timed-log.js';
 import { EPS_PERMITS, wholePermits, type RateAlgorithm, type RateState } from './types.js';
 
 /**
@@ -75,7 +84,37 @@ export const slidingWindow: RateAlgorithm = {
   compatible(state) {
     return state[1] === 0;
   },
+
+  startOf(state, cost, from, _now, limit) {
+    return startOfEntries(state, 2, cost, from, limit.limit, limit.windowMs);
+  },
+
+  claimSpan() {
+    return Infinity;
+  },
+
+  book(state, cost, _start, end, now, limit) {
+    // Stamped at the span's end, as a lease's charge: counted in every window a use can fall in.
+    return windowOf(merged(appendEntry(liveOf(state, now, limit), end, cost), limit), now, limit);
+  },
+
+  unbook(state, cost, _start, end, now, limit) {
+    // Once its stamp has left the window the charge is gone, or merged into a later group that
+    // cannot be told apart: nothing is taken back then.
+    if (end + limit.windowMs <= now) return windowOf(liveOf(state, now, limit), now, limit);
+    return windowOf(refundAt(liveOf(state, now, limit), cost, end), now, limit);
+  },
+
+  claim(state, cost, end, now, limit) {
+    const live = refundAt(liveOf(state, now, limit), cost, end);
+    return windowOf(merged(appendEntry(live, now, cost), limit), now, limit);
+  },
 };
+
+function windowOf(entries: number[], now: number, limit: CompiledLimit) {
+  if (entries.length === 0) return { next: undefined, ttlMs: 0 };
+  return { next: [3, 0, ...entries], ttlMs: resetAfterEntries(entries, now, limit.windowMs) };
+}
 
 /** The most groups a window keeps for `limit`. */
 export function maxGroups(limit: CompiledLimit): number {

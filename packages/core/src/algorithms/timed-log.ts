@@ -1,4 +1,4 @@
-import { ceilMs } from './types.js';
+import { EPS_PERMITS, ceilMs } from './types.js';
 
 /**
  * Timestamped charges, the state shared by the sliding log and the sliding window: a flat
@@ -79,6 +79,31 @@ export function refundAt(entries: number[], amount: number, at: number): number[
 /** A refund: of the charge stamped `at` when given (> 0), else of the newest charges made by `now`. */
 export function refund(entries: number[], amount: number, now: number, at: number): number[] {
   return at > 0 ? refundAt(entries, amount, at) : refundNewest(entries, amount, now);
+}
+
+/**
+ * The earliest time at or after `from` at which `cost` more permits fit `limit` in the window of
+ * every entry still counted then (future-stamped ones included): `from`, or the exact moment
+ * enough of the oldest entries have left (an entry leaves at `ts + windowMs`). Not rounded, so a
+ * later booking, judged with the earlier ones counted, never starts before them.
+ */
+export function startOfEntries(
+  state: readonly number[] | undefined,
+  head: number,
+  cost: number,
+  from: number,
+  limit: number,
+  windowMs: number,
+): number {
+  const entries = liveEntries(state, head, from, windowMs);
+  const count = sumEntries(entries);
+  if (count + cost <= limit + EPS_PERMITS) return from;
+  let left = count + cost - limit;
+  for (let i = 0; i < entries.length; i += 2) {
+    left -= entries[i + 1]!;
+    if (left <= EPS_PERMITS) return Math.max(from, entries[i]! + windowMs);
+  }
+  return Infinity;
 }
 
 /** Time until `excess` permits have left the window (0 when nothing needs to leave). */

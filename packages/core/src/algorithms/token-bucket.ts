@@ -61,6 +61,34 @@ export const tokenBucket: RateAlgorithm = {
   compatible() {
     return true;
   },
+
+  startOf(state, cost, from, now, limit) {
+    const rate = limit.limit / limit.windowMs;
+    const used = state === undefined ? 0 : drained(state, now, rate);
+    return Math.max(from, now + (used + cost - limit.burst) / rate);
+  },
+
+  claimSpan(_state, cost, _start, _now, limit) {
+    return (limit.burst - cost) / (limit.limit / limit.windowMs);
+  },
+
+  book(state, cost, _start, end, now, limit) {
+    // As GCRA's booking in terms of usage: the permits are charged as if admitted at the span's
+    // end, and usage now includes the drain until then. May exceed the burst (a debt).
+    const rate = limit.limit / limit.windowMs;
+    const used = state === undefined ? 0 : drained(state, now, rate);
+    const ts = state === undefined ? now : Math.max(now, state[2]!);
+    const after = Math.max(used, (end - now) * rate) + cost;
+    return { next: [1, after, ts], ttlMs: ceilMs(after / rate) };
+  },
+
+  unbook(state, cost, _start, _end, now, limit, newest) {
+    return newest ? tokenBucket.adjust(state, -cost, now, limit) : kept(state, now, limit);
+  },
+
+  claim(state, _cost, _end, now, limit) {
+    return kept(state, now, limit);
+  },
 };
 
 function drained(state: RateState, now: number, rate: number): number {
@@ -71,4 +99,10 @@ function drained(state: RateState, now: number, rate: number): number {
 /** Exposed for the GCRA conversion and tests. */
 export function tokenBucketRate(limit: CompiledLimit): number {
   return limit.limit / limit.windowMs;
+}
+
+/** The state as it is (a claim charges nothing more), with its lifetime. */
+function kept(state: RateState | undefined, now: number, limit: CompiledLimit) {
+  const used = state === undefined ? 0 : drained(state, now, limit.limit / limit.windowMs);
+  return used <= 0 ? { next: undefined, ttlMs: 0 } : { next: state, ttlMs: ceilMs(used / (limit.limit / limit.windowMs)) };
 }

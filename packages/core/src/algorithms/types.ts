@@ -51,6 +51,41 @@ export interface RateAlgorithm {
   fromUsage(used: number, now: number, limit: CompiledLimit): RateState;
   /** True when `state` was built with parameters compatible with `limit`. */
   compatible(state: RateState, limit: CompiledLimit): boolean;
+
+  // Bookings (deferred admission, see booking.ts): permits promised for a slot ahead, used once
+  // somewhere in `[start, end)` on the store's clock. Each algorithm books so that its bound on
+  // any window holds on the times booked permits are used, as if they were admitted then.
+
+  /**
+   * The earliest time at or after `from` from which `cost` permits fit the limit for a use
+   * anywhere in a short span after it, given every charge and booking in `state`; Infinity when
+   * they never can.
+   */
+  startOf(state: RateState | undefined, cost: number, from: number, now: number, limit: CompiledLimit): number;
+  /**
+   * The longest span (ms) a booking of `cost` starting at `start` may be used in without adding
+   * to the limit's bound: a token bucket's or GCRA's spare burst, a fixed window's remaining
+   * time; Infinity for the sliding algorithms (they count the permits to the span's end).
+   */
+  claimSpan(state: RateState | undefined, cost: number, start: number, now: number, limit: CompiledLimit): number;
+  /** Charges a booking of `cost` used somewhere in `[start, end)` (start from {@link startOf}). */
+  book(state: RateState | undefined, cost: number, start: number, end: number, now: number, limit: CompiledLimit): AdjustOutcome;
+  /**
+   * Gives back a booking that was never claimed, where the bound allows: the window algorithms
+   * always (its permits were never used), a token bucket or GCRA only when `newest` (nothing was
+   * charged after it, so no later admission was judged on it).
+   */
+  unbook(
+    state: RateState | undefined,
+    cost: number,
+    start: number,
+    end: number,
+    now: number,
+    limit: CompiledLimit,
+    newest: boolean,
+  ): AdjustOutcome;
+  /** A booking claimed at `now`: the sliding algorithms move its charge from `end` to `now`. */
+  claim(state: RateState | undefined, cost: number, end: number, now: number, limit: CompiledLimit): AdjustOutcome;
 }
 
 /** Tolerance for floating-point comparisons of permits. */

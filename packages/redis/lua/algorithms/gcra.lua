@@ -45,3 +45,44 @@ end
 function gcra.compatible(state, limit)
   return state[3] == limit.window_ms / limit.limit
 end
+
+-- Bookings (deferred admission, lib/booking.lua), mirroring the TypeScript's startOf,
+-- claimSpan, book, unbook and claim. book, unbook and claim return next and ttl_ms, as adjust.
+
+-- The state as it is (a claim charges nothing more), with its lifetime.
+local function gcra_kept(state, now)
+  if state == nil or state[2] <= now then
+    return nil, 0
+  end
+  return state, ceil_ms(state[2] - now)
+end
+
+function gcra.start_of(state, cost, from, now, limit)
+  local T = limit.window_ms / limit.limit
+  local tat = state == nil and now or max(state[2], now)
+  return max(from, tat + cost * T - limit.burst * T)
+end
+
+function gcra.claim_span(_state, cost, _start, _now, limit)
+  return (limit.burst - cost) * (limit.window_ms / limit.limit)
+end
+
+-- Judged as an admission at the span's end, and conforming at its start.
+function gcra.book(state, cost, _start, stop, now, limit)
+  local T = limit.window_ms / limit.limit
+  local tat = state == nil and now or max(state[2], now)
+  local new_tat = max(tat, stop) + cost * T
+  return { 2, new_tat, T }, ceil_ms(new_tat - now)
+end
+
+-- Only the newest booking can be given back: later admissions were judged on its charge.
+function gcra.unbook(state, cost, _start, _stop, now, limit, newest)
+  if newest then
+    return gcra.adjust(state, -cost, now, limit)
+  end
+  return gcra_kept(state, now)
+end
+
+function gcra.claim(state, _cost, _stop, now, _limit)
+  return gcra_kept(state, now)
+end

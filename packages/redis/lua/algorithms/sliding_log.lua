@@ -50,3 +50,47 @@ end
 function sliding_log.compatible(_state, _limit)
   return true
 end
+
+-- Bookings (deferred admission, lib/booking.lua), mirroring the TypeScript's startOf,
+-- claimSpan, book, unbook and claim. book, unbook and claim return next and ttl_ms, as adjust.
+
+-- The state for a log (logOf): none once it holds no entry.
+local function sl_of(log, now, limit)
+  if #log == 1 then
+    return nil, 0
+  end
+  return log, tl_reset_after(log, 1, now, limit.window_ms)
+end
+
+function sliding_log.start_of(state, cost, from, _now, limit)
+  return tl_start_of(state or { 5 }, 1, cost, from, limit.limit, limit.window_ms)
+end
+
+-- The log counts the permits to the span's end: any span keeps the bound.
+function sliding_log.claim_span()
+  return math.huge
+end
+
+-- Stamped at the span's end: counted in every window any use in the span can fall in.
+function sliding_log.book(state, cost, _start, stop, now, limit)
+  local log = tl_live(state or { 5 }, 1, now, limit.window_ms)
+  tl_append(log, 1, stop, cost)
+  return sl_of(log, now, limit)
+end
+
+-- Once its stamp has left the window the charge is gone: nothing is taken back then.
+function sliding_log.unbook(state, cost, _start, stop, now, limit)
+  local log = tl_live(state or { 5 }, 1, now, limit.window_ms)
+  if not (stop + limit.window_ms <= now) then
+    tl_refund_at(log, 1, cost, stop)
+  end
+  return sl_of(log, now, limit)
+end
+
+-- A claim moves the booking's charge from its stamp to now.
+function sliding_log.claim(state, cost, stop, now, limit)
+  local log = tl_live(state or { 5 }, 1, now, limit.window_ms)
+  tl_refund_at(log, 1, cost, stop)
+  tl_append(log, 1, now, cost)
+  return sl_of(log, now, limit)
+end

@@ -89,3 +89,50 @@ end
 function sliding_window.compatible(state, _limit)
   return state[2] == 0
 end
+
+-- Bookings (deferred admission, lib/booking.lua), mirroring the TypeScript's startOf,
+-- claimSpan, book, unbook and claim. book, unbook and claim return next and ttl_ms, as adjust.
+
+-- The state for a window's groups (windowOf): none once it holds no group.
+local function sw_of(log, now, limit)
+  if #log == 2 then
+    return nil, 0
+  end
+  return log, tl_reset_after(log, 2, now, limit.window_ms)
+end
+
+function sliding_window.start_of(state, cost, from, _now, limit)
+  return tl_start_of(state or { 3, 0 }, 2, cost, from, limit.limit, limit.window_ms)
+end
+
+-- The window counts the permits to the span's end: any span keeps the bound.
+function sliding_window.claim_span()
+  return math.huge
+end
+
+-- Stamped at the span's end, as a lease's charge: counted in every window a use can fall in.
+function sliding_window.book(state, cost, _start, stop, now, limit)
+  local log = sw_live(state, now, limit)
+  tl_append(log, 2, stop, cost)
+  sw_merge(log, limit)
+  return sw_of(log, now, limit)
+end
+
+-- Once its stamp has left the window the charge is gone, or merged into a later group that
+-- cannot be told apart: nothing is taken back then.
+function sliding_window.unbook(state, cost, _start, stop, now, limit)
+  local log = sw_live(state, now, limit)
+  if not (stop + limit.window_ms <= now) then
+    tl_refund_at(log, 2, cost, stop)
+  end
+  return sw_of(log, now, limit)
+end
+
+-- A claim moves the booking's charge from its stamp to now.
+function sliding_window.claim(state, cost, stop, now, limit)
+  local log = sw_live(state, now, limit)
+  tl_refund_at(log, 2, cost, stop)
+  tl_append(log, 2, now, cost)
+  sw_merge(log, limit)
+  return sw_of(log, now, limit)
+end

@@ -117,3 +117,23 @@ local function tl_reset_after(log, head, now, window_ms)
   end
   return ceil_ms(log[len - 1] + window_ms - now)
 end
+
+-- The earliest time at or after from at which cost more permits fit limit in the window of every
+-- entry still counted then, future-stamped ones included (startOfEntries). state has its header.
+local function tl_start_of(state, head, cost, from, limit, window_ms)
+  local log = tl_live(state, head, from, window_ms)
+  local count = tl_sum(log, head)
+  if count + cost <= limit + EPS_PERMITS then
+    return from
+  end
+  -- The exact moment enough of the oldest entries have left (an entry leaves at ts + window),
+  -- not rounded: a later booking never starts before an earlier one.
+  local left = count + cost - limit
+  for i = head + 1, #log, 2 do
+    left = left - log[i + 1]
+    if left <= EPS_PERMITS then
+      return max(from, log[i] + window_ms)
+    end
+  end
+  return 1 / 0
+end

@@ -50,3 +50,47 @@ end
 function token_bucket.compatible(_state, _limit)
   return true
 end
+
+-- Bookings (deferred admission, lib/booking.lua), mirroring the TypeScript's startOf,
+-- claimSpan, book, unbook and claim. book, unbook and claim return next and ttl_ms, as adjust.
+
+-- The state as it is (a claim charges nothing more), with its lifetime.
+local function tb_kept(state, now, limit)
+  local used = state == nil and 0 or tb_drained(state, now, limit.limit / limit.window_ms)
+  if used <= 0 then
+    return nil, 0
+  end
+  return state, ceil_ms(used / (limit.limit / limit.window_ms))
+end
+
+function token_bucket.start_of(state, cost, from, now, limit)
+  local rate = limit.limit / limit.window_ms
+  local used = state == nil and 0 or tb_drained(state, now, rate)
+  return max(from, now + (used + cost - limit.burst) / rate)
+end
+
+function token_bucket.claim_span(_state, cost, _start, _now, limit)
+  return (limit.burst - cost) / (limit.limit / limit.window_ms)
+end
+
+-- Charged as if admitted at the span's end (usage now includes the drain until then); may
+-- exceed the burst (a debt).
+function token_bucket.book(state, cost, _start, stop, now, limit)
+  local rate = limit.limit / limit.window_ms
+  local used = state == nil and 0 or tb_drained(state, now, rate)
+  local ts = state == nil and now or max(now, state[3])
+  local after = max(used, (stop - now) * rate) + cost
+  return { 1, after, ts }, ceil_ms(after / rate)
+end
+
+-- Only the newest booking can be given back: later admissions were judged on its charge.
+function token_bucket.unbook(state, cost, _start, _stop, now, limit, newest)
+  if newest then
+    return token_bucket.adjust(state, -cost, now, limit)
+  end
+  return tb_kept(state, now, limit)
+end
+
+function token_bucket.claim(state, _cost, _stop, now, limit)
+  return tb_kept(state, now, limit)
+end

@@ -29,9 +29,11 @@ local AMOUNT_BOUNDS = {
   { 1, MAX_COST },
 }
 
--- Values per item in the items array: six, four for a one-limit consume (op 6).
+-- Values per item in the items array: six, four for a one-limit consume (op 6), nine for a
+-- booking (op 7).
 local ITEM_WIDTH = 6
 local FAST_ITEM_WIDTH = 4
+local BOOK_ITEM_WIDTH = 9
 
 -- Longest policy argument: MAX_LIMITS limits of 7 fields, each well under 100 characters.
 local MAX_POLICY_LENGTH = 1024
@@ -68,7 +70,8 @@ local function parse_policy(text)
   if limit_count == nil or limit_count < 1 or limit_count > MAX_LIMITS or limit_count ~= floor(limit_count) then
     return nil, 0
   end
-  local policy = { limits = {}, by_id = {}, concurrency = nil, fast = nil }
+  -- text: what a key's bookings remember (policyText in packages/core), to notice a change.
+  local policy = { text = text, limits = {}, by_id = {}, concurrency = nil, fast = nil }
   local at = 1
   for j = 1, limit_count do
     local code = int_arg(fields, at, 1, 6)
@@ -113,6 +116,36 @@ local function parse_policy(text)
   return policy
 end
 
+-- A booking id (checkBookingId in packages/core): 1 to MAX_BOOKING_ID_LENGTH printable ASCII
+-- characters, no spaces.
+local function is_booking_id(id)
+  return type(id) == 'string' and #id <= MAX_BOOKING_ID_LENGTH and find(id, '^[!-~]+$') ~= nil
+end
+
+-- True when items[at..] is a well-formed booking (op 7: op, policy, group, cost, id, create,
+-- max_ahead_ms, claim_window_ms, max_bookings) or cancel (op 8: op, policy, group, 0, id, 0)
+-- of a known policy and group. A policy with a concurrency limit is refused later, as an item
+-- (ERR_NOT_BOOKABLE), so it needs no lease keys here.
+local function is_booking_item(items, at, last, policies, group_count)
+  local op, group = items[at], items[at + 2]
+  if
+    at + (op == 7 and BOOK_ITEM_WIDTH or ITEM_WIDTH) - 1 > last
+    or policies[items[at + 1]] == nil
+    or not is_int(group, 1, group_count)
+    or not is_booking_id(items[at + 4])
+  then
+    return false
+  end
+  if op == 8 then
+    return items[at + 3] == 0 and items[at + 5] == 0
+  end
+  return is_int(items[at + 3], 0, MAX_COST)
+    and (items[at + 5] == 0 or items[at + 5] == 1)
+    and is_int(items[at + 6], 1, MAX_AHEAD_MS)
+    and is_int(items[at + 7], 1, MAX_CLAIM_WINDOW_MS)
+    and is_int(items[at + 8], 1, MAX_BOOKINGS)
+end
+
 -- Policies already read, by their argument. A function library keeps this from call to call, so
 -- a policy is read once and then found by one table lookup (a script starts every call with an
 -- empty one). Policies are never changed once read. Emptied when full: a service's rules make a
@@ -121,8 +154,8 @@ local policy_cache, policy_cache_size = {}, 0
 local MAX_CACHED_POLICIES = 1000
 
 -- Returns the policies, the keys index of each group's lease keys (by group; nil when not
--- declared) and the items (a flat array, ITEM_WIDTH or FAST_ITEM_WIDTH values each); or nil, a code
--- and a message.
+-- declared) and the items (a flat array, ITEM_WIDTH, FAST_ITEM_WIDTH or BOOK_ITEM_WIDTH values
+-- each); or nil, a code and a message.
 local function parse_args(keys, argv)
   if argv[1] ~= PROTOCOL then
     return nil, ERR_PROTOCOL_VERSION, 'the script speaks protocol ' .. PROTOCOL .. ', the call ' .. tostring(argv[1])
@@ -201,6 +234,11 @@ local function parse_args(keys, argv)
         return nil, ERR_BAD_ARGUMENT, 'item ' .. item_count
       end
       at = at + FAST_ITEM_WIDTH
+    elseif op == 7 or op == 8 then
+      if not is_booking_item(items, at, last, policies, group_count) then
+        return nil, ERR_BAD_ARGUMENT, 'item ' .. item_count
+      end
+      at = at + (op == 7 and BOOK_ITEM_WIDTH or ITEM_WIDTH)
     else
       local group, amount, extra, reserve = items[at + 2], items[at + 3], items[at + 4], items[at + 5]
       -- Indexing checks op and policy: only the integers 1..5 and 1..P find an entry. The other

@@ -7,3 +7,5 @@ local ERR_PROTOCOL_VERSION = 1
 local ERR_BAD_ARGUMENT = 2
 -- Item code: the key holds something this script did not write (foreign or corrupt data).
 local ERR_CORRUPT_STATE = -3
+-- Item code: a booking (op 7 or 8) of a policy with a concurrency limit, which cannot be booked.
+local ERR_NOT_BOOKABLE = -4

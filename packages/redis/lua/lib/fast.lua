@@ -54,7 +54,10 @@ end
 
 -- Opens skey for a fast consume of `limit`: a record when the key is absent or holds exactly
 -- one state, of this limit's id and algorithm; otherwise nil and the value GET answered, for
--- entry_from.
+-- entry_from. A key holding bookings is never a record, so every item on it opens its bookings
+-- (lib/booking.lua): its value has the ledger pair, so it is 6 values (0x96) with a state, or 4
+-- with "!b" where record_read wants the limit's id; and a fixed window with booked windows
+-- ahead (a state of more than 3 numbers) is not one either.
 local function fast_open(skey, limit)
   local raw = rpcall('GET', skey)
   if raw == false then
@@ -121,6 +124,8 @@ local function fast_consume_entry(entry, policy, cost, now, out)
 end
 
 -- The entry a record stands for, with the key's lease keys (when declared) for the items to come.
+-- A record holds no bookings (fast_open), so neither does the entry: an item that books on it
+-- starts the ledger.
 local function fast_to_entry(record, lkey, ckey)
   local entry = entry_from(false, record.skey, lkey, ckey)
   if record.state ~= nil then

@@ -57,7 +57,7 @@ function decisionSingle(d: Decision, query: Record<string, string | undefined>) 
 }
 
 /**
- * `POST /v1/check|acquire|release|adjust|reserve|renew`: decode -> service -> encode. A body is one item (answered with its status and RateLimit headers) or
+ * `POST /v1/check|acquire|release|adjust|reserve|renew|book|claim|cancel`: decode -> service -> encode. A body is one item (answered with its status and RateLimit headers) or
  * `{ items: [...] }` (answered 200 with `{ results: [...] }`, one decision or `{ error }` per
  * item, in order). With `token` set, each of them needs it as a bearer token, checked before
  * the body is read. `GET /v1/resources` stays public.
@@ -166,6 +166,24 @@ export function registerApi(
     encode: (r) => ({ granted: r.granted, at: r.at, ...encodeDecision(r.decision, true) }),
   });
   route({ path: '/v1/renew', schema: schemas.renew, query: plainQuery, run: (item) => service.renew(item), encode: (r) => r });
+  // Deferred admission: decisions as /v1/check's, with their `booking` (and `Sluice-Booking` when booked).
+  route({
+    path: '/v1/book',
+    schema: schemas.book,
+    query: decisionQuery,
+    run: (item) => service.book(item),
+    encode: (d, q) => encodeDecision(d, isSet(q.statuses)),
+    single: decisionSingle,
+  });
+  route({
+    path: '/v1/claim',
+    schema: schemas.book,
+    query: decisionQuery,
+    run: (item) => service.claim(item),
+    encode: (d, q) => encodeDecision(d, isSet(q.statuses)),
+    single: decisionSingle,
+  });
+  route({ path: '/v1/cancel', schema: schemas.cancel, query: plainQuery, run: (item) => service.cancel(item), encode: (r) => r });
   // Public and read-only, as /v1/stats (the dashboard reads both): names and limits only, no
   // secrets; bounded by MAX_LISTED_RESOURCES.
   app.get('/v1/resources', async (request, reply) => {

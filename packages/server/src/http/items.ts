@@ -1,7 +1,16 @@
-import { MAX_COST, POLICY_BOUNDS } from '@sluice/core';
+import { MAX_BOOKING_ID_LENGTH, MAX_COST, POLICY_BOUNDS } from '@sluice/core';
 import { z } from 'zod';
 import { ServerError, ServerErrorCodes, fromZod } from '../errors.js';
-import type { AcquireItem, AdjustItem, CheckItem, ReleaseItem, RenewItem, ReserveItem } from '../service.js';
+import type {
+  AcquireItem,
+  AdjustItem,
+  BookItem,
+  CancelItem,
+  CheckItem,
+  ReleaseItem,
+  RenewItem,
+  ReserveItem,
+} from '../service.js';
 
 /** Bounds the item schemas enforce. */
 export interface ItemBounds {
@@ -9,6 +18,9 @@ export interface ItemBounds {
   readonly maxWaitMs: number;
   readonly maxBatch: number;
 }
+
+/** What a booking id may hold: printable ASCII without spaces (as the core's `checkBookingId`). */
+export const BOOKING_ID_PATTERN = /^[\x21-\x7e]+$/;
 
 const int = (min: number, max: number) =>
   z
@@ -30,8 +42,16 @@ export function itemSchemas(b: ItemBounds) {
     tenant: name.optional(),
     priority: z.enum(['core', 'normal'], { error: 'must be "core" or "normal"' }).optional(),
   };
+  // Booking ids are the core's (`checkBookingId`): refused here with the request's own code.
+  const bookingId = z
+    .string({ error: 'must be a string' })
+    .min(1, 'must not be empty')
+    .max(MAX_BOOKING_ID_LENGTH, `must be at most ${MAX_BOOKING_ID_LENGTH} characters`)
+    .regex(BOOKING_ID_PATTERN, 'must be printable ASCII characters without spaces');
   return {
-    check: z.strictObject(base) satisfies z.ZodType<CheckItem>,
+    check: z.strictObject({ ...base, book: bookingId.optional() }) satisfies z.ZodType<CheckItem>,
+    book: z.strictObject({ ...base, id: bookingId }) satisfies z.ZodType<BookItem>,
+    cancel: z.strictObject({ resource, key: key.optional(), id: bookingId }) satisfies z.ZodType<CancelItem>,
     acquire: z.strictObject({ ...base, maxWaitMs: int(0, b.maxWaitMs).optional() }) satisfies z.ZodType<AcquireItem>,
     release: z.strictObject({
       resource,

@@ -16,6 +16,8 @@ export interface DecisionBody {
   readonly waitedMs?: number;
   readonly shadow?: Decision['shadow'];
   readonly statuses?: Decision['statuses'];
+  /** For `/v1/book`, `/v1/claim` and checks with `book`: the booking the call made, holds or used. */
+  readonly booking?: NonNullable<Decision['booking']>;
 }
 
 /** The fields of a decision a client needs (per-limit statuses only when asked for). */
@@ -33,12 +35,16 @@ export function encodeDecision(d: Decision, statuses = false): DecisionBody {
     ...(d.waitedMs === undefined ? {} : { waitedMs: Math.round(d.waitedMs) }),
     ...(d.shadow === undefined ? {} : { shadow: d.shadow }),
     ...(statuses ? { statuses: d.statuses } : {}),
+    ...(d.booking === undefined ? {} : { booking: d.booking }),
   };
 }
 
+/** The header naming the booking a denied call holds (`booking.outcome` `booked`). */
+export const BOOKING_HEADER = 'sluice-booking';
+
 /**
  * The RateLimit header fields (draft-ietf-httpapi-ratelimit-headers, limit/remaining/reset in
- * seconds) and, on a denial, `Retry-After`.
+ * seconds), on a denial `Retry-After`, and on a booked denial `Sluice-Booking: <id>`.
  */
 export function rateLimitHeaders(d: Decision): Record<string, string> {
   const headers: Record<string, string> = {
@@ -47,6 +53,8 @@ export function rateLimitHeaders(d: Decision): Record<string, string> {
     'ratelimit-reset': String(Math.ceil(d.resetAfterMs / 1000)),
   };
   if (!d.allowed) headers['retry-after'] = String(Math.max(1, Math.ceil(d.retryAfterMs / 1000)));
+  // A booking is held: the caller retries after Retry-After with the same id, and is admitted.
+  if (d.booking?.outcome === 'booked') headers[BOOKING_HEADER] = d.booking.id;
   return headers;
 }
 
