@@ -3,6 +3,7 @@ import {
   DEFAULT_MAX_KEY_LENGTH,
   ErrorCodes,
   compileResource,
+  intOption,
   invalid,
   resolveLogger,
   systemClock,
@@ -112,14 +113,7 @@ export interface CompiledRemoteOptions {
   readonly transport: Transport | undefined;
 }
 
-/** Checks an integer option. */
-export function intOption(value: unknown, field: string, fallback: number, min: number, max: number): number {
-  const v = value ?? fallback;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
-    throw invalid(ErrorCodes.INVALID_OPTIONS, field, `must be an integer between ${min} and ${max}, got ${JSON.stringify(v)}`);
-  }
-  return v;
-}
+export { intOption };
 
 const CLIENT_ID = /^[A-Za-z0-9_.:-]{1,64}$/;
 /** What an HTTP header value can carry as a bearer token. */

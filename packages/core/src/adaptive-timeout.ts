@@ -1,4 +1,5 @@
 import { ErrorCodes, invalid } from './errors.js';
+import { intOption } from './options.js';
 
 /** Options of {@link AdaptiveTimeout}. */
 export interface AdaptiveTimeoutOptions {
@@ -45,8 +46,8 @@ export class AdaptiveTimeout {
       throw invalid(ErrorCodes.INVALID_OPTIONS, 'fixedMs', 'must be an integer >= 1');
     }
     this.#fixed = fixed;
-    this.#min = positiveInt(options.minMs ?? 50, 'minMs');
-    this.#max = positiveInt(options.maxMs ?? 1000, 'maxMs');
+    this.#min = intOption(options.minMs, 'minMs', 50, 1, 600_000);
+    this.#max = intOption(options.maxMs, 'maxMs', 1000, 1, 600_000);
     if (this.#max < this.#min) throw invalid(ErrorCodes.INVALID_OPTIONS, 'maxMs', 'must be >= minMs');
     this.#multiplier = options.multiplier ?? 3;
     if (!(this.#multiplier >= 1 && this.#multiplier <= 100)) {
@@ -129,11 +130,4 @@ export function ranked(samples: Float64Array, n: number, at: number): number {
     top.splice(j, 0, v);
   }
   return top[0]!;
-}
-
-function positiveInt(v: number, field: string): number {
-  if (!Number.isInteger(v) || v < 1 || v > 600_000) {
-    throw invalid(ErrorCodes.INVALID_OPTIONS, field, 'must be an integer between 1 and 600000');
-  }
-  return v;
 }

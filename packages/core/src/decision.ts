@@ -1,4 +1,4 @@
-import type { Algorithm, CompiledLimit } from './policy.js';
+import type { Algorithm, CompiledLimit } from './limits.js';
 
 /**
  * Why a decision came out the way it did. Later layers add their own (pre-filter, fallbacks,

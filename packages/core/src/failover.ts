@@ -1,10 +1,12 @@
 import type { Clock, TimerHandle } from './clock.js';
 import { ErrorCodes, SluiceError, invalid } from './errors.js';
 import { FailureStreak } from './failure-streak.js';
-import { resolveLogger } from './log.js';
+import { resolveLogger, type Logger } from './log.js';
 import { MemoryStore } from './memory-store.js';
 import { unjudgedStatuses } from './decision.js';
 import type { CompiledLimit } from './policy.js';
+export type { Logger } from './log.js';
+export type { PeerCount } from './store.js';
 import type {
   BookRequest,
   BookResult,
@@ -13,6 +15,7 @@ import type {
   ConsumeResult,
   LeaseRequest,
   LimitStore,
+  PeerCount,
   ReserveRequest,
   ReserveResult,
 } from './store.js';
@@ -27,23 +30,6 @@ import type {
 export type StoreFailurePolicy = 'local' | 'open' | 'closed';
 
 export const STORE_FAILURE_POLICIES: readonly StoreFailurePolicy[] = ['local', 'open', 'closed'];
-
-/** How many clients share the store right now (for fair shares); e.g. a heartbeat registry. */
-export interface PeerCount {
-  /** Live clients, at least 1. Read on every fallback decision, so it must be cheap. */
-  readonly count: number;
-  /**
-   * False until the count has been read once (a registry that has not reached the store yet):
-   * the `local` policy then denies, since no fair share is known. @default true
-   */
-  readonly known?: boolean;
-}
-
-/** The subset of a pino logger Sluice uses. */
-export interface Logger {
-  info(obj: object, msg: string): void;
-  warn(obj: object, msg: string): void;
-}
 
 /** Options of {@link Failover}. */
 export interface FailoverOptions {

@@ -60,20 +60,21 @@ export {
   type StoreFailurePolicy,
 } from './failover.js';
 export { adjustKey, evaluateKey, reserveKey, type KeyOutcome, type LimitState } from './evaluate.js';
-export {
-  Limiter,
-  type AcquireOptions,
-  type AdjustOptions,
-  type BookOptions,
-  type CancelOptions,
-  type LeaseOptions,
-  type LimiterOptions,
-  type TryOptions,
-} from './limiter.js';
-export type { RateLimiter } from './rate-limiter.js';
+export { Limiter, type LimiterOptions } from './limiter.js';
+export type {
+  AcquireOptions,
+  AdjustOptions,
+  BookOptions,
+  CancelOptions,
+  LeaseOptions,
+  Priority,
+  RateLimiter,
+  TryOptions,
+} from './rate-limiter.js';
 export { MemoryStore, compileMemoryStoreOptions, type MemoryStoreOptions, type MemoryStoreStats } from './memory-store.js';
 export type { DecisionMode, LimiterObserver } from './observer.js';
 export { OldestFirst } from './oldest-first.js';
+export { intOption } from './options.js';
 export {
   ALGORITHMS,
   ALGORITHM_CODES,

@@ -6,6 +6,7 @@ import { checkBookingId } from './booking.js';
 import { ErrorCodes, SluiceError, invalid } from './errors.js';
 import { Failover, STORE_FAILURE_POLICIES, type FailoverOptions, type StoreFailurePolicy } from './failover.js';
 import { MemoryStore } from './memory-store.js';
+import { intOption } from './options.js';
 import type { DecisionMode, LimiterObserver } from './observer.js';
 import {
   DEFAULT_MAX_KEY_LENGTH,
@@ -21,7 +22,17 @@ import {
 } from './policy.js';
 import { LeaseCache } from './lease-cache.js';
 import { Prefilter, filterKey } from './prefilter.js';
-import type { RateLimiter } from './rate-limiter.js';
+import type {
+  AcquireOptions,
+  AdjustOptions,
+  BookOptions,
+  CancelOptions,
+  LeaseOptions,
+  Priority,
+  RateLimiter,
+  TryOptions,
+} from './rate-limiter.js';
+
 import { compileResource, isTenantName, type CompiledResource, type ResourceConfig } from './resource.js';
 import { resourceKey, splitKey, tenantKey } from './storage-key.js';
 import type { LimitStore } from './store.js';
@@ -82,96 +93,12 @@ export interface LimiterOptions {
   failover?: FailoverOptions;
 }
 
-/** Options of {@link Limiter.try}. */
-export interface TryOptions {
-  /** Sub-key within the resource (a tenant, user, ...). @default '' (the whole resource) */
-  key?: string;
-  /** Permits to take. @default 1 */
-  cost?: number;
-  /**
-   * The tenant the call is made for: it also draws on that tenant's quota (the resource's
-   * `tenants`, or its `'*'` default), inside the resource's own limits.
-   */
-  tenant?: string;
-  /**
-   * `core` traffic may use the whole limit; `normal` traffic cannot touch the share the
-   * resource reserves for core (`priority.reserved`), so it is shed first.
-   * @default 'normal'
-   */
-  priority?: Priority;
-}
-
-/** Traffic classes: `core` keeps the reserved share, `normal` is shed first. */
-export type Priority = 'core' | 'normal';
 const PRIORITIES: readonly Priority[] = ['core', 'normal'];
 
 /** The options of a call that gives none (shared, so such a call allocates nothing for them). */
 const NO_OPTIONS: TryOptions = Object.freeze({});
 
-/** Options of {@link Limiter.acquire}. */
-export interface AcquireOptions extends TryOptions {
-  /** Longest wait in ms; 0 never waits. @default the limiter's maxWaitMs */
-  maxWaitMs?: number;
-  /** Cancels the wait; the call then rejects with `SLUICE_ERR_ABORTED`. */
-  signal?: AbortSignal;
-  /**
-   * Who waits (a remote address, a tenant): one key's waiters of different clients are served in
-   * turn, a full queue makes room for a client holding fewer places by turning away the newest
-   * waiter of the client holding the most (`queue_full`), and each client may queue at most
-   * `maxWaitersPerClient` callers. So one client cannot fill the queues of everyone else.
-   * @default '' (nobody named: arrival order, no per-client bound)
-   */
-  client?: string;
-}
-
-/** Options of {@link Limiter.book} and {@link Limiter.claim}. */
-export interface BookOptions extends TryOptions {
-  /**
-   * The caller's name for its booking, unique on the key (1 to 128 printable ASCII characters):
-   * the same id books once, and later calls with it claim that booking. E.g. a Temporal
-   * activity's workflow, run and activity ids, so every attempt names the same booking.
-   */
-  id: string;
-}
-
-/** Identifies a booking for {@link Limiter.cancel}. */
-export interface CancelOptions {
-  key?: string;
-  id: string;
-}
-
-/** Identifies a concurrency lease for `release` and `renew`. */
-export interface LeaseOptions {
-  key?: string;
-  leaseId: string;
-  /** New lifetime for `renew`. @default the limit's leaseTtlMs */
-  ttlMs?: number;
-}
-
-/** What `adjust` charges or refunds. */
-export interface AdjustOptions {
-  key?: string;
-  /** Permits to charge; negative refunds. */
-  delta: number;
-  /** The tenant the permits were taken for: its quota is adjusted too. */
-  tenant?: string;
-  /**
-   * For returning a reservation's unused permits: the `at` that {@link Limiter.reserve} answered.
-   * Sliding windows and logs then refund that reservation's charge only (see
-   * `AdjustRequest.at`). Omitted: the newest charges made by now.
-   */
-  at?: number;
-}
-
 const MAX_WAIT_BOUND_MS = 24 * 3600 * 1000;
-
-function intOption(value: unknown, field: string, fallback: number, min: number, max: number): number {
-  const v = value ?? fallback;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
-    throw invalid(ErrorCodes.INVALID_OPTIONS, field, `must be an integer between ${min} and ${max}, got ${JSON.stringify(v)}`);
-  }
-  return v;
-}
 
 /**
  * Decides whether calls to a downstream resource may proceed. `try` answers at once; `acquire`

@@ -1,4 +1,8 @@
-import type { Logger } from './failover.js';
+/** The subset of a pino logger Sluice uses. */
+export interface Logger {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+}
 
 /** What {@link createStderrLogger} writes lines to. */
 export type LineWriter = (line: string) => void;

@@ -7,6 +7,7 @@ import { adjustKey, evaluateKey, reserveKey } from './evaluate.js';
 import { unjudgedStatuses, type LimitStatus } from './decision.js';
 import { KeyTable } from './key-table.js';
 import type { LimiterObserver } from './observer.js';
+import { intOption } from './options.js';
 import type { CompiledLimit } from './policy.js';
 import type { KeyView } from './key-table.js';
 import type {
@@ -67,21 +68,13 @@ interface CompiledMemoryStoreOptions {
   readonly observer: Pick<LimiterObserver, 'keyTableFull'> | undefined;
 }
 
-function positiveInt(value: unknown, field: string, fallback: number, min: number): number {
-  const v = value ?? fallback;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min) {
-    throw invalid(ErrorCodes.INVALID_OPTIONS, field, `must be an integer >= ${min}, got ${JSON.stringify(v)}`);
-  }
-  return v;
-}
-
 /** Validates and defaults {@link MemoryStoreOptions}. */
 export function compileMemoryStoreOptions(options: MemoryStoreOptions = {}): CompiledMemoryStoreOptions {
   return Object.freeze({
     clock: options.clock ?? systemClock,
-    maxKeys: positiveInt(options.maxKeys, 'maxKeys', 1_000_000, 1),
-    sweepIntervalMs: positiveInt(options.sweepIntervalMs, 'sweepIntervalMs', 5000, 0),
-    sweepBatch: positiveInt(options.sweepBatch, 'sweepBatch', 20_000, 1),
+    maxKeys: intOption(options.maxKeys, 'maxKeys', 1_000_000, 1, 1_000_000_000),
+    sweepIntervalMs: intOption(options.sweepIntervalMs, 'sweepIntervalMs', 5000, 0, 86_400_000),
+    sweepBatch: intOption(options.sweepBatch, 'sweepBatch', 20_000, 1, 10_000_000),
     observer: options.observer,
   });
 }

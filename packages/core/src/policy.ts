@@ -1,21 +1,8 @@
 import { ErrorCodes, SluiceError, invalid } from './errors.js';
+import { ALGORITHMS, ALGORITHM_CODES, type Algorithm, type CompiledLimit } from './limits.js';
 import { hasLoneSurrogate } from './storage-key.js';
 
-/** The limiting algorithms. See docs/algorithms.md for their trade-offs. */
-export const ALGORITHMS = ['token-bucket', 'gcra', 'sliding-window', 'sliding-log', 'fixed-window', 'concurrency'] as const;
-
-/** One of {@link ALGORITHMS}. */
-export type Algorithm = (typeof ALGORITHMS)[number];
-
-/** Numeric algorithm codes, shared with the Redis scripts (state is tagged with them). */
-export const ALGORITHM_CODES: Readonly<Record<Algorithm, number>> = Object.freeze({
-  'token-bucket': 1,
-  gcra: 2,
-  'sliding-window': 3,
-  'fixed-window': 4,
-  'sliding-log': 5,
-  concurrency: 6,
-});
+export { ALGORITHMS, ALGORITHM_CODES, type Algorithm, type CompiledLimit } from './limits.js';
 
 /** Upper bounds on policy fields; anything larger is a configuration mistake. */
 export const POLICY_BOUNDS = Object.freeze({
@@ -71,18 +58,6 @@ export interface LimitPolicy {
    * @default its position in the key's list: '0', '1', ...
    */
   id?: string;
-}
-
-/** A validated, defaulted and frozen {@link LimitPolicy}. */
-export interface CompiledLimit {
-  readonly id: string;
-  readonly algorithm: Algorithm;
-  readonly code: number;
-  readonly limit: number;
-  readonly windowMs: number;
-  readonly burst: number;
-  readonly slices: number;
-  readonly leaseTtlMs: number;
 }
 
 const ID_PATTERN = /^[A-Za-z0-9_.:-]+$/;

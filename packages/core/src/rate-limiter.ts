@@ -1,5 +1,4 @@
 import type { Decision } from './decision.js';
-import type { AcquireOptions, AdjustOptions, BookOptions, CancelOptions, LeaseOptions, TryOptions } from './limiter.js';
 
 /**
  * What every Sluice limiter offers, whichever way it decides: {@link Limiter} over the embedded
@@ -38,4 +37,81 @@ export interface RateLimiter {
   has(resource: string): boolean;
   /** Frees everything the limiter started. Idempotent. */
   close(): Promise<void>;
+}
+
+/** Options of `try`. */
+export interface TryOptions {
+  /** Sub-key within the resource (a tenant, user, ...). @default '' (the whole resource) */
+  key?: string;
+  /** Permits to take. @default 1 */
+  cost?: number;
+  /**
+   * The tenant the call is made for: it also draws on that tenant's quota (the resource's
+   * `tenants`, or its `'*'` default), inside the resource's own limits.
+   */
+  tenant?: string;
+  /**
+   * `core` traffic may use the whole limit; `normal` traffic cannot touch the share the
+   * resource reserves for core (`priority.reserved`), so it is shed first.
+   * @default 'normal'
+   */
+  priority?: Priority;
+}
+
+/** Traffic classes: `core` keeps the reserved share, `normal` is shed first. */
+export type Priority = 'core' | 'normal';
+
+/** Options of `acquire`. */
+export interface AcquireOptions extends TryOptions {
+  /** Longest wait in ms; 0 never waits. @default the limiter's maxWaitMs */
+  maxWaitMs?: number;
+  /** Cancels the wait; the call then rejects with `SLUICE_ERR_ABORTED`. */
+  signal?: AbortSignal;
+  /**
+   * Who waits (a remote address, a tenant): one key's waiters of different clients are served in
+   * turn, a full queue makes room for a client holding fewer places by turning away the newest
+   * waiter of the client holding the most (`queue_full`), and each client may queue at most
+   * `maxWaitersPerClient` callers. So one client cannot fill the queues of everyone else.
+   * @default '' (nobody named: arrival order, no per-client bound)
+   */
+  client?: string;
+}
+
+/** Options of `book` and `claim`. */
+export interface BookOptions extends TryOptions {
+  /**
+   * The caller's name for its booking, unique on the key (1 to 128 printable ASCII characters):
+   * the same id books once, and later calls with it claim that booking. E.g. a Temporal
+   * activity's workflow, run and activity ids, so every attempt names the same booking.
+   */
+  id: string;
+}
+
+/** Identifies a booking for `cancel`. */
+export interface CancelOptions {
+  key?: string;
+  id: string;
+}
+
+/** Identifies a concurrency lease for `release` and `renew`. */
+export interface LeaseOptions {
+  key?: string;
+  leaseId: string;
+  /** New lifetime for `renew`. @default the limit's leaseTtlMs */
+  ttlMs?: number;
+}
+
+/** What `adjust` charges or refunds. */
+export interface AdjustOptions {
+  key?: string;
+  /** Permits to charge; negative refunds. */
+  delta: number;
+  /** The tenant the permits were taken for: its quota is adjusted too. */
+  tenant?: string;
+  /**
+   * For returning a reservation's unused permits: the `at` that `Limiter.reserve` answered.
+   * Sliding windows and logs then refund that reservation's charge only (see
+   * `AdjustRequest.at`). Omitted: the newest charges made by now.
+   */
+  at?: number;
 }

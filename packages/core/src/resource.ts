@@ -4,6 +4,7 @@ import { ErrorCodes, invalid } from './errors.js';
 import { STORE_FAILURE_POLICIES, type StoreFailurePolicy } from './failover.js';
 import { compileLeaseSettings, type CompiledLeaseSettings, type LeaseSettings } from './lease-cache.js';
 import { BOOKING_BOUNDS, DEFAULT_BOOKING, type BookingBounds } from './booking.js';
+import { intOption } from './options.js';
 import { compileLimits, type CompiledLimit, type LimitPolicy } from './policy.js';
 import { hasLoneSurrogate } from './storage-key.js';
 
@@ -223,17 +224,7 @@ function compileBooking(options: BookingOptions | undefined, path: string): Book
     if (!['maxAheadMs', 'claimWindowMs', 'maxBookings'].includes(k))
       throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.${k}`, 'unknown field');
   }
-  const int = (field: keyof BookingBounds): number => {
-    const v = options[field] ?? DEFAULT_BOOKING[field];
-    const max = BOOKING_BOUNDS[field];
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > max) {
-      throw invalid(
-        ErrorCodes.INVALID_OPTIONS,
-        `${path}.${field}`,
-        `must be an integer between 1 and ${max}, got ${JSON.stringify(v)}`,
-      );
-    }
-    return v;
-  };
+  const int = (field: keyof BookingBounds): number =>
+    intOption(options[field], `${path}.${field}`, DEFAULT_BOOKING[field], 1, BOOKING_BOUNDS[field]);
   return Object.freeze({ maxAheadMs: int('maxAheadMs'), claimWindowMs: int('claimWindowMs'), maxBookings: int('maxBookings') });
 }

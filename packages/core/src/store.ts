@@ -1,7 +1,17 @@
 import type { BookingBounds } from './booking.js';
 import type { BookOutcome, LimitStatus } from './decision.js';
-import type { PeerCount } from './failover.js';
 import type { CompiledLimit } from './policy.js';
+
+/** How many clients share the store right now (for fair shares); e.g. a heartbeat registry. */
+export interface PeerCount {
+  /** Live clients, at least 1. Read on every fallback decision, so it must be cheap. */
+  readonly count: number;
+  /**
+   * False until the count has been read once (a registry that has not reached the store yet):
+   * the `local` policy then denies, since no fair share is known. @default true
+   */
+  readonly known?: boolean;
+}
 
 /** A request to decide `cost` permits against every limit of `key`, all-or-nothing. */
 export interface ConsumeRequest {

@@ -1,4 +1,4 @@
-import { ErrorCodes } from '@sluice/core';
+import { ErrorCodes, intOption } from '@sluice/core';
 import { invalid } from './errors.js';
 import type { Cluster, Redis } from 'ioredis';
 
@@ -94,14 +94,6 @@ export const REDIS_STORE_BOUNDS = Object.freeze({
   maxBatchSize: 4096,
 });
 
-function int(value: unknown, field: string, fallback: number, min: number, max: number): number {
-  const v = value ?? fallback;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
-    throw invalid(ErrorCodes.INVALID_OPTIONS, field, `must be an integer between ${min} and ${max}, got ${JSON.stringify(v)}`);
-  }
-  return v;
-}
-
 function seed(node: unknown, field: string): { host: string; port: number } {
   let host: unknown;
   let port: unknown;
@@ -187,8 +179,14 @@ export function compileRedisStoreOptions(options: RedisStoreOptions): CompiledRe
       `must be a string of at most ${REDIS_STORE_BOUNDS.maxPrefixLength} characters`,
     );
   }
-  const minCommandTimeoutMs = int(options.minCommandTimeoutMs, 'minCommandTimeoutMs', 50, 1, REDIS_STORE_BOUNDS.maxTimeoutMs);
-  const maxCommandTimeoutMs = int(
+  const minCommandTimeoutMs = intOption(
+    options.minCommandTimeoutMs,
+    'minCommandTimeoutMs',
+    50,
+    1,
+    REDIS_STORE_BOUNDS.maxTimeoutMs,
+  );
+  const maxCommandTimeoutMs = intOption(
     options.maxCommandTimeoutMs,
     'maxCommandTimeoutMs',
     Math.max(1000, minCommandTimeoutMs),
@@ -204,13 +202,13 @@ export function compileRedisStoreOptions(options: RedisStoreOptions): CompiledRe
     commandTimeoutMs:
       options.commandTimeoutMs === undefined
         ? undefined
-        : int(options.commandTimeoutMs, 'commandTimeoutMs', 50, 1, REDIS_STORE_BOUNDS.maxTimeoutMs),
+        : intOption(options.commandTimeoutMs, 'commandTimeoutMs', 50, 1, REDIS_STORE_BOUNDS.maxTimeoutMs),
     minCommandTimeoutMs,
     maxCommandTimeoutMs,
     peerRegistry: options.peerRegistry ?? true,
-    connectTimeoutMs: int(options.connectTimeoutMs, 'connectTimeoutMs', 2000, 1, REDIS_STORE_BOUNDS.maxTimeoutMs),
-    maxBatchSize: int(options.maxBatchSize, 'maxBatchSize', 128, 1, REDIS_STORE_BOUNDS.maxBatchSize),
-    slotsRefreshIntervalMs: int(
+    connectTimeoutMs: intOption(options.connectTimeoutMs, 'connectTimeoutMs', 2000, 1, REDIS_STORE_BOUNDS.maxTimeoutMs),
+    maxBatchSize: intOption(options.maxBatchSize, 'maxBatchSize', 128, 1, REDIS_STORE_BOUNDS.maxBatchSize),
+    slotsRefreshIntervalMs: intOption(
       options.slotsRefreshIntervalMs,
       'slotsRefreshIntervalMs',
       5000,

@@ -10,6 +10,7 @@ import {
   checkKey,
   checkBookingId,
   compileLimits,
+  intOption,
   policyText,
   type BookingBounds,
   type CompiledLimit,
@@ -174,11 +175,7 @@ export function storeBookingBounds(bounds: unknown): BookingBounds {
   if (typeof bounds !== 'object' || bounds === null) throw invalid(ErrorCodes.INVALID_OPTIONS, 'bounds', 'must be an object');
   const given = bounds as Record<string, unknown>;
   for (const field of Object.keys(BOOKING_BOUNDS) as (keyof BookingBounds)[]) {
-    const v = given[field];
-    const max = BOOKING_BOUNDS[field];
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > max) {
-      throw invalid(ErrorCodes.INVALID_OPTIONS, `bounds.${field}`, `must be an integer between 1 and ${max}, got ${String(v)}`);
-    }
+    intOption(given[field], `bounds.${field}`, undefined, 1, BOOKING_BOUNDS[field]);
   }
   // Frozen ones (a compiled resource's) cannot change before the batch is encoded; others are copied.
   if (Object.isFrozen(bounds)) return bounds as BookingBounds;

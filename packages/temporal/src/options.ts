@@ -1,4 +1,13 @@
-import { ErrorCodes, MAX_COST, SluiceError, checkCost, invalid, type CompiledLimit, type RateLimiter } from '@sluice/core';
+import {
+  ErrorCodes,
+  MAX_COST,
+  SluiceError,
+  checkCost,
+  intOption,
+  invalid,
+  type CompiledLimit,
+  type RateLimiter,
+} from '@sluice/core';
 import type { SluicePriority } from './headers.js';
 import type { SluiceTemporalObserver } from './observer.js';
 
@@ -150,14 +159,6 @@ export const MAX_MAPPED_ACTIVITIES = 10_000;
 export const MAX_PERMITS_PER_ACTIVITY = 8;
 const PERMIT_KEYS = ['resource', 'cost', 'key', 'mode', 'maxWaitMs', 'onLimiterFault', 'priority', 'tenant'];
 
-function int(value: unknown, field: string, fallback: number, min: number, max: number): number {
-  const v = value ?? fallback;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
-    throw invalid(ErrorCodes.INVALID_OPTIONS, field, `must be an integer between ${min} and ${max}, got ${JSON.stringify(v)}`);
-  }
-  return v;
-}
-
 function bool(value: unknown, field: string, fallback: boolean): boolean {
   const v = value ?? fallback;
   if (typeof v !== 'boolean') throw invalid(ErrorCodes.INVALID_OPTIONS, field, `must be a boolean, got ${JSON.stringify(v)}`);
@@ -205,13 +206,13 @@ export function compileActivityOptions(options: SluiceActivityOptions): Compiled
   const limiter = options.limiter;
   const mode = options.mode ?? 'blocking';
   if (!MODES.includes(mode)) throw invalid(ErrorCodes.INVALID_OPTIONS, 'mode', `must be one of ${MODES.join(', ')}`);
-  const maxWaitMs = int(options.maxWaitMs, 'maxWaitMs', 300_000, 0, DAY_MS);
+  const maxWaitMs = intOption(options.maxWaitMs, 'maxWaitMs', 300_000, 0, DAY_MS);
   const retryJitter = options.retryJitter ?? 0.2;
   if (typeof retryJitter !== 'number' || !(retryJitter >= 0 && retryJitter <= 1)) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, 'retryJitter', 'must be a number between 0 and 1');
   }
   const renewIntervalMs =
-    options.renewIntervalMs === undefined ? undefined : int(options.renewIntervalMs, 'renewIntervalMs', 0, 10, DAY_MS);
+    options.renewIntervalMs === undefined ? undefined : intOption(options.renewIntervalMs, 'renewIntervalMs', 0, 10, DAY_MS);
   const entries = Object.entries(options.activities ?? {});
   if (entries.length > MAX_MAPPED_ACTIVITIES) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, 'activities', `at most ${MAX_MAPPED_ACTIVITIES} activity types`);
@@ -228,14 +229,14 @@ export function compileActivityOptions(options: SluiceActivityOptions): Compiled
     activities,
     mode,
     maxWaitMs,
-    budgetMarginMs: int(options.budgetMarginMs, 'budgetMarginMs', 1000, 0, DAY_MS),
-    heartbeatIntervalMs: int(options.heartbeatIntervalMs, 'heartbeatIntervalMs', 1000, 10, DAY_MS),
-    minRetryDelayMs: int(options.minRetryDelayMs, 'minRetryDelayMs', 100, 1, DAY_MS),
+    budgetMarginMs: intOption(options.budgetMarginMs, 'budgetMarginMs', 1000, 0, DAY_MS),
+    heartbeatIntervalMs: intOption(options.heartbeatIntervalMs, 'heartbeatIntervalMs', 1000, 10, DAY_MS),
+    minRetryDelayMs: intOption(options.minRetryDelayMs, 'minRetryDelayMs', 100, 1, DAY_MS),
     retryJitter,
-    faultRetryDelayMs: int(options.faultRetryDelayMs, 'faultRetryDelayMs', 1000, 1, DAY_MS),
+    faultRetryDelayMs: intOption(options.faultRetryDelayMs, 'faultRetryDelayMs', 1000, 1, DAY_MS),
     booking: bool(options.booking, 'booking', true),
-    retryLeadMs: options.retryLeadMs === undefined ? undefined : int(options.retryLeadMs, 'retryLeadMs', 0, 0, 60_000),
-    maxSlotWaitMs: int(options.maxSlotWaitMs, 'maxSlotWaitMs', 2000, 0, 60_000),
+    retryLeadMs: options.retryLeadMs === undefined ? undefined : intOption(options.retryLeadMs, 'retryLeadMs', 0, 0, 60_000),
+    maxSlotWaitMs: intOption(options.maxSlotWaitMs, 'maxSlotWaitMs', 2000, 0, 60_000),
     renewIntervalMs,
     observer: options.observer,
     random: options.random ?? Math.random,
@@ -347,7 +348,7 @@ export function compilePermit(
     priority: constant(permit.priority, undefined),
     tenant: constant(permit.tenant, undefined),
     mode,
-    maxWaitMs: int(permit.maxWaitMs, `${path}.maxWaitMs`, defaults.maxWaitMs, 0, DAY_MS),
+    maxWaitMs: intOption(permit.maxWaitMs, `${path}.maxWaitMs`, defaults.maxWaitMs, 0, DAY_MS),
     onLimiterFault,
     renewIntervalMs: defaults.renewIntervalMs ?? (ttl === undefined ? 5000 : Math.max(10, Math.floor(ttl / 3))),
   });

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { ErrorCodes, invalid, type Logger } from '@sluice/core';
+import { ErrorCodes, intOption, invalid, type Logger } from '@sluice/core';
 import type { GovernanceRules, RuleStore } from '@sluice/rules';
 import { DEFAULT_DECISION_TTL_MS, MAX_DECISION_TTL_MS } from '../decisions/codec.js';
 import type { EventTransport } from '../transport.js';
@@ -72,15 +72,7 @@ export interface CompiledAggregatorOptions {
 }
 
 function int(o: AggregatorOptions, field: keyof AggregatorOptions, fallback: number, min: number, max: number): number {
-  const v = o[field] ?? fallback;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
-    throw invalid(
-      ErrorCodes.INVALID_OPTIONS,
-      field,
-      `must be an integer between ${min} and ${max}, got ${typeof v === 'number' ? v : typeof v}`,
-    );
-  }
-  return v;
+  return intOption(o[field], field, fallback, min, max);
 }
 
 /** True when `rules` is a rule store rather than a governance section. */
