@@ -36,7 +36,7 @@ import type {
 import { compileResource, isTenantName, type CompiledResource, type ResourceConfig } from './resource.js';
 import { resourceKey, splitKey, tenantKey } from './storage-key.js';
 import type { LimitStore } from './store.js';
-import { WaitQueue, WaitQueues, type Waiter } from './wait-queue.js';
+import { Waiting, type WaitCall } from './wait-queue.js';
 
 /** Options of {@link Limiter}. */
 export interface LimiterOptions {
@@ -120,19 +120,10 @@ export class Limiter implements RateLimiter {
   readonly #observer: LimiterObserver | undefined;
   readonly #maxKeyLength: number;
   readonly #maxWaitMs: number;
-  readonly #maxWaitersPerKey: number;
-  readonly #maxWaitingKeys: number;
-  readonly #maxWaitersPerClient: number;
-  readonly #concurrencyPollMs: number;
   readonly #resources = new Map<string, CompiledResource>();
   readonly #prefilter: Prefilter;
   readonly #leases: LeaseCache;
-  readonly #queues = new WaitQueues();
-  readonly #pumps = new Set<Promise<void>>();
-  /** Queued callers per named client, for `maxWaitersPerClient`. */
-  readonly #waitersOf = new Map<string, number>();
-  /** One abort listener per signal, whatever the number of waits it cancels (a batch shares one). */
-  readonly #aborts = new WeakMap<AbortSignal, { handlers: Set<() => void>; listener: () => void }>();
+  readonly #waiting: Waiting;
   /** Where an admitted decision charged its permits, to give them back if nobody takes them. */
   readonly #charges = new WeakMap<Decision, Charge[]>();
   #closed = false;
@@ -146,10 +137,14 @@ export class Limiter implements RateLimiter {
     this.#observer = options.observer;
     this.#maxKeyLength = intOption(options.maxKeyLength, 'maxKeyLength', DEFAULT_MAX_KEY_LENGTH, 1, 65_536);
     this.#maxWaitMs = intOption(options.maxWaitMs, 'maxWaitMs', 30_000, 0, MAX_WAIT_BOUND_MS);
-    this.#maxWaitersPerKey = intOption(options.maxWaitersPerKey, 'maxWaitersPerKey', 1000, 1, 1_000_000);
-    this.#maxWaitingKeys = intOption(options.maxWaitingKeys, 'maxWaitingKeys', 10_000, 1, 10_000_000);
-    this.#maxWaitersPerClient = intOption(options.maxWaitersPerClient, 'maxWaitersPerClient', 1000, 1, 10_000_000);
-    this.#concurrencyPollMs = intOption(options.concurrencyPollMs, 'concurrencyPollMs', 50, 1, 60_000);
+    this.#waiting = new Waiting({
+      clock: this.#clock,
+      random: this.#random,
+      maxWaitersPerKey: intOption(options.maxWaitersPerKey, 'maxWaitersPerKey', 1000, 1, 1_000_000),
+      maxWaitingKeys: intOption(options.maxWaitingKeys, 'maxWaitingKeys', 10_000, 1, 10_000_000),
+      maxWaitersPerClient: intOption(options.maxWaitersPerClient, 'maxWaitersPerClient', 1000, 1, 10_000_000),
+      concurrencyPollMs: intOption(options.concurrencyPollMs, 'concurrencyPollMs', 50, 1, 60_000),
+    });
     const policy = options.onStoreFailure ?? 'local';
     if (!STORE_FAILURE_POLICIES.includes(policy)) {
       throw invalid(ErrorCodes.INVALID_OPTIONS, 'onStoreFailure', `must be one of ${STORE_FAILURE_POLICIES.join(', ')}`);
@@ -361,7 +356,7 @@ export class Limiter implements RateLimiter {
     const client = checkClient(options.client);
     throwIfAborted(signal);
     const startedAt = this.#clock.now();
-    const queue = this.#queues.get(key, waitKind(call));
+    const queue = this.#waiting.queues.get(key, waitKind(call));
     let last: Decision;
     if (queue === undefined || queue.size === 0) {
       // Nobody is waiting: ask directly, so uncontended keys pay no queueing.
@@ -383,7 +378,7 @@ export class Limiter implements RateLimiter {
     } else {
       last = queue.last;
     }
-    return this.#enqueue(call, { startedAt, deadline: startedAt + maxWaitMs, signal, client }, last);
+    return this.#waiting.enqueue(this.#waitCall(call), { startedAt, deadline: startedAt + maxWaitMs, signal, client }, last);
   }
 
   /**
@@ -419,7 +414,7 @@ export class Limiter implements RateLimiter {
     const found = await this.#failover.cancel({ key, limits, id });
     if (found) {
       this.#prefilter.forget(filterKey(key, false));
-      this.#queues.wake(key);
+      this.#waiting.wake(key);
     }
     return found;
   }
@@ -466,7 +461,7 @@ export class Limiter implements RateLimiter {
   async release(resource: string, options: LeaseOptions): Promise<boolean> {
     const { key, limits } = this.#prepare(resource, { key: options.key, cost: 0 });
     const found = await this.#failover.release({ key, limits, leaseId: checkLeaseId(options.leaseId) });
-    this.#queues.wake(key);
+    this.#waiting.wake(key);
     return found;
   }
 
@@ -509,7 +504,7 @@ export class Limiter implements RateLimiter {
       // Refunded here: what the pre-filter learnt of these keys no longer holds.
       this.#prefilter.forget(key);
       if (tenant !== undefined) this.#prefilter.forget(tenant.key);
-      this.#queues.wake(key);
+      this.#waiting.wake(key);
     }
   }
 
@@ -571,12 +566,7 @@ export class Limiter implements RateLimiter {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    const err = new SluiceError(ErrorCodes.CLOSED, 'the limiter was closed');
-    for (const queue of [...this.#queues.all()]) {
-      for (const w of queue.all()) this.#finish(queue, w, undefined, err);
-      queue.wake();
-    }
-    await Promise.allSettled([...this.#pumps]);
+    await this.#waiting.close(new SluiceError(ErrorCodes.CLOSED, 'the limiter was closed'));
     await this.#leases.close();
     await this.#failover.close();
     if (this.#ownsStore) await this.#store.close();
@@ -698,176 +688,25 @@ export class Limiter implements RateLimiter {
     }
   }
 
-  #enqueue(call: Call, wait: WaitOptions, last: Decision): Promise<Decision> {
+  /** How a waiting `acquire` call asks the store and answers its caller (see {@link Waiting}). */
+  #waitCall(call: Call): WaitCall {
     const resource = call.resource.name;
-    const { key, cost } = call;
-    const { startedAt, deadline, signal, client } = wait;
-    const full = () => Promise.resolve(this.#observe(resource, 'acquire', withReason(last, 'queue_full', false)));
-    if (client !== '' && (this.#waitersOf.get(client) ?? 0) >= this.#maxWaitersPerClient) return full();
-    const kind = waitKind(call);
-    let queue = this.#queues.get(key, kind);
-    if (queue === undefined) {
-      if (this.#queues.size >= this.#maxWaitingKeys) return full();
-      queue = new WaitQueue(this.#clock, last);
-      this.#queues.set(key, kind, queue);
-    }
-    if (queue.size >= this.#maxWaitersPerKey) {
-      // Full: a client holding fewer places than another takes the other's newest place.
-      const evicted = queue.evictionFor(client);
-      if (evicted === undefined) return full();
-      this.#finish(queue, evicted, withReason(queue.last, 'queue_full', false));
-    }
-    const q = queue;
-    return new Promise<Decision>((resolve, reject) => {
-      const waiter: Waiter = {
-        cost,
-        deadline,
-        startedAt,
-        client,
-        inFlight: false,
-        done: false,
-        resolve: (d) => {
-          const waitedMs = Math.max(0, this.#clock.now() - startedAt);
-          this.#observer?.waited?.({ resource, waitedMs, outcome: d.allowed ? 'granted' : 'timeout' });
-          resolve(this.#observe(resource, 'acquire', { ...d, waitedMs }));
-        },
-        reject: (e) => {
-          const waitedMs = Math.max(0, this.#clock.now() - startedAt);
-          const outcome = e instanceof SluiceError && e.code === ErrorCodes.ABORTED ? 'aborted' : 'error';
-          this.#observer?.waited?.({ resource, waitedMs, outcome });
-          reject(e instanceof Error ? e : new Error(String(e)));
-        },
-      };
-      waiter.timer = this.#clock.setTimer(() => {
-        // A waiter whose request is in flight is answered by the pump when the store replies.
-        if (!waiter.inFlight) this.#finish(q, waiter, withReason(q.last, 'wait_timeout', false));
-      }, deadline - this.#clock.now());
-      if (signal !== undefined) {
-        waiter.detach = this.#onAbort(signal, () =>
-          this.#finish(
-            q,
-            waiter,
-            undefined,
-            new SluiceError(ErrorCodes.ABORTED, 'the wait was aborted', { cause: signal.reason }),
-          ),
-        );
-      }
-      q.add(waiter);
-      if (client !== '') this.#waitersOf.set(client, (this.#waitersOf.get(client) ?? 0) + 1);
-      if (!q.running) this.#startPump(call, q, this.#pacing(last));
-    });
-  }
-
-  /**
-   * Runs `fn` when `signal` aborts, through one listener per signal: a batch of waits sharing its
-   * request's signal adds one listener, not one per item. Returns the detach function.
-   */
-  #onAbort(signal: AbortSignal, fn: () => void): () => void {
-    let entry = this.#aborts.get(signal);
-    if (entry === undefined) {
-      const handlers = new Set<() => void>();
-      const listener = () => {
-        this.#aborts.delete(signal);
-        for (const h of [...handlers]) h();
-      };
-      signal.addEventListener('abort', listener, { once: true });
-      entry = { handlers, listener };
-      this.#aborts.set(signal, entry);
-    }
-    const { handlers, listener } = entry;
-    handlers.add(fn);
-    return () => {
-      handlers.delete(fn);
-      // The listener goes with the last wait it served, so a long-lived signal keeps none.
-      if (handlers.size === 0 && this.#aborts.get(signal)?.handlers === handlers) {
-        this.#aborts.delete(signal);
-        signal.removeEventListener('abort', listener);
-      }
+    return {
+      key: call.key,
+      kind: waitKind(call),
+      cost: call.cost,
+      decide: (cost) => this.#consume({ ...call, cost }),
+      giveBack: (d, cost) => this.#giveBack(this.#charges.get(d) ?? [], cost),
+      answer: (d, waitedMs) => {
+        if (waitedMs === undefined) return this.#observe(resource, 'acquire', d);
+        this.#observer?.waited?.({ resource, waitedMs, outcome: d.allowed ? 'granted' : 'timeout' });
+        return this.#observe(resource, 'acquire', { ...d, waitedMs });
+      },
+      failed: (e, waitedMs) => {
+        const outcome = e instanceof SluiceError && e.code === ErrorCodes.ABORTED ? 'aborted' : 'error';
+        this.#observer?.waited?.({ resource, waitedMs, outcome });
+      },
     };
-  }
-
-  #startPump(call: Call, queue: WaitQueue, firstDelay: number): void {
-    const { key } = call;
-    queue.running = true;
-    const pump = this.#pump(call, queue, firstDelay).finally(() => {
-      queue.running = false;
-      this.#pumps.delete(pump);
-      if (queue.size === 0) {
-        this.#queues.delete(key, waitKind(call), queue);
-      } else if (!this.#closed) {
-        this.#startPump(call, queue, 0);
-      }
-    });
-    this.#pumps.add(pump);
-  }
-
-  /** Serves one key's waiters, clients in turn; only the head asks the store. */
-  async #pump(call: Call, queue: WaitQueue, firstDelay: number): Promise<void> {
-    let delay = firstDelay;
-    while (queue.size > 0 && !this.#closed) {
-      if (delay > 0) await queue.sleep(delay);
-      const head = queue.head();
-      if (head === undefined || this.#closed) return;
-      head.inFlight = true;
-      let d: Decision;
-      try {
-        d = await this.#consume({ ...call, cost: head.cost });
-      } catch (err) {
-        head.inFlight = false;
-        this.#finish(queue, head, undefined, err);
-        delay = 0;
-        continue;
-      }
-      head.inFlight = false;
-      if (head.done) {
-        if (d.allowed) await this.#giveBack(this.#charges.get(d) ?? [], head.cost).catch(() => undefined);
-        delay = 0;
-        continue;
-      }
-      if (d.allowed) {
-        this.#finish(queue, head, d);
-        delay = 0;
-        continue;
-      }
-      queue.last = d;
-      // Its deadline passed while the store was deciding (its timer left it to this answer).
-      if (head.deadline <= this.#clock.now()) this.#finish(queue, head, withReason(d, 'wait_timeout', false));
-      if (d.reason === 'circuit_open') {
-        // The downstream is failing: nobody queued here should wait for it.
-        for (const w of queue.all()) this.#finish(queue, w, d);
-        break;
-      }
-      // Tell waiters who cannot be served before their deadline now, not at the deadline.
-      if (d.reason === 'rate_limited') {
-        const wakeAt = this.#clock.now() + d.retryAfterMs;
-        for (const w of queue.all()) {
-          if (w.deadline < wakeAt) this.#finish(queue, w, withReason(d, 'wait_timeout', false));
-        }
-      }
-      delay = this.#pacing(d);
-    }
-  }
-
-  /** How long the queue sleeps after a denial: its retry-after, plus a little jitter. */
-  #pacing(d: Decision): number {
-    const base = d.reason === 'concurrency_limited' ? Math.min(d.retryAfterMs, this.#concurrencyPollMs) : d.retryAfterMs;
-    // Jitter spreads queues of several processes that were denied at the same moment.
-    return base + this.#random() * Math.min(base * 0.05, 5);
-  }
-
-  #finish(queue: WaitQueue, w: Waiter, decision: Decision | undefined, error?: unknown): void {
-    if (w.done) return;
-    w.done = true;
-    if (w.timer !== undefined) this.#clock.clearTimer(w.timer);
-    w.detach?.();
-    queue.remove(w);
-    if (w.client !== '') {
-      const left = (this.#waitersOf.get(w.client) ?? 1) - 1;
-      if (left > 0) this.#waitersOf.set(w.client, left);
-      else this.#waitersOf.delete(w.client);
-    }
-    if (decision !== undefined) w.resolve(decision);
-    else w.reject(error);
   }
 
   /** The quota of the call's tenant (its own, or the `*` default); none without a tenant. */
@@ -893,14 +732,6 @@ function checkClient(client: unknown): string {
     throw invalid(ErrorCodes.INVALID_OPTIONS, 'client', 'must be a string of at most 256 characters');
   }
   return client;
-}
-
-/** When and for whom one `acquire` waits. */
-interface WaitOptions {
-  readonly startedAt: number;
-  readonly deadline: number;
-  readonly signal: AbortSignal | undefined;
-  readonly client: string;
 }
 
 function checkLeaseId(leaseId: unknown): string {

@@ -1,5 +1,6 @@
 import type { Clock, TimerHandle } from './clock.js';
-import type { Decision } from './decision.js';
+import { withReason, type Decision } from './decision.js';
+import { ErrorCodes, SluiceError } from './errors.js';
 
 /** One caller waiting in `acquire`. */
 export interface Waiter {
@@ -159,5 +160,242 @@ export class WaitQueues {
 
   *all(): IterableIterator<WaitQueue> {
     for (const kinds of this.#byKey.values()) yield* kinds.values();
+  }
+}
+
+/** Bounds and pacing of a limiter's waits (`LimiterOptions`). */
+export interface WaitSettings {
+  readonly clock: Clock;
+  readonly random: () => number;
+  readonly maxWaitersPerKey: number;
+  readonly maxWaitingKeys: number;
+  readonly maxWaitersPerClient: number;
+  readonly concurrencyPollMs: number;
+}
+
+/** One call that waits: which queue it joins, how its head asks, and how answers reach the caller. */
+export interface WaitCall {
+  readonly key: string;
+  /** Which of the key's queues (see {@link WaitQueues}). */
+  readonly kind: string;
+  readonly cost: number;
+  /** Asks for `cost` permits (the store, or its fallback). */
+  decide(cost: number): Promise<Decision>;
+  /** Returns what `decision` granted to a waiter that is no longer there. */
+  giveBack(decision: Decision, cost: number): Promise<void>;
+  /** The answer a waiter gets (observed, with the time it waited; none when it never queued). */
+  answer(decision: Decision, waitedMs: number | undefined): Decision;
+  /** Told when a waiter ends without an answer (aborted, closed, the store threw). */
+  failed(error: unknown, waitedMs: number): void;
+}
+
+/** When and for whom one `acquire` waits. */
+export interface WaitOptions {
+  readonly startedAt: number;
+  readonly deadline: number;
+  readonly signal: AbortSignal | undefined;
+  readonly client: string;
+}
+
+/**
+ * A limiter's waiting callers: the queues, the pump serving each (only a queue's head asks, paced
+ * by the last denial's retry-after), the bounds on queues, waiters per key and per client, and
+ * the abort listeners. Owns its background work: {@link close} ends every wait and awaits it.
+ */
+export class Waiting {
+  readonly queues = new WaitQueues();
+  readonly #settings: WaitSettings;
+  readonly #pumps = new Set<Promise<void>>();
+  /** Queued callers per named client, for `maxWaitersPerClient`. */
+  readonly #waitersOf = new Map<string, number>();
+  /** One abort listener per signal, whatever the number of waits it cancels (a batch shares one). */
+  readonly #aborts = new WeakMap<AbortSignal, { handlers: Set<() => void>; listener: () => void }>();
+  #closed = false;
+
+  constructor(settings: WaitSettings) {
+    this.#settings = settings;
+  }
+
+  /** Queues `call` behind its key's waiters; `last` is the denial that made it wait. */
+  enqueue(call: WaitCall, wait: WaitOptions, last: Decision): Promise<Decision> {
+    const { clock, maxWaitersPerClient, maxWaitingKeys, maxWaitersPerKey } = this.#settings;
+    const { key, kind, cost } = call;
+    const { startedAt, deadline, signal, client } = wait;
+    const full = () => Promise.resolve(call.answer(withReason(last, 'queue_full', false), undefined));
+    if (client !== '' && (this.#waitersOf.get(client) ?? 0) >= maxWaitersPerClient) return full();
+    let queue = this.queues.get(key, kind);
+    if (queue === undefined) {
+      if (this.queues.size >= maxWaitingKeys) return full();
+      queue = new WaitQueue(clock, last);
+      this.queues.set(key, kind, queue);
+    }
+    if (queue.size >= maxWaitersPerKey) {
+      // Full: a client holding fewer places than another takes the other's newest place.
+      const evicted = queue.evictionFor(client);
+      if (evicted === undefined) return full();
+      this.#finish(queue, evicted, withReason(queue.last, 'queue_full', false));
+    }
+    const q = queue;
+    return new Promise<Decision>((resolve, reject) => {
+      const waitedMs = () => Math.max(0, clock.now() - startedAt);
+      const waiter: Waiter = {
+        cost,
+        deadline,
+        startedAt,
+        client,
+        inFlight: false,
+        done: false,
+        resolve: (d) => resolve(call.answer(d, waitedMs())),
+        reject: (e) => {
+          call.failed(e, waitedMs());
+          reject(e instanceof Error ? e : new Error(String(e)));
+        },
+      };
+      waiter.timer = clock.setTimer(() => {
+        // A waiter whose request is in flight is answered by the pump when the store replies.
+        if (!waiter.inFlight) this.#finish(q, waiter, withReason(q.last, 'wait_timeout', false));
+      }, deadline - clock.now());
+      if (signal !== undefined) {
+        waiter.detach = this.#onAbort(signal, () =>
+          this.#finish(
+            q,
+            waiter,
+            undefined,
+            new SluiceError(ErrorCodes.ABORTED, 'the wait was aborted', { cause: signal.reason }),
+          ),
+        );
+      }
+      q.add(waiter);
+      if (client !== '') this.#waitersOf.set(client, (this.#waitersOf.get(client) ?? 0) + 1);
+      if (!q.running) this.#startPump(call, q, this.#pacing(last));
+    });
+  }
+
+  /** Wakes every queue of `key`: permits were given back. */
+  wake(key: string): void {
+    this.queues.wake(key);
+  }
+
+  /** Ends every wait with `error` and waits for the pumps to stop. */
+  async close(error: unknown): Promise<void> {
+    this.#closed = true;
+    for (const queue of [...this.queues.all()]) {
+      for (const w of queue.all()) this.#finish(queue, w, undefined, error);
+      queue.wake();
+    }
+    await Promise.allSettled([...this.#pumps]);
+  }
+
+  /**
+   * Runs `fn` when `signal` aborts, through one listener per signal: a batch of waits sharing its
+   * request's signal adds one listener, not one per item. Returns the detach function.
+   */
+  #onAbort(signal: AbortSignal, fn: () => void): () => void {
+    let entry = this.#aborts.get(signal);
+    if (entry === undefined) {
+      const handlers = new Set<() => void>();
+      const listener = () => {
+        this.#aborts.delete(signal);
+        for (const h of [...handlers]) h();
+      };
+      signal.addEventListener('abort', listener, { once: true });
+      entry = { handlers, listener };
+      this.#aborts.set(signal, entry);
+    }
+    const { handlers, listener } = entry;
+    handlers.add(fn);
+    return () => {
+      handlers.delete(fn);
+      // The listener goes with the last wait it served, so a long-lived signal keeps none.
+      if (handlers.size === 0 && this.#aborts.get(signal)?.handlers === handlers) {
+        this.#aborts.delete(signal);
+        signal.removeEventListener('abort', listener);
+      }
+    };
+  }
+
+  #startPump(call: WaitCall, queue: WaitQueue, firstDelay: number): void {
+    queue.running = true;
+    const pump = this.#pump(call, queue, firstDelay).finally(() => {
+      queue.running = false;
+      this.#pumps.delete(pump);
+      if (queue.size === 0) {
+        this.queues.delete(call.key, call.kind, queue);
+      } else if (!this.#closed) {
+        this.#startPump(call, queue, 0);
+      }
+    });
+    this.#pumps.add(pump);
+  }
+
+  /** Serves one key's waiters, clients in turn; only the head asks the store. */
+  async #pump(call: WaitCall, queue: WaitQueue, firstDelay: number): Promise<void> {
+    const { clock } = this.#settings;
+    let delay = firstDelay;
+    while (queue.size > 0 && !this.#closed) {
+      if (delay > 0) await queue.sleep(delay);
+      const head = queue.head();
+      if (head === undefined || this.#closed) return;
+      head.inFlight = true;
+      let d: Decision;
+      try {
+        d = await call.decide(head.cost);
+      } catch (err) {
+        head.inFlight = false;
+        this.#finish(queue, head, undefined, err);
+        delay = 0;
+        continue;
+      }
+      head.inFlight = false;
+      if (head.done) {
+        if (d.allowed) await call.giveBack(d, head.cost).catch(() => undefined);
+        delay = 0;
+        continue;
+      }
+      if (d.allowed) {
+        this.#finish(queue, head, d);
+        delay = 0;
+        continue;
+      }
+      queue.last = d;
+      // Its deadline passed while the store was deciding (its timer left it to this answer).
+      if (head.deadline <= clock.now()) this.#finish(queue, head, withReason(d, 'wait_timeout', false));
+      if (d.reason === 'circuit_open') {
+        // The downstream is failing: nobody queued here should wait for it.
+        for (const w of queue.all()) this.#finish(queue, w, d);
+        break;
+      }
+      // Tell waiters who cannot be served before their deadline now, not at the deadline.
+      if (d.reason === 'rate_limited') {
+        const wakeAt = clock.now() + d.retryAfterMs;
+        for (const w of queue.all()) {
+          if (w.deadline < wakeAt) this.#finish(queue, w, withReason(d, 'wait_timeout', false));
+        }
+      }
+      delay = this.#pacing(d);
+    }
+  }
+
+  /** How long the queue sleeps after a denial: its retry-after, plus a little jitter. */
+  #pacing(d: Decision): number {
+    const { concurrencyPollMs, random } = this.#settings;
+    const base = d.reason === 'concurrency_limited' ? Math.min(d.retryAfterMs, concurrencyPollMs) : d.retryAfterMs;
+    // Jitter spreads queues of several processes that were denied at the same moment.
+    return base + random() * Math.min(base * 0.05, 5);
+  }
+
+  #finish(queue: WaitQueue, w: Waiter, decision: Decision | undefined, error?: unknown): void {
+    if (w.done) return;
+    w.done = true;
+    if (w.timer !== undefined) this.#settings.clock.clearTimer(w.timer);
+    w.detach?.();
+    queue.remove(w);
+    if (w.client !== '') {
+      const left = (this.#waitersOf.get(w.client) ?? 1) - 1;
+      if (left > 0) this.#waitersOf.set(w.client, left);
+      else this.#waitersOf.delete(w.client);
+    }
+    if (decision !== undefined) w.resolve(decision);
+    else w.reject(error);
   }
 }
