@@ -5,6 +5,7 @@ import { defineConfig } from 'vitest/config';
 const alias = {
   '@sluice/core/metrics': fileURLToPath(new URL('./packages/core/src/metrics.ts', import.meta.url)),
   '@sluice/core': fileURLToPath(new URL('./packages/core/src/index.ts', import.meta.url)),
+  '@sluice/redis/kit': fileURLToPath(new URL('./packages/redis/src/kit.ts', import.meta.url)),
   '@sluice/redis': fileURLToPath(new URL('./packages/redis/src/index.ts', import.meta.url)),
   '@sluice/server': fileURLToPath(new URL('./packages/server/src/index.ts', import.meta.url)),
   '@sluice/rules': fileURLToPath(new URL('./packages/rules/src/index.ts', import.meta.url)),

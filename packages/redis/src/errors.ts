@@ -1,5 +1,6 @@
 import { ErrorCodes, SluiceError, type ErrorCode } from '@sluice/core';
 import { ScriptCodes } from './codes.js';
+import { isReply, isReplyError } from './kit.js';
 
 /**
  * Everything that can go wrong between the store and Redis, before it becomes a
@@ -23,16 +24,12 @@ export type StoreFailure =
 /** Redis error replies that mean "not now" rather than "never": the store is unavailable. */
 const TRANSIENT_REPLIES = ['BUSY', 'LOADING', 'READONLY', 'CLUSTERDOWN', 'TRYAGAIN', 'MASTERDOWN', 'OOM', 'MOVED', 'ASK'];
 
-function isReplyError(error: unknown): error is Error {
-  return error instanceof Error && error.name === 'ReplyError';
-}
-
 /**
  * True when a call failed only because that server lacks the code: the function is not loaded
  * (FCALL) or the script is not cached (EVALSHA).
  */
 export function isNotLoaded(error: unknown): boolean {
-  return isReplyError(error) && (error.message.startsWith('ERR Function not found') || error.message.startsWith('NOSCRIPT'));
+  return isReply(error, 'ERR Function not found') || isReply(error, 'NOSCRIPT');
 }
 
 /** True when the server has no Redis Functions (before 7.0), or they are not permitted. */

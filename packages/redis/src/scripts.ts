@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import type { Cluster, Redis } from 'ioredis';
 import { PROTOCOL_VERSION } from './codes.js';
 import { isNotLoaded, lacksFunctions } from './errors.js';
+import { evalScript } from './kit.js';
 
 /**
  * A Lua program in the two forms Redis runs: a Redis Functions library (FCALL, Redis 7+) and a
@@ -128,14 +129,13 @@ export class ScriptRunner {
 
   /** Resolves to the program's reply; rejects with what ioredis rejected the call with. */
   async run(call: ScriptCall): Promise<unknown> {
-    const functions = !withoutFunctions.has(this.#client);
+    if (withoutFunctions.has(this.#client)) return evalScript(this.#client, this.#script, call.keys, call.args);
     try {
-      return await (functions ? this.#fcall(call) : this.#evalsha(call));
+      return await this.#fcall(call);
     } catch (error) {
-      if (functions && lacksFunctions(error)) return this.#withoutFunctions(call);
+      if (lacksFunctions(error)) return this.#withoutFunctions(call);
       if (!isNotLoaded(error)) throw error;
     }
-    if (!functions) return this.#eval(call);
     try {
       await (this.#loading ??= this.#load().finally(() => (this.#loading = undefined)));
     } catch (error) {
@@ -168,14 +168,5 @@ export class ScriptRunner {
 
   #fcall({ keys, args }: ScriptCall): Promise<unknown> {
     return this.#client.fcall(this.#script.functionName, keys.length, ...keys, ...args);
-  }
-
-  #evalsha({ keys, args }: ScriptCall): Promise<unknown> {
-    return this.#client.evalsha(this.#script.sha, keys.length, ...keys, ...args);
-  }
-
-  /** EVAL runs the script and caches it, so later EVALSHAs find it. */
-  #eval({ keys, args }: ScriptCall): Promise<unknown> {
-    return this.#client.eval(this.#script.source, keys.length, ...keys, ...args);
   }
 }

@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Logger } from '@sluice/core';
+import { evalScript, isReply, plainScript, type PlainScript } from '@sluice/redis/kit';
 import { Cluster, Redis } from 'ioredis';
 import { z } from 'zod';
 import { RulesError, RulesErrorCodes } from '../errors.js';
@@ -90,36 +90,22 @@ const optionsSchema = z
   });
 
 /** The apply script (`lua/apply.lua`), its SHA computed from its text. */
-interface Script {
-  readonly name: string;
-  readonly source: string;
-  readonly sha: string;
-}
+let applyScript: (PlainScript & { readonly name: string }) | undefined;
 
-let applyScript: Script | undefined;
-
-function script(): Script {
+function script(): PlainScript & { readonly name: string } {
   if (!applyScript) {
     // lua/ is a sibling of both src/ and dist/.
     const source = readFileSync(new URL('../../lua/apply.lua', import.meta.url), 'utf8');
-    applyScript = Object.freeze({
-      name: 'sluice:rules-apply:v1',
-      source,
-      sha: createHash('sha1').update(source).digest('hex'),
-    });
+    applyScript = Object.freeze({ name: 'sluice:rules-apply:v1', ...plainScript(source) });
   }
   return applyScript;
-}
-
-function isReplyError(e: unknown): e is Error {
-  return e instanceof Error && e.name === 'ReplyError';
 }
 
 /** The one place where Redis failures become rules errors. */
 function storeError(what: string, e: unknown): RulesError {
   if (e instanceof RulesError) return e;
   const message = e instanceof Error ? e.message : String(e);
-  if (isReplyError(e) && message.startsWith('WRONGTYPE')) {
+  if (isReply(e, 'WRONGTYPE')) {
     return corrupt(`${what}: a rule key holds data of another type; is the prefix shared with another application?`, e);
   }
   return new RulesError(RulesErrorCodes.RULE_STORE_UNAVAILABLE, `the rule store cannot ${what}: ${message}`, { cause: e });
@@ -311,14 +297,8 @@ export class RedisRuleStore implements RuleStore {
 
   /** EVALSHA, falling back to EVAL when the server does not have the script cached. */
   async #eval(keys: string[], args: string[]): Promise<unknown> {
-    const s = script();
     try {
-      try {
-        return await this.#client.evalsha(s.sha, keys.length, ...keys, ...args);
-      } catch (e) {
-        if (!(isReplyError(e) && e.message.startsWith('NOSCRIPT'))) throw e;
-        return await this.#client.eval(s.source, keys.length, ...keys, ...args);
-      }
+      return await evalScript(this.#client, script(), keys, args);
     } catch (e) {
       throw storeError('record the change', e);
     }

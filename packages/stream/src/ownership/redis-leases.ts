@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { ErrorCodes, invalid } from '@sluice/core';
+import { evalScript, plainScript, type PlainScript } from '@sluice/redis/kit';
 import { Cluster, Redis } from 'ioredis';
 import { StreamError, StreamErrorCodes } from '../errors.js';
 import { MAX_OWNER_LENGTH, type LeaseStore } from './leases.js';
@@ -21,24 +21,15 @@ export interface RedisLeaseStoreOptions {
   commandTimeoutMs?: number;
 }
 
-interface Script {
-  readonly source: string;
-  readonly sha: string;
-}
+let leaseScript: PlainScript | undefined;
 
-let leaseScript: Script | undefined;
-
-function script(): Script {
+function script(): PlainScript {
   if (!leaseScript) {
     // lua/ is a sibling of both src/ and dist/ (two levels up from src/ownership/).
     const source = readFileSync(new URL('../../lua/lease.lua', import.meta.url), 'utf8');
-    leaseScript = Object.freeze({ source, sha: createHash('sha1').update(source).digest('hex') });
+    leaseScript = plainScript(source);
   }
   return leaseScript;
-}
-
-function isReplyError(e: unknown): e is Error {
-  return e instanceof Error && e.name === 'ReplyError';
 }
 
 /** The one place where Redis failures of the lease store become stream errors. */
@@ -106,15 +97,9 @@ export class RedisLeaseStore implements LeaseStore {
   }
 
   async #eval(what: string, keys: string[], args: (string | Buffer)[]): Promise<number> {
-    const s = script();
     let reply: unknown;
     try {
-      try {
-        reply = await this.#client.evalsha(s.sha, keys.length, ...keys, '1', ...args);
-      } catch (e) {
-        if (!(isReplyError(e) && e.message.startsWith('NOSCRIPT'))) throw e;
-        reply = await this.#client.eval(s.source, keys.length, ...keys, '1', ...args);
-      }
+      reply = await evalScript(this.#client, script(), keys, ['1', ...args]);
     } catch (e) {
       throw unavailable(what, e);
     }

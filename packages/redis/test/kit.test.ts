@@ -1,0 +1,41 @@
+/** The Redis kit the rule store and the stream package share, against a real Redis. */
+import { createHash } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { evalScript, isReply, isReplyError, plainScript } from '../src/kit.js';
+import { randomPrefix, redisUrl } from '../../../test/env.js';
+
+describe('the Redis kit', () => {
+  const client = new Redis(redisUrl(), { lazyConnect: true });
+  const key = `${randomPrefix('kit')}k`;
+  afterAll(async () => {
+    await client.del(key);
+    client.disconnect();
+  });
+
+  it('names a script by the SHA1 of its text', () => {
+    const source = "return redis.call('INCR', KEYS[1])";
+    expect(plainScript(source).sha).toBe(createHash('sha1').update(source).digest('hex'));
+  });
+
+  it('runs a script by EVALSHA, and by EVAL where the server has not cached it', async () => {
+    const script = plainScript(`return redis.call('INCRBY', KEYS[1], ARGV[1]) -- ${key}`);
+    await client.script('FLUSH');
+    expect(await evalScript(client, script, [key], [2])).toBe(2);
+    // Cached by that EVAL: the next call goes by EVALSHA alone.
+    expect(await client.script('EXISTS', script.sha)).toEqual([1]);
+    expect(await evalScript(client, script, [key], ['3'])).toBe(5);
+  });
+
+  it('passes other error replies on, and tells them apart', async () => {
+    const failing = plainScript("return redis.error_reply('WRONGTYPE not a counter')");
+    const err = await evalScript(client, failing, [key], []).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isReplyError(err)).toBe(true);
+    expect(isReply(err, 'WRONGTYPE')).toBe(true);
+    expect(isReply(err, 'NOSCRIPT')).toBe(false);
+    expect(isReplyError(new Error('connection lost'))).toBe(false);
+  });
+});
