@@ -1,4 +1,5 @@
-import { Cluster, Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
+import { openRedisClient } from './kit.js';
 import type { CompiledRedisStoreOptions } from './options.js';
 
 /** The client a store talks through, and whether the store owns (and so closes) it. */
@@ -19,42 +20,18 @@ const backoff = (times: number): number => Math.min(times * 50, 1000);
  */
 export function openConnection(options: CompiledRedisStoreOptions): Connection {
   const { source } = options;
-  const failFast = {
-    connectTimeout: options.connectTimeoutMs,
+  if (source.kind === 'client') return { client: source.client, owned: false, cluster: source.client.isCluster };
+  const client = openRedisClient({
+    ...(source.kind === 'url' ? { url: source.url } : { clusterNodes: source.nodes }),
+    connectTimeoutMs: options.connectTimeoutMs,
     // The store bounds every call itself (adaptively); the client's own bound is the cap.
-    commandTimeout: options.commandTimeoutMs ?? options.maxCommandTimeoutMs,
+    commandTimeoutMs: options.commandTimeoutMs ?? options.maxCommandTimeoutMs,
+    offlineQueue: false,
+    resend: false,
     maxRetriesPerRequest: 0,
-    autoResendUnfulfilledCommands: false,
-  };
-  switch (source.kind) {
-    case 'client':
-      return { client: source.client, owned: false, cluster: source.client.isCluster };
-    case 'url':
-      return {
-        client: new Redis(source.url, { ...failFast, enableOfflineQueue: false, lazyConnect: true, retryStrategy: backoff }),
-        owned: true,
-        cluster: false,
-      };
-    case 'cluster':
-      return {
-        client: new Cluster(
-          source.nodes.map((n) => ({ host: n.host, port: n.port })),
-          {
-            lazyConnect: true,
-            enableOfflineQueue: false,
-            slotsRefreshInterval: options.slotsRefreshIntervalMs,
-            slotsRefreshTimeout: options.connectTimeoutMs,
-            clusterRetryStrategy: backoff,
-            retryDelayOnFailover: 100,
-            retryDelayOnClusterDown: 100,
-            retryDelayOnTryAgain: 100,
-            // ioredis forces node connections to queue until connected and never to reconnect
-            // (the cluster refreshes its slots instead); the command timeout still bounds them.
-            redisOptions: failFast,
-          },
-        ),
-        owned: true,
-        cluster: true,
-      };
-  }
+    retryDelayMs: backoff,
+    slotsRefreshIntervalMs: options.slotsRefreshIntervalMs,
+    lazyConnect: true,
+  });
+  return { client, owned: true, cluster: source.kind === 'cluster' };
 }

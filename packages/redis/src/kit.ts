@@ -1,15 +1,85 @@
 /**
- * What every Sluice package that talks to Redis shares (`@sluice/redis/kit`): telling Redis'
- * error replies apart, and running a plain Lua script by EVALSHA with the EVAL fallback in one
- * place. Loads nothing but `node:crypto`: the rule store and the stream package use it without
- * the limit store.
+ * What every Sluice package that talks to Redis shares (`@sluice/redis/kit`): opening a
+ * connection, telling Redis' error replies apart, and running a plain Lua script by EVALSHA
+ * with the EVAL fallback in one place. Loads nothing but ioredis and `node:crypto`: the rule
+ * store and the stream package use it without the limit store.
  *
  * @example
  * const script = plainScript(readFileSync(new URL('./apply.lua', import.meta.url), 'utf8'));
  * const reply = await evalScript(client, script, [key], ['1']);
  */
 import { createHash } from 'node:crypto';
-import type { Cluster, Redis } from 'ioredis';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
+
+/** How to open a connection (see {@link openRedisClient}). */
+export interface RedisClientSettings {
+  /** Standalone Redis, e.g. `redis://127.0.0.1:6379`; or `clusterNodes`, exactly one. */
+  readonly url?: string;
+  /** Redis Cluster seed nodes. */
+  readonly clusterNodes?: readonly { readonly host: string; readonly port: number }[];
+  /** Extra ioredis options for every connection (TLS, password, ...). */
+  readonly redisOptions?: RedisOptions;
+  readonly connectTimeoutMs: number;
+  /** Bound on every command; undefined: none (a blocking reader, whose BLOCK is its bound). */
+  readonly commandTimeoutMs: number | undefined;
+  /** Hold commands while disconnected; false: they fail at once instead of running late. */
+  readonly offlineQueue: boolean;
+  /** Send commands left unanswered by a disconnect again; never for one that must not apply twice. */
+  readonly resend: boolean;
+  /** ioredis' retries of one command across reconnects: 0 none, null until it succeeds. */
+  readonly maxRetriesPerRequest: number | null;
+  /** Milliseconds before reconnect attempt `times`. @default ioredis' own */
+  readonly retryDelayMs?: (times: number) => number;
+  /** Cluster: how often the slot map is refreshed. @default ioredis' own */
+  readonly slotsRefreshIntervalMs?: number;
+  /** Connect on the first command instead of at once. @default false */
+  readonly lazyConnect?: boolean;
+  /** Where connection errors go (ioredis prints them when nothing listens); omitted: nowhere yet. */
+  readonly onError?: (error: unknown) => void;
+}
+
+/**
+ * Opens a connection to standalone Redis or Redis Cluster with the settings every Sluice
+ * connection states explicitly, so none inherits a default that holds commands for a long time
+ * (a frozen Cluster master stalls writes unless the slot refresh and the command timeout bound
+ * them). The caller owns (and closes) it.
+ */
+export function openRedisClient(settings: RedisClientSettings): Redis | Cluster {
+  const node: RedisOptions = {
+    ...settings.redisOptions,
+    connectTimeout: settings.connectTimeoutMs,
+    maxRetriesPerRequest: settings.maxRetriesPerRequest,
+    autoResendUnfulfilledCommands: settings.resend,
+    ...(settings.commandTimeoutMs === undefined ? {} : { commandTimeout: settings.commandTimeoutMs }),
+  };
+  const lazyConnect = settings.lazyConnect ?? false;
+  const client =
+    settings.clusterNodes !== undefined
+      ? new Cluster(
+          settings.clusterNodes.map((n) => ({ host: n.host, port: n.port })),
+          {
+            lazyConnect,
+            enableOfflineQueue: settings.offlineQueue,
+            ...(settings.slotsRefreshIntervalMs === undefined ? {} : { slotsRefreshInterval: settings.slotsRefreshIntervalMs }),
+            slotsRefreshTimeout: settings.connectTimeoutMs,
+            ...(settings.retryDelayMs === undefined ? {} : { clusterRetryStrategy: settings.retryDelayMs }),
+            retryDelayOnFailover: 100,
+            retryDelayOnClusterDown: 100,
+            retryDelayOnTryAgain: 100,
+            // ioredis forces node connections to queue until connected and never to reconnect
+            // (the cluster refreshes its slots instead); the command timeout still bounds them.
+            redisOptions: node,
+          },
+        )
+      : new Redis(settings.url!, {
+          ...node,
+          lazyConnect,
+          enableOfflineQueue: settings.offlineQueue,
+          ...(settings.retryDelayMs === undefined ? {} : { retryStrategy: settings.retryDelayMs }),
+        });
+  if (settings.onError !== undefined) client.on('error', settings.onError);
+  return client;
+}
 
 /** True for an error reply of the Redis server (as opposed to a connection or client fault). */
 export function isReplyError(error: unknown): error is Error {

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Logger } from '@sluice/core';
-import { evalScript, isReply, plainScript, type PlainScript } from '@sluice/redis/kit';
+import { evalScript, isReply, openRedisClient, plainScript, type PlainScript } from '@sluice/redis/kit';
 import { Cluster, Redis } from 'ioredis';
 import { z } from 'zod';
 import { RulesError, RulesErrorCodes } from '../errors.js';
@@ -101,6 +101,13 @@ function script(): PlainScript & { readonly name: string } {
   return applyScript;
 }
 
+/** A Cluster seed as `host:port` or `{ host, port }`. */
+function seedNode(s: string | { host: string; port: number }): { host: string; port: number } {
+  if (typeof s !== 'string') return { host: s.host, port: s.port };
+  const [host, port] = s.split(':');
+  return { host: host!, port: Number(port) };
+}
+
 /** The one place where Redis failures become rules errors. */
 function storeError(what: string, e: unknown): RulesError {
   if (e instanceof RulesError) return e;
@@ -138,31 +145,23 @@ export class RedisRuleStore implements RuleStore {
   constructor(options: RedisRuleStoreOptions) {
     const o = compileOptions(optionsSchema, options, 'options');
     this.#options = o;
-    const redisOptions = {
-      commandTimeout: o.commandTimeoutMs,
-      connectTimeout: o.commandTimeoutMs,
-      // A change sent but unanswered before a disconnect must not be sent again: it would
-      // record the same change twice.
-      autoResendUnfulfilledCommands: false,
-      maxRetriesPerRequest: 1,
-    };
     if (o.client) {
       this.#client = o.client;
       this.#owned = false;
-    } else if (o.url !== undefined) {
-      this.#client = new Redis(o.url, redisOptions);
-      this.#owned = true;
     } else {
-      const nodes = o.clusterNodes!.map((s) => {
-        if (typeof s !== 'string') return { host: s.host, port: s.port };
-        const [host, port] = s.split(':');
-        return { host: host!, port: Number(port) };
+      this.#client = openRedisClient({
+        ...(o.url !== undefined ? { url: o.url } : { clusterNodes: o.clusterNodes!.map(seedNode) }),
+        connectTimeoutMs: o.commandTimeoutMs,
+        commandTimeoutMs: o.commandTimeoutMs,
+        offlineQueue: true,
+        // A change sent but unanswered before a disconnect must not be sent again: it would
+        // record the same change twice.
+        resend: false,
+        maxRetriesPerRequest: 1,
+        onError: (err: unknown) => this.#options.logger?.warn({ err }, 'rule store connection error'),
       });
-      this.#client = new Cluster(nodes, { redisOptions });
       this.#owned = true;
     }
-    if (this.#owned)
-      this.#client.on('error', (err: unknown) => this.#options.logger?.warn({ err }, 'rule store connection error'));
     const base = /\{[^}]*\}/.test(o.prefix) ? o.prefix : `${o.prefix}{rules}:`;
     this.#keys = {
       seq: `${base}seq`,

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { ErrorCodes, invalid } from '@sluice/core';
-import { evalScript, plainScript, type PlainScript } from '@sluice/redis/kit';
-import { Cluster, Redis } from 'ioredis';
+import { evalScript, openRedisClient, plainScript, type PlainScript } from '@sluice/redis/kit';
+import type { Cluster, Redis } from 'ioredis';
 import { StreamError, StreamErrorCodes } from '../errors.js';
 import { MAX_OWNER_LENGTH, type LeaseStore } from './leases.js';
 
@@ -72,14 +72,18 @@ export class RedisLeaseStore implements LeaseStore {
       this.#client = options.client;
       this.#owned = false;
     } else {
-      this.#client = new Redis(options.url!, {
-        commandTimeout: options.commandTimeoutMs ?? 1000,
-        maxRetriesPerRequest: 1,
+      const timeoutMs = options.commandTimeoutMs ?? 1000;
+      this.#client = openRedisClient({
+        url: options.url!,
+        connectTimeoutMs: timeoutMs,
+        commandTimeoutMs: timeoutMs,
+        offlineQueue: true,
         // A lease command resent after a reconnect could renew a lease that changed hands.
-        autoResendUnfulfilledCommands: false,
+        resend: false,
+        maxRetriesPerRequest: 1,
+        // Failures surface on the calls; the client reconnects by itself.
+        onError: () => undefined,
       });
-      // Failures surface on the calls; the client reconnects by itself.
-      this.#client.on('error', () => undefined);
       this.#owned = true;
     }
   }

@@ -3,7 +3,8 @@
  * offline), one per consumer for its blocking reads, one for the decision subscription.
  */
 import { once } from 'node:events';
-import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { openRedisClient } from '@sluice/redis/kit';
+import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import { TransportError, TransportErrorCodes } from '../transport.js';
 import { backoffMs, withTimeout } from './common.js';
 
@@ -36,36 +37,18 @@ export type RedisClient = Redis | Cluster;
 export function openRedis(settings: RedisConnectSettings, role: 'publish' | 'blocking' | 'subscribe'): RedisClient {
   const { endpoint } = settings;
   const failFast = role === 'publish';
-  const retry = (times: number): number => backoffMs(times, settings.reconnectBaseMs, settings.reconnectMaxMs);
-  const base: RedisOptions = {
-    ...endpoint.redisOptions,
-    connectTimeout: settings.commandTimeoutMs,
+  return openRedisClient({
+    ...(endpoint.clusterNodes ? { clusterNodes: endpoint.clusterNodes } : { url: endpoint.url! }),
+    ...(endpoint.redisOptions === undefined ? {} : { redisOptions: endpoint.redisOptions }),
+    connectTimeoutMs: settings.commandTimeoutMs,
+    commandTimeoutMs: role === 'blocking' ? undefined : settings.commandTimeoutMs,
+    offlineQueue: !failFast,
+    resend: !failFast,
     maxRetriesPerRequest: failFast ? 0 : null,
-    autoResendUnfulfilledCommands: !failFast,
-    ...(role === 'blocking' ? {} : { commandTimeout: settings.commandTimeoutMs }),
-  };
-  let client: RedisClient;
-  if (endpoint.clusterNodes) {
-    const options: ClusterOptions = {
-      enableOfflineQueue: !failFast,
-      slotsRefreshInterval: 5_000,
-      slotsRefreshTimeout: settings.commandTimeoutMs,
-      clusterRetryStrategy: retry,
-      retryDelayOnFailover: 100,
-      retryDelayOnClusterDown: 100,
-      retryDelayOnTryAgain: 100,
-      redisOptions: base,
-    };
-    client = new Cluster(
-      endpoint.clusterNodes.map((n) => ({ host: n.host, port: n.port })),
-      options,
-    );
-  } else {
-    client = new Redis(endpoint.url!, { ...base, enableOfflineQueue: !failFast, retryStrategy: retry });
-  }
-  // Without a listener ioredis prints every connection error; report them to the hook instead.
-  client.on('error', settings.onError);
-  return client;
+    retryDelayMs: (times) => backoffMs(times, settings.reconnectBaseMs, settings.reconnectMaxMs),
+    slotsRefreshIntervalMs: 5_000,
+    onError: settings.onError,
+  });
 }
 
 /** Waits (bounded) until a fail-fast connection is ready, so the first publish does not fail. */
