@@ -5,7 +5,8 @@ import {
   type CompiledLimit,
   type ConsumeResult,
   type LimitStatus,
-  type LimitStore,
+  type ReserveRequest,
+  type ReserveResult,
 } from '@sluice/core';
 import { Ops, PROTOCOL_VERSION, ScriptCodes, type Op } from './codes.js';
 import type { StoreFailure } from './errors.js';
@@ -13,10 +14,7 @@ import { namesOf } from './keys.js';
 import { packArray, type PackValue } from './msgpack.js';
 import type { ScriptCall } from './scripts.js';
 
-/** What {@link LimitStore.reserve} takes (named here: the core's index does not export it). */
-export type ReserveRequest = Parameters<LimitStore['reserve']>[0];
-/** What {@link LimitStore.reserve} answers. */
-export type ReserveResult = Awaited<ReturnType<LimitStore['reserve']>>;
+export type { ReserveRequest, ReserveResult };
 
 /** One operation in a batch, already validated. */
 export interface BatchItem {

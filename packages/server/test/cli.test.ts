@@ -132,6 +132,12 @@ describe('the sluice command line', () => {
     expect(lines.some((l) => /^api:one\s+\d/.test(l))).toBe(true);
   });
 
+  it('refuses to bench without a server to load (it never looks for the repository)', async () => {
+    const r = await runCli(['bench']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--server URL and/or --grpc HOST:PORT');
+  });
+
   it('benchmarks a running server over HTTP and gRPC', async () => {
     const r = await runCli([
       'bench',

@@ -1,7 +1,4 @@
-import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
-import { dirname, join, resolve } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { loadRlsDefinition } from '../grpc/proto.js';
 import { CliError } from './client.js';
@@ -132,18 +129,6 @@ export interface BenchOptions {
   readonly token?: string | undefined;
 }
 
-/** Finds the repository's benchmark (bench/dist/main.js) above `from`. */
-export function findRepoBench(from: string): string | undefined {
-  let dir = resolve(from);
-  for (;;) {
-    const candidate = join(dir, 'bench', 'dist', 'main.js');
-    if (existsSync(candidate)) return candidate;
-    const up = dirname(dir);
-    if (up === dir) return undefined;
-    dir = up;
-  }
-}
-
 function print(out: Out, what: string, r: BenchResult): void {
   out.log(
     `${what}: ${r.perSecond.toFixed(0)} decisions/s over ${r.seconds.toFixed(1)} s (${r.calls} calls, ${r.denied} denied, ${r.errors} errors), p50 ${r.p50Ms.toFixed(2)} ms, p99 ${r.p99Ms.toFixed(2)} ms`,
@@ -152,20 +137,14 @@ function print(out: Out, what: string, r: BenchResult): void {
 
 /**
  * `sluice bench`: a keep-alive load against a running server (HTTP and/or gRPC) printing
- * decisions/s and p99; without a server, the repository's own benchmark when present.
+ * decisions/s and p99. (The repository's benchmark against its peers is `npm run bench`.)
  */
 export async function runBench(o: BenchOptions, out: Out): Promise<void> {
   if (o.server === undefined && o.grpc === undefined) {
-    const script = findRepoBench(process.cwd());
-    if (script === undefined)
-      throw new CliError('no running server given (--server URL or --grpc HOST:PORT) and no bench/dist/main.js found', 2);
-    out.log(`running ${script}`);
-    const code = await new Promise<number>((res) => {
-      const child = spawn(process.execPath, ['--expose-gc', script], { stdio: 'inherit' });
-      child.on('exit', (c) => res(c ?? 1));
-    });
-    if (code !== 0) throw new CliError(`the benchmark exited with ${code}`);
-    return;
+    throw new CliError(
+      'give the server to load: --server URL and/or --grpc HOST:PORT (the repository benchmark is npm run bench)',
+      2,
+    );
   }
   if (o.server !== undefined) {
     print(

@@ -154,7 +154,7 @@ export function buildCli(): Command {
 
   program
     .command('bench')
-    .description("load a running server and print decisions/s and p99; without a server, run the repository's benchmark")
+    .description('load a running server (--server and/or --grpc) and print decisions/s and p99')
     .option('--server <url>', 'HTTP API to load (POST /v1/check)')
     .option('--grpc <host:port>', 'Envoy gRPC service to load (ShouldRateLimit)')
     .option('--resource <name>', 'resource for --server', 'bench')
