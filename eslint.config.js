@@ -11,7 +11,7 @@ export default tseslint.config(
     languageOptions: {
       parserOptions: {
         projectService: {
-          allowDefaultProject: ['*.js', 'examples/*/*.mjs', 'test/integration/fixtures/*.mjs'],
+          allowDefaultProject: ['*.js', 'scripts/*.mjs', 'examples/*/*.mjs', 'test/integration/fixtures/*.mjs'],
           // The examples and fixtures outgrew the default of 8; they are few and small.
           maximumDefaultProjectFileMatchCount_THIS_WILL_SLOW_DOWN_LINTING: 16,
         },

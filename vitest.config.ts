@@ -1,19 +1,30 @@
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
-// Tests import packages by name; point those names at the sources so tests need no build.
-const alias = {
-  '@sluice/core/metrics': fileURLToPath(new URL('./packages/core/src/metrics.ts', import.meta.url)),
-  '@sluice/core': fileURLToPath(new URL('./packages/core/src/index.ts', import.meta.url)),
-  '@sluice/redis/kit': fileURLToPath(new URL('./packages/redis/src/kit.ts', import.meta.url)),
-  '@sluice/redis': fileURLToPath(new URL('./packages/redis/src/index.ts', import.meta.url)),
-  '@sluice/server': fileURLToPath(new URL('./packages/server/src/index.ts', import.meta.url)),
-  '@sluice/rules': fileURLToPath(new URL('./packages/rules/src/index.ts', import.meta.url)),
-  '@sluice/client': fileURLToPath(new URL('./packages/client/src/index.ts', import.meta.url)),
-  '@sluice/temporal': fileURLToPath(new URL('./packages/temporal/src/index.ts', import.meta.url)),
-  '@sluice/stream': fileURLToPath(new URL('./packages/stream/src/index.ts', import.meta.url)),
-  '@sluice/gateway': fileURLToPath(new URL('./packages/gateway/src/index.ts', import.meta.url)),
-};
+// Tests import packages by name; point every name a package exports (package.json `exports`)
+// at its source, so tests need no build. The packages are the workspaces of the root package.json.
+function workspaceAliases(): Record<string, string> {
+  const root = new URL('./', import.meta.url);
+  const { workspaces } = JSON.parse(readFileSync(new URL('package.json', root), 'utf8')) as { workspaces: string[] };
+  const entries: [string, string][] = [];
+  for (const dir of workspaces) {
+    const pkg = JSON.parse(readFileSync(new URL(`${dir}/package.json`, root), 'utf8')) as {
+      name: string;
+      exports?: Record<string, string | { default: string }>;
+    };
+    for (const [subpath, target] of Object.entries(pkg.exports ?? {})) {
+      const built = typeof target === 'string' ? target : target.default;
+      const source = built.replace(/^\.\/dist\//, './src/').replace(/\.js$/, '.ts');
+      entries.push([`${pkg.name}${subpath.slice(1)}`, fileURLToPath(new URL(`${dir}/${source}`, root))]);
+    }
+  }
+  // Subpaths first: an alias also matches the names it is a prefix of.
+  entries.sort((x, y) => y[0].length - x[0].length);
+  return Object.fromEntries(entries);
+}
+
+const alias = workspaceAliases();
 
 export default defineConfig({
   resolve: { alias },
