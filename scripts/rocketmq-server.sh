@@ -154,6 +154,35 @@ wait_port() {
   done
 }
 
+# Waits until `role` listens on `port`: 0 once it does, 1 if it exited first; a deadline passed
+# or another role exiting fails the start.
+wait_listening() {
+  local port="$1" role="$2" deadline="$3" other
+  until port_in_use "$port"; do
+    ((SECONDS < deadline)) || fail_start "$role did not listen on $HOST:$port in time"
+    live_pid "$role" >/dev/null || return 1
+    for other in namesrv broker proxy; do
+      [[ "$other" != "$role" && -f "$MQ_DIR/$other.pid" ]] && ! live_pid "$other" >/dev/null && fail_start "$other exited"
+    done
+    sleep 0.5
+  done
+}
+
+# Starts a role and waits for its port. A JVM that exits before it listens (seen with the name
+# server: at launch, nothing in its output) is started again, up to three times.
+start_role() {
+  local role="$1" heap="$2" main="$3" port="$4" attempt
+  shift 4
+  for attempt in 1 2 3; do
+    launch "$role" "$heap" "$main" "$@"
+    wait_listening "$port" "$role" "$deadline" && return 0
+    log "$role exited before listening (attempt $attempt of 3); last output: $(tail -c 1000 "$MQ_DIR/$role.out" 2>/dev/null)"
+    rm -f "$MQ_DIR/$role.pid"
+    sleep 1
+  done
+  fail_start "$role exited"
+}
+
 cmd_start() {
   [[ -f "$HOME_DIR/lib/rocketmq-proxy-$VERSION.jar" ]] ||
     die "RocketMQ $VERSION not installed; run: bash scripts/rocketmq-server.sh install"
@@ -200,13 +229,11 @@ EOT
 EOT
 
   log "starting namesrv on $HOST:$NAMESRV_PORT"
-  launch namesrv "-Xms128m -Xmx256m" org.apache.rocketmq.namesrv.NamesrvStartup -c "$MQ_DIR/namesrv.conf"
-  wait_port "$NAMESRV_PORT" namesrv "$deadline"
+  start_role namesrv "-Xms128m -Xmx256m" org.apache.rocketmq.namesrv.NamesrvStartup "$NAMESRV_PORT" -c "$MQ_DIR/namesrv.conf"
 
   log "starting broker on $HOST:$BROKER_PORT"
-  launch broker "-Xms256m -Xmx768m -XX:MaxDirectMemorySize=512m" \
-    org.apache.rocketmq.broker.BrokerStartup -c "$MQ_DIR/broker.conf"
-  wait_port "$BROKER_PORT" broker "$deadline"
+  start_role broker "-Xms256m -Xmx768m -XX:MaxDirectMemorySize=512m" \
+    org.apache.rocketmq.broker.BrokerStartup "$BROKER_PORT" -c "$MQ_DIR/broker.conf"
 
   log "starting proxy (cluster mode) gRPC $HOST:$PROXY_PORT, remoting $REMOTING_PORT"
   launch proxy "-Xms128m -Xmx384m -XX:MaxDirectMemorySize=256m" org.apache.rocketmq.proxy.ProxyStartup \
