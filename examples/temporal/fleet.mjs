@@ -6,14 +6,11 @@
 //   set -a; . .run/redis/env; . .run/redis/temporal.env; set +a
 //   npm run build && node examples/temporal/fleet.mjs [--orders 200] [--refunds 100]
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
 import { get } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { URL, fileURLToPath } from 'node:url';
 import { Connection, Client } from '@temporalio/client';
-import { bundleWorkflowCode } from '@temporalio/worker';
+import { bundleWorkflows } from './bundle.mjs';
 import { BURST, LIMIT_PER_SECOND } from './resources.mjs';
 
 const arg = (name, fallback) => {
@@ -27,14 +24,7 @@ const here = (file) => fileURLToPath(new URL(file, import.meta.url));
 const prefix = `sluice-example:${Date.now()}:`;
 
 console.log(`bundling workflows; Temporal at ${address}, Redis at ${process.env.SLUICE_REDIS_URL ?? 'redis://127.0.0.1:6379'}`);
-const quiet = { log() {}, info() {}, warn() {}, error() {}, debug() {}, trace() {} };
-const { code } = await bundleWorkflowCode({
-  workflowsPath: here('./workflows.mjs'),
-  workflowInterceptorModules: ['@sluice/temporal/workflow'],
-  logger: quiet,
-});
-const bundlePath = join(mkdtempSync(join(tmpdir(), 'sluice-fleet-')), 'workflows.js');
-writeFileSync(bundlePath, code);
+const bundlePath = await bundleWorkflows('fleet');
 
 const calls = [];
 const workers = ['orders', 'orders', 'billing', 'billing'].map((taskQueue) => {

@@ -8,13 +8,10 @@
 //   set -a; . .run/redis/env; . .run/redis/temporal.env; set +a
 //   npm run build && node examples/temporal/non-blocking.mjs [--activities 40]
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { URL, fileURLToPath } from 'node:url';
 import { Connection, Client } from '@temporalio/client';
-import { bundleWorkflowCode } from '@temporalio/worker';
+import { bundleWorkflows } from './bundle.mjs';
 import { QUOTA_BURST, QUOTA_PER_SECOND } from './resources.mjs';
 
 const i = process.argv.indexOf('--activities');
@@ -22,14 +19,7 @@ const total = i > 0 ? Number(process.argv[i + 1]) : 40;
 const address = process.env.SLUICE_TEMPORAL_ADDRESS ?? '127.0.0.1:7233';
 const here = (file) => fileURLToPath(new URL(file, import.meta.url));
 
-const quiet = { log() {}, info() {}, warn() {}, error() {}, debug() {}, trace() {} };
-const { code } = await bundleWorkflowCode({
-  workflowsPath: here('./workflows.mjs'),
-  workflowInterceptorModules: ['@sluice/temporal/workflow'],
-  logger: quiet,
-});
-const bundlePath = join(mkdtempSync(join(tmpdir(), 'sluice-nonblocking-')), 'workflows.js');
-writeFileSync(bundlePath, code);
+const bundlePath = await bundleWorkflows('nonblocking');
 const connection = await Connection.connect({ address });
 const client = new Client({ connection });
 

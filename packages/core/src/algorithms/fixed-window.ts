@@ -1,4 +1,3 @@
-import type { CompiledLimit } from '../policy.js';
 import { EPS_PERMITS, ceilMs, wholePermits, type RateAlgorithm, type RateState } from './types.js';
 
 /**
@@ -146,9 +145,4 @@ function stateOf(w: number[], now: number) {
   for (let i = 1; i < w.length; i += 2) if (w[i]! > 0) counted = true;
   if (!counted) return { next: undefined, ttlMs: ceilMs(w[0]! - now) };
   return { next: [4, ...w], ttlMs: ceilMs(w[w.length - 2]! - now) };
-}
-
-/** Exposed for tests. */
-export function fixedWindowEnd(now: number, limit: CompiledLimit): number {
-  return windowEnd(now, limit.windowMs);
 }
