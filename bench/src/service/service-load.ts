@@ -8,7 +8,7 @@ import { mergeSamples } from './service-measure.js';
 const HERE = dirname(fileURLToPath(import.meta.url));
 const WORKER = join(HERE, 'service-load-worker.js');
 /** The Envoy protos `sluice serve` loads, read by the gRPC load clients too. */
-export const PROTO_DIR = resolve(HERE, '../../packages/server/proto');
+export const PROTO_DIR = resolve(HERE, '../../../packages/server/proto');
 const READY_TIMEOUT_MS = 15_000;
 
 /** What one load process sends. */

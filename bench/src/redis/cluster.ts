@@ -1,10 +1,10 @@
 import { hashTag } from '@sluice/redis';
 import { Redis } from 'ioredis';
-import { rlfDecider, sluiceDecider, type Decider } from './contenders.js';
-import { readRedisStats, type RedisStats } from './redis-stats.js';
-import { startThrowawayCluster, type ThrowawayCluster } from './redis-server.js';
-import { PREFIX } from './sluice-store.js';
-import { fmt, fmtInt, fmtRatio, type Table } from './table.js';
+import { rlfDecider, sluiceDecider, type Decider } from '../harness/contenders.js';
+import { readRedisStats, type RedisStats } from '../harness/redis-stats.js';
+import { startThrowawayCluster, type RedisCluster } from '../harness/redis-server.js';
+import { PREFIX } from '../harness/sluice-store.js';
+import { fmt, fmtInt, fmtRatio, type Table } from '../report/table.js';
 import { closedLoop, type LoopResult } from './throughput.js';
 
 /** Generous enough that every call is allowed: each call does the full read-decide-write. */
@@ -46,7 +46,7 @@ export interface ClusterResult {
 }
 
 /** The master that serves a Redis key, by asking the cluster for the key's slot. */
-async function masterOf(admin: Redis, cluster: ThrowawayCluster, name: string): Promise<number> {
+async function masterOf(admin: Redis, cluster: RedisCluster, name: string): Promise<number> {
   const slot = Number(await admin.call('CLUSTER', 'KEYSLOT', name));
   const i = cluster.slots.findIndex(([from, to]) => slot >= from && slot <= to);
   if (i < 0) throw new Error(`no master serves slot ${slot}`);
@@ -54,7 +54,7 @@ async function masterOf(admin: Redis, cluster: ThrowawayCluster, name: string): 
 }
 
 async function runCell(
-  cluster: ThrowawayCluster,
+  cluster: RedisCluster,
   admins: readonly Redis[],
   s: ClusterSettings,
   contender: 'sluice' | 'rlf',

@@ -13,11 +13,11 @@ import { cpus } from 'node:os';
 import { Limiter } from '@sluice/core';
 import { wallNow, type AccuracySpec, type DefaultsSetup } from './accuracy-protocol.js';
 import { runAccuracy, type AccuracyResult, type AccuracyRun, type AccuracySettings } from './accuracy.js';
-import type { Decider } from './contenders.js';
-import { RecordingStore } from './recording-store.js';
-import { startThrowawayRedis } from './redis-server.js';
-import { createSluiceStore } from './sluice-store.js';
-import { fmt, fmtInt, type Table } from './table.js';
+import type { Decider } from '../harness/contenders.js';
+import { RecordingStore } from '../harness/recording-store.js';
+import { startThrowawayRedis } from '../harness/redis-server.js';
+import { createSluiceStore } from '../harness/sluice-store.js';
+import { fmt, fmtInt, type Table } from '../report/table.js';
 
 /** What the fallback did in one process during a run. */
 export interface FallbackStats {

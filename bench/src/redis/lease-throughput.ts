@@ -1,11 +1,11 @@
 import { Limiter, type Decision, type TryOptions } from '@sluice/core';
 import type { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fallbackError } from './contenders.js';
-import { CountingStore, type StoreCalls } from './recording-store.js';
-import { readRedisStats, redisCost, type RedisCost } from './redis-stats.js';
-import { createSluiceStore } from './sluice-store.js';
-import { fmt, fmtInt, fmtRatio, type Table } from './table.js';
+import { fallbackError } from '../harness/contenders.js';
+import { CountingStore, type StoreCalls } from '../harness/recording-store.js';
+import { readRedisStats, redisCost, type RedisCost } from '../harness/redis-stats.js';
+import { createSluiceStore } from '../harness/sluice-store.js';
+import { fmt, fmtInt, fmtRatio, type Table } from '../report/table.js';
 
 /** A limit no cell reaches, so every call is admitted and every refill is granted in full. */
 const HIGH = Object.freeze({ algorithm: 'token-bucket', limit: 50_000_000, burst: 50_000_000 } as const);

@@ -2,7 +2,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { wallNow, type AccuracySpec, type FromWorker, type ToWorker } from './accuracy-protocol.js';
-import { fmt, fmtInt, type Table } from './table.js';
+import { fmt, fmtInt, type Table } from '../report/table.js';
 import { countBetween, maxInWindow, mergeTimestamps } from './windows.js';
 
 /** One accuracy run: a contender, its stated bound, and what the merged timestamps showed. */

@@ -1,9 +1,9 @@
 import { createHistogram } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import type { Decider } from './contenders.js';
-import { readRedisStats, redisCost, type RedisCost } from './redis-stats.js';
-import { fmt, fmtInt, fmtRatio, type Table } from './table.js';
+import type { Decider } from '../harness/contenders.js';
+import { readRedisStats, redisCost, type RedisCost } from '../harness/redis-stats.js';
+import { fmt, fmtInt, fmtRatio, type Table } from '../report/table.js';
 
 /** How long each contender runs, unmeasured, before the first cell (JIT warm-up). */
 const PRIME_MS = 1000;
@@ -238,7 +238,7 @@ export function throughputTable(rows: readonly ThroughputRow[], settings: Throug
     notes: [
       `Each cell: ${settings.warmupMs} ms warm-up, then ${settings.measureMs} ms measured; many keys cycle through ` +
         `${fmtInt(settings.keys)} keys, hot key is one key.`,
-      'reference: the least an exact limiter on Redis does (bench/src/reference.ts: GCRA, one number per key, every call',
+      'reference: the least an exact limiter on Redis does (bench/src/harness/reference.ts: GCRA, one number per key, every call',
       'of one event-loop turn in one script call); a yardstick for what this machine allows, not a product.',
       'Throughput ratio > 1 favours Sluice; latency ratio < 1 favours Sluice.',
       'Cost columns (whole cell, warm-up included): CPU time of the benchmark process per decision; from Redis INFO,',

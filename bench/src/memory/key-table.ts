@@ -2,7 +2,7 @@
  * Micro-benchmark of the in-memory store's key table: the cost of a new key at 10k, 100k and 1M
  * keys held. Run after `npm run build`:
  *
- *   node bench/dist/key-table.js [--sizes 10000,100000,1000000] [--inserts 50000]
+ *   node bench/dist/memory/key-table.js [--sizes 10000,100000,1000000] [--inserts 50000]
  *
  * Per size, a `MemoryStore` of that `maxKeys` on a manual clock is filled with live keys (one
  * token bucket each, 100 per hour), then three cells are timed, each over `--inserts` calls:
@@ -31,7 +31,7 @@ function parseArgs(argv: readonly string[]): { sizes: number[]; inserts: number 
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--sizes') sizes = argv[++i]!.split(',').map(Number);
     else if (argv[i] === '--inserts') inserts = Number(argv[++i]);
-    else throw new Error(`usage: node bench/dist/key-table.js [--sizes a,b,c] [--inserts n]`);
+    else throw new Error(`usage: node bench/dist/memory/key-table.js [--sizes a,b,c] [--inserts n]`);
   }
   return { sizes, inserts };
 }

@@ -19,8 +19,8 @@ import {
   type LeaseStore,
 } from '@sluice/stream';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { percentile } from './service-measure.js';
-import { fmt, fmtRatio, type Table } from './table.js';
+import { percentile } from '../service/service-measure.js';
+import { fmt, fmtRatio, type Table } from '../report/table.js';
 
 /** Settings of the governance-latency part. */
 export interface GovernanceLatencySettings {

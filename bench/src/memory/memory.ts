@@ -1,5 +1,5 @@
 import { compileLimits, MemoryStore } from '@sluice/core';
-import { fmt, fmtInt, type Table } from './table.js';
+import { fmt, fmtInt, type Table } from '../report/table.js';
 
 /** Heap taken by `keys` live keys in the in-memory store. */
 export interface MemoryResult {

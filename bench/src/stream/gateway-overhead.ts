@@ -10,7 +10,7 @@ import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Gateway } from '@sluice/gateway';
 import { encodeDecisions, hashValue, type BatchHandler, type EventTransport, type Subscription } from '@sluice/stream';
-import { fmt, fmtInt, fmtRatio, type Table } from './table.js';
+import { fmt, fmtInt, fmtRatio, type Table } from '../report/table.js';
 
 /** Settings of the gateway-overhead part. */
 export interface GatewayOverheadOptions {

@@ -14,8 +14,8 @@ import {
   type EventTransport,
   type Subscription,
 } from '@sluice/stream';
-import { percentile } from './service-measure.js';
-import { fmt, fmtInt, fmtRatio, type Table } from './table.js';
+import { percentile } from '../service/service-measure.js';
+import { fmt, fmtInt, fmtRatio, type Table } from '../report/table.js';
 
 /** Events per batch and bytes per event, as the probe sends them. */
 export const STREAM_BATCH = Object.freeze({ events: 100, eventBytes: 32 });

@@ -23,7 +23,7 @@ import {
   hashValue,
   type EventTransport,
 } from '@sluice/stream';
-import { fmt, fmtInt, type Table } from './table.js';
+import { fmt, fmtInt, type Table } from '../report/table.js';
 
 /** Settings of the sustained-burst part. */
 export interface SustainedBurstSettings {

@@ -1,9 +1,9 @@
 import { Limiter, type StoreFailurePolicy } from '@sluice/core';
 import type { RedisStore } from '@sluice/redis';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startThrowawayRedis, type ThrowawayRedis } from './redis-server.js';
-import { createSluiceStore } from './sluice-store.js';
-import { fmt, fmtInt, type Table } from './table.js';
+import { startThrowawayRedis } from '../harness/redis-server.js';
+import { createSluiceStore } from '../harness/sluice-store.js';
+import { fmt, fmtInt, type Table } from '../report/table.js';
 
 export const POLICIES: readonly StoreFailurePolicy[] = ['local', 'open', 'closed'];
 
@@ -179,8 +179,7 @@ function summarise(
  * `beforeKillMs`, a restart on the same port `downMs` later, `afterMs` more of load.
  */
 export async function runOutage(s: OutageSettings, progress: (line: string) => void): Promise<OutageResult> {
-  let server: ThrowawayRedis | undefined = await startThrowawayRedis({ pollMs: 2 });
-  const port = server.port;
+  const server = await startThrowawayRedis({ pollMs: 2 });
   const redisVersion = server.version;
   let unhandled = 0;
   const onUnhandled = () => unhandled++;
@@ -212,11 +211,10 @@ export async function runOutage(s: OutageSettings, progress: (line: string) => v
     progress('  SIGKILL redis-server');
     await server.kill();
     const killedAt = performance.now() - t0;
-    server = undefined;
     await sleep(Math.max(0, t0 + killAt + s.downMs - performance.now()));
     const restartAt = performance.now() - t0;
     progress('  restarting redis-server on the same port');
-    server = await startThrowawayRedis({ port, pollMs: 2 });
+    await server.restart();
     const readyAt = performance.now() - t0;
     await sleep(s.afterMs);
     stopped = true;
@@ -234,7 +232,7 @@ export async function runOutage(s: OutageSettings, progress: (line: string) => v
       await limiter.close().catch(() => undefined);
       await store.close().catch(() => undefined);
     }
-    await server?.stop();
+    await server.stop();
     // Late rejections of the closed clients still count until here.
     process.off('unhandledRejection', onUnhandled);
   }

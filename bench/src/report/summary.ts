@@ -1,11 +1,11 @@
-import type { AccuracyResult } from './accuracy.js';
-import type { ClusterResult } from './cluster.js';
-import type { LeaseCellResult } from './lease-throughput.js';
-import type { MemoryResult } from './memory.js';
-import type { OutageResult } from './outage.js';
-import { servicePeersSummaryRows, type PeerResult } from './service-peers.js';
+import type { AccuracyResult } from '../accuracy/accuracy.js';
+import type { ClusterResult } from '../redis/cluster.js';
+import type { LeaseCellResult } from '../redis/lease-throughput.js';
+import type { MemoryResult } from '../memory/memory.js';
+import type { OutageResult } from '../redis/outage.js';
+import { servicePeersSummaryRows, type PeerResult } from '../service/service-peers.js';
 import { fmt, fmtInt, fmtRatio, type Table } from './table.js';
-import type { ThroughputRow } from './throughput.js';
+import type { ThroughputRow } from '../redis/throughput.js';
 
 /** SPEC targets checked by the summary. */
 export const TARGETS = Object.freeze({

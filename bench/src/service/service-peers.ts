@@ -6,12 +6,11 @@
  * reports the medians and their ratios. See bench/README.md.
  */
 import { spawnSync } from 'node:child_process';
-import { createServer } from 'node:net';
-import { once } from 'node:events';
 import { writeFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
+import { freePort } from '../harness/redis-server.js';
 import { makeTempDir, procCpu, removeTempDir, startChild, stopChild } from './service-children.js';
 import {
   ENVOY_JSON_BODY,
@@ -25,7 +24,7 @@ import {
 } from './service-peers-load.js';
 import { cacheDir, findOrBuild, findWrkBinary, type Found } from './service-peers-tools.js';
 import { startService, type ServiceProcess } from './service-server.js';
-import { fmt, fmtInt, fmtRatio, type Table } from './table.js';
+import { fmt, fmtInt, fmtRatio, type Table } from '../report/table.js';
 
 /** How the part runs. */
 export interface PeerSettings {
@@ -92,16 +91,6 @@ export const PEER_RESOURCE = 'bench:peers';
 const NATIVE_RULES = JSON.stringify({
   resources: { [PEER_RESOURCE]: { limits: { algorithm: 'fixed-window', limit: 1_000_000_000, windowMs: 1000 } } },
 });
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  s.listen(0, '127.0.0.1');
-  await once(s, 'listening');
-  const port = (s.address() as { port: number }).port;
-  s.close();
-  await once(s, 'close');
-  return port;
-}
 
 /** A running envoyproxy/ratelimit. */
 interface EnvoyProcess {

@@ -2,7 +2,7 @@
  * The throughput part as an SVG chart (no dependencies): decisions per second and p99 latency per
  * cell, Sluice beside the reference and RLF. Written by `--write-docs` next to docs/benchmarks.md.
  */
-import type { CellResult, ThroughputRow } from './throughput.js';
+import type { CellResult, ThroughputRow } from '../redis/throughput.js';
 
 const CONTENDERS = [
   { name: 'Sluice', color: '#2563eb', of: (r: ThroughputRow) => r.sluice },

@@ -4,9 +4,9 @@
  * limits on a key, a sliding window, and a concurrency limit (each admission released at once).
  */
 import { Limiter, type ResourceConfig } from '@sluice/core';
-import type { Decider } from './contenders.js';
-import { createSluiceStore, type StoreTarget } from './sluice-store.js';
-import { fmt, fmtInt, type Table } from './table.js';
+import type { Decider } from '../harness/contenders.js';
+import { createSluiceStore, type StoreTarget } from '../harness/sluice-store.js';
+import { fmt, fmtInt, type Table } from '../report/table.js';
 import { closedLoop, type LoopResult } from './throughput.js';
 
 const GENEROUS = 1_000_000_000;

@@ -7,10 +7,10 @@ import { fileURLToPath } from 'node:url';
 import { throughputSvg } from './chart.js';
 import type { Table } from './table.js';
 import { fmtInt, fmtRatio } from './table.js';
-import type { ThroughputRow } from './throughput.js';
+import type { ThroughputRow } from '../redis/throughput.js';
 
-const DOCS = fileURLToPath(new URL('../../docs/benchmarks.md', import.meta.url));
-const CHART = fileURLToPath(new URL('../../docs/benchmarks-throughput.svg', import.meta.url));
+const DOCS = fileURLToPath(new URL('../../../docs/benchmarks.md', import.meta.url));
+const CHART = fileURLToPath(new URL('../../../docs/benchmarks-throughput.svg', import.meta.url));
 const START = '<!-- where-things-stand:start (written by npm run bench -- --write-docs) -->';
 const END = '<!-- where-things-stand:end -->';
 

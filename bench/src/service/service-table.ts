@@ -1,7 +1,7 @@
 import { cpus } from 'node:os';
 import { SERVICE_POLICY } from './service-server.js';
 import type { ServiceCell, ServiceSettings } from './service.js';
-import { fmt, fmtInt, fmtRatio, type Table } from './table.js';
+import { fmt, fmtInt, fmtRatio, type Table } from '../report/table.js';
 
 const NA = 'n/a';
 const cores = (n: number) => (Number.isFinite(n) ? fmt(n, 2) : NA);

@@ -5,7 +5,7 @@
  */
 import { setImmediate as yieldToLoop, setTimeout as sleep } from 'node:timers/promises';
 import { wallNow, type AccuracySpec, type FromWorker, type ToWorker } from './accuracy-protocol.js';
-import { rlfDecider, sluiceDecider, type Decider } from './contenders.js';
+import { rlfDecider, sluiceDecider, type Decider } from '../harness/contenders.js';
 import { defaultsDecider, type FallbackStats } from './defaults-under-load.js';
 
 /**

@@ -6,15 +6,15 @@
 import { spawnSync } from 'node:child_process';
 import { Limiter } from '@sluice/core';
 import { Redis } from 'ioredis';
-import { sluiceDecider, type Decider } from './contenders.js';
+import { sluiceDecider, type Decider } from '../harness/contenders.js';
 import { machineCpu, procCpu } from './service-children.js';
 import { PROTO_DIR, runLoadProcesses, type LoadConfig, type LoadTotals } from './service-load.js';
 import { coresUsed, percentile, wrkErrors } from './service-measure.js';
 import { SERVICE_POLICY, SERVICE_RULES, startService, type ServiceProcess, type ServiceStore } from './service-server.js';
 import { runWrk } from './service-wrk.js';
-import { readRedisStats, type RedisStats } from './redis-stats.js';
-import { fmtInt } from './table.js';
-import { closedLoop } from './throughput.js';
+import { readRedisStats, type RedisStats } from '../harness/redis-stats.js';
+import { fmtInt } from '../report/table.js';
+import { closedLoop } from '../redis/throughput.js';
 
 /** How the service part runs. */
 export interface ServiceSettings {

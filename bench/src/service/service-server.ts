@@ -7,7 +7,7 @@ import { request } from 'undici';
 import { makeTempDir, removeTempDir, startChild, stopChild } from './service-children.js';
 import { sumMetric } from './service-measure.js';
 
-const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 /**
  * The `sluice` command of the workspace (runs packages/server/dist, built by `npm run build`);
  * `BENCH_SLUICE_BIN` runs another build instead (e.g. an earlier commit's, to compare).

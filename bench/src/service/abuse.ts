@@ -13,7 +13,7 @@ import { Pool } from 'undici';
 import { PROTO_DIR, loadRlsMethod } from './service-load.js';
 import { percentile } from './service-measure.js';
 import { SERVICE_RULES, startService } from './service-server.js';
-import { fmt, fmtInt, fmtRatio, type Table } from './table.js';
+import { fmt, fmtInt, fmtRatio, type Table } from '../report/table.js';
 
 const NORMAL_IN_FLIGHT = 4;
 const NORMAL_KEYS = 100;

@@ -3,7 +3,7 @@
  * throughput and the latency of checks on one existing (hot) key while the table fills and past
  * it. Run after `npm run build`:
  *
- *   node bench/dist/key-flood.js [--keys 1200000] [--batch 500] [--in-flight 4] [--step 100000] [-- SERVE ARGS]
+ *   node bench/dist/memory/key-flood.js [--keys 1200000] [--batch 500] [--in-flight 4] [--step 100000] [-- SERVE ARGS]
  *
  * Starts `sluice serve` (the workspace's CLI) on free loopback ports with a rule file of its own
  * (one resource, a token bucket of 100 a day per key: a key that took one permit stays live for 864 s) and
@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const SLUICE_BIN = join(resolve(dirname(fileURLToPath(import.meta.url)), '../..'), 'packages/server/bin/sluice.js');
+const SLUICE_BIN = join(resolve(dirname(fileURLToPath(import.meta.url)), '../../..'), 'packages/server/bin/sluice.js');
 const RESOURCE = 'flood';
 
 interface Args {
@@ -44,7 +44,10 @@ function parseArgs(argv: readonly string[]): Args {
     else if (v === '--batch') a.batch = n;
     else if (v === '--in-flight') a.inFlight = n;
     else if (v === '--step') a.step = n;
-    else throw new Error('usage: node bench/dist/key-flood.js [--keys n] [--batch n] [--in-flight n] [--step n] [-- SERVE ARGS]');
+    else
+      throw new Error(
+        'usage: node bench/dist/memory/key-flood.js [--keys n] [--batch n] [--in-flight n] [--step n] [-- SERVE ARGS]',
+      );
   }
   return a;
 }
