@@ -1,5 +1,5 @@
 /**
- * Helpers shared by the core's unit tests (not part of the package: excluded from the build).
+ * Helpers shared by the core's unit tests (outside src/, so not part of the built package).
  */
 
 /** A small deterministic PRNG (mulberry32), so property checks are reproducible. */
