@@ -26,31 +26,31 @@ import {
   runAccuracy,
   type AccuracyResult,
   type AccuracySettings,
-} from './accuracy.js';
-import { clusterTable, runCluster, type ClusterResult } from './cluster.js';
-import { runAbuse } from './abuse.js';
-import { runDefaultsUnderLoad } from './defaults-under-load.js';
-import { leaseTable, runLeaseThroughput, type LeaseCellResult, type LeaseSettings } from './lease-throughput.js';
-import { rlfDecider, sluiceDecider, type Decider } from './contenders.js';
-import { memoryTable, runMemory, type MemoryResult } from './memory.js';
+} from './accuracy/accuracy.js';
+import { clusterTable, runCluster, type ClusterResult } from './redis/cluster.js';
+import { runAbuse } from './service/abuse.js';
+import { runDefaultsUnderLoad } from './accuracy/defaults-under-load.js';
+import { leaseTable, runLeaseThroughput, type LeaseCellResult, type LeaseSettings } from './redis/lease-throughput.js';
+import { rlfDecider, sluiceDecider, type Decider } from './harness/contenders.js';
+import { memoryTable, runMemory, type MemoryResult } from './memory/memory.js';
 import { parseOptions, type BenchOptions } from './options.js';
-import { outageSummaryTable, outageTimelineTable, runOutage, type OutageResult, type OutageSettings } from './outage.js';
-import { startThrowawayRedis, stopAllServers, type ThrowawayRedis } from './redis-server.js';
-import { stopServiceChildren } from './service-children.js';
-import { runService, type ServiceCell } from './service.js';
-import { runServicePeers, servicePeersTable, type PeerResult } from './service-peers.js';
-import { serviceTable } from './service-table.js';
-import { findWrk } from './service-wrk.js';
-import { gatewayOverheadTable, runGatewayOverhead } from './gateway-overhead.js';
-import { governanceLatencyTable, runGovernanceLatency } from './governance-latency.js';
-import { runStreamThroughput, streamThroughputTable } from './stream-throughput.js';
-import { summaryTable } from './summary.js';
-import { sustainedBurstPart } from './sustained-burst.js';
-import { policiesTable, runPolicies } from './policies.js';
-import { referenceDecider } from './reference.js';
-import { writeStanding } from './standing.js';
-import { renderTable, type Table } from './table.js';
-import { coalescingTable, runThroughput, throughputTable, type ThroughputRow } from './throughput.js';
+import { outageSummaryTable, outageTimelineTable, runOutage, type OutageResult, type OutageSettings } from './redis/outage.js';
+import { startThrowawayRedis, stopAllServers, type RedisServer } from './harness/redis-server.js';
+import { stopServiceChildren } from './service/service-children.js';
+import { runService, type ServiceCell } from './service/service.js';
+import { runServicePeers, servicePeersTable, type PeerResult } from './service/service-peers.js';
+import { serviceTable } from './service/service-table.js';
+import { findWrk } from './service/service-wrk.js';
+import { gatewayOverheadTable, runGatewayOverhead } from './stream/gateway-overhead.js';
+import { governanceLatencyTable, runGovernanceLatency } from './stream/governance-latency.js';
+import { runStreamThroughput, streamThroughputTable } from './stream/stream-throughput.js';
+import { summaryTable } from './report/summary.js';
+import { sustainedBurstPart } from './stream/sustained-burst.js';
+import { policiesTable, runPolicies } from './redis/policies.js';
+import { referenceDecider } from './harness/reference.js';
+import { writeStanding } from './report/standing.js';
+import { renderTable, type Table } from './report/table.js';
+import { coalescingTable, runThroughput, throughputTable, type ThroughputRow } from './redis/throughput.js';
 
 /** The throughput part's limit: generous enough that (nearly) every call is allowed. */
 const GENEROUS = 1_000_000_000;
@@ -289,7 +289,7 @@ async function main(): Promise<void> {
       'service-peers',
     ] as const
   ).some((p) => options.parts.has(p));
-  let server: ThrowawayRedis | undefined;
+  let server: RedisServer | undefined;
   const onSignal = (signal: NodeJS.Signals) => {
     progress(`${signal}: stopping`);
     // Every redis-server the bench started (the shared one, the outage's, the cluster's) and

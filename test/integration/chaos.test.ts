@@ -9,7 +9,7 @@ import { RedisStore } from '@sluice/redis';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { randomPrefix, redisClusterNodes } from '../env.js';
-import { RedisProcess } from '../redis-process.js';
+import { RedisServer } from '@sluice/redis/testing';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -70,9 +70,9 @@ afterEach(() => {
 });
 
 describe('standalone Redis outages', () => {
-  let redis: RedisProcess;
+  let redis: RedisServer;
   beforeAll(async () => {
-    redis = await RedisProcess.start();
+    redis = await RedisServer.start();
   });
   afterAll(async () => {
     await redis.stop();

@@ -10,7 +10,7 @@ import { RedisStore } from '@sluice/redis';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { randomPrefix } from '../env.js';
-import { RedisProcess, freePort } from '../redis-process.js';
+import { RedisServer, freePort } from '@sluice/redis/testing';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -68,9 +68,9 @@ function defaultLimiter(store: RedisStore, limit = 100_000) {
 }
 
 describe('store-failure defaults', () => {
-  let redis: RedisProcess;
+  let redis: RedisServer;
   beforeAll(async () => {
-    redis = await RedisProcess.start();
+    redis = await RedisServer.start();
   });
   afterAll(async () => {
     await redis.stop();

@@ -4,7 +4,7 @@ import { ManualClock } from './clock.js';
 import { MemoryStore } from './memory-store.js';
 import { compileLimits, type Algorithm, type LimitPolicy } from './policy.js';
 import type { BookResult } from './store.js';
-import { busiestWindow, prng } from './test-support.js';
+import { busiestWindow, prng } from '../test/support.js';
 
 const stores: MemoryStore[] = [];
 afterEach(async () => {

@@ -1,7 +1,7 @@
 import { Limiter, ManualClock } from '@sluice/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LiveRules, limiterResourceName, type RulesAppliedEvent } from './live-rules.js';
-import { ruleVersion } from './testing/rules.js';
+import { ruleVersion } from '../test/rule-version.js';
 
 const V1 = `
 resources:

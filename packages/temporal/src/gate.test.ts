@@ -7,7 +7,7 @@ import { SluiceActivityInboundInterceptor, wrapActivity } from './interceptor.js
 import { PRIORITY_HEADER, TENANT_HEADER } from './headers.js';
 import type { SluiceActivityOptions } from './options.js';
 import type { SluiceTemporalObserver } from './observer.js';
-import { BookingLimiter, ScriptedLimiter, allow, booked, deny } from './test-support.js';
+import { BookingLimiter, ScriptedLimiter, allow, booked, deny } from '../test/scripted-limiter.js';
 
 const NOW = 1_000_000;
 const silent = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} };

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Limiter, SluiceError } from '@sluice/core';
 import { compileActivityOptions, type SluiceActivityOptions } from './options.js';
-import { ScriptedLimiter } from './test-support.js';
+import { ScriptedLimiter } from '../test/scripted-limiter.js';
 
 function codeOf(fn: () => unknown): { code: string; message: string; field: string | undefined } {
   try {

@@ -3,7 +3,9 @@ import type { Answer, CallOptions, Transport } from '../transport.js';
 
 /** What the fake saw: one entry per call. */
 export interface Seen {
+  /** The endpoint with its query, e.g. `/v1/check?statuses=1`. */
   readonly path: string;
+  /** The request body the client sent. */
   readonly body: unknown;
 }
 
@@ -24,16 +26,24 @@ function errorAnswer(err: unknown): Answer {
  * of clients the service reports (as the real one counts client ids).
  */
 export class FakeService implements Transport {
+  /** The core limiter that decides; readable for assertions. */
   readonly limiter: Limiter;
+  /** Every call, in order. */
   readonly seen: Seen[] = [];
+  /** Every call fails as if the service were unreachable (`SLUICE_ERR_STORE_UNAVAILABLE`). */
   down = false;
+  /** Every call fails as if the service did not answer in time (`SLUICE_ERR_STORE_TIMEOUT`). */
   slow = false;
+  /** The rule version every answer carries; {@link setRules} increments it. */
   version = 1;
+  /** The count of clients the service reports in `/v1/resources`. */
   clients = 1;
+  /** True once the client closed its transport. */
   closed = false;
   /** Acquire calls that wait here until released by the test or aborted. */
   holdAcquire = false;
 
+  /** A fake deciding `resources` on `clock` (a `ManualClock` in tests). */
   constructor(resources: Record<string, ResourceConfig>, clock: Clock) {
     this.limiter = new Limiter({ resources, clock });
   }
@@ -44,10 +54,12 @@ export class FakeService implements Transport {
     this.version++;
   }
 
+  /** How many calls went to `path` (query left out), e.g. `count('/v1/check')`. */
   count(path: string): number {
     return this.seen.filter((s) => s.path.split('?')[0] === path).length;
   }
 
+  /** Answers one call of the client, as `sluice serve` would. */
   async call(path: string, options: CallOptions): Promise<Answer> {
     this.seen.push({ path, body: options.body });
     if (this.down) throw new SluiceError(ErrorCodes.STORE_UNAVAILABLE, 'connection refused');

@@ -12,7 +12,7 @@ import {
   type RateState,
 } from './index.js';
 
-import { busiestWindow, prng } from '../test-support.js';
+import { busiestWindow, prng } from '../../test/support.js';
 
 const lim = (p: LimitPolicy): CompiledLimit => compileLimit(p);
 

@@ -1,7 +1,7 @@
 import { Limiter, ManualClock } from '@sluice/core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LiveRules } from '../live-rules.js';
-import { ruleVersion } from '../testing/rules.js';
+import { ruleVersion } from '../../test/rule-version.js';
 import { OverrideTable } from './overrides.js';
 import { shouldRateLimit, type RlsDescriptor, type RlsRequest } from './rls.js';
 

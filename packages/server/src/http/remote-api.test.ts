@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LiveRules } from '../live-rules.js';
 import { ServerMetrics } from '../metrics.js';
 import { RateLimitService } from '../service.js';
-import { ruleVersion } from '../testing/rules.js';
+import { ruleVersion } from '../../test/rule-version.js';
 import { buildHttpApp } from './app.js';
 import { ClientCounter, MAX_TRACKED_CLIENTS } from './clients.js';
 
