@@ -1,16 +1,7 @@
 import { compileRules as compileRuleText } from '@sluice/rules';
 import { describe, expect, it, vi } from 'vitest';
-import {
-  EventOutcome,
-  MemoryTransport,
-  decodeDecisions,
-  encodeEvents,
-  encodeTallies,
-  hashValue,
-  type GatewayEvent,
-  type GovernanceDecision,
-  type RejectionTally,
-} from '@sluice/stream';
+import { EventOutcome, MemoryTransport, decodeDecisions, encodeEvents, encodeTallies, hashValue } from '@sluice/stream';
+import type { GatewayEvent, GovernanceDecision, RejectionTally } from '@sluice/stream';
 import { MemoryOwnershipStore } from '../ownership/store.js';
 import { Aggregator } from './aggregator.js';
 import { DecisionTracker } from './decisions.js';
