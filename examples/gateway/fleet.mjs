@@ -11,7 +11,9 @@ import { createServer } from 'node:http';
 import { URL, fileURLToPath } from 'node:url';
 import { Gateway } from '@sluice/gateway';
 import { compileRules } from '@sluice/rules';
-import { Aggregator, MemoryLeaseStore, MemoryTransport, RedisLeaseStore, RedisStreamsTransport } from '@sluice/stream';
+import { Aggregator, MemoryOwnershipStore, RedisOwnershipStore } from '@sluice/governance';
+import { MemoryTransport } from '@sluice/stream';
+import { RedisStreamsTransport } from '@sluice/stream/redis';
 
 const PARTITIONS = 4;
 const here = fileURLToPath(new URL('.', import.meta.url));
@@ -49,13 +51,13 @@ if (role === 'gateway-process' || role === 'aggregator-process') {
     process.send({ port: g.port });
     close = g.close;
   } else {
-    const leases = new RedisLeaseStore({ url, prefix: `${prefix}:agg:` });
-    const aggregator = new Aggregator({ transport, rules: governance, leases });
+    const ownership = new RedisOwnershipStore({ url, prefix: `${prefix}:agg:` });
+    const aggregator = new Aggregator({ transport, rules: governance, ownership });
     await aggregator.start();
     process.send({ id: aggregator.id });
     close = async () => {
       await aggregator.close();
-      await leases.close();
+      await ownership.close();
     };
   }
   process.on('disconnect', () => {
@@ -75,10 +77,10 @@ async function main() {
   if (redisUrl === undefined) {
     console.log('in-process stream: 3 gateways and 2 aggregators in this process');
     const transport = new MemoryTransport({ partitions: PARTITIONS });
-    // Aggregators of one process share one lease store, so each partition has one owner.
-    const leases = new MemoryLeaseStore();
+    // Aggregators of one process share one ownership store, so each partition has one owner.
+    const ownership = new MemoryOwnershipStore();
     for (const id of ['aggregator-1', 'aggregator-2']) {
-      const a = new Aggregator({ transport, rules: governance, leases, id });
+      const a = new Aggregator({ transport, rules: governance, ownership, id });
       await a.start();
       closers.push(() => a.close());
     }

@@ -11,7 +11,7 @@ const codeMaps: Record<string, Record<string, string>> = {
   '@sluice/rules': RulesErrorCodes,
   '@sluice/server': ServerErrorCodes,
   '@sluice/stream transports': TransportErrorCodes,
-  '@sluice/stream codecs': StreamErrorCodes,
+  '@sluice/stream and @sluice/governance': StreamErrorCodes,
 };
 
 describe('docs/errors.md', () => {

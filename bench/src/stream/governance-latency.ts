@@ -7,24 +7,16 @@
  * in-process transport (the pipeline without a network).
  */
 import { Gateway } from '@sluice/gateway';
-import {
-  Aggregator,
-  EventOutcome,
-  MemoryLeaseStore,
-  MemoryTransport,
-  RedisLeaseStore,
-  RedisStreamsTransport,
-  hashValue,
-  type EventTransport,
-  type LeaseStore,
-} from '@sluice/stream';
+import { Aggregator, MemoryOwnershipStore, RedisOwnershipStore, type OwnershipStore } from '@sluice/governance';
+import { EventOutcome, MemoryTransport, hashValue, type EventTransport } from '@sluice/stream';
+import { RedisStreamsTransport } from '@sluice/stream/redis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { percentile } from '../service/service-measure.js';
 import { fmt, fmtRatio, type Table } from '../report/table.js';
 
 /** Settings of the governance-latency part. */
 export interface GovernanceLatencySettings {
-  /** Redis for the Redis Streams transport and the leases; undefined runs the in-process peer only. */
+  /** Redis for the Redis Streams transport and the partition ownership; undefined runs the in-process peer only. */
   readonly redisUrl: string | undefined;
   readonly runId: string;
   readonly gateways: number;
@@ -57,7 +49,7 @@ interface Fleet {
 
 async function startFleet(s: GovernanceLatencySettings, kind: 'memory' | 'redis'): Promise<Fleet> {
   const opened: EventTransport[] = [];
-  const leaseStores: LeaseStore[] = [];
+  const ownershipStores: OwnershipStore[] = [];
   const shared = kind === 'memory' ? new MemoryTransport({ partitions: s.partitions, queueCapacity: 100_000 }) : undefined;
   const transport = (): EventTransport => {
     if (shared) return shared;
@@ -65,7 +57,7 @@ async function startFleet(s: GovernanceLatencySettings, kind: 'memory' | 'redis'
     opened.push(t);
     return t;
   };
-  const memoryLeases = new MemoryLeaseStore();
+  const memoryOwnership = new MemoryOwnershipStore();
   const rules = {
     burst: {
       id: 'burst',
@@ -79,12 +71,12 @@ async function startFleet(s: GovernanceLatencySettings, kind: 'memory' | 'redis'
     },
   };
   const aggregators = ['a', 'b'].map((id) => {
-    let leases: LeaseStore = memoryLeases;
+    let ownership: OwnershipStore = memoryOwnership;
     if (kind === 'redis') {
-      leases = new RedisLeaseStore({ url: s.redisUrl!, prefix: `bench-gov-${s.runId}:agg:` });
-      leaseStores.push(leases);
+      ownership = new RedisOwnershipStore({ url: s.redisUrl!, prefix: `bench-gov-${s.runId}:agg:` });
+      ownershipStores.push(ownership);
     }
-    return new Aggregator({ transport: transport(), rules, leases, id: `bench-${id}`, tickMs: s.tickMs, snapshotMs: 0 });
+    return new Aggregator({ transport: transport(), rules, ownership, id: `bench-${id}`, tickMs: s.tickMs, snapshotMs: 0 });
   });
   for (const a of aggregators) await a.start();
   for (const a of aggregators) await a.rebalance();
@@ -100,7 +92,7 @@ async function startFleet(s: GovernanceLatencySettings, kind: 'memory' | 'redis'
     close: async () => {
       for (const g of gateways) await g.close();
       for (const a of aggregators) await a.close();
-      for (const l of leaseStores) await l.close();
+      for (const o of ownershipStores) await o.close();
       for (const t of opened) await t.close();
       await shared?.close();
     },

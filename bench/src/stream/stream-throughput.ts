@@ -6,14 +6,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  MemoryTransport,
-  NatsTransport,
-  RedisStreamsTransport,
-  RocketMqTransport,
-  type EventTransport,
-  type Subscription,
-} from '@sluice/stream';
+import { MemoryTransport, type EventTransport, type Subscription } from '@sluice/stream';
+import { NatsTransport } from '@sluice/stream/nats';
+import { RedisStreamsTransport } from '@sluice/stream/redis';
+import { RocketMqTransport } from '@sluice/stream/rocketmq';
 import { percentile } from '../service/service-measure.js';
 import { fmt, fmtInt, fmtRatio, type Table } from '../report/table.js';
 

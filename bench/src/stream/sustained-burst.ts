@@ -13,16 +13,11 @@ import { Agent, createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Gateway } from '@sluice/gateway';
-import {
-  Aggregator,
-  MemoryLeaseStore,
-  MemoryTransport,
-  NatsTransport,
-  RedisStreamsTransport,
-  RocketMqTransport,
-  hashValue,
-  type EventTransport,
-} from '@sluice/stream';
+import { Aggregator, MemoryOwnershipStore } from '@sluice/governance';
+import { MemoryTransport, hashValue, type EventTransport } from '@sluice/stream';
+import { NatsTransport } from '@sluice/stream/nats';
+import { RedisStreamsTransport } from '@sluice/stream/redis';
+import { RocketMqTransport } from '@sluice/stream/rocketmq';
 import { fmt, fmtInt, type Table } from '../report/table.js';
 
 /** Settings of the sustained-burst part. */
@@ -143,7 +138,7 @@ async function runCell(
       blockMs: s.blockMs,
     },
   };
-  const aggregator = new Aggregator({ transport: make(), rules, leases: new MemoryLeaseStore(), snapshotMs: 0 });
+  const aggregator = new Aggregator({ transport: make(), rules, ownership: new MemoryOwnershipStore(), snapshotMs: 0 });
   const gateways: Gateway[] = [];
   const servers: Server[] = [];
   const ports: number[] = [];

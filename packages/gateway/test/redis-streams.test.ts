@@ -1,13 +1,6 @@
 import { Redis } from 'ioredis';
-import {
-  RedisStreamsTransport,
-  decodeEvents,
-  encodeDecisions,
-  hashValue,
-  partitionOf,
-  type GatewayEvent,
-  type Subscription,
-} from '@sluice/stream';
+import { RedisStreamsTransport } from '@sluice/stream/redis';
+import { decodeEvents, encodeDecisions, hashValue, partitionOf, type GatewayEvent, type Subscription } from '@sluice/stream';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Gateway } from '../src/index.js';
 import { randomPrefix, redisUrl } from './env.js';

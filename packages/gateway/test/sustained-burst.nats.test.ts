@@ -1,4 +1,5 @@
-import { NatsTransport, type EventTransport } from '@sluice/stream';
+import type { EventTransport } from '@sluice/stream';
+import { NatsTransport } from '@sluice/stream/nats';
 import { natsUrl, randomPrefix } from './env.js';
 import { sustainedBurstSuite } from './sustained-burst.js';
 

@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
-import { RedisStreamsTransport, type EventTransport } from '@sluice/stream';
+import type { EventTransport } from '@sluice/stream';
+import { RedisStreamsTransport } from '@sluice/stream/redis';
 import { randomPrefix, redisUrl } from './env.js';
 import { sustainedBurstSuite } from './sustained-burst.js';
 

@@ -1,4 +1,5 @@
-import { RocketMqTransport, type EventTransport } from '@sluice/stream';
+import type { EventTransport } from '@sluice/stream';
+import { RocketMqTransport } from '@sluice/stream/rocketmq';
 import { randomPrefix, rocketMqEndpoints } from './env.js';
 import { sustainedBurstSuite } from './sustained-burst.js';
 

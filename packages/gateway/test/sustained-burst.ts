@@ -14,7 +14,8 @@
 import { createServer, Agent, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { compileRules } from '@sluice/rules';
-import { Aggregator, MemoryLeaseStore, hashValue, type EventTransport } from '@sluice/stream';
+import { Aggregator, MemoryOwnershipStore } from '@sluice/governance';
+import { hashValue, type EventTransport } from '@sluice/stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Gateway } from '../src/index.js';
 
@@ -105,7 +106,7 @@ export function sustainedBurstSuite(name: string, setup: () => Promise<BurstSetu
       aggregator = new Aggregator({
         transport: s.transport('aggregator'),
         rules: compileRules(RULES, { file: 'rules.yaml' }).governance,
-        leases: new MemoryLeaseStore(),
+        ownership: new MemoryOwnershipStore(),
         tickMs: TICK_MS,
         refreshMs: 500,
         ttlMs: 5000,

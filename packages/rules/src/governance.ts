@@ -2,7 +2,7 @@ import { Environment } from '@marcbachmann/cel-js';
 import { z } from 'zod';
 
 /**
- * The `governance` section of a rule file: rules that aggregators of `@sluice/stream` evaluate
+ * The `governance` section of a rule file: rules that aggregators of `@sluice/governance` evaluate
  * over sliding windows of gateway events, and whose block/lift decisions every gateway applies.
  *
  * ```yaml

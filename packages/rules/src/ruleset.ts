@@ -19,7 +19,7 @@ export interface RuleSet {
   readonly resources: Readonly<Record<string, ResourceRule>>;
   /** envoy domain name -> its compiled descriptors. */
   readonly domains: Readonly<Record<string, EnvoyDomain>>;
-  /** Governance rule id -> its rule, for the aggregators of `@sluice/stream`. */
+  /** Governance rule id -> its rule, for the aggregators of `@sluice/governance`. */
   readonly governance: GovernanceRules;
   /** sha256 (hex) of the canonical JSON of `resources`, `domains` and `governance`. */
   readonly hash: string;

@@ -1,16 +1,20 @@
+/**
+ * `@sluice/stream`: the wire contract between gateways and aggregators. The event and decision
+ * codecs, partitioning, rejection tallies, the `EventTransport` interface, the stream's errors
+ * and the in-process `MemoryTransport`. It loads no broker client: the broker transports are the
+ * subpaths `@sluice/stream/redis`, `@sluice/stream/nats` and `@sluice/stream/rocketmq`, and the
+ * aggregators are `@sluice/governance`.
+ *
+ * @example
+ * import { MemoryTransport, decodeEvents } from '@sluice/stream';
+ * const transport = new MemoryTransport({ partitions: 4 });
+ * const sub = await transport.consume(0, 'readers', async (batch) => console.log(decodeEvents(batch)));
+ */
 export * from './transport.js';
 export { MemoryTransport, type MemoryTransportOptions } from './transports/memory.js';
+export type { TransportHooks } from './transports/common.js';
 export * from './errors.js';
 export * from './events/codec.js';
 export * from './events/partition.js';
 export * from './events/tallies.js';
 export * from './decisions/codec.js';
-export { RedisStreamsTransport, type RedisStreamsTransportOptions } from './transports/redis-streams.js';
-export { Aggregator } from './aggregator/aggregator.js';
-export type { AggregatorStats, ConsumeMode, PartitionStats } from './aggregator/stats.js';
-export { compileAggregatorOptions, type AggregatorOptions, type CompiledAggregatorOptions } from './aggregator/options.js';
-export { STAT_FIELDS, windowShape, type WindowShape, type WindowStats } from './aggregator/window.js';
-export { MemoryLeaseStore, type LeaseStore, type MemoryLeaseStoreOptions } from './ownership/leases.js';
-export { RedisLeaseStore, type RedisLeaseStoreOptions } from './ownership/redis-leases.js';
-export { NatsTransport, type NatsTransportOptions } from './transports/nats.js';
-export { RocketMqTransport, type RocketMqTransportOptions } from './transports/rocketmq.js';

@@ -6,9 +6,9 @@
  * - Events travel as opaque batches (bytes) on numbered partitions. The probe picks the
  *   partition (resource hash, optionally salted by time); a transport never looks inside.
  * - Each partition is consumed by one consumer group shared by all aggregators; which
- *   aggregator reads a partition is decided by partition leases, not by the transport. A batch
- *   is acknowledged after its handler resolves, so a new owner continues where the old one
- *   stopped (at-least-once).
+ *   aggregator reads a partition is decided by partition ownership (`@sluice/governance`), not
+ *   by the transport. A batch is acknowledged after its handler resolves, so a new owner
+ *   continues where the old one stopped (at-least-once).
  * - Decisions (block / lift) are broadcast: every subscriber receives every message (fan-out).
  */
 export interface EventTransport {
@@ -18,7 +18,7 @@ export interface EventTransport {
   readonly partitions: number;
   /**
    * Appends one batch to a partition. Resolves once the stream accepted it; rejects with a
-   * {@link TransportError} when it did not (the probe counts the batch as dropped).
+   * `TransportError` when it did not (the probe counts the batch as dropped).
    */
   publish(partition: number, batch: Uint8Array): Promise<void>;
   /**
@@ -52,22 +52,3 @@ export interface Subscription {
   /** Stops reading; in-flight handlers finish first. Idempotent. */
   stop(): Promise<void>;
 }
-
-/** A transport failure: the stream is down, slow, or refused the call. */
-export class TransportError extends Error {
-  readonly code: string;
-  constructor(code: string, message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = 'TransportError';
-    this.code = code;
-  }
-}
-
-export const TransportErrorCodes = Object.freeze({
-  /** The stream did not accept the call in time or is unreachable. */
-  UNAVAILABLE: 'SLUICE_ERR_STREAM_UNAVAILABLE',
-  /** A partition number or message outside the transport's bounds. */
-  INVALID: 'SLUICE_ERR_STREAM_INVALID',
-  /** The transport was closed. */
-  CLOSED: 'SLUICE_ERR_STREAM_CLOSED',
-});

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { TransportErrorCodes } from '../transport.js';
+import { TransportErrorCodes } from '../errors.js';
 import { backoffMs, checkName, checkPartition, checkPayload, runHandler, withTimeout } from './common.js';
 
 describe('transport checks', () => {

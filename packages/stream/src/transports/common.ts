@@ -2,7 +2,8 @@
  * Checks and small tools every transport shares, so that each one rejects the same inputs with
  * the same codes and bounds its waiting the same way.
  */
-import { TransportError, TransportErrorCodes, type BatchHandler, type BatchInfo } from '../transport.js';
+import { TransportError, TransportErrorCodes } from '../errors.js';
+import type { BatchHandler, BatchInfo } from '../transport.js';
 
 /** Largest partition count a transport accepts. */
 export const MAX_PARTITIONS = 1024;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { TransportErrorCodes } from '../transport.js';
+import { TransportErrorCodes } from '../errors.js';
 import { MemoryTransport } from './memory.js';
 
 const batch = (n: number): Uint8Array => new Uint8Array(32).fill(n);

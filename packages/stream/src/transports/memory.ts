@@ -4,7 +4,8 @@
  * started after another one stopped continues after the last acknowledged batch, as with the
  * server-backed transports.
  */
-import { TransportError, TransportErrorCodes, type BatchHandler, type EventTransport, type Subscription } from '../transport.js';
+import { TransportError, TransportErrorCodes } from '../errors.js';
+import type { BatchHandler, EventTransport, Subscription } from '../transport.js';
 import {
   DEFAULT_MAX_BATCH_BYTES,
   DEFAULT_MAX_MESSAGE_BYTES,

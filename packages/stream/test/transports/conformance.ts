@@ -5,6 +5,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { TransportErrorCodes, type BatchInfo, type EventTransport, type Subscription } from '@sluice/stream';
+import { waitFor } from '../../../../test/wait-for.js';
 
 /** A transport whose connection to its server a test can cut and restore. */
 export interface CuttableTransport {
@@ -28,15 +29,6 @@ export interface TransportTarget {
   shared: boolean;
   /** For server-backed transports: one whose server can go away. Publish must time out fast. */
   makeCuttable?(prefix: string): Promise<CuttableTransport>;
-}
-
-/** Polls `cond` until true; fails with `what` after `ms`. */
-export async function waitFor(cond: () => boolean, what: string, ms = 30_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 /** A 32-byte batch carrying a sequence number. */

@@ -1,5 +1,5 @@
-import { NatsTransport } from '@sluice/stream';
-import { CutProxy } from './cut-proxy.js';
+import { NatsTransport } from '@sluice/stream/nats';
+import { CutProxy } from '../../../../test/cut-proxy.js';
 import { runTransportConformance } from './conformance.js';
 import { hostPort, natsUrl } from './env.js';
 

@@ -1,5 +1,5 @@
-import { RedisStreamsTransport } from '@sluice/stream';
-import { CutProxy } from './cut-proxy.js';
+import { RedisStreamsTransport } from '@sluice/stream/redis';
+import { CutProxy } from '../../../../test/cut-proxy.js';
 import { runTransportConformance } from './conformance.js';
 import { hostPort, redisClusterNodes, redisUrl } from './env.js';
 

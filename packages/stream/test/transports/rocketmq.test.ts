@@ -1,4 +1,4 @@
-import { RocketMqTransport } from '@sluice/stream';
+import { RocketMqTransport } from '@sluice/stream/rocketmq';
 import { runTransportConformance } from './conformance.js';
 import { rocketMqEndpoints, rocketMqProxyPid } from './env.js';
 

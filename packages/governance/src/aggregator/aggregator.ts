@@ -1,0 +1,416 @@
+import type { GovernanceRules } from '@sluice/rules';
+import {
+  BatchKind,
+  MAX_DECISIONS_PER_MESSAGE,
+  batchKind,
+  decodeEvents,
+  decodeTallies,
+  encodeDecisions,
+  type BatchInfo,
+  type GatewayEvent,
+  type GovernanceDecision,
+  type RejectionTally,
+  type Subscription,
+} from '@sluice/stream';
+import { PartitionOwnership } from '../ownership/coordinator.js';
+import { MemoryOwnershipStore, type OwnershipStore } from '../ownership/store.js';
+import { DecisionTracker } from './decisions.js';
+import { compileAggregatorOptions, isRuleStore, type AggregatorOptions, type CompiledAggregatorOptions } from './options.js';
+import { PartitionState, type Hold } from './partition-state.js';
+import { compileRules, type CompiledRule } from './rules.js';
+import type { AggregatorStats, ConsumeMode, PartitionStats } from './stats.js';
+import { MAX_SNAPSHOT_BYTES, encodeSnapshot, restoreSnapshot } from './snapshot.js';
+
+interface Owned {
+  readonly state: PartitionState;
+  sub: Subscription | undefined;
+  lagBatches: number;
+  lagMs: number;
+  mode: ConsumeMode;
+  /** Partition lost: in-flight batches are ignored. */
+  gone: boolean;
+  /** The held values at the last snapshot, to snapshot again as soon as they change. */
+  snapshotHolds: string;
+}
+
+function holdsOf(o: Owned): string {
+  return [...o.state.holds().keys()].sort().join(',');
+}
+
+type Counter = Exclude<keyof AggregatorStats, 'id' | 'partitions' | 'activeBlocks' | 'ruleVersion' | 'evictions'>;
+
+/**
+ * A governance aggregator: owns a share of the event partitions (see `OwnershipStore`), counts each
+ * partition's events in sliding windows per rule and value, evaluates the rules every
+ * `tickMs`, and broadcasts block and lift decisions to every gateway. Any number of aggregators
+ * can run against one stream; each partition is consumed by one of them at a time, and a dead
+ * one's partitions move to the others within about `ownershipTtlMs`, with the windows restored from
+ * the last snapshot.
+ *
+ * @example
+ * const aggregator = new Aggregator({ transport, rules: store, ownership: new RedisOwnershipStore({ url }) });
+ * await aggregator.start();
+ * // ...
+ * await aggregator.close();
+ */
+export class Aggregator {
+  readonly #o: CompiledAggregatorOptions;
+  readonly #store: OwnershipStore;
+  readonly #ownsStore: boolean;
+  readonly #ownership: PartitionOwnership;
+  readonly #tracker: DecisionTracker;
+  #rules: CompiledRule[] = [];
+  #owned = new Map<number, Owned>();
+  #counters: Record<Counter, number> = {
+    batches: 0,
+    events: 0,
+    tallyBatches: 0,
+    rejected: 0,
+    malformedBatches: 0,
+    sampledBatches: 0,
+    shedBatches: 0,
+    lateEvents: 0,
+    expressionErrors: 0,
+    blocksSent: 0,
+    liftsSent: 0,
+    broadcastFailures: 0,
+    snapshotsSaved: 0,
+    snapshotsRestored: 0,
+    snapshotFailures: 0,
+    acquisitions: 0,
+    releases: 0,
+  };
+  #evictionsOfGone = 0;
+  #ruleVersion = 0;
+  #unwatch: (() => void) | undefined;
+  #tickTimer: NodeJS.Timeout | undefined;
+  #snapshotTimer: NodeJS.Timeout | undefined;
+  #ticking: Promise<void> | undefined;
+  #snapshotting: Promise<void> | undefined;
+  #started = false;
+  #closed = false;
+
+  constructor(options: AggregatorOptions) {
+    this.#o = compileAggregatorOptions(options);
+    this.#ownsStore = this.#o.ownership === undefined;
+    this.#store = this.#o.ownership ?? new MemoryOwnershipStore();
+    this.#tracker = new DecisionTracker({ ttlMs: this.#o.ttlMs, refreshMs: this.#o.refreshMs });
+    this.#ownership = new PartitionOwnership(
+      {
+        store: this.#store,
+        partitions: this.#o.transport.partitions,
+        owner: this.#o.id,
+        ttlMs: this.#o.ownershipTtlMs,
+        renewMs: Math.max(100, Math.floor(this.#o.ownershipTtlMs / 3)),
+        onError: (err) => this.#o.logger?.warn({ err, aggregator: this.#o.id }, 'partition ownership store failed; retrying'),
+        now: this.#o.now,
+      },
+      { acquired: (p) => this.#acquired(p), released: (p, voluntary) => this.#released(p, voluntary) },
+    );
+    if (!isRuleStore(this.#o.rules)) this.#setRules(this.#o.rules);
+  }
+
+  /** This aggregator's owner id. */
+  get id(): string {
+    return this.#o.id;
+  }
+
+  /** Partitions owned now. */
+  get partitions(): number[] {
+    return this.#ownership.owned;
+  }
+
+  /** Follows the rules, takes a share of the partitions and starts the evaluation timer. */
+  async start(): Promise<void> {
+    if (this.#started) return;
+    this.#started = true;
+    const rules = this.#o.rules;
+    if (isRuleStore(rules)) {
+      this.#unwatch = rules.watch((v) => {
+        this.#ruleVersion = v.version;
+        this.#setRules(v.ruleSet.governance);
+        this.#o.logger?.info({ version: v.version, rules: Object.keys(v.ruleSet.governance).length }, 'governance rules loaded');
+      });
+    }
+    await this.#ownership.start();
+    this.#tickTimer = setInterval(() => {
+      this.#ticking ??= this.tick()
+        .then(
+          () => undefined,
+          () => undefined,
+        )
+        .finally(() => (this.#ticking = undefined));
+    }, this.#o.tickMs);
+    this.#tickTimer.unref();
+    if (this.#o.snapshotMs > 0) {
+      this.#snapshotTimer = setInterval(() => {
+        this.#snapshotting ??= this.snapshot().finally(() => (this.#snapshotting = undefined));
+      }, this.#o.snapshotMs);
+      this.#snapshotTimer.unref();
+    }
+  }
+
+  #setRules(governance: GovernanceRules): void {
+    this.#rules = compileRules(governance);
+    for (const o of this.#owned.values()) o.state.setRules(this.#rules);
+  }
+
+  async #acquired(partition: number): Promise<void> {
+    this.#counters.acquisitions++;
+    const notRestored = (err: unknown) => {
+      this.#counters.snapshotFailures++;
+      this.#o.logger?.warn({ err, partition }, 'partition snapshot not restored; starting from empty windows');
+    };
+    let snap: Uint8Array | undefined;
+    try {
+      snap = await this.#store.loadSnapshot(partition);
+    } catch (err) {
+      notRestored(err);
+    }
+    // Built after the read, with the rules in force now: rules that arrive meanwhile (the
+    // first version at start-up) reach only the partitions already in #owned.
+    const state = new PartitionState(partition, this.#rules, this.#o.maxValues);
+    if (snap !== undefined) {
+      try {
+        const r = restoreSnapshot(state, snap, this.#o.now());
+        this.#counters.snapshotsRestored++;
+        this.#o.logger?.info(
+          { partition, values: r.values, holds: r.holds, ageMs: this.#o.now() - r.takenAtMs },
+          'partition state restored',
+        );
+      } catch (err) {
+        notRestored(err);
+      }
+    }
+    const owned: Owned = { state, sub: undefined, lagBatches: 0, lagMs: 0, mode: 'normal', gone: false, snapshotHolds: '' };
+    this.#owned.set(partition, owned);
+    let sub: Subscription;
+    try {
+      sub = await this.#o.transport.consume(partition, this.#o.group, (batch, info) => this.#onBatch(owned, batch, info));
+    } catch (err) {
+      // The ownership round gives the partition up again (released(p, true) finds it here).
+      this.#o.logger?.warn({ err, partition }, 'cannot consume the partition');
+      throw err;
+    }
+    if (this.#owned.get(partition) !== owned) {
+      // The partition was lost while the consumer started (renewals run on their own): stop it.
+      await sub.stop();
+      return;
+    }
+    owned.sub = sub;
+  }
+
+  async #released(partition: number, voluntary: boolean): Promise<void> {
+    const owned = this.#owned.get(partition);
+    if (owned === undefined) return;
+    this.#counters.releases++;
+    owned.gone = !voluntary;
+    try {
+      await owned.sub?.stop();
+    } finally {
+      owned.gone = true;
+      if (voluntary) await this.#saveSnapshot(partition, owned);
+      this.#owned.delete(partition);
+      this.#evictionsOfGone += owned.state.evictions;
+      // The successor restores these holds and refreshes or lifts them; lifting here would flap.
+      const still = this.#heldValues();
+      this.#tracker.forget([...owned.state.holds().keys()].filter((k) => !still.has(k)));
+      if (!voluntary) this.#o.logger?.warn({ partition, aggregator: this.#o.id }, 'partition ownership lost; state dropped');
+    }
+  }
+
+  #onBatch(owned: Owned, batch: Uint8Array, info: BatchInfo): Promise<void> {
+    if (owned.gone) return Promise.resolve();
+    if (batchKind(batch) === BatchKind.TALLIES) return this.#onTallies(owned, batch);
+    let events: GatewayEvent[];
+    try {
+      events = decodeEvents(batch);
+    } catch {
+      this.#counters.malformedBatches++;
+      return Promise.resolve();
+    }
+    const now = this.#o.now();
+    let newest = 0;
+    for (const e of events) if (e.timestampMs > newest) newest = e.timestampMs;
+    owned.lagBatches = info.lag ?? 0;
+    owned.lagMs = events.length === 0 ? 0 : Math.max(0, now - newest);
+    const o = this.#o;
+    const mode: ConsumeMode =
+      owned.lagBatches >= o.shedLagBatches || owned.lagMs >= o.shedLagMs
+        ? 'shed'
+        : owned.lagBatches >= o.sampleLagBatches || owned.lagMs >= o.sampleLagMs
+          ? 'sample'
+          : 'normal';
+    if (mode !== owned.mode) {
+      o.logger?.warn(
+        { partition: owned.state.partition, from: owned.mode, to: mode, lagBatches: owned.lagBatches, lagMs: owned.lagMs },
+        'aggregator consume mode changed',
+      );
+      owned.mode = mode;
+    }
+    if (mode === 'shed') {
+      this.#counters.shedBatches++;
+      return Promise.resolve();
+    }
+    this.#counters.batches++;
+    const before = owned.state.counters.events;
+    const lateBefore = owned.state.counters.late;
+    if (mode === 'sample') {
+      this.#counters.sampledBatches++;
+      const every = o.sampleEvery;
+      owned.state.ingest(
+        events.filter((_, i) => i % every === 0),
+        now,
+        every,
+      );
+    } else {
+      owned.state.ingest(events, now);
+    }
+    this.#counters.events += owned.state.counters.events - before;
+    this.#counters.lateEvents += owned.state.counters.late - lateBefore;
+    return Promise.resolve();
+  }
+
+  /**
+   * Counts a batch of rejection tallies. Tallies are few (one per block, resource and path per
+   * flush) and are what keeps a block in force, so they are counted even while the partition's
+   * events are sampled or shed.
+   */
+  #onTallies(owned: Owned, batch: Uint8Array): Promise<void> {
+    let tallies: RejectionTally[];
+    try {
+      tallies = decodeTallies(batch);
+    } catch {
+      this.#counters.malformedBatches++;
+      return Promise.resolve();
+    }
+    this.#counters.tallyBatches++;
+    const before = owned.state.counters.rejected;
+    owned.state.ingestTallies(tallies, this.#o.now());
+    this.#counters.rejected += owned.state.counters.rejected - before;
+    return Promise.resolve();
+  }
+
+  #heldValues(): Map<string, Hold> {
+    const held = new Map<string, Hold>();
+    for (const o of this.#owned.values()) {
+      if (o.gone) continue;
+      for (const [key, hold] of o.state.holds()) {
+        const prev = held.get(key);
+        if (prev === undefined || hold.holdUntil > prev.holdUntil) held.set(key, hold);
+      }
+    }
+    return held;
+  }
+
+  /**
+   * Runs an ownership round now (the ownership timer runs one every third of `ownershipTtlMs`):
+   * renews ownership, gives up partitions beyond the fair share, takes free ones.
+   */
+  rebalance(): Promise<void> {
+    return this.#ownership.round();
+  }
+
+  /** Evaluates the rules now and broadcasts the decisions due (the timer calls this every `tickMs`). */
+  async tick(): Promise<GovernanceDecision[]> {
+    if (this.#closed) return [];
+    const now = this.#o.now();
+    for (const o of this.#owned.values()) {
+      if (o.gone) continue;
+      const errorsBefore = o.state.counters.expressionErrors;
+      o.state.evaluate(now);
+      this.#counters.expressionErrors += o.state.counters.expressionErrors - errorsBefore;
+    }
+    const decisions = this.#tracker.update(this.#heldValues(), now);
+    for (let i = 0; i < decisions.length; i += MAX_DECISIONS_PER_MESSAGE) {
+      const chunk = decisions.slice(i, i + MAX_DECISIONS_PER_MESSAGE);
+      try {
+        await this.#o.transport.broadcast(encodeDecisions(chunk));
+        for (const d of chunk) this.#counters[d.action === 'block' ? 'blocksSent' : 'liftsSent']++;
+      } catch (err) {
+        // Blocks are sent again at the next refresh; a lost lift is made good by the TTL.
+        this.#counters.broadcastFailures++;
+        this.#o.logger?.warn({ err, decisions: chunk.length }, 'decision broadcast failed');
+      }
+    }
+    if (this.#o.snapshotMs > 0) {
+      // A new or ended block is snapshotted at once, not at the next period: a successor must
+      // not forget a block (a login-failure block lasts minutes) because its owner died just after.
+      for (const [p, o] of this.#owned) {
+        if (!o.gone && holdsOf(o) !== o.snapshotHolds) await this.#saveSnapshot(p, o);
+      }
+    }
+    return decisions;
+  }
+
+  async #saveSnapshot(partition: number, owned: Owned): Promise<void> {
+    owned.snapshotHolds = holdsOf(owned);
+    try {
+      const bytes = encodeSnapshot(owned.state, this.#o.now());
+      if (bytes.length > MAX_SNAPSHOT_BYTES) {
+        this.#counters.snapshotFailures++;
+        this.#o.logger?.warn({ partition, bytes: bytes.length }, 'partition state too large to snapshot');
+        return;
+      }
+      const saved = await this.#store.saveSnapshot(partition, this.#o.id, bytes, this.#snapshotTtlMs());
+      if (saved) this.#counters.snapshotsSaved++;
+    } catch (err) {
+      this.#counters.snapshotFailures++;
+      this.#o.logger?.warn({ err, partition }, 'partition snapshot not saved');
+    }
+  }
+
+  /** A snapshot outlives the longest window and block, so a takeover never restores less than it could. */
+  #snapshotTtlMs(): number {
+    let longest = 60_000;
+    for (const r of this.#rules) longest = Math.max(longest, r.shape.windowMs, r.blockMs);
+    return longest * 2;
+  }
+
+  /** Snapshots every owned partition now (the timer calls this every `snapshotMs`). */
+  async snapshot(): Promise<void> {
+    for (const [p, owned] of this.#owned) if (!owned.gone) await this.#saveSnapshot(p, owned);
+  }
+
+  /** Counters and per-partition lag. */
+  stats(): AggregatorStats {
+    let evictions = this.#evictionsOfGone;
+    const partitions: PartitionStats[] = [];
+    for (const [partition, o] of this.#owned) {
+      evictions += o.state.evictions;
+      partitions.push({
+        partition,
+        lagBatches: o.lagBatches,
+        lagMs: o.lagMs,
+        mode: o.mode,
+        trackedValues: o.state.trackedValues,
+      });
+    }
+    partitions.sort((a, b) => a.partition - b.partition);
+    return {
+      id: this.#o.id,
+      partitions,
+      ...this.#counters,
+      evictions,
+      activeBlocks: this.#tracker.active,
+      ruleVersion: this.#ruleVersion,
+    };
+  }
+
+  /**
+   * Stops evaluating, snapshots and gives up every partition (another aggregator takes them
+   * over at once), and stops following the rules. Blocks already sent run out by their TTL or
+   * are refreshed by the successor. Idempotent.
+   */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    clearInterval(this.#tickTimer);
+    clearInterval(this.#snapshotTimer);
+    this.#unwatch?.();
+    await this.#ticking;
+    await this.#snapshotting;
+    await this.#ownership.close();
+    if (this.#ownsStore) await this.#store.close();
+  }
+}

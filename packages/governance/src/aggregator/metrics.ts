@@ -1,0 +1,147 @@
+/**
+ * Prometheus metrics of an aggregator, on a registry of the caller's choosing. prom-client is an
+ * optional peer dependency: only this module (`@sluice/governance/metrics`) imports it.
+ *
+ * @example
+ * import { Registry } from 'prom-client';
+ * import { registerAggregatorMetrics } from '@sluice/governance/metrics';
+ * const registry = new Registry();
+ * registerAggregatorMetrics(aggregator, { registry });
+ */
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { Aggregator } from './aggregator.js';
+import type { AggregatorStats } from './stats.js';
+
+/** Options of {@link registerAggregatorMetrics}. */
+export interface AggregatorMetricsOptions {
+  /** Where the metrics are registered. */
+  registry: Registry;
+  /** Metric name prefix. @default 'sluice_' */
+  prefix?: string;
+}
+
+type CounterField = {
+  [K in keyof AggregatorStats]: AggregatorStats[K] extends number ? K : never;
+}[keyof AggregatorStats];
+
+const COUNTERS: readonly [CounterField, string, string][] = [
+  ['batches', 'aggregator_batches_total', 'Event batches counted'],
+  ['events', 'aggregator_events_total', 'Events counted by at least one governance rule'],
+  ['tallyBatches', 'aggregator_tally_batches_total', 'Rejection tally batches counted'],
+  ['rejected', 'aggregator_rejected_requests_total', 'Requests rejected by gateways, counted as offered load'],
+  ['malformedBatches', 'aggregator_malformed_batches_total', 'Batches skipped because they were not event batches'],
+  ['sampledBatches', 'aggregator_sampled_batches_total', 'Batches counted by sampling while the partition lagged'],
+  ['shedBatches', 'aggregator_shed_batches_total', 'Batches skipped unread because the partition was far behind'],
+  ['lateEvents', 'aggregator_late_events_total', "Events older than their rule's window on arrival"],
+  ['evictions', 'aggregator_window_evictions_total', 'Values evicted from full window tables'],
+  ['expressionErrors', 'aggregator_expression_errors_total', 'Expression rule evaluations that failed'],
+  ['broadcastFailures', 'aggregator_broadcast_failures_total', 'Decision messages the stream did not accept'],
+  ['snapshotsSaved', 'aggregator_snapshots_saved_total', 'Partition snapshots saved'],
+  ['snapshotsRestored', 'aggregator_snapshots_restored_total', 'Partition snapshots restored on takeover'],
+  ['snapshotFailures', 'aggregator_snapshot_failures_total', 'Snapshots that could not be saved or restored'],
+  ['acquisitions', 'aggregator_partitions_acquired_total', 'Partitions taken (at start or over from another aggregator)'],
+  ['releases', 'aggregator_partitions_released_total', 'Partitions given up or lost'],
+];
+
+/**
+ * Registers the aggregator's counters and gauges; values are read from `aggregator.stats()` at
+ * each scrape. `sluice_stream_lag_batches` and `sluice_stream_lag_seconds` are per partition
+ * (label values bounded by the partition count).
+ */
+export function registerAggregatorMetrics(aggregator: Aggregator, options: AggregatorMetricsOptions): void {
+  const prefix = options.prefix ?? 'sluice_';
+  const registers = [options.registry];
+  let stats: AggregatorStats | undefined;
+  let statsAt = -1;
+  // One stats() call per scrape, shared by every metric's collect.
+  const read = (): AggregatorStats => {
+    const now = Date.now();
+    if (stats === undefined || now - statsAt > 50) {
+      stats = aggregator.stats();
+      statsAt = now;
+    }
+    return stats;
+  };
+  for (const [field, name, help] of COUNTERS) {
+    let seen = 0;
+    new Counter({
+      name: `${prefix}${name}`,
+      help,
+      registers,
+      collect() {
+        const v = read()[field];
+        if (v > seen) this.inc(v - seen);
+        seen = Math.max(seen, v);
+      },
+    });
+  }
+  const decisions = { block: 0, lift: 0 };
+  new Counter({
+    name: `${prefix}aggregator_decisions_total`,
+    help: 'Decisions broadcast (block includes refreshes)',
+    labelNames: ['action'] as const,
+    registers,
+    collect() {
+      const s = read();
+      if (s.blocksSent > decisions.block) this.inc({ action: 'block' }, s.blocksSent - decisions.block);
+      if (s.liftsSent > decisions.lift) this.inc({ action: 'lift' }, s.liftsSent - decisions.lift);
+      decisions.block = Math.max(decisions.block, s.blocksSent);
+      decisions.lift = Math.max(decisions.lift, s.liftsSent);
+    },
+  });
+  new Gauge({
+    name: `${prefix}aggregator_active_blocks`,
+    help: 'Values blocked by this aggregator now',
+    registers,
+    collect() {
+      this.set(read().activeBlocks);
+    },
+  });
+  new Gauge({
+    name: `${prefix}aggregator_rule_version`,
+    help: 'Rule store version in force (0 when rules are given directly)',
+    registers,
+    collect() {
+      this.set(read().ruleVersion);
+    },
+  });
+  new Gauge({
+    name: `${prefix}aggregator_partitions_owned`,
+    help: 'Partitions this aggregator consumes now',
+    registers,
+    collect() {
+      this.set(read().partitions.length);
+    },
+  });
+  new Gauge({
+    name: `${prefix}stream_lag_batches`,
+    help: 'Batches waiting behind the last one read, per owned partition (when the transport knows)',
+    labelNames: ['partition'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const p of read().partitions) this.set({ partition: String(p.partition) }, p.lagBatches);
+    },
+  });
+  new Gauge({
+    name: `${prefix}stream_lag_seconds`,
+    help: 'Age of the newest event of the last batch read, per owned partition',
+    labelNames: ['partition'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const p of read().partitions) this.set({ partition: String(p.partition) }, p.lagMs / 1000);
+    },
+  });
+  new Gauge({
+    name: `${prefix}aggregator_degraded`,
+    help: 'Per owned partition: 0 normal, 1 sampling, 2 shedding batches',
+    labelNames: ['partition'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const p of read().partitions)
+        this.set({ partition: String(p.partition) }, p.mode === 'normal' ? 0 : p.mode === 'sample' ? 1 : 2);
+    },
+  });
+}

@@ -1,0 +1,59 @@
+import { isSluiceError } from '@sluice/core';
+import { describe, expect, it } from 'vitest';
+import { MemoryTransport } from '@sluice/stream';
+import { MemoryOwnershipStore } from '../ownership/store.js';
+import { compileAggregatorOptions, type AggregatorOptions } from './options.js';
+
+const transport = new MemoryTransport({ partitions: 1 });
+
+function field(o: Partial<AggregatorOptions>): string | undefined {
+  try {
+    compileAggregatorOptions({ transport, rules: {}, ...o });
+  } catch (e) {
+    if (isSluiceError(e, 'SLUICE_ERR_INVALID_OPTIONS')) return e.field;
+    throw e;
+  }
+  return undefined;
+}
+
+describe('compileAggregatorOptions', () => {
+  it('fills the defaults', () => {
+    const o = compileAggregatorOptions({ transport, rules: {} });
+    expect(o).toMatchObject({
+      group: 'sluice-aggregators',
+      tickMs: 100,
+      refreshMs: 1000,
+      ttlMs: 3000,
+      ownershipTtlMs: 3000,
+      maxValues: 10_000,
+    });
+    expect(o.id.length).toBeGreaterThan(0);
+    expect(Object.isFrozen(o)).toBe(true);
+  });
+
+  it('names the field of a malformed option', () => {
+    expect(field({ tickMs: 0 })).toBe('tickMs');
+    expect(field({ maxValues: 1.5 })).toBe('maxValues');
+    expect(field({ ttlMs: 1000, refreshMs: 1000 })).toBe('ttlMs');
+    expect(field({ group: 'a b' })).toBe('group');
+    expect(field({ id: 'x'.repeat(129) })).toBe('id');
+    expect(field({ transport: {} as never })).toBe('transport');
+    expect(field({ rules: null as never })).toBe('rules');
+    expect(field({ sampleEvery: 1 })).toBe('sampleEvery');
+    expect(field({})).toBeUndefined();
+  });
+
+  it('accepts the deprecated names of the ownership options, not both names at once', () => {
+    const store = new MemoryOwnershipStore();
+    const old = compileAggregatorOptions({ transport, rules: {}, leases: store, leaseTtlMs: 5000 });
+    expect(old.ownership).toBe(store);
+    expect(old.ownershipTtlMs).toBe(5000);
+    const renamed = compileAggregatorOptions({ transport, rules: {}, ownership: store, ownershipTtlMs: 6000 });
+    expect(renamed.ownership).toBe(store);
+    expect(renamed.leaseTtlMs).toBe(6000);
+    expect(field({ ownership: store, leases: store })).toBe('leases');
+    expect(field({ ownershipTtlMs: 3000, leaseTtlMs: 3000 })).toBe('leaseTtlMs');
+    expect(field({ leaseTtlMs: 10 })).toBe('leaseTtlMs');
+    expect(field({ ownershipTtlMs: 10 })).toBe('ownershipTtlMs');
+  });
+});

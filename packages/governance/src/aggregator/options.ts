@@ -1,0 +1,145 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { ErrorCodes, intOption, invalid, type Logger } from '@sluice/core';
+import type { GovernanceRules, RuleStore } from '@sluice/rules';
+import { DEFAULT_DECISION_TTL_MS, MAX_DECISION_TTL_MS, type EventTransport } from '@sluice/stream';
+import { MAX_OWNER_LENGTH, type OwnershipStore } from '../ownership/store.js';
+
+/** Options of an {@link Aggregator}. */
+export interface AggregatorOptions {
+  /** Where events come from and decisions go to. */
+  transport: EventTransport;
+  /**
+   * The governance rules: a rule set's `governance` section, or the versioned rule store the
+   * service uses (the aggregator follows its current version live).
+   */
+  rules: GovernanceRules | RuleStore;
+  /** Partition ownership and snapshots. @default a MemoryOwnershipStore (every aggregator in this process) */
+  ownership?: OwnershipStore;
+  /** @deprecated Use `ownership` (the same store; give one of the two). */
+  leases?: OwnershipStore;
+  /** Consumer group shared by every aggregator of the stream. @default 'sluice-aggregators' */
+  group?: string;
+  /** This aggregator's owner id (1..128 characters). @default `<hostname>:<pid>:<random>` */
+  id?: string;
+  /** How often rules are evaluated, in ms. @default 100 */
+  tickMs?: number;
+  /** How often an active block is broadcast again, in ms. @default 1000 */
+  refreshMs?: number;
+  /** TTL of each block message, in ms (more than `refreshMs`). @default 3000 */
+  ttlMs?: number;
+  /** Partition ownership TTL: a dead aggregator's partitions move within about this long. @default 3000 */
+  ownershipTtlMs?: number;
+  /** @deprecated Use `ownershipTtlMs` (the same setting; give one of the two). */
+  leaseTtlMs?: number;
+  /** How often windows are snapshotted for a successor, in ms; 0 = never. @default 1000 */
+  snapshotMs?: number;
+  /** Most values tracked per rule and partition (a flood of users or IPs evicts the idlest). @default 10000 */
+  maxValues?: number;
+  /** Transport lag (batches behind) from which events are sampled. @default 200 */
+  sampleLagBatches?: number;
+  /** Age of a batch's newest event (ms) from which events are sampled. @default 5000 */
+  sampleLagMs?: number;
+  /** While sampling, one event in this many is counted, with this weight. @default 4 */
+  sampleEvery?: number;
+  /** Transport lag (batches behind) from which whole batches are skipped until caught up. @default 2000 */
+  shedLagBatches?: number;
+  /** Age of a batch's newest event (ms) from which the batch is skipped. @default 30000 */
+  shedLagMs?: number;
+  /** Wall clock, epoch ms (events carry epoch timestamps). Injected in tests. @default Date.now */
+  now?: () => number;
+  /** Degradations, rule changes and store failures. */
+  logger?: Logger;
+}
+
+/** {@link AggregatorOptions} validated, with defaults filled in. */
+export interface CompiledAggregatorOptions {
+  readonly transport: EventTransport;
+  readonly rules: GovernanceRules | RuleStore;
+  readonly ownership: OwnershipStore | undefined;
+  /** @deprecated Use `ownership`. */
+  readonly leases: OwnershipStore | undefined;
+  readonly group: string;
+  readonly id: string;
+  readonly tickMs: number;
+  readonly refreshMs: number;
+  readonly ttlMs: number;
+  readonly ownershipTtlMs: number;
+  /** @deprecated Use `ownershipTtlMs`. */
+  readonly leaseTtlMs: number;
+  readonly snapshotMs: number;
+  readonly maxValues: number;
+  readonly sampleLagBatches: number;
+  readonly sampleLagMs: number;
+  readonly sampleEvery: number;
+  readonly shedLagBatches: number;
+  readonly shedLagMs: number;
+  readonly now: () => number;
+  readonly logger: Logger | undefined;
+}
+
+function int(o: AggregatorOptions, field: keyof AggregatorOptions, fallback: number, min: number, max: number): number {
+  return intOption(o[field], field, fallback, min, max);
+}
+
+/**
+ * Which of an option's two names was given: `name`, or `old`, its deprecated name. Either may be
+ * given, not both.
+ */
+function given(o: AggregatorOptions, name: keyof AggregatorOptions, old: keyof AggregatorOptions): keyof AggregatorOptions {
+  if (o[old] === undefined) return name;
+  if (o[name] !== undefined)
+    throw invalid(ErrorCodes.INVALID_OPTIONS, old, `is the deprecated name of ${name}: give only ${name}`);
+  return old;
+}
+
+/** True when `rules` is a rule store rather than a governance section. */
+export function isRuleStore(rules: GovernanceRules | RuleStore): rules is RuleStore {
+  return typeof (rules as RuleStore).watch === 'function' && typeof (rules as RuleStore).current === 'function';
+}
+
+/** Validates options (core `SLUICE_ERR_INVALID_OPTIONS` naming the field) and fills defaults. */
+export function compileAggregatorOptions(o: AggregatorOptions): CompiledAggregatorOptions {
+  if (typeof o !== 'object' || o === null) throw invalid(ErrorCodes.INVALID_OPTIONS, 'options', 'must be an object');
+  if (typeof o.transport?.consume !== 'function')
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'transport', 'must be an EventTransport');
+  if (typeof o.rules !== 'object' || o.rules === null) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'rules', 'must be a governance section or a rule store');
+  }
+  const group = o.group ?? 'sluice-aggregators';
+  if (typeof group !== 'string' || !/^[A-Za-z0-9_.:-]{1,64}$/.test(group)) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'group', 'must be 1..64 characters of A-Z a-z 0-9 _ . : -');
+  }
+  const id = o.id ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  if (typeof id !== 'string' || id.length < 1 || id.length > MAX_OWNER_LENGTH) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'id', `must be 1..${MAX_OWNER_LENGTH} characters`);
+  }
+  const refreshMs = int(o, 'refreshMs', 1000, 50, 600_000);
+  const ttlMs = int(o, 'ttlMs', DEFAULT_DECISION_TTL_MS, 100, MAX_DECISION_TTL_MS);
+  if (ttlMs <= refreshMs)
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'ttlMs', `must be more than refreshMs (${refreshMs}), got ${ttlMs}`);
+  const ownership = given(o, 'ownership', 'leases') === 'leases' ? o.leases : o.ownership;
+  const ownershipTtlMs = int(o, given(o, 'ownershipTtlMs', 'leaseTtlMs'), 3000, 300, 600_000);
+  return Object.freeze({
+    transport: o.transport,
+    rules: o.rules,
+    ownership,
+    leases: ownership,
+    group,
+    id,
+    tickMs: int(o, 'tickMs', 100, 10, 60_000),
+    refreshMs,
+    ttlMs,
+    ownershipTtlMs,
+    leaseTtlMs: ownershipTtlMs,
+    snapshotMs: int(o, 'snapshotMs', 1000, 0, 3_600_000),
+    maxValues: int(o, 'maxValues', 10_000, 1, 10_000_000),
+    sampleLagBatches: int(o, 'sampleLagBatches', 200, 1, 1e9),
+    sampleLagMs: int(o, 'sampleLagMs', 5000, 1, 1e9),
+    sampleEvery: int(o, 'sampleEvery', 4, 2, 1000),
+    shedLagBatches: int(o, 'shedLagBatches', 2000, 1, 1e9),
+    shedLagMs: int(o, 'shedLagMs', 30_000, 1, 1e9),
+    now: o.now ?? Date.now,
+    logger: o.logger,
+  });
+}
