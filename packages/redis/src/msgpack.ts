@@ -1,4 +1,10 @@
-import { Packr } from 'msgpackr';
+import type { Packr as PackrClass } from 'msgpackr';
+import * as encoderOnly from 'msgpackr/pack';
+
+// `msgpackr/pack` is the pure-JS encoder; the package root would also load msgpackr's optional
+// native decoder, which nothing here uses. That subpath's typings re-export the root's through a
+// path TypeScript does not resolve, so its class is typed as the root's (the same class).
+const { Packr } = encoderOnly as unknown as { readonly Packr: typeof PackrClass };
 
 /**
  * The MessagePack the batch script reads its items from in one `cmsgpack.unpack`: one array of
