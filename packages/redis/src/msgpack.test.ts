@@ -12,6 +12,10 @@ describe('packArray', () => {
       255,
       65536,
       2 ** 31 - 1,
+      2 ** 31,
+      2 ** 32 - 1,
+      2 ** 32,
+      Number.MAX_SAFE_INTEGER,
       -1,
       -32,
       -33,
@@ -20,6 +24,8 @@ describe('packArray', () => {
       'a',
       'x'.repeat(31),
       'y'.repeat(32),
+      'w'.repeat(255),
+      'v'.repeat(65536),
       'ünï',
       'z'.repeat(300),
     ];
@@ -28,7 +34,7 @@ describe('packArray', () => {
   });
 
   it('sends other numbers as float64, bit for bit, and refuses what is not finite', () => {
-    const values = [1.5, 0.1 + 0.2, 2 ** 31, -(2 ** 31) - 1, 1e300, -0.25, Number.MIN_VALUE];
+    const values = [1.5, 0.1 + 0.2, -(2 ** 31) - 1, 1e300, -0.25, Number.MIN_VALUE];
     const back = unpack(packArray(values)) as number[];
     back.forEach((v, i) => expect(Object.is(v, values[i]), String(values[i])).toBe(true));
     expect(() => packArray([Number.NaN])).toThrow(RangeError);

@@ -1,6 +1,6 @@
 /* global fetch, sessionStorage */
 import { byId, el } from './dom.js';
-import { diffLines } from './lib/diff-lines.js';
+import { classifyDiffLines } from './lib/diff-lines.js';
 
 /** Where the admin token is kept: this tab only, never the URL or a cookie. */
 export const TOKEN_KEY = 'sluice.adminToken';
@@ -189,7 +189,7 @@ export class RulesPanel {
     const to = Number(this.diffTo.value);
     try {
       const diff = await admin(token, `/rules/diff?from=${from}&to=${to}`);
-      const lines = diffLines(String(diff.text ?? ''));
+      const lines = classifyDiffLines(String(diff.text ?? ''));
       this.diff.replaceChildren(
         ...(lines.length === 0
           ? [el('span', { class: 'note' }, `v${from} and v${to} are the same.`)]

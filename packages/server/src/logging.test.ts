@@ -1,6 +1,6 @@
 import { pino } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { REDACTED, WarningThrottle, redactFields, redactUrl, redactingLogger } from './logging.js';
+import { REDACTED, WarningThrottle, chooseLogFormat, redactFields, redactUrl, redactingLogger } from './logging.js';
 
 /** A logger writing its lines into an array. */
 function capture() {
@@ -77,5 +77,16 @@ describe('WarningThrottle', () => {
     expect(lines.slice(4)).toEqual([expect.objectContaining({ event: 'refused', repeated: 1 })]);
     expect(counted.filter((e) => e === 'refused')).toHaveLength(502);
     expect(vi.getTimerCount()).toBe(0);
+  });
+});
+
+describe('chooseLogFormat', () => {
+  it('writes pretty lines on a terminal and JSON elsewhere, unless told which', () => {
+    expect(chooseLogFormat('auto', true)).toBe('pretty');
+    expect(chooseLogFormat('auto', false)).toBe('json');
+    expect(chooseLogFormat('json', true)).toBe('json');
+    expect(chooseLogFormat('json', false)).toBe('json');
+    expect(chooseLogFormat('pretty', false)).toBe('pretty');
+    expect(chooseLogFormat('pretty', true)).toBe('pretty');
   });
 });

@@ -1,4 +1,32 @@
-import type { Logger } from 'pino';
+import { pino, type Logger } from 'pino';
+import pretty from 'pino-pretty';
+
+/**
+ * How `sluice serve` writes its log: `json` (one pino JSON object a line), `pretty` (pino-pretty's
+ * coloured, human-readable lines) or `auto`: pretty when stdout is a terminal, JSON otherwise
+ * (pipes, files, CI, log collectors).
+ */
+export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
+
+/** The format a log written to a terminal (`isTty`) or elsewhere gets for the `format` setting. */
+export function chooseLogFormat(format: LogFormat, isTty: boolean): 'json' | 'pretty' {
+  if (format !== 'auto') return format;
+  return isTty ? 'pretty' : 'json';
+}
+
+/**
+ * The server's logger at `level` on stdout, in the format {@link chooseLogFormat} picks (`isTty`:
+ * whether stdout is a terminal). Pretty lines are formatted in this process and written
+ * synchronously (no worker thread, nothing lost at exit), coloured only on a terminal.
+ */
+export function createLogger(level: string, format: LogFormat, isTty = process.stdout.isTTY === true): Logger {
+  if (chooseLogFormat(format, isTty) === 'json') return pino({ level });
+  return pino(
+    { level },
+    pretty({ destination: 1, sync: true, colorize: isTty, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' }),
+  );
+}
 
 /** What a redacted value is logged as. */
 export const REDACTED = '[REDACTED]';

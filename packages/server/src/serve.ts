@@ -2,13 +2,13 @@ import type { AddressInfo } from 'node:net';
 import { Limiter, compileLimits, type LimitStore } from '@sluice/core';
 import { RedisStore } from '@sluice/redis';
 import { FileRuleStore, RedisRuleStore, type RuleStore } from '@sluice/rules';
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { OverrideTable } from './envoy/overrides.js';
 import { LiveRules } from './live-rules.js';
 import { ServerMetrics } from './metrics.js';
 import { buildHttpApp } from './http/app.js';
 import { bindGrpc, buildGrpcServer, shutdownGrpc, type GrpcListener } from './grpc/server.js';
-import { WarningThrottle, redactingLogger } from './logging.js';
+import { WarningThrottle, createLogger, redactingLogger } from './logging.js';
 import { seedRuleStore } from './seed.js';
 import { RateLimitService } from './service.js';
 import { SettingsError, type Settings } from './settings.js';
@@ -32,7 +32,10 @@ export interface RunningServer {
 
 /** Options of {@link startServer} beyond the settings. */
 export interface StartOptions {
-  /** @default a pino logger at `settings.logLevel` on stdout (either way, credentials are redacted) */
+  /**
+   * @default a pino logger at `settings.logLevel` on stdout, formatted as `settings.logFormat` says
+   * (either way, credentials are redacted)
+   */
   logger?: Logger;
 }
 
@@ -116,7 +119,7 @@ async function openStores(settings: Settings, logger: Logger): Promise<Stores> {
  * empty, follows its versions live, and listens for HTTP and gRPC.
  */
 export async function startServer(settings: Settings, options: StartOptions = {}): Promise<RunningServer> {
-  const logger = redactingLogger(options.logger ?? pino({ level: settings.logLevel }));
+  const logger = redactingLogger(options.logger ?? createLogger(settings.logLevel, settings.logFormat));
   const metrics = new ServerMetrics();
   const warnings = new WarningThrottle(logger, (event) => metrics.warning(event));
   const stores = await openStores(settings, logger);

@@ -45,6 +45,15 @@ describe('loadSettings', () => {
     expect(() => loadSettings({}, { SLUICE_DASHBOARD: 'no' })).toThrow(/--no-dashboard \/ SLUICE_DASHBOARD: must be on or off/);
   });
 
+  it('reads the log format from --log-format or SLUICE_LOG_FORMAT, auto by default', () => {
+    expect(loadSettings({}, {}).logFormat).toBe('auto');
+    expect(loadSettings({}, { SLUICE_LOG_FORMAT: 'pretty' }).logFormat).toBe('pretty');
+    expect(loadSettings({ logFormat: 'json' }, { SLUICE_LOG_FORMAT: 'pretty' }).logFormat).toBe('json');
+    expect(() => loadSettings({}, { SLUICE_LOG_FORMAT: 'text' })).toThrow(
+      /--log-format \/ SLUICE_LOG_FORMAT: must be auto, json or pretty \(got "text"\)/,
+    );
+  });
+
   it('gives every setting a distinct flag and SLUICE_ variable', () => {
     const specs = Object.values(SETTINGS);
     expect(new Set(specs.map((s) => s.env)).size).toBe(specs.length);

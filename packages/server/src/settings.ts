@@ -1,5 +1,6 @@
 import { STORE_FAILURE_POLICIES } from '@sluice/core';
 import { z } from 'zod';
+import { LOG_FORMATS, type LogFormat } from './logging.js';
 
 /**
  * Process settings of `sluice serve`, read once at start. Each has a command-line flag, an
@@ -41,6 +42,8 @@ export interface Settings {
   /** Serve the web dashboard at `/dashboard`. */
   readonly dashboard: boolean;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** How the log is written: JSON lines, pretty lines, or `auto` (pretty on a terminal, else JSON). */
+  readonly logFormat: LogFormat;
 }
 
 const int = (min: number, max: number) => z.coerce.number().int('must be an integer').min(min).max(max);
@@ -257,6 +260,13 @@ export const SETTINGS = {
     default: 'info',
     schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
     doc: 'pino log level',
+  },
+  logFormat: {
+    flag: '--log-format',
+    env: 'SLUICE_LOG_FORMAT',
+    default: 'auto',
+    schema: z.enum(LOG_FORMATS, { error: 'must be auto, json or pretty' }),
+    doc: 'How the log is written: `json` (one JSON object a line), `pretty` (pino-pretty, for reading by hand) or `auto`: pretty when stdout is a terminal, JSON otherwise (pipes, files, CI)',
   },
 } as const satisfies Record<keyof Settings, SettingSpec>;
 

@@ -1,7 +1,9 @@
+import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { RunningServer } from '@sluice/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TOKEN, call, runCli, scratch, startTestServer, writeRules } from './support.js';
+import { SLUICE_BIN, childEnv } from '../../../test/sluice-serve.js';
+import { TOKEN, call, runCli, scratch, spawnServer, startTestServer, writeRules } from './support.js';
 
 const EXAMPLE = fileURLToPath(new URL('../../../examples/rules.yaml', import.meta.url));
 
@@ -159,5 +161,41 @@ describe('the sluice command line', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^HTTP .* \d+ decisions\/s .*p99 [\d.]+ ms$/m);
     expect(r.stdout).toMatch(/^gRPC .* \d+ decisions\/s .*0 errors\), p50 [\d.]+ ms, p99 [\d.]+ ms$/m);
+  });
+
+  it('logs JSON lines when stdout is not a terminal, and pretty lines when told to', async () => {
+    const piped = await spawnServer(['--rules', writeRules(tmp.dir, V1, 'log.yaml')]);
+    expect(await piped.stop()).toBe(0);
+    const lines = piped.logs.filter((l) => l.trim() !== '');
+    expect(lines.length).toBeGreaterThanOrEqual(2);
+    for (const line of lines)
+      expect(JSON.parse(line), line).toMatchObject({ level: expect.any(Number), msg: expect.any(String) });
+
+    // Forced pretty on a pipe: pino-pretty's lines (no colours, since the pipe is no terminal).
+    const args = ['serve', '--host', '127.0.0.1', '--port', '0', '--grpc-port', '0', '--log-format', 'pretty'];
+    const child = spawn(process.execPath, [SLUICE_BIN, ...args, '--rules', writeRules(tmp.dir, V1, 'pretty.yaml')], {
+      env: { ...childEnv(), SLUICE_ADMIN_TOKEN: TOKEN },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    let out = '';
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+        out += chunk;
+        if (out.includes('sluice serving')) resolve();
+      });
+      void exited.then((code) => reject(new Error(`sluice serve exited with ${code}:\n${out}`)));
+    });
+    // Not asserting the exit code: this is about the log's format.
+    child.kill('SIGTERM');
+    await exited;
+    const serving = out.split('\n').find((l) => l.includes('sluice serving'))!;
+    expect(serving).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: sluice serving$/);
+    expect(out).not.toContain('\x1b[');
+    expect(() => JSON.parse(serving) as unknown).toThrow();
+
+    const bad = await runCli(['serve', '--log-format', 'text']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--log-format / SLUICE_LOG_FORMAT: must be auto, json or pretty');
   });
 });

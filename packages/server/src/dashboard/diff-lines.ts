@@ -1,6 +1,8 @@
 /**
  * How the dashboard shows a unified diff (`GET /v1/admin/rules/diff` answers one as `text`):
- * each line classified, so the page can colour it while still inserting it as plain text.
+ * each line classified, so the page can colour it while still inserting it as plain text. The
+ * diff itself is computed in one place only, on the server (`unifiedDiff` of `@sluice/rules`);
+ * this reads its text and computes nothing.
  *
  * This module runs in the browser (the dashboard loads its compiled form as an ES module): it
  * must import nothing at run time and use nothing of Node.
@@ -19,7 +21,7 @@ export interface DiffLine {
 export const MAX_DIFF_LINES = 5000;
 
 /** Splits a unified diff into classified lines, at most `maxLines` of them (plus a closing note). */
-export function diffLines(text: string, maxLines = MAX_DIFF_LINES): DiffLine[] {
+export function classifyDiffLines(text: string, maxLines = MAX_DIFF_LINES): DiffLine[] {
   if (text === '') return [];
   const lines = (text.endsWith('\n') ? text.slice(0, -1) : text).split(/\r?\n/);
   // `---`/`+++` name the files only before the first hunk; inside a hunk they are a removed
