@@ -32,9 +32,16 @@ const collect = (value: string, previous: string[] | undefined) => [...(previous
 
 async function serve(flags: SettingFlags): Promise<void> {
   const settings = loadSettings(flags);
-  const server = await startServer(settings);
+  // Signals are handled from the start: one that arrives while the server is still starting up
+  // (after its first log lines) shuts it down gracefully once it is up.
+  const started: { server?: Awaited<ReturnType<typeof startServer>>; pending?: NodeJS.Signals } = {};
   let stopping = false;
   const stop = (signal: NodeJS.Signals) => {
+    const server = started.server;
+    if (server === undefined) {
+      started.pending ??= signal;
+      return;
+    }
     if (stopping) {
       server.logger.warn({ signal }, 'second signal: exiting now');
       process.exit(1);
@@ -51,6 +58,8 @@ async function serve(flags: SettingFlags): Promise<void> {
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
+  started.server = await startServer(settings);
+  if (started.pending !== undefined) stop(started.pending);
 }
 
 function adminOptions(cmd: Command): Command {
