@@ -4,6 +4,7 @@ import {
   SluiceError,
   parseStorageKey,
   type AdaptiveTimeout,
+  type FailoverMachine,
   type LimitStatus,
   type LimitStore,
   type PeerCount,
@@ -26,17 +27,16 @@ function split(storageKey: string): { resource: string; key?: string } {
   return key === '' ? { resource } : { resource, key };
 }
 
-/** Timeouts of the calls a lease makes, and where their outcomes are reported. */
+/**
+ * Timeouts of the calls a lease makes. Their failures are counted by the core failover of the
+ * lease limiter, on the remote limiter's shared health.
+ */
 export interface RemoteStoreOptions {
   /** The timeout of the next call (adaptive or fixed). */
   readonly timeout: AdaptiveTimeout;
   readonly readyTimeoutMs: number;
-  /** Before each call; the ticket goes to `onUnavailable`. */
-  readonly begin: () => number;
-  /** A call was answered. */
+  /** A call was answered (any status: the service is there). */
   readonly onAnswer: () => void;
-  /** Told of every failure that means the service is away (or slow). */
-  readonly onUnavailable: (err: unknown, ticket: number) => void;
 }
 
 /**
@@ -106,7 +106,6 @@ export class RemoteStore implements LimitStore {
   }
 
   async #post(path: string, body: object): Promise<unknown> {
-    const ticket = this.o.begin();
     const sentAt = performance.now();
     const budget = this.o.timeout.currentMs;
     try {
@@ -118,7 +117,6 @@ export class RemoteStore implements LimitStore {
     } catch (err) {
       if (isUnavailable(err)) {
         if (err instanceof SluiceError && err.code === ErrorCodes.STORE_TIMEOUT) this.o.timeout.timedOut(budget);
-        this.o.onUnavailable(err, ticket);
         // The core failover recognises only these two codes as "store away".
         if (err instanceof SluiceError && err.code !== ErrorCodes.STORE_TIMEOUT) {
           throw new SluiceError(ErrorCodes.STORE_UNAVAILABLE, err.message, { cause: err });
@@ -134,7 +132,12 @@ export class RemoteStore implements LimitStore {
  * failover (fair shares, probing) and wait queues apply unchanged. Store switches are reported
  * once, by the remote limiter's own health, so only decisions, refills and waits are observed.
  */
-export function leaseLimiter(store: RemoteStore, o: CompiledRemoteOptions, peers: () => PeerCount): Limiter {
+export function leaseLimiter(
+  store: RemoteStore,
+  o: CompiledRemoteOptions,
+  peers: () => PeerCount,
+  health: FailoverMachine,
+): Limiter {
   const observer = o.observer;
   return new Limiter({
     resources: {},
@@ -160,11 +163,8 @@ export function leaseLimiter(store: RemoteStore, o: CompiledRemoteOptions, peers
           return peers().known !== false;
         },
       },
-      consecutiveFailures: o.consecutiveFailures,
-      // Switches are logged once, by the remote limiter's health.
-      logger: false,
-      probeIntervalMs: o.probeIntervalMs,
-      maxProbeIntervalMs: o.maxProbeIntervalMs,
+      // One health loop for the service: the remote limiter's (it logs and reports switches).
+      health,
     },
   });
 }

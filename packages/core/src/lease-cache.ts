@@ -1,7 +1,8 @@
 import type { Clock, TimerHandle } from './clock.js';
 import { combineStatuses, type Decision } from './decision.js';
 import { ErrorCodes, invalid } from './errors.js';
-import type { Failover, StoreFailurePolicy } from './failover.js';
+import type { Failover } from './failover.js';
+import { fallbackDecision, type StoreFailurePolicy } from './failover-state.js';
 import { OldestFirst } from './oldest-first.js';
 import { maxCost, type CompiledLimit } from './policy.js';
 import { parseStorageKey } from './storage-key.js';
@@ -279,7 +280,7 @@ export class LeaseCache {
     // A fallback's denial (the store failed, or the local share is used up) is not learnt: like
     // the pre-filter, the lease only denies locally what the store denied. Otherwise one timed-out
     // refill taken ahead would deny the key as rate limited until its retry-after.
-    return r.fallback ? { ...d, source: 'fallback' } : d;
+    return r.fallback ? fallbackDecision(d, r.unavailable === true) : d;
   }
 
   /**

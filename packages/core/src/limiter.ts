@@ -4,7 +4,8 @@ import type { CircuitBreaker } from './circuit-breaker.js';
 import { combineStatuses, unjudgedStatuses, withReason, type BookingInfo, type Decision } from './decision.js';
 import { checkBookingId } from './booking.js';
 import { ErrorCodes, SluiceError, invalid } from './errors.js';
-import { Failover, STORE_FAILURE_POLICIES, type FailoverOptions, type StoreFailurePolicy } from './failover.js';
+import { Failover, type FailoverOptions } from './failover.js';
+import { STORE_FAILURE_POLICIES, fallbackDecision, type StoreFailurePolicy } from './failover-state.js';
 import { MemoryStore } from './memory-store.js';
 import { intOption } from './options.js';
 import type { DecisionMode, LimiterObserver } from './observer.js';
@@ -450,10 +451,7 @@ export class Limiter implements RateLimiter {
     } else if (result.outcome === 'missing') {
       decision = { ...decision, allowed: false, reason: 'rate_limited', retryAfterMs: 0 };
     }
-    if (result.fallback === true) {
-      decision = { ...decision, source: 'fallback' };
-      if (!decision.allowed && result.unavailable === true) decision = { ...decision, reason: 'store_unavailable' };
-    }
+    if (result.fallback === true) decision = fallbackDecision(decision, result.unavailable === true);
     return this.#observe(resource, 'book', { ...decision, booking });
   }
 
@@ -542,10 +540,7 @@ export class Limiter implements RateLimiter {
     const max = Math.min(rawMax, maxCost(r.limits));
     const result = await this.#failover.reserve({ key: call.key, limits: r.limits, min, max, holdMs }, r.onStoreFailure);
     let decision = combineStatuses(result.statuses);
-    if (result.fallback) {
-      decision = { ...decision, source: 'fallback' };
-      if (!decision.allowed && r.onStoreFailure === 'closed') decision = { ...decision, reason: 'store_unavailable' };
-    }
+    if (result.fallback) decision = fallbackDecision(decision, result.unavailable === true);
     return { granted: result.granted, decision, fallback: result.fallback, at: result.fallback ? 0 : result.now + holdMs };
   }
 
@@ -665,12 +660,7 @@ export class Limiter implements RateLimiter {
     const leaseId = hasConcurrency(limits) ? randomUUID() : '';
     return this.#failover.consume({ key, limits, cost, leaseId, reserve }, resource.onStoreFailure).then((result) => {
       let decision = combineStatuses(result.statuses, leaseId === '' ? undefined : leaseId);
-      if (result.fallback === true) {
-        // Leases taken from the local fallback carry its prefix so they are returned to it.
-        const leaseOf = decision.leaseId === undefined ? {} : { leaseId: `local:${decision.leaseId}` };
-        decision = { ...decision, ...leaseOf, source: 'fallback' };
-        if (!decision.allowed && result.unavailable === true) decision = { ...decision, reason: 'store_unavailable' };
-      }
+      if (result.fallback === true) decision = fallbackDecision(decision, result.unavailable === true);
       // Only global decisions teach the pre-filter (a fallback's denials reflect a local share);
       // an admission only has something to unlearn when the pre-filter holds keys.
       if (prefilter !== undefined && result.fallback !== true && (!decision.allowed || prefilter.size > 0)) {

@@ -1,7 +1,7 @@
 import { CircuitBreaker, type CircuitBreakerOptions } from './circuit-breaker.js';
 import type { Clock } from './clock.js';
 import { ErrorCodes, invalid } from './errors.js';
-import { STORE_FAILURE_POLICIES, type StoreFailurePolicy } from './failover.js';
+import { STORE_FAILURE_POLICIES, type StoreFailurePolicy } from './failover-state.js';
 import { compileLeaseSettings, type CompiledLeaseSettings, type LeaseSettings } from './lease-cache.js';
 import { BOOKING_BOUNDS, DEFAULT_BOOKING, type BookingBounds } from './booking.js';
 import { intOption } from './options.js';
