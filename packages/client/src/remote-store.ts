@@ -2,29 +2,33 @@ import {
   ErrorCodes,
   Limiter,
   SluiceError,
-  parseStorageKey,
   type AdaptiveTimeout,
   type FailoverMachine,
   type LimitStatus,
   type LimitStore,
   type PeerCount,
   type ReserveResult,
+  type StorageKeyParts,
 } from '@sluice/core';
 import type { CompiledRemoteOptions } from './options.js';
 import { decisionFromBody } from './wire.js';
 import { errorFromBody, isUnavailable, type Transport } from './transport.js';
 
 /**
- * The resource and caller key behind a limiter storage key, as the service's API names them
- * (the service encodes them again). Leases are taken for a caller key only: tenant quotas and
- * split shares are the service's own to keep.
+ * The resource and caller key of a store request, as the service's API names them (the service
+ * encodes them again). The core limiter carries them with every request (`parts`), so nothing
+ * reads the storage key back. Leases are taken for a caller key only: tenant quotas and split
+ * shares are the service's own to keep.
  */
-function split(storageKey: string): { resource: string; key?: string } {
-  const { resource, key, tenant, part } = parseStorageKey(storageKey);
-  if (tenant !== undefined || part !== undefined) {
+function split(request: { readonly parts?: StorageKeyParts }): { resource: string; key?: string } {
+  const parts = request.parts;
+  if (parts === undefined) {
+    throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'a request to the service must name its resource and key (parts)');
+  }
+  if (parts.tenant !== undefined || parts.part !== undefined) {
     throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'tenant quotas and split resources are not leased by the client');
   }
-  return key === '' ? { resource } : { resource, key };
+  return parts.key === '' ? { resource: parts.resource } : { resource: parts.resource, key: parts.key };
 }
 
 /**
@@ -57,13 +61,13 @@ export class RemoteStore implements LimitStore {
   async consume(
     request: Parameters<LimitStore['consume']>[0],
   ): Promise<{ allowed: boolean; statuses: LimitStatus[]; now: number }> {
-    const d = decisionFromBody(await this.#post('/v1/check?statuses=1', { ...split(request.key), cost: request.cost }));
+    const d = decisionFromBody(await this.#post('/v1/check?statuses=1', { ...split(request), cost: request.cost }));
     return { allowed: d.allowed, statuses: [...d.statuses], now: Date.now() };
   }
 
   async reserve(request: Parameters<LimitStore['reserve']>[0]): Promise<ReserveResult> {
     const body = await this.#post('/v1/reserve', {
-      ...split(request.key),
+      ...split(request),
       min: request.min,
       max: request.max,
       holdMs: request.holdMs,
@@ -85,7 +89,7 @@ export class RemoteStore implements LimitStore {
   }
 
   async adjust(request: Parameters<LimitStore['adjust']>[0]): Promise<void> {
-    await this.#post('/v1/adjust', { ...split(request.key), delta: request.delta, ...(request.at ? { at: request.at } : {}) });
+    await this.#post('/v1/adjust', { ...split(request), delta: request.delta, ...(request.at ? { at: request.at } : {}) });
   }
 
   renew(): Promise<boolean> {

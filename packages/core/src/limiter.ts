@@ -35,7 +35,7 @@ import type {
 } from './rate-limiter.js';
 
 import { compileResource, isTenantName, type CompiledResource, type ResourceConfig } from './resource.js';
-import { resourceKey, splitKey, tenantKey } from './storage-key.js';
+import { resourceKey, splitKey, tenantKey, type StorageKeyParts } from './storage-key.js';
 import type { LimitStore } from './store.js';
 import { Waiting, type WaitCall } from './wait-queue.js';
 
@@ -175,9 +175,8 @@ export class Limiter implements RateLimiter {
         this.#observer?.storeSwitched?.({ healthy: e.healthy });
       },
     });
-    this.#leases = new LeaseCache(this.#failover, this.#clock, 100_000, 100, (key, granted) => {
-      const bar = key.indexOf('|');
-      this.#observer?.leaseRefilled?.({ resource: bar < 0 ? key : key.slice(0, bar), granted });
+    this.#leases = new LeaseCache(this.#failover, this.#clock, 100_000, 100, (parts, granted) => {
+      this.#observer?.leaseRefilled?.({ resource: parts.resource, granted });
     });
   }
 
@@ -335,7 +334,7 @@ export class Limiter implements RateLimiter {
       // #consume would decide it the same way, with bookkeeping only `acquire` needs.
       decided =
         r.breaker === undefined && r.split === 1 && !r.shadow && this.#tenantLimits(call) === undefined
-          ? this.#consumeKey(r, call.key, call.limits, call.cost, call.priority === 'core' ? 0 : r.reserved)
+          ? this.#consumeKey(r, call.key, call.parts, call.limits, call.cost, call.priority === 'core' ? 0 : r.reserved)
           : this.#consume(call);
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
@@ -488,15 +487,20 @@ export class Limiter implements RateLimiter {
     const delta = checkDelta(options.delta);
     const at = checkStamp(options.at);
     const tenantLimits = this.#tenantLimits(call);
-    let { key, limits } = call;
+    let { key, limits, parts } = call;
     if (call.resource.split > 1) {
       // Charged on one sub-key: the sum over sub-keys is what matters.
       const i = Math.floor(this.#random() * call.resource.split);
       key = splitKey(resource, call.sub, i);
+      parts = { resource, key: call.sub, part: i };
       limits = call.resource.splitLimits[i]!;
     }
-    await this.#failover.adjust({ key, limits, delta, ...(at > 0 ? { at } : {}) });
-    const tenant = tenantLimits && { key: tenantKey(resource, call.tenant!), limits: tenantLimits };
+    await this.#failover.adjust({ key, parts, limits, delta, ...(at > 0 ? { at } : {}) });
+    const tenant = tenantLimits && {
+      key: tenantKey(resource, call.tenant!),
+      parts: { resource, key: '', tenant: call.tenant! },
+      limits: tenantLimits,
+    };
     if (tenant !== undefined) await this.#failover.adjust({ ...tenant, delta });
     if (delta < 0) {
       // Refunded here: what the pre-filter learnt of these keys no longer holds.
@@ -538,7 +542,8 @@ export class Limiter implements RateLimiter {
     const holdMs = checkHold(options.holdMs);
     // More than the limit can ever hold is never granted anyway: ask for what can be.
     const max = Math.min(rawMax, maxCost(r.limits));
-    const result = await this.#failover.reserve({ key: call.key, limits: r.limits, min, max, holdMs }, r.onStoreFailure);
+    const request = { key: call.key, parts: call.parts, limits: r.limits, min, max, holdMs };
+    const result = await this.#failover.reserve(request, r.onStoreFailure);
     let decision = combineStatuses(result.statuses);
     if (result.fallback) decision = fallbackDecision(decision, result.unavailable === true);
     return { granted: result.granted, decision, fallback: result.fallback, at: result.fallback ? 0 : result.now + holdMs };
@@ -575,7 +580,8 @@ export class Limiter implements RateLimiter {
     const cost = checkCost(options.cost ?? 1, r.split > 1 ? r.splitLimits[r.split - 1]! : r.limits);
     const tenant = options.tenant === undefined ? undefined : checkTenant(options.tenant);
     const priority = checkPriority(options.priority ?? 'normal');
-    return { resource: r, sub, key: resourceKey(resource, sub), limits: r.limits, cost, tenant, priority };
+    const parts = { resource, key: sub };
+    return { resource: r, sub, key: resourceKey(resource, sub), parts, limits: r.limits, cost, tenant, priority };
   }
 
   /** One decision: breaker, tenant quota, the resource's limits, shadow mode. */
@@ -595,11 +601,12 @@ export class Limiter implements RateLimiter {
       // The tenant's quota first, then the resource's limits; a denial by the resource gives
       // the tenant's permits back, so the pair behaves all-or-nothing.
       const key = tenantKey(resource.name, call.tenant!);
-      const t = await this.#consumeKey(resource, key, tenantLimits, cost, reserve);
+      const parts = { resource: resource.name, key: '', tenant: call.tenant! };
+      const t = await this.#consumeKey(resource, key, parts, tenantLimits, cost, reserve);
       if (!t.allowed) {
         decision = { ...t, limitId: `tenant:${t.limitId}` };
       } else {
-        charges.push({ key, limits: tenantLimits, leaseId: t.leaseId });
+        charges.push({ key, parts, limits: tenantLimits, leaseId: t.leaseId });
         decision = await this.#consumeResource(call, reserve, charges);
         if (!decision.allowed) await this.#giveBack(charges.splice(0), cost);
       }
@@ -614,10 +621,14 @@ export class Limiter implements RateLimiter {
   }
 
   /** The resource's own limits, on its key or spread over its sub-keys. */
-  async #consumeResource({ resource, sub, key, limits, cost }: Call, reserve: number, charges: Charge[]): Promise<Decision> {
+  async #consumeResource(
+    { resource, sub, key, parts, limits, cost }: Call,
+    reserve: number,
+    charges: Charge[],
+  ): Promise<Decision> {
     if (resource.split === 1) {
-      const d = await this.#consumeKey(resource, key, limits, cost, reserve);
-      if (d.allowed) charges.push({ key, limits, leaseId: d.leaseId });
+      const d = await this.#consumeKey(resource, key, parts, limits, cost, reserve);
+      if (d.allowed) charges.push({ key, parts, limits, leaseId: d.leaseId });
       return d;
     }
     // A split key: start at a random sub-key and move on while they deny.
@@ -626,10 +637,11 @@ export class Limiter implements RateLimiter {
     for (let j = 0; j < resource.split; j++) {
       const i = (start + j) % resource.split;
       const part = splitKey(resource.name, sub, i);
-      const d = await this.#consumeKey(resource, part, resource.splitLimits[i]!, cost, reserve);
+      const partParts = { resource: resource.name, key: sub, part: i };
+      const d = await this.#consumeKey(resource, part, partParts, resource.splitLimits[i]!, cost, reserve);
       const whole = limits.find((l) => l.id === d.limitId)?.limit ?? d.limit;
       if (d.allowed) {
-        charges.push({ key: part, limits: resource.splitLimits[i]!, leaseId: undefined });
+        charges.push({ key: part, parts: partParts, limits: resource.splitLimits[i]!, leaseId: undefined });
         return { ...d, limit: whole };
       }
       if (best === undefined || d.retryAfterMs < best.retryAfterMs) best = { ...d, limit: whole };
@@ -644,6 +656,7 @@ export class Limiter implements RateLimiter {
   #consumeKey(
     resource: CompiledResource,
     key: string,
+    parts: StorageKeyParts,
     limits: readonly CompiledLimit[],
     cost: number,
     reserve: number,
@@ -656,9 +669,11 @@ export class Limiter implements RateLimiter {
       const local = prefilter.check(entry, cost, this.#clock.now());
       if (local !== undefined) return Promise.resolve(local);
     }
-    if (resource.lease !== undefined) return this.#leases.take(key, limits, cost, resource.lease, resource.onStoreFailure);
+    if (resource.lease !== undefined) {
+      return this.#leases.take(key, parts, limits, cost, resource.lease, resource.onStoreFailure);
+    }
     const leaseId = hasConcurrency(limits) ? randomUUID() : '';
-    return this.#failover.consume({ key, limits, cost, leaseId, reserve }, resource.onStoreFailure).then((result) => {
+    return this.#failover.consume({ key, parts, limits, cost, leaseId, reserve }, resource.onStoreFailure).then((result) => {
       let decision = combineStatuses(result.statuses, leaseId === '' ? undefined : leaseId);
       if (result.fallback === true) decision = fallbackDecision(decision, result.unavailable === true);
       // Only global decisions teach the pre-filter (a fallback's denials reflect a local share);
@@ -672,8 +687,8 @@ export class Limiter implements RateLimiter {
 
   /** Returns permits granted to a caller that is no longer there (aborted while in flight). */
   async #giveBack(charges: readonly Charge[], cost: number): Promise<void> {
-    for (const { key, limits, leaseId } of charges) {
-      if (cost > 0) await this.#failover.adjust({ key, limits, delta: -cost });
+    for (const { key, parts, limits, leaseId } of charges) {
+      if (cost > 0) await this.#failover.adjust({ key, parts, limits, delta: -cost });
       if (leaseId !== undefined) await this.#failover.release({ key, limits, leaseId });
     }
   }
@@ -738,6 +753,8 @@ interface Call {
   readonly sub: string;
   /** Where the resource's limits are kept for the caller's key (see storage-key.ts). */
   readonly key: string;
+  /** What `key` is made of, carried to the store so that nothing reads a storage key back. */
+  readonly parts: StorageKeyParts;
   readonly limits: readonly CompiledLimit[];
   readonly cost: number;
   readonly tenant: string | undefined;
@@ -747,6 +764,7 @@ interface Call {
 /** Permits taken on one storage key (and the concurrency lease, if any). */
 interface Charge {
   readonly key: string;
+  readonly parts: StorageKeyParts;
   readonly limits: readonly CompiledLimit[];
   readonly leaseId: string | undefined;
 }
