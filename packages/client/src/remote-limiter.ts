@@ -456,7 +456,7 @@ export class RemoteLimiter implements RateLimiter {
   }
 
   #leased(view: ViewResource): boolean {
-    // Concurrency limits, split keys and reserved shares cannot be reserved on the service.
+    // Concurrency limits, split keys and core shares cannot be reserved on the service.
     if (!view.reservable) return false;
     return view.compiled.lease !== undefined || this.#o.lease !== undefined;
   }

@@ -102,11 +102,13 @@ export {
   type LimitPolicy,
 } from './policy.js';
 export {
+  MAX_CORE_SHARE,
   MAX_RESERVED_SHARE,
   RESOURCE_PATTERN,
   compileResource,
   type BookingOptions,
   type CompiledResource,
+  type PriorityOptions,
   type ResourceConfig,
   type ResourceOptions,
 } from './resource.js';

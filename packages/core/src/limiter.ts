@@ -334,7 +334,7 @@ export class Limiter implements RateLimiter {
       // #consume would decide it the same way, with bookkeeping only `acquire` needs.
       decided =
         r.breaker === undefined && r.split === 1 && !r.shadow && this.#tenantLimits(call) === undefined
-          ? this.#consumeKey(r, call.key, call.parts, call.limits, call.cost, call.priority === 'core' ? 0 : r.reserved)
+          ? this.#consumeKey(r, call.key, call.parts, call.limits, call.cost, call.priority === 'core' ? 0 : r.coreShare)
           : this.#consume(call);
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
@@ -390,7 +390,7 @@ export class Limiter implements RateLimiter {
    * its span the booking has expired (its permits went back) and the call starts afresh.
    *
    * No booking is made (the call is decided as {@link try}, `booking.outcome` `admitted` or
-   * `denied`) on resources with a concurrency limit, a reserved share, a split, leases or shadow
+   * `denied`) on resources with a concurrency limit, a core share, a split, leases or shadow
    * mode, for a tenant, while the store is down, or when the slot lies beyond the resource's
    * `booking.maxAheadMs` or its keys hold `booking.maxBookings` already.
    */
@@ -513,7 +513,7 @@ export class Limiter implements RateLimiter {
   /**
    * Takes between `min` and `max` permits of a key in one decision, for leases held elsewhere
    * (the remote client): the store's `reserve`, or the resource's store-failure policy while
-   * the store is away. Concurrency limits, split keys and resources with a reserved share are
+   * the store is away. Concurrency limits, split keys and resources with a core share are
    * never reserved (`SLUICE_ERR_INVALID_OPTIONS`); leftovers go back through {@link adjust} with
    * a negative delta (except on sliding windows and logs, see `holdMs`). Tenant quotas are not
    * applied. `holdMs` is how long the caller may serve the permits (its lease TTL, 0..60,000):
@@ -531,9 +531,8 @@ export class Limiter implements RateLimiter {
       throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', 'concurrency limits cannot be reserved');
     }
     if (r.split > 1) throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', 'split resources cannot be reserved');
-    // A batch taken at once cannot keep the share reserved for core traffic.
-    if (r.reserved > 0)
-      throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', 'resources with a reserved share cannot be reserved');
+    // A batch taken at once cannot keep the share kept for core traffic.
+    if (r.coreShare > 0) throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', 'resources with a core share cannot be reserved');
     const min = checkCost(options.min, r.limits, 'min');
     const rawMax: unknown = options.max;
     if (typeof rawMax !== 'number' || !Number.isInteger(rawMax) || rawMax < min || rawMax > MAX_COST || min < 1) {
@@ -554,8 +553,8 @@ export class Limiter implements RateLimiter {
    * policy, and whether {@link reserve} accepts it.
    */
   settingsOf(resource: string): Pick<CompiledResource, 'limits' | 'lease' | 'onStoreFailure'> & { reservable: boolean } {
-    const { limits, lease, onStoreFailure, split, reserved } = this.#resource(resource);
-    const reservable = split === 1 && reserved === 0 && !hasConcurrency(limits);
+    const { limits, lease, onStoreFailure, split, coreShare } = this.#resource(resource);
+    const reservable = split === 1 && coreShare === 0 && !hasConcurrency(limits);
     return { limits, lease, onStoreFailure, reservable };
   }
 
@@ -591,23 +590,23 @@ export class Limiter implements RateLimiter {
       const pass = resource.breaker.tryPass();
       if (!pass.allowed) return breakerDecision(limits, pass.retryAfterMs);
     }
-    const reserve = call.priority === 'core' ? 0 : resource.reserved;
+    const coreShare = call.priority === 'core' ? 0 : resource.coreShare;
     const tenantLimits = this.#tenantLimits(call);
     let decision: Decision;
     const charges: Charge[] = [];
     if (tenantLimits === undefined) {
-      decision = await this.#consumeResource(call, reserve, charges);
+      decision = await this.#consumeResource(call, coreShare, charges);
     } else {
       // The tenant's quota first, then the resource's limits; a denial by the resource gives
       // the tenant's permits back, so the pair behaves all-or-nothing.
       const key = tenantKey(resource.name, call.tenant!);
       const parts = { resource: resource.name, key: '', tenant: call.tenant! };
-      const t = await this.#consumeKey(resource, key, parts, tenantLimits, cost, reserve);
+      const t = await this.#consumeKey(resource, key, parts, tenantLimits, cost, coreShare);
       if (!t.allowed) {
         decision = { ...t, limitId: `tenant:${t.limitId}` };
       } else {
         charges.push({ key, parts, limits: tenantLimits, leaseId: t.leaseId });
-        decision = await this.#consumeResource(call, reserve, charges);
+        decision = await this.#consumeResource(call, coreShare, charges);
         if (!decision.allowed) await this.#giveBack(charges.splice(0), cost);
       }
     }
@@ -623,11 +622,11 @@ export class Limiter implements RateLimiter {
   /** The resource's own limits, on its key or spread over its sub-keys. */
   async #consumeResource(
     { resource, sub, key, parts, limits, cost }: Call,
-    reserve: number,
+    coreShare: number,
     charges: Charge[],
   ): Promise<Decision> {
     if (resource.split === 1) {
-      const d = await this.#consumeKey(resource, key, parts, limits, cost, reserve);
+      const d = await this.#consumeKey(resource, key, parts, limits, cost, coreShare);
       if (d.allowed) charges.push({ key, parts, limits, leaseId: d.leaseId });
       return d;
     }
@@ -638,7 +637,7 @@ export class Limiter implements RateLimiter {
       const i = (start + j) % resource.split;
       const part = splitKey(resource.name, sub, i);
       const partParts = { resource: resource.name, key: sub, part: i };
-      const d = await this.#consumeKey(resource, part, partParts, resource.splitLimits[i]!, cost, reserve);
+      const d = await this.#consumeKey(resource, part, partParts, resource.splitLimits[i]!, cost, coreShare);
       const whole = limits.find((l) => l.id === d.limitId)?.limit ?? d.limit;
       if (d.allowed) {
         charges.push({ key: part, parts: partParts, limits: resource.splitLimits[i]!, leaseId: undefined });
@@ -659,10 +658,10 @@ export class Limiter implements RateLimiter {
     parts: StorageKeyParts,
     limits: readonly CompiledLimit[],
     cost: number,
-    reserve: number,
+    coreShare: number,
   ): Promise<Decision> {
-    // Normal and core traffic see different limits when a share is reserved: separate entries.
-    const entry = filterKey(key, reserve > 0);
+    // Normal and core traffic see different limits when a core share is kept: separate entries.
+    const entry = filterKey(key, coreShare > 0);
     // An empty pre-filter (the usual state) has nothing to say: skip the lookup and the clock.
     const prefilter = resource.prefilter ? this.#prefilter : undefined;
     if (prefilter !== undefined && prefilter.size > 0) {
@@ -673,7 +672,7 @@ export class Limiter implements RateLimiter {
       return this.#leases.take(key, parts, limits, cost, resource.lease, resource.onStoreFailure);
     }
     const leaseId = hasConcurrency(limits) ? randomUUID() : '';
-    return this.#failover.consume({ key, parts, limits, cost, leaseId, reserve }, resource.onStoreFailure).then((result) => {
+    return this.#failover.consume({ key, parts, limits, cost, leaseId, coreShare }, resource.onStoreFailure).then((result) => {
       let decision = combineStatuses(result.statuses, leaseId === '' ? undefined : leaseId);
       if (result.fallback === true) decision = fallbackDecision(decision, result.unavailable === true);
       // Only global decisions teach the pre-filter (a fallback's denials reflect a local share);
@@ -793,7 +792,7 @@ function bookable(r: CompiledResource, tenant: string | undefined, priority: Pri
     !r.shadow &&
     r.lease === undefined &&
     tenant === undefined &&
-    (r.reserved === 0 || priority === 'core') &&
+    (r.coreShare === 0 || priority === 'core') &&
     !hasConcurrency(r.limits)
   );
 }

@@ -25,9 +25,11 @@ export interface ConsumeRequest {
   /** Id of the concurrency lease to take if the key has a concurrency limit; otherwise ''. */
   readonly leaseId: string;
   /**
-   * Share (0..1) of every limit held back for core traffic: the call passes only if its cost
-   * plus that share fits. Omitted or 0 for core traffic.
+   * Share (0..1) of every limit kept for core traffic (the resource's `priority.coreShare`): the
+   * call passes only if its cost plus that share fits. Omitted or 0 for core traffic.
    */
+  readonly coreShare?: number;
+  /** @deprecated Read {@link coreShare}; the limiter sends only that (stores read `coreShare ?? reserve`). */
   readonly reserve?: number;
 }
 
