@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import {
-  LOCAL_LEASE_PREFIX,
+  LOCAL_PERMIT_PREFIX,
   Limiter,
   answeringPolicy,
   combineStatuses,
   fairShare,
   fallbackDecision,
-  isLocalLease,
+  isLocalPermit,
   policyStatuses,
   type Clock,
   type Decision,
@@ -99,7 +99,7 @@ export class PolicyFallback {
 
   /** Frees or renews a permit taken from the fallback (`local:` id). */
   lease(op: 'release' | 'renew', resource: string, lease: { key: string; leaseId: string; ttlMs?: number }): Promise<boolean> {
-    const leaseId = isLocalLease(lease.leaseId) ? lease.leaseId.slice(LOCAL_LEASE_PREFIX.length) : lease.leaseId;
+    const leaseId = isLocalPermit(lease.leaseId) ? lease.leaseId.slice(LOCAL_PERMIT_PREFIX.length) : lease.leaseId;
     return op === 'release'
       ? this.#limiter.release(resource, { ...lease, leaseId })
       : this.#limiter.renew(resource, { ...lease, leaseId });

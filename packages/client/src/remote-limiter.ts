@@ -9,7 +9,7 @@ import {
   checkDelta,
   checkKey,
   invalid,
-  isLocalLease,
+  isLocalPermit,
   type AcquireOptions,
   type AdjustOptions,
   type BookOptions,
@@ -354,7 +354,7 @@ export class RemoteLimiter implements RateLimiter {
       throw invalid(ErrorCodes.INVALID_OPTIONS, 'leaseId', 'must be a non-empty string of at most 128 characters');
     }
     const ttlMs = options.ttlMs === undefined ? undefined : intOption(options.ttlMs, 'ttlMs', 0, 1, 24 * 3600 * 1000);
-    if (isLocalLease(leaseId)) {
+    if (isLocalPermit(leaseId)) {
       // Taken from the fallback: it lives there, whether or not the service is back.
       this.#syncFallback();
       return this.#fallback.lease(op, resource, { key: call.key, leaseId, ...(ttlMs === undefined ? {} : { ttlMs }) });

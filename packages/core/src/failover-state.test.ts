@@ -4,7 +4,7 @@ import { combineStatuses } from './decision.js';
 import { ErrorCodes, SluiceError } from './errors.js';
 import { FailoverMachine, type FailoverSwitch } from './failover-state.js';
 import { answeringPolicy, fairShare, fallbackDecision, policyStatuses } from './failover-state.js';
-import { isLocalLease, localLeaseId } from './failover-state.js';
+import { isLocalPermit, localPermitId } from './failover-state.js';
 import { compileLimit } from './policy.js';
 
 const timeout = () => new SluiceError(ErrorCodes.STORE_TIMEOUT, 'timed out');
@@ -159,9 +159,9 @@ describe('fallback decisions', () => {
     const open = fallbackDecision(combineStatuses(policyStatuses(limits, true, 10), 'abc'), true);
     expect(open).toMatchObject({ allowed: true, reason: 'allowed', remaining: 4, retryAfterMs: 0, leaseId: 'local:abc' });
     expect(fallbackDecision(open, true).leaseId).toBe('local:abc');
-    expect(isLocalLease('local:x')).toBe(true);
-    expect(isLocalLease('x')).toBe(false);
-    expect(localLeaseId('')).toBe('');
+    expect(isLocalPermit('local:x')).toBe(true);
+    expect(isLocalPermit('x')).toBe(false);
+    expect(localPermitId('')).toBe('');
   });
 
   it('keeps at least one permit of a fair share', () => {

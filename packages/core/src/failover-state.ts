@@ -217,16 +217,16 @@ export class FailoverMachine {
 }
 
 /** Permits taken from the fallback have ids with this prefix, so they are freed there. */
-export const LOCAL_LEASE_PREFIX = 'local:';
+export const LOCAL_PERMIT_PREFIX = 'local:';
 
 /** True for the id of a permit taken from the fallback. */
-export function isLocalLease(leaseId: string): boolean {
-  return leaseId.startsWith(LOCAL_LEASE_PREFIX);
+export function isLocalPermit(leaseId: string): boolean {
+  return leaseId.startsWith(LOCAL_PERMIT_PREFIX);
 }
 
 /** The id a permit taken from the fallback is known by ('' stays ''). */
-export function localLeaseId(leaseId: string): string {
-  return leaseId === '' || isLocalLease(leaseId) ? leaseId : `${LOCAL_LEASE_PREFIX}${leaseId}`;
+export function localPermitId(leaseId: string): string {
+  return leaseId === '' || isLocalPermit(leaseId) ? leaseId : `${LOCAL_PERMIT_PREFIX}${leaseId}`;
 }
 
 /**
@@ -235,7 +235,7 @@ export function localLeaseId(leaseId: string): string {
  * denied for want of the store (`unavailable`) rather than by a local share.
  */
 export function fallbackDecision(decision: Decision, unavailable: boolean): Decision {
-  const permit = decision.leaseId === undefined ? {} : { leaseId: localLeaseId(decision.leaseId) };
+  const permit = decision.leaseId === undefined ? {} : { leaseId: localPermitId(decision.leaseId) };
   const reason = !decision.allowed && unavailable ? { reason: 'store_unavailable' as const } : {};
   return { ...decision, ...permit, ...reason, source: 'fallback' };
 }

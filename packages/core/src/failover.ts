@@ -4,8 +4,8 @@ import {
   FailoverMachine,
   answeringPolicy,
   fairShare,
-  isLocalLease,
-  localLeaseId,
+  isLocalPermit,
+  localPermitId,
   policyStatuses,
   type FailoverSwitch,
   type StoreFailurePolicy,
@@ -261,7 +261,7 @@ export class Failover {
 
   async #lease(request: LeaseRequest, op: 'renew' | 'release'): Promise<boolean> {
     // Leases taken from the fallback carry a prefix, so they return to it after recovery.
-    if (isLocalLease(request.leaseId)) {
+    if (isLocalPermit(request.leaseId)) {
       return this.#fallback[op]({ ...request, limits: this.#scale(request.limits) });
     }
     // The lease lives in the unreachable store and expires there by itself; a renewal is
@@ -292,7 +292,7 @@ export class Failover {
   async #fallbackConsume(request: ConsumeRequest, policy: StoreFailurePolicy): Promise<ConsumeResult> {
     if (policy === 'local') {
       const limits = this.#scale(request.limits);
-      return this.#fallback.consume({ ...request, limits, leaseId: localLeaseId(request.leaseId) });
+      return this.#fallback.consume({ ...request, limits, leaseId: localPermitId(request.leaseId) });
     }
     const statuses = policyStatuses(request.limits, policy === 'open', this.#health.retryAfterMs);
     return { allowed: policy === 'open', statuses, now: this.#clock.now() };

@@ -53,13 +53,13 @@ export { createStderrLogger, resolveLogger, stderrLogger, type LineWriter } from
 export { Failover, isStoreFailure, type FailoverOptions, type Logger, type PeerCount } from './failover.js';
 export {
   FailoverMachine,
-  LOCAL_LEASE_PREFIX,
+  LOCAL_PERMIT_PREFIX,
   STORE_FAILURE_POLICIES,
   answeringPolicy,
   fairShare,
   fallbackDecision,
-  isLocalLease,
-  localLeaseId,
+  isLocalPermit,
+  localPermitId,
   policyStatuses,
   type FailoverMachineOptions,
   type FailoverStateName,
