@@ -98,11 +98,11 @@ export class PolicyFallback {
   }
 
   /** Frees or renews a permit taken from the fallback (`local:` id). */
-  lease(op: 'release' | 'renew', resource: string, lease: { key: string; leaseId: string; ttlMs?: number }): Promise<boolean> {
-    const leaseId = isLocalPermit(lease.leaseId) ? lease.leaseId.slice(LOCAL_PERMIT_PREFIX.length) : lease.leaseId;
+  permit(op: 'release' | 'renew', resource: string, permit: { key: string; leaseId: string; ttlMs?: number }): Promise<boolean> {
+    const leaseId = isLocalPermit(permit.leaseId) ? permit.leaseId.slice(LOCAL_PERMIT_PREFIX.length) : permit.leaseId;
     return op === 'release'
-      ? this.#limiter.release(resource, { ...lease, leaseId })
-      : this.#limiter.renew(resource, { ...lease, leaseId });
+      ? this.#limiter.release(resource, { ...permit, leaseId })
+      : this.#limiter.renew(resource, { ...permit, leaseId });
   }
 
   adjust(resource: string, key: string, delta: number): Promise<void> {

@@ -8,6 +8,7 @@ import {
   checkCost,
   checkDelta,
   checkKey,
+  checkPermitId,
   invalid,
   isLocalPermit,
   type AcquireOptions,
@@ -226,11 +227,11 @@ export class RemoteLimiter implements RateLimiter {
   }
 
   async release(resource: string, options: LeaseOptions): Promise<boolean> {
-    return this.#lease(resource, options, 'release');
+    return this.#permit(resource, options, 'release');
   }
 
   async renew(resource: string, options: LeaseOptions): Promise<boolean> {
-    return this.#lease(resource, options, 'renew');
+    return this.#permit(resource, options, 'renew');
   }
 
   /**
@@ -347,17 +348,15 @@ export class RemoteLimiter implements RateLimiter {
     return this.#closing;
   }
 
-  async #lease(resource: string, options: LeaseOptions, op: 'release' | 'renew'): Promise<boolean> {
+  /** Releases or renews a concurrency permit: on the fallback for a `local:` id, else on the service. */
+  async #permit(resource: string, options: LeaseOptions, op: 'release' | 'renew'): Promise<boolean> {
     const call = await this.#call(resource, { key: options.key, cost: 0 });
-    const leaseId = options.leaseId as unknown;
-    if (typeof leaseId !== 'string' || leaseId.length === 0 || leaseId.length > 128) {
-      throw invalid(ErrorCodes.INVALID_OPTIONS, 'leaseId', 'must be a non-empty string of at most 128 characters');
-    }
+    const leaseId = checkPermitId(options.leaseId);
     const ttlMs = options.ttlMs === undefined ? undefined : intOption(options.ttlMs, 'ttlMs', 0, 1, 24 * 3600 * 1000);
     if (isLocalPermit(leaseId)) {
       // Taken from the fallback: it lives there, whether or not the service is back.
       this.#syncFallback();
-      return this.#fallback.lease(op, resource, { key: call.key, leaseId, ...(ttlMs === undefined ? {} : { ttlMs }) });
+      return this.#fallback.permit(op, resource, { key: call.key, leaseId, ...(ttlMs === undefined ? {} : { ttlMs }) });
     }
     // A permit held by the unreachable service expires there by itself; a renewal is reported
     // as kept so work is not abandoned because of the outage (as the core limiter does).

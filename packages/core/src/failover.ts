@@ -244,11 +244,11 @@ export class Failover {
   }
 
   async renew(request: LeaseRequest): Promise<boolean> {
-    return this.#lease(request, 'renew');
+    return this.#permit(request, 'renew');
   }
 
   async release(request: LeaseRequest): Promise<boolean> {
-    return this.#lease(request, 'release');
+    return this.#permit(request, 'release');
   }
 
   /** Stops probing (if the health is this failover's own) and frees the fallback; the primary store is the caller's to close. */
@@ -259,8 +259,8 @@ export class Failover {
     await this.#fallback.close();
   }
 
-  async #lease(request: LeaseRequest, op: 'renew' | 'release'): Promise<boolean> {
-    // Leases taken from the fallback carry a prefix, so they return to it after recovery.
+  async #permit(request: LeaseRequest, op: 'renew' | 'release'): Promise<boolean> {
+    // Permits taken from the fallback carry a prefix, so they return to it after recovery.
     if (isLocalPermit(request.leaseId)) {
       return this.#fallback[op]({ ...request, limits: this.#scale(request.limits) });
     }

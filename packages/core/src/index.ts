@@ -94,6 +94,7 @@ export {
   checkHold,
   checkStamp,
   checkKey,
+  checkPermitId,
   compileLimit,
   compileLimits,
   maxCost,

@@ -16,6 +16,7 @@ import {
   checkDelta,
   checkHold,
   checkKey,
+  checkPermitId,
   checkStamp,
   hasConcurrency,
   maxCost,
@@ -457,7 +458,7 @@ export class Limiter implements RateLimiter {
   /** Frees a concurrency permit. False if it had already expired or been released. */
   async release(resource: string, options: LeaseOptions): Promise<boolean> {
     const { key, limits } = this.#prepare(resource, { key: options.key, cost: 0 });
-    const found = await this.#failover.release({ key, limits, leaseId: checkLeaseId(options.leaseId) });
+    const found = await this.#failover.release({ key, limits, leaseId: checkPermitId(options.leaseId) });
     this.#waiting.wake(key);
     return found;
   }
@@ -469,7 +470,7 @@ export class Limiter implements RateLimiter {
     return this.#failover.renew({
       key,
       limits,
-      leaseId: checkLeaseId(options.leaseId),
+      leaseId: checkPermitId(options.leaseId),
       ...(ttlMs === undefined ? {} : { ttlMs }),
     });
   }
@@ -605,7 +606,7 @@ export class Limiter implements RateLimiter {
       if (!t.allowed) {
         decision = { ...t, limitId: `tenant:${t.limitId}` };
       } else {
-        charges.push({ key, parts, limits: tenantLimits, leaseId: t.leaseId });
+        charges.push({ key, parts, limits: tenantLimits, permitId: t.leaseId });
         decision = await this.#consumeResource(call, coreShare, charges);
         if (!decision.allowed) await this.#giveBack(charges.splice(0), cost);
       }
@@ -627,7 +628,7 @@ export class Limiter implements RateLimiter {
   ): Promise<Decision> {
     if (resource.split === 1) {
       const d = await this.#consumeKey(resource, key, parts, limits, cost, coreShare);
-      if (d.allowed) charges.push({ key, parts, limits, leaseId: d.leaseId });
+      if (d.allowed) charges.push({ key, parts, limits, permitId: d.leaseId });
       return d;
     }
     // A split key: start at a random sub-key and move on while they deny.
@@ -640,7 +641,7 @@ export class Limiter implements RateLimiter {
       const d = await this.#consumeKey(resource, part, partParts, resource.splitLimits[i]!, cost, coreShare);
       const whole = limits.find((l) => l.id === d.limitId)?.limit ?? d.limit;
       if (d.allowed) {
-        charges.push({ key: part, parts: partParts, limits: resource.splitLimits[i]!, leaseId: undefined });
+        charges.push({ key: part, parts: partParts, limits: resource.splitLimits[i]!, permitId: undefined });
         return { ...d, limit: whole };
       }
       if (best === undefined || d.retryAfterMs < best.retryAfterMs) best = { ...d, limit: whole };
@@ -671,9 +672,10 @@ export class Limiter implements RateLimiter {
     if (resource.lease !== undefined) {
       return this.#leases.take(key, parts, limits, cost, resource.lease, resource.onStoreFailure);
     }
-    const leaseId = hasConcurrency(limits) ? randomUUID() : '';
-    return this.#failover.consume({ key, parts, limits, cost, leaseId, coreShare }, resource.onStoreFailure).then((result) => {
-      let decision = combineStatuses(result.statuses, leaseId === '' ? undefined : leaseId);
+    const permitId = hasConcurrency(limits) ? randomUUID() : '';
+    const request = { key, parts, limits, cost, leaseId: permitId, coreShare };
+    return this.#failover.consume(request, resource.onStoreFailure).then((result) => {
+      let decision = combineStatuses(result.statuses, permitId === '' ? undefined : permitId);
       if (result.fallback === true) decision = fallbackDecision(decision, result.unavailable === true);
       // Only global decisions teach the pre-filter (a fallback's denials reflect a local share);
       // an admission only has something to unlearn when the pre-filter holds keys.
@@ -686,9 +688,9 @@ export class Limiter implements RateLimiter {
 
   /** Returns permits granted to a caller that is no longer there (aborted while in flight). */
   async #giveBack(charges: readonly Charge[], cost: number): Promise<void> {
-    for (const { key, parts, limits, leaseId } of charges) {
+    for (const { key, parts, limits, permitId } of charges) {
       if (cost > 0) await this.#failover.adjust({ key, parts, limits, delta: -cost });
-      if (leaseId !== undefined) await this.#failover.release({ key, limits, leaseId });
+      if (permitId !== undefined) await this.#failover.release({ key, limits, leaseId: permitId });
     }
   }
 
@@ -738,13 +740,6 @@ function checkClient(client: unknown): string {
   return client;
 }
 
-function checkLeaseId(leaseId: unknown): string {
-  if (typeof leaseId !== 'string' || leaseId.length === 0 || leaseId.length > 128) {
-    throw invalid(ErrorCodes.INVALID_OPTIONS, 'leaseId', 'must be a non-empty string of at most 128 characters');
-  }
-  return leaseId;
-}
-
 /** A validated call: the resource, the caller key and its storage key, its limits and the cost. */
 interface Call {
   readonly resource: CompiledResource;
@@ -765,7 +760,8 @@ interface Charge {
   readonly key: string;
   readonly parts: StorageKeyParts;
   readonly limits: readonly CompiledLimit[];
-  readonly leaseId: string | undefined;
+  /** The concurrency permit taken, if any (a decision's `leaseId`). */
+  readonly permitId: string | undefined;
 }
 
 function checkPriority(priority: unknown): Priority {
