@@ -1,17 +1,22 @@
 import { randomUUID } from 'node:crypto';
 import {
+  LOCAL_PERMIT_PREFIX,
   Limiter,
+  answeringPolicy,
   combineStatuses,
+  fairShare,
+  fallbackDecision,
+  isLocalPermit,
+  policyStatuses,
   type Clock,
   type Decision,
+  type FailoverMachine,
   type LimitPolicy,
   type PeerCount,
   type ResourceConfig,
+  type StoreFailurePolicy,
 } from '@sluice/core';
 import type { RulesView, ViewResource } from './wire.js';
-
-/** Lease ids of permits taken from the fallback start with this, so they are freed there. */
-export const LOCAL_LEASE_PREFIX = 'local:';
 
 /** A call as the fallback decides it. */
 export interface FallbackCall {
@@ -22,20 +27,16 @@ export interface FallbackCall {
 }
 
 /** A limit's fair share among `peers` clients (at least 1 permit). */
-export function scale(p: LimitPolicy, peers: number): LimitPolicy {
+function scale(p: LimitPolicy, peers: number): LimitPolicy {
   if (peers <= 1) return p;
-  return {
-    ...p,
-    limit: Math.max(1, Math.floor(p.limit / peers)),
-    ...(p.burst === undefined ? {} : { burst: Math.max(1, Math.floor(p.burst / peers)) }),
-  };
+  return { ...p, limit: fairShare(p.limit, peers), ...(p.burst === undefined ? {} : { burst: fairShare(p.burst, peers) }) };
 }
 
 /**
- * The store-failure policies of the remote client while the service is away, as the core
- * failover applies them to a store: `local` decides on an in-memory {@link Limiter} holding a fair
- * share of every limit, `open` admits, `closed` denies with `store_unavailable`. Decisions have
- * source `fallback`.
+ * The remote client's answers while the service cannot decide a call, by the core failover's
+ * rules ({@link answeringPolicy}, {@link fallbackDecision}) on the client's shared
+ * {@link FailoverMachine}: `local` decides on an in-memory {@link Limiter} holding a fair share
+ * of every limit, `open` admits, `closed` denies with `store_unavailable`.
  */
 export class PolicyFallback {
   readonly #limiter: Limiter;
@@ -47,7 +48,7 @@ export class PolicyFallback {
     clock: Clock,
     maxKeyLength: number,
     maxWaitMs: number,
-    private readonly maxProbeIntervalMs: number,
+    private readonly health: FailoverMachine,
   ) {
     this.#limiter = new Limiter({ resources: {}, clock, maxKeyLength, maxWaitMs });
   }
@@ -65,40 +66,43 @@ export class PolicyFallback {
     this.#version = view.version;
   }
 
-  /** Decides `call` by its resource's policy. */
-  async decide(call: FallbackCall, mode: 'try' | 'acquire', maxWaitMs = 0, signal?: AbortSignal): Promise<Decision> {
-    if (call.view.compiled.onStoreFailure !== 'local') return this.byPolicy(call.view);
-    // No count of clients yet: no share is known to be safe, so deny as `closed` does.
-    if (!this.#known) return this.byPolicy(call.view, 'closed');
+  /**
+   * Decides `call` by its resource's policy: while the service is away, or for a call that
+   * failed before the switch (`switched` false: a `local` call is then denied, see
+   * {@link answeringPolicy}). A call the client could not even queue passes `switched` true: it
+   * outpaces the service and is decided on the local share.
+   */
+  async decide(
+    call: FallbackCall,
+    mode: 'try' | 'acquire',
+    switched = !this.health.healthy,
+    maxWaitMs = 0,
+    signal?: AbortSignal,
+  ): Promise<Decision> {
+    const policy = answeringPolicy(call.view.compiled.onStoreFailure, !switched, this.#known);
+    if (policy !== 'local') return this.byPolicy(call.view, policy);
     const opts = { key: call.key, cost: call.cost };
     const d =
       mode === 'try'
         ? await this.#limiter.try(call.resource, opts)
         : await this.#limiter.acquire(call.resource, { ...opts, maxWaitMs, ...(signal ? { signal } : {}) });
-    return { ...d, source: 'fallback', ...(d.leaseId === undefined ? {} : { leaseId: `${LOCAL_LEASE_PREFIX}${d.leaseId}` }) };
+    return fallbackDecision(d, false);
   }
 
   /** `open` admits, `closed` denies (`store_unavailable`), as the core failover does. */
-  byPolicy(view: ViewResource, policy = view.compiled.onStoreFailure): Decision {
+  byPolicy(view: ViewResource, policy: StoreFailurePolicy = view.compiled.onStoreFailure): Decision {
     const allowed = policy === 'open';
-    const retry = allowed ? 0 : this.maxProbeIntervalMs;
-    const statuses = view.compiled.limits.map((l) => ({
-      id: l.id,
-      algorithm: l.algorithm,
-      allowed,
-      limit: l.limit,
-      remaining: allowed ? l.limit : 0,
-      retryAfterMs: retry,
-      resetAfterMs: retry,
-    }));
+    const statuses = policyStatuses(view.compiled.limits, allowed, this.health.retryAfterMs);
     const concurrent = view.compiled.limits.some((l) => l.algorithm === 'concurrency');
-    const d = combineStatuses(statuses, concurrent ? `${LOCAL_LEASE_PREFIX}${randomUUID()}` : undefined);
-    return allowed ? { ...d, source: 'fallback' } : { ...d, reason: 'store_unavailable', source: 'fallback' };
+    return fallbackDecision(combineStatuses(statuses, concurrent ? randomUUID() : undefined), !allowed);
   }
 
-  /** Frees or renews a permit taken from the fallback (its id without the prefix). */
-  lease(op: 'release' | 'renew', resource: string, lease: { key: string; leaseId: string; ttlMs?: number }): Promise<boolean> {
-    return op === 'release' ? this.#limiter.release(resource, lease) : this.#limiter.renew(resource, lease);
+  /** Frees or renews a permit taken from the fallback (`local:` id). */
+  permit(op: 'release' | 'renew', resource: string, permit: { key: string; leaseId: string; ttlMs?: number }): Promise<boolean> {
+    const leaseId = isLocalPermit(permit.leaseId) ? permit.leaseId.slice(LOCAL_PERMIT_PREFIX.length) : permit.leaseId;
+    return op === 'release'
+      ? this.#limiter.release(resource, { ...permit, leaseId })
+      : this.#limiter.renew(resource, { ...permit, leaseId });
   }
 
   adjust(resource: string, key: string, delta: number): Promise<void> {

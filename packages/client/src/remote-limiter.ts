@@ -1,13 +1,16 @@
 import {
   AdaptiveTimeout,
   ErrorCodes,
+  FailoverMachine,
   Limiter,
   SluiceError,
   checkBookingId,
   checkCost,
   checkDelta,
   checkKey,
+  checkPermitId,
   invalid,
+  isLocalPermit,
   type AcquireOptions,
   type AdjustOptions,
   type BookOptions,
@@ -22,8 +25,7 @@ import {
   type TryOptions,
 } from '@sluice/core';
 import { CheckBatcher, Overloaded, type CheckItem } from './batcher.js';
-import { LOCAL_LEASE_PREFIX, PolicyFallback } from './fallback.js';
-import { Health } from './health.js';
+import { PolicyFallback } from './fallback.js';
 import { compileRemoteOptions, intOption, type CompiledRemoteOptions, type RemoteLimiterOptions } from './options.js';
 import { RemoteStore, leaseLimiter } from './remote-store.js';
 import { ClosedByCaller, HttpTransport, errorFromBody, isUnavailable, type Transport } from './transport.js';
@@ -71,7 +73,8 @@ export class RemoteLimiter implements RateLimiter {
   readonly #o: CompiledRemoteOptions;
   readonly #transport: Transport;
   readonly #batcher: CheckBatcher;
-  readonly #health: Health;
+  /** The service's health: one state machine for checks, leases and the fallback. */
+  readonly #health: FailoverMachine;
   readonly #timeout: AdaptiveTimeout;
   /** Lease resources: the core limiter over the service as a store. */
   readonly #leases: Limiter;
@@ -113,23 +116,24 @@ export class RemoteLimiter implements RateLimiter {
     const store = new RemoteStore(this.#transport, {
       timeout: this.#timeout,
       readyTimeoutMs: Math.max(o.checkTimeoutMs ?? 0, 1000),
-      begin: () => this.#health.begin(),
       onAnswer: () => this.#health.succeeded(),
-      onUnavailable: (err, ticket) => this.#health.failed(err, ticket),
     });
-    this.#health = new Health({
+    this.#health = new FailoverMachine({
       clock: o.clock,
       probe: () => store.ping(),
       probeIntervalMs: o.probeIntervalMs,
       maxProbeIntervalMs: o.maxProbeIntervalMs,
-      url: o.url,
       consecutiveFailures: o.consecutiveFailures,
-      ...(o.switchLogger === undefined ? {} : { logger: o.switchLogger }),
-      ...(o.observer === undefined ? {} : { observer: o.observer }),
-      onRecovered: () => this.#track(this.#refresh()),
+      subject: 'sluice service',
+      logFields: () => ({ service: o.url }),
+      logger: o.switchLogger,
     });
-    this.#leases = leaseLimiter(store, o, () => this.#peers());
-    this.#fallback = new PolicyFallback(o.clock, o.maxKeyLength, o.maxWaitMs, o.maxProbeIntervalMs);
+    this.#health.onSwitch(({ healthy }) => {
+      o.observer?.storeSwitched?.({ healthy });
+      if (healthy) this.#track(this.#refresh());
+    });
+    this.#leases = leaseLimiter(store, o, () => this.#peers(), this.#health);
+    this.#fallback = new PolicyFallback(o.clock, o.maxKeyLength, o.maxWaitMs, this.#health);
     this.#track(this.#refresh());
     this.#schedulePoll();
   }
@@ -141,7 +145,7 @@ export class RemoteLimiter implements RateLimiter {
 
   /** False while the service is considered unavailable (calls follow the store-failure policies). */
   get healthy(): boolean {
-    return this.#health.up;
+    return this.#health.healthy;
   }
 
   /** Resolves once the resource list has been read from the service (or the attempt failed). */
@@ -160,17 +164,16 @@ export class RemoteLimiter implements RateLimiter {
     if (this.#view === undefined) return undefined;
     const call = this.#prepare(resource, options);
     if (call.leased) {
-      const d = this.#leases.trySync(resource, { key: options.key ?? '', cost: call.cost });
-      return d === undefined ? undefined : this.#closedReason(call, d);
+      return this.#leases.trySync(resource, { key: options.key ?? '', cost: call.cost });
     }
-    if (this.#health.up || call.view.compiled.onStoreFailure === 'local') return undefined;
+    if (this.#health.healthy || call.view.compiled.onStoreFailure === 'local') return undefined;
     return this.#observe(resource, 'try', this.#fallback.byPolicy(call.view));
   }
 
   async try(resource: string, options: TryOptions = {}): Promise<Decision> {
     const call = await this.#call(resource, options);
-    if (call.leased) return this.#closedReason(call, await this.#leases.try(resource, { key: call.key, cost: call.cost }));
-    if (!this.#health.up) return this.#observe(resource, 'try', await this.#fallbackDecision(call, 'try'));
+    if (call.leased) return this.#leases.try(resource, { key: call.key, cost: call.cost });
+    if (!this.#health.healthy) return this.#observe(resource, 'try', await this.#fallbackDecision(call, 'try', true));
     const ticket = this.#health.begin();
     try {
       const d = await this.#batcher.check(call.item);
@@ -187,13 +190,11 @@ export class RemoteLimiter implements RateLimiter {
     const signal = options.signal;
     throwIfAborted(signal);
     if (call.leased) {
-      return this.#closedReason(
-        call,
-        await this.#leases.acquire(resource, { key: call.key, cost: call.cost, maxWaitMs, ...(signal ? { signal } : {}) }),
-      );
+      return this.#leases.acquire(resource, { key: call.key, cost: call.cost, maxWaitMs, ...(signal ? { signal } : {}) });
     }
-    if (!this.#health.up)
-      return this.#observe(resource, 'acquire', await this.#fallbackDecision(call, 'acquire', maxWaitMs, signal));
+    if (!this.#health.healthy) {
+      return this.#observe(resource, 'acquire', await this.#fallbackDecision(call, 'acquire', true, maxWaitMs, signal));
+    }
     const started = this.#o.clock.now();
     // One controller per wait: the caller's signal, and close(), both end it.
     const wait = new AbortController();
@@ -226,11 +227,11 @@ export class RemoteLimiter implements RateLimiter {
   }
 
   async release(resource: string, options: LeaseOptions): Promise<boolean> {
-    return this.#lease(resource, options, 'release');
+    return this.#permit(resource, options, 'release');
   }
 
   async renew(resource: string, options: LeaseOptions): Promise<boolean> {
-    return this.#lease(resource, options, 'renew');
+    return this.#permit(resource, options, 'renew');
   }
 
   /**
@@ -246,7 +247,7 @@ export class RemoteLimiter implements RateLimiter {
     const delta = checkDelta(options.delta);
     if (call.leased) return this.#leases.adjust(resource, { key: call.key, delta });
     const local = call.view.compiled.onStoreFailure === 'local';
-    if (this.#health.up) {
+    if (this.#health.healthy) {
       const ticket = this.#health.begin();
       try {
         const a = await this.#transport.call('/v1/adjust', {
@@ -313,7 +314,7 @@ export class RemoteLimiter implements RateLimiter {
   async cancel(resource: string, options: CancelOptions): Promise<boolean> {
     const call = await this.#call(resource, { key: options.key, cost: 0 });
     const id = checkBookingId(options.id, 'id');
-    if (call.leased || !this.#health.up) return false;
+    if (call.leased || !this.#health.healthy) return false;
     const ticket = this.#health.begin();
     try {
       const a = await this.#transport.call('/v1/cancel', {
@@ -336,10 +337,10 @@ export class RemoteLimiter implements RateLimiter {
       if (this.#pollTimer !== undefined) this.#o.clock.clearTimer(this.#pollTimer);
       this.#pollTimer = undefined;
       for (const w of this.#waits) w.abort(new ClosedByCaller());
-      await this.#health.close();
       await this.#batcher.close();
       // Leftover leased permits go back to the service (or to the fallback while it is away).
       await this.#leases.close();
+      await this.#health.close();
       await Promise.allSettled([...this.#tracked]);
       await this.#fallback.close();
       await this.#transport.close();
@@ -347,26 +348,19 @@ export class RemoteLimiter implements RateLimiter {
     return this.#closing;
   }
 
-  async #lease(resource: string, options: LeaseOptions, op: 'release' | 'renew'): Promise<boolean> {
+  /** Releases or renews a concurrency permit: on the fallback for a `local:` id, else on the service. */
+  async #permit(resource: string, options: LeaseOptions, op: 'release' | 'renew'): Promise<boolean> {
     const call = await this.#call(resource, { key: options.key, cost: 0 });
-    const leaseId = options.leaseId as unknown;
-    if (typeof leaseId !== 'string' || leaseId.length === 0 || leaseId.length > 128) {
-      throw invalid(ErrorCodes.INVALID_OPTIONS, 'leaseId', 'must be a non-empty string of at most 128 characters');
-    }
+    const leaseId = checkPermitId(options.leaseId);
     const ttlMs = options.ttlMs === undefined ? undefined : intOption(options.ttlMs, 'ttlMs', 0, 1, 24 * 3600 * 1000);
-    if (leaseId.startsWith(LOCAL_LEASE_PREFIX)) {
+    if (isLocalPermit(leaseId)) {
       // Taken from the fallback: it lives there, whether or not the service is back.
       this.#syncFallback();
-      const lease = {
-        key: call.key,
-        leaseId: leaseId.slice(LOCAL_LEASE_PREFIX.length),
-        ...(ttlMs === undefined ? {} : { ttlMs }),
-      };
-      return this.#fallback.lease(op, resource, lease);
+      return this.#fallback.permit(op, resource, { key: call.key, leaseId, ...(ttlMs === undefined ? {} : { ttlMs }) });
     }
     // A permit held by the unreachable service expires there by itself; a renewal is reported
     // as kept so work is not abandoned because of the outage (as the core limiter does).
-    if (!this.#health.up) return op === 'renew';
+    if (!this.#health.healthy) return op === 'renew';
     const ticket = this.#health.begin();
     try {
       const a = await this.#transport.call(`/v1/${op}`, {
@@ -387,8 +381,8 @@ export class RemoteLimiter implements RateLimiter {
     const call = await this.#call(resource, options);
     const id = checkBookingId((options as { id?: unknown }).id, 'id');
     // The lease limiter never books a leased resource: plain decisions, and claims find nothing.
-    if (call.leased) return this.#closedReason(call, await this.#leases[op](resource, { key: call.key, cost: call.cost, id }));
-    if (!this.#health.up) return this.#observe(resource, 'book', await this.#unbooked(call, op, id));
+    if (call.leased) return this.#leases[op](resource, { key: call.key, cost: call.cost, id });
+    if (!this.#health.healthy) return this.#observe(resource, 'book', await this.#unbooked(call, op, id));
     const ticket = this.#health.begin();
     try {
       const d = await this.#batcher.book(op, { ...call.item, id });
@@ -409,7 +403,7 @@ export class RemoteLimiter implements RateLimiter {
   /** A booking call the service cannot take: decided as a check by the policy; a claim finds nothing. */
   async #unbooked(call: Call, op: 'book' | 'claim', id: string): Promise<Decision> {
     if (op === 'claim') return this.#missing(call, id);
-    return plain(await this.#fallbackDecision(call, 'try'), id);
+    return plain(await this.#fallbackDecision(call, 'try', true), id);
   }
 
   /** A claim while the service is away: nothing to claim here; ask again once it is back. */
@@ -461,7 +455,7 @@ export class RemoteLimiter implements RateLimiter {
   }
 
   #leased(view: ViewResource): boolean {
-    // Concurrency limits, split keys and reserved shares cannot be reserved on the service.
+    // Concurrency limits, split keys and core shares cannot be reserved on the service.
     if (!view.reservable) return false;
     return view.compiled.lease !== undefined || this.#o.lease !== undefined;
   }
@@ -475,30 +469,26 @@ export class RemoteLimiter implements RateLimiter {
     maxWaitMs = 0,
     signal?: AbortSignal,
   ): Promise<Decision> {
-    // A full queue means this process outpaces the service: decide locally, without a switch.
-    if (!(err instanceof Overloaded)) {
+    // A full queue means this process outpaces the service: decided on the local share, without
+    // a switch. Otherwise, until the switch, a `local` call is denied: this client's answers from
+    // the service are its share of the limit, and a local admission on top would exceed it.
+    const overloaded = err instanceof Overloaded;
+    if (!overloaded) {
       if (!isUnavailable(err)) throw err;
       this.#health.failed(err, ticket);
-      // Not switched: this client's answers from the service are its share of the limit, and a
-      // local admission on top would exceed it (as the core failover does).
-      if (this.#health.up && call.view.compiled.onStoreFailure === 'local') {
-        return this.#fallback.byPolicy(call.view, 'closed');
-      }
     }
-    return this.#fallbackDecision(call, mode, maxWaitMs, signal);
+    return this.#fallbackDecision(call, mode, overloaded || !this.#health.healthy, maxWaitMs, signal);
   }
 
-  /** Lease decisions of a `closed` resource while the service is away say why. */
-  #closedReason(call: Call, d: Decision): Decision {
-    if (d.source === 'fallback' && !d.allowed && call.view.compiled.onStoreFailure === 'closed') {
-      return { ...d, reason: 'store_unavailable' };
-    }
-    return d;
-  }
-
-  async #fallbackDecision(call: Call, mode: PlainMode, maxWaitMs = 0, signal?: AbortSignal): Promise<Decision> {
+  async #fallbackDecision(
+    call: Call,
+    mode: PlainMode,
+    switched: boolean,
+    maxWaitMs = 0,
+    signal?: AbortSignal,
+  ): Promise<Decision> {
     this.#syncFallback();
-    return this.#fallback.decide(call, mode, maxWaitMs, signal);
+    return this.#fallback.decide(call, mode, switched, maxWaitMs, signal);
   }
 
   #syncFallback(): void {
@@ -558,7 +548,7 @@ export class RemoteLimiter implements RateLimiter {
       () => {
         this.#pollTimer = undefined;
         // While the service is away the probe notices its return and refreshes then.
-        const p = this.#health.up ? this.#refresh() : Promise.resolve();
+        const p = this.#health.healthy ? this.#refresh() : Promise.resolve();
         this.#track(p.finally(() => this.#schedulePoll()));
       },
       this.#o.rulesPollMs,

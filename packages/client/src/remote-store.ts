@@ -2,41 +2,45 @@ import {
   ErrorCodes,
   Limiter,
   SluiceError,
-  parseStorageKey,
   type AdaptiveTimeout,
+  type FailoverMachine,
   type LimitStatus,
   type LimitStore,
   type PeerCount,
   type ReserveResult,
+  type StorageKeyParts,
 } from '@sluice/core';
 import type { CompiledRemoteOptions } from './options.js';
 import { decisionFromBody } from './wire.js';
 import { errorFromBody, isUnavailable, type Transport } from './transport.js';
 
 /**
- * The resource and caller key behind a limiter storage key, as the service's API names them
- * (the service encodes them again). Leases are taken for a caller key only: tenant quotas and
- * split shares are the service's own to keep.
+ * The resource and caller key of a store request, as the service's API names them (the service
+ * encodes them again). The core limiter carries them with every request (`parts`), so nothing
+ * reads the storage key back. Leases are taken for a caller key only: tenant quotas and split
+ * shares are the service's own to keep.
  */
-function split(storageKey: string): { resource: string; key?: string } {
-  const { resource, key, tenant, part } = parseStorageKey(storageKey);
-  if (tenant !== undefined || part !== undefined) {
+function split(request: { readonly parts?: StorageKeyParts }): { resource: string; key?: string } {
+  const parts = request.parts;
+  if (parts === undefined) {
+    throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'a request to the service must name its resource and key (parts)');
+  }
+  if (parts.tenant !== undefined || parts.part !== undefined) {
     throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'tenant quotas and split resources are not leased by the client');
   }
-  return key === '' ? { resource } : { resource, key };
+  return parts.key === '' ? { resource: parts.resource } : { resource: parts.resource, key: parts.key };
 }
 
-/** Timeouts of the calls a lease makes, and where their outcomes are reported. */
+/**
+ * Timeouts of the calls a lease makes. Their failures are counted by the core failover of the
+ * lease limiter, on the remote limiter's shared health.
+ */
 export interface RemoteStoreOptions {
   /** The timeout of the next call (adaptive or fixed). */
   readonly timeout: AdaptiveTimeout;
   readonly readyTimeoutMs: number;
-  /** Before each call; the ticket goes to `onUnavailable`. */
-  readonly begin: () => number;
-  /** A call was answered. */
+  /** A call was answered (any status: the service is there). */
   readonly onAnswer: () => void;
-  /** Told of every failure that means the service is away (or slow). */
-  readonly onUnavailable: (err: unknown, ticket: number) => void;
 }
 
 /**
@@ -57,13 +61,13 @@ export class RemoteStore implements LimitStore {
   async consume(
     request: Parameters<LimitStore['consume']>[0],
   ): Promise<{ allowed: boolean; statuses: LimitStatus[]; now: number }> {
-    const d = decisionFromBody(await this.#post('/v1/check?statuses=1', { ...split(request.key), cost: request.cost }));
+    const d = decisionFromBody(await this.#post('/v1/check?statuses=1', { ...split(request), cost: request.cost }));
     return { allowed: d.allowed, statuses: [...d.statuses], now: Date.now() };
   }
 
   async reserve(request: Parameters<LimitStore['reserve']>[0]): Promise<ReserveResult> {
     const body = await this.#post('/v1/reserve', {
-      ...split(request.key),
+      ...split(request),
       min: request.min,
       max: request.max,
       holdMs: request.holdMs,
@@ -85,7 +89,7 @@ export class RemoteStore implements LimitStore {
   }
 
   async adjust(request: Parameters<LimitStore['adjust']>[0]): Promise<void> {
-    await this.#post('/v1/adjust', { ...split(request.key), delta: request.delta, ...(request.at ? { at: request.at } : {}) });
+    await this.#post('/v1/adjust', { ...split(request), delta: request.delta, ...(request.at ? { at: request.at } : {}) });
   }
 
   renew(): Promise<boolean> {
@@ -106,7 +110,6 @@ export class RemoteStore implements LimitStore {
   }
 
   async #post(path: string, body: object): Promise<unknown> {
-    const ticket = this.o.begin();
     const sentAt = performance.now();
     const budget = this.o.timeout.currentMs;
     try {
@@ -118,7 +121,6 @@ export class RemoteStore implements LimitStore {
     } catch (err) {
       if (isUnavailable(err)) {
         if (err instanceof SluiceError && err.code === ErrorCodes.STORE_TIMEOUT) this.o.timeout.timedOut(budget);
-        this.o.onUnavailable(err, ticket);
         // The core failover recognises only these two codes as "store away".
         if (err instanceof SluiceError && err.code !== ErrorCodes.STORE_TIMEOUT) {
           throw new SluiceError(ErrorCodes.STORE_UNAVAILABLE, err.message, { cause: err });
@@ -134,7 +136,12 @@ export class RemoteStore implements LimitStore {
  * failover (fair shares, probing) and wait queues apply unchanged. Store switches are reported
  * once, by the remote limiter's own health, so only decisions, refills and waits are observed.
  */
-export function leaseLimiter(store: RemoteStore, o: CompiledRemoteOptions, peers: () => PeerCount): Limiter {
+export function leaseLimiter(
+  store: RemoteStore,
+  o: CompiledRemoteOptions,
+  peers: () => PeerCount,
+  health: FailoverMachine,
+): Limiter {
   const observer = o.observer;
   return new Limiter({
     resources: {},
@@ -160,11 +167,8 @@ export function leaseLimiter(store: RemoteStore, o: CompiledRemoteOptions, peers
           return peers().known !== false;
         },
       },
-      consecutiveFailures: o.consecutiveFailures,
-      // Switches are logged once, by the remote limiter's health.
-      logger: false,
-      probeIntervalMs: o.probeIntervalMs,
-      maxProbeIntervalMs: o.maxProbeIntervalMs,
+      // One health loop for the service: the remote limiter's (it logs and reports switches).
+      health,
     },
   });
 }

@@ -71,7 +71,7 @@ export interface RulesView {
 export interface ViewResource {
   readonly policies: readonly LimitPolicy[];
   readonly compiled: CompiledResource;
-  /** The service accepts reservations for it (no concurrency limit, split or reserved share). */
+  /** The service accepts reservations for it (no concurrency limit, split or core share). */
   readonly reservable: boolean;
 }
 

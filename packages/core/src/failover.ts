@@ -1,6 +1,15 @@
-import type { Clock, TimerHandle } from './clock.js';
+import type { Clock } from './clock.js';
 import { ErrorCodes, SluiceError, invalid } from './errors.js';
-import { FailureStreak } from './failure-streak.js';
+import {
+  FailoverMachine,
+  answeringPolicy,
+  fairShare,
+  isLocalPermit,
+  localPermitId,
+  policyStatuses,
+  type FailoverSwitch,
+  type StoreFailurePolicy,
+} from './failover-state.js';
 import { resolveLogger, type Logger } from './log.js';
 import { MemoryStore } from './memory-store.js';
 import { unjudgedStatuses } from './decision.js';
@@ -20,16 +29,7 @@ import type {
   ReserveResult,
 } from './store.js';
 
-/**
- * What a resource does while its store is unavailable:
- * - `local`: decide on an in-process limiter sized to a fair share of the global limit
- *   (limit / live clients), so the fleet as a whole stays near the global limit;
- * - `open`: admit everything (the downstream matters less than availability);
- * - `closed`: deny everything (the downstream must never be overrun).
- */
-export type StoreFailurePolicy = 'local' | 'open' | 'closed';
-
-export const STORE_FAILURE_POLICIES: readonly StoreFailurePolicy[] = ['local', 'open', 'closed'];
+export { STORE_FAILURE_POLICIES, type StoreFailurePolicy } from './failover-state.js';
 
 /** Options of {@link Failover}. */
 export interface FailoverOptions {
@@ -53,20 +53,21 @@ export interface FailoverOptions {
   /** Where switches are logged; `false` for nowhere. @default JSON lines on stderr */
   logger?: Logger | false;
   /** Called on every switch between the store and the fallback. */
-  onSwitch?: (event: { healthy: boolean; error?: unknown }) => void;
+  onSwitch?: (event: FailoverSwitch) => void;
+  /**
+   * The health of the store, shared with other users of the same store (the remote client's
+   * checks and leases), so there is one health loop for it. When given, it is the shared
+   * machine's settings that count (`consecutiveFailures`, probe intervals, logger), and it is
+   * the caller's to close.
+   * @default a machine of this failover's own
+   */
+  health?: FailoverMachine;
 }
 
 /** True for faults that mean "the store is away", as opposed to bad input. */
 export function isStoreFailure(err: unknown): boolean {
   return err instanceof SluiceError && (err.code === ErrorCodes.STORE_TIMEOUT || err.code === ErrorCodes.STORE_UNAVAILABLE);
 }
-
-/** True when the store is unreachable (not merely slow): the fallback starts at once. */
-function isConnectionLoss(err: unknown): boolean {
-  return err instanceof SluiceError && err.code === ErrorCodes.STORE_UNAVAILABLE;
-}
-
-const LOCAL_LEASE_PREFIX = 'local:';
 
 /**
  * What {@link Failover.consume} answers: the store's result as it is, or the fallback's marked
@@ -88,17 +89,11 @@ export class Failover {
   readonly #clock: Clock;
   readonly #fallback: MemoryStore;
   readonly #peers: PeerCount;
-  readonly #probeMs: number;
-  readonly #maxProbeMs: number;
-  readonly #logger: Logger | undefined;
-  readonly #onSwitch: FailoverOptions['onSwitch'];
-  readonly #streak: FailureStreak;
+  readonly #health: FailoverMachine;
+  readonly #ownHealth: boolean;
   readonly #unwatch: (() => void) | undefined;
+  readonly #unlisten: (() => void) | undefined;
   readonly #scaled = new WeakMap<readonly CompiledLimit[], { peers: number; limits: readonly CompiledLimit[] }>();
-  #healthy = true;
-  #probeTimer: TimerHandle | undefined;
-  #probe: Promise<void> | undefined;
-  #closed = false;
 
   constructor(primary: LimitStore, clock: Clock, options: FailoverOptions = {}) {
     this.#primary = primary;
@@ -109,21 +104,40 @@ export class Failover {
       throw invalid(ErrorCodes.INVALID_OPTIONS, 'failover.peers', 'must be an integer >= 1 or a PeerCount');
     }
     this.#peers = typeof peers === 'number' ? { count: peers } : peers;
-    this.#probeMs = options.probeIntervalMs ?? 50;
-    this.#maxProbeMs = options.maxProbeIntervalMs ?? 500;
-    const threshold = options.consecutiveFailures ?? 3;
-    if (!Number.isInteger(threshold) || threshold < 1 || threshold > 1000) {
-      throw invalid(ErrorCodes.INVALID_OPTIONS, 'failover.consecutiveFailures', 'must be an integer between 1 and 1000');
-    }
-    this.#streak = new FailureStreak(threshold);
-    this.#logger = resolveLogger(options.logger);
-    this.#onSwitch = options.onSwitch;
-    this.#unwatch = primary.watchConnection?.((up, error) => (up ? this.#probeNow() : this.#markDown(error)));
+    this.#ownHealth = options.health === undefined;
+    this.#health =
+      options.health ??
+      new FailoverMachine({
+        clock,
+        probe: () => primary.ping(),
+        ...(options.consecutiveFailures === undefined ? {} : { consecutiveFailures: options.consecutiveFailures }),
+        ...(options.probeIntervalMs === undefined ? {} : { probeIntervalMs: options.probeIntervalMs }),
+        ...(options.maxProbeIntervalMs === undefined ? {} : { maxProbeIntervalMs: options.maxProbeIntervalMs }),
+        // A store that reports its connection (the Redis store) has said so already if it was
+        // lost: its failed calls (say, a connection still being set up on a busy host) count as timeouts.
+        connectionReported: primary.watchConnection !== undefined,
+        subject: 'rate-limit store',
+        logFields: () => ({
+          store: primary.name,
+          peers: this.#peers.known === false ? 'unknown' : this.#peers.count,
+          consecutiveFailures: this.#health.consecutiveFailures,
+        }),
+        logger: resolveLogger(options.logger),
+      });
+    const onSwitch = options.onSwitch;
+    this.#unlisten = onSwitch === undefined ? undefined : this.#health.onSwitch(onSwitch);
+    const health = this.#health;
+    this.#unwatch = primary.watchConnection?.((up, error) => (up ? health.probeNow() : health.markDown(error)));
   }
 
   /** False while the store is considered down. */
   get healthy(): boolean {
-    return this.#healthy;
+    return this.#health.healthy;
+  }
+
+  /** The store's health: its state and switches. */
+  get health(): FailoverMachine {
+    return this.#health;
   }
 
   /**
@@ -131,9 +145,9 @@ export class Failover {
    * `unavailable` that the call was denied for want of the store (not by a local share).
    */
   consume(request: ConsumeRequest, policy: StoreFailurePolicy): Promise<FailoverResult> {
-    if (!this.#healthy) return this.#fallbackResult(request, policy);
+    if (!this.#health.healthy) return this.#fallbackResult(request, policy);
     // One reaction on the store's promise, no async frame: this is every decision's path.
-    const ticket = this.#streak.begin();
+    const ticket = this.#health.begin();
     let pending: Promise<ConsumeResult>;
     try {
       pending = this.#primary.consume(request);
@@ -142,7 +156,7 @@ export class Failover {
     }
     return pending.then(
       (result): FailoverResult => {
-        this.#streak.succeeded();
+        this.#health.succeeded();
         // Passed on as it is: a copy per decision showed in profiles.
         return result;
       },
@@ -156,28 +170,33 @@ export class Failover {
   async #fallbackResult(request: ConsumeRequest, policy: StoreFailurePolicy): Promise<FailoverResult> {
     const answer = this.#answering(policy);
     const result = await this.#fallbackConsume(request, answer);
-    const unavailable = answer === 'closed' || (answer === 'local' && this.#peers.known === false);
-    return { ...result, fallback: true as const, unavailable };
+    return { ...result, fallback: true as const, unavailable: answer === 'closed' };
   }
 
-  /** Reserves on the store, or by `policy` while it is down (`open` grants `max`). */
-  async reserve(request: ReserveRequest, policy: StoreFailurePolicy): Promise<ReserveResult & { fallback: boolean }> {
-    if (this.#healthy) {
-      const ticket = this.#streak.begin();
+  /**
+   * Reserves on the store, or by `policy` while it is down (`open` grants `max`); `unavailable`
+   * as for {@link consume}.
+   */
+  async reserve(
+    request: ReserveRequest,
+    policy: StoreFailurePolicy,
+  ): Promise<ReserveResult & { fallback: boolean; unavailable?: boolean }> {
+    if (this.#health.healthy) {
+      const ticket = this.#health.begin();
       try {
         const result = await this.#primary.reserve(request);
-        this.#streak.succeeded();
+        this.#health.succeeded();
         return { ...result, fallback: false };
       } catch (err) {
         this.#failed(err, ticket);
       }
     }
     const answer = this.#answering(policy);
-    if (answer === 'local' && this.#peers.known !== false) {
+    if (answer === 'local') {
       return { ...(await this.#fallback.reserve({ ...request, limits: this.#scale(request.limits) })), fallback: true };
     }
     const r = await this.#fallbackConsume({ key: request.key, limits: request.limits, cost: request.min, leaseId: '' }, answer);
-    return { ...r, granted: r.allowed ? request.max : 0, fallback: true };
+    return { ...r, granted: r.allowed ? request.max : 0, fallback: true, unavailable: answer === 'closed' };
   }
 
   /**
@@ -200,113 +219,83 @@ export class Failover {
       const r = await this.consume({ key: request.key, limits: request.limits, cost: request.cost, leaseId: '' }, policy);
       return { ...r, outcome: r.allowed ? 'admitted' : 'denied' };
     };
-    if (!this.#healthy || this.#primary.book === undefined) return plain(!this.#healthy);
-    const ticket = this.#streak.begin();
-    try {
-      const result = await this.#primary.book(request);
-      this.#streak.succeeded();
-      return result;
-    } catch (err) {
-      this.#failed(err, ticket);
-      return plain(true);
-    }
+    if (!this.#health.healthy || this.#primary.book === undefined) return plain(!this.#health.healthy);
+    const book = this.#primary.book.bind(this.#primary);
+    return this.#guarded(
+      () => book(request),
+      () => plain(true),
+    );
   }
 
   /** Cancels a booking on the store; false while it is down (the booking then expires there). */
   async cancel(request: CancelRequest): Promise<boolean> {
-    if (!this.#healthy || this.#primary.cancel === undefined) return false;
-    const ticket = this.#streak.begin();
-    try {
-      const found = await this.#primary.cancel(request);
-      this.#streak.succeeded();
-      return found;
-    } catch (err) {
-      this.#failed(err, ticket);
-      return false;
-    }
+    if (!this.#health.healthy || this.#primary.cancel === undefined) return false;
+    const cancel = this.#primary.cancel.bind(this.#primary);
+    return this.#guarded(
+      () => cancel(request),
+      () => false,
+    );
   }
 
   async adjust(request: Parameters<LimitStore['adjust']>[0]): Promise<void> {
-    if (this.#healthy) {
-      const ticket = this.#streak.begin();
-      try {
-        await this.#primary.adjust(request);
-        this.#streak.succeeded();
-        return;
-      } catch (err) {
-        this.#failed(err, ticket);
-      }
-    }
-    await this.#fallback.adjust({ ...request, limits: this.#scale(request.limits) });
+    const local = () => this.#fallback.adjust({ ...request, limits: this.#scale(request.limits) });
+    if (!this.#health.healthy) return local();
+    return this.#guarded(() => this.#primary.adjust(request), local);
   }
 
   async renew(request: LeaseRequest): Promise<boolean> {
-    return this.#lease(request, 'renew');
+    return this.#permit(request, 'renew');
   }
 
   async release(request: LeaseRequest): Promise<boolean> {
-    return this.#lease(request, 'release');
+    return this.#permit(request, 'release');
   }
 
-  /** Stops probing and frees the fallback; the primary store is the caller's to close. */
+  /** Stops probing (if the health is this failover's own) and frees the fallback; the primary store is the caller's to close. */
   async close(): Promise<void> {
-    this.#closed = true;
     this.#unwatch?.();
-    if (this.#probeTimer !== undefined) this.#clock.clearTimer(this.#probeTimer);
-    this.#probeTimer = undefined;
-    await this.#probe;
+    this.#unlisten?.();
+    if (this.#ownHealth) await this.#health.close();
     await this.#fallback.close();
   }
 
-  async #lease(request: LeaseRequest, op: 'renew' | 'release'): Promise<boolean> {
-    // Leases taken from the fallback carry a prefix, so they return to it after recovery.
-    if (request.leaseId.startsWith(LOCAL_LEASE_PREFIX)) {
+  async #permit(request: LeaseRequest, op: 'renew' | 'release'): Promise<boolean> {
+    // Permits taken from the fallback carry a prefix, so they return to it after recovery.
+    if (isLocalPermit(request.leaseId)) {
       return this.#fallback[op]({ ...request, limits: this.#scale(request.limits) });
     }
-    if (!this.#healthy) return op === 'renew';
-    const ticket = this.#streak.begin();
+    // The lease lives in the unreachable store and expires there by itself; a renewal is
+    // reported as kept so work is not abandoned because of the outage.
+    const away = () => op === 'renew';
+    if (!this.#health.healthy) return away();
+    return this.#guarded(() => this.#primary[op](request), away);
+  }
+
+  /** One call to the store while it is healthy; `away` answers if it fails for want of the store. */
+  async #guarded<T>(call: () => Promise<T>, away: () => T | Promise<T>): Promise<T> {
+    const ticket = this.#health.begin();
     try {
-      const kept = await this.#primary[op](request);
-      this.#streak.succeeded();
-      return kept;
+      const result = await call();
+      this.#health.succeeded();
+      return result;
     } catch (err) {
       this.#failed(err, ticket);
-      // The lease lives in the unreachable store and expires there by itself; a renewal is
-      // reported as kept so work is not abandoned because of the outage.
-      return op === 'renew';
+      return away();
     }
   }
 
-  /**
-   * The policy a failed call is answered by. While the store has not been switched off, this
-   * process's global admissions are its share of the limit: a local admission on top of them
-   * would exceed it, so a call that timed out under `local` is denied (retry after one probe
-   * interval) until the switch; after it, the local share decides.
-   */
+  /** The policy a call is answered by while the store cannot decide it (see {@link answeringPolicy}). */
   #answering(policy: StoreFailurePolicy): StoreFailurePolicy {
-    return policy === 'local' && this.#healthy ? 'closed' : policy;
+    return answeringPolicy(policy, this.#health.healthy, this.#peers.known !== false);
   }
 
   async #fallbackConsume(request: ConsumeRequest, policy: StoreFailurePolicy): Promise<ConsumeResult> {
-    const now = this.#clock.now();
-    // Until the number of peers is known, no share is known to be safe: deny.
-    if (policy === 'local' && this.#peers.known === false) policy = 'closed';
     if (policy === 'local') {
-      const leaseId = request.leaseId === '' ? '' : `${LOCAL_LEASE_PREFIX}${request.leaseId}`;
-      return this.#fallback.consume({ ...request, limits: this.#scale(request.limits), leaseId });
+      const limits = this.#scale(request.limits);
+      return this.#fallback.consume({ ...request, limits, leaseId: localPermitId(request.leaseId) });
     }
-    const allowed = policy === 'open';
-    const retryMs = this.#healthy ? this.#probeMs : this.#maxProbeMs;
-    const statuses = request.limits.map((l) => ({
-      id: l.id,
-      algorithm: l.algorithm,
-      allowed,
-      limit: l.limit,
-      remaining: allowed ? l.limit : 0,
-      retryAfterMs: allowed ? 0 : retryMs,
-      resetAfterMs: allowed ? 0 : retryMs,
-    }));
-    return { allowed, statuses, now };
+    const statuses = policyStatuses(request.limits, policy === 'open', this.#health.retryAfterMs);
+    return { allowed: policy === 'open', statuses, now: this.#clock.now() };
   }
 
   /** The limits divided by the number of live clients (at least 1 permit each). */
@@ -316,71 +305,15 @@ export class Failover {
     const cached = this.#scaled.get(limits);
     if (cached?.peers === peers) return cached.limits;
     const scaled = Object.freeze(
-      limits.map((l) =>
-        Object.freeze({ ...l, limit: Math.max(1, Math.floor(l.limit / peers)), burst: Math.max(1, Math.floor(l.burst / peers)) }),
-      ),
+      limits.map((l) => Object.freeze({ ...l, limit: fairShare(l.limit, peers), burst: fairShare(l.burst, peers) })),
     );
     this.#scaled.set(limits, { peers, limits: scaled });
     return scaled;
   }
 
-  /** A call failed: rethrows what is not a store failure, else counts it (and maybe switches). */
+  /** A call failed: rethrows what is not a store failure, else tells the health (which may switch). */
   #failed(err: unknown, ticket: number): void {
     if (!isStoreFailure(err)) throw err;
-    // A store that reports its connection (the Redis store) has said so already if it was lost:
-    // its failed calls (say, a connection still being set up on a busy host) count as timeouts.
-    const lost = this.#unwatch === undefined && isConnectionLoss(err);
-    if (lost || this.#streak.failed(ticket)) this.#markDown(err);
-  }
-
-  #markDown(error: unknown): void {
-    if (!this.#healthy || this.#closed) return;
-    this.#healthy = false;
-    this.#streak.reset();
-    this.#logger?.warn(
-      {
-        err: error,
-        store: this.#primary.name,
-        peers: this.#peers.known === false ? 'unknown' : this.#peers.count,
-        consecutiveFailures: this.#streak.threshold,
-      },
-      'rate-limit store unavailable: deciding by store-failure policy',
-    );
-    this.#onSwitch?.({ healthy: false, error });
-    this.#scheduleProbe(this.#probeMs);
-  }
-
-  /** The store says it is connected again: probe now rather than at the next backoff step. */
-  #probeNow(): void {
-    if (this.#healthy || this.#closed || this.#probe !== undefined) return;
-    if (this.#probeTimer !== undefined) this.#clock.clearTimer(this.#probeTimer);
-    this.#probeTimer = undefined;
-    this.#probe = this.#runProbe(this.#probeMs).finally(() => (this.#probe = undefined));
-  }
-
-  #scheduleProbe(delay: number): void {
-    if (this.#closed) return;
-    this.#probeTimer = this.#clock.setTimer(
-      () => {
-        this.#probeTimer = undefined;
-        this.#probe = this.#runProbe(delay).finally(() => (this.#probe = undefined));
-      },
-      delay,
-      true,
-    );
-  }
-
-  async #runProbe(delay: number): Promise<void> {
-    try {
-      await this.#primary.ping();
-    } catch {
-      this.#scheduleProbe(Math.min(this.#maxProbeMs, delay * 2));
-      return;
-    }
-    if (this.#closed || this.#healthy) return;
-    this.#healthy = true;
-    this.#streak.reset();
-    this.#logger?.info({ store: this.#primary.name }, 'rate-limit store is back: global decisions resumed');
-    this.#onSwitch?.({ healthy: true });
+    this.#health.failed(err, ticket);
   }
 }

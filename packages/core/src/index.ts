@@ -50,15 +50,22 @@ export { ErrorCodes, SluiceError, invalid, isSluiceError, type ErrorCode, type S
 export { AdaptiveTimeout, type AdaptiveTimeoutOptions } from './adaptive-timeout.js';
 export { FailureStreak } from './failure-streak.js';
 export { createStderrLogger, resolveLogger, stderrLogger, type LineWriter } from './log.js';
+export { Failover, isStoreFailure, type FailoverOptions, type Logger, type PeerCount } from './failover.js';
 export {
-  Failover,
+  FailoverMachine,
+  LOCAL_PERMIT_PREFIX,
   STORE_FAILURE_POLICIES,
-  isStoreFailure,
-  type FailoverOptions,
-  type Logger,
-  type PeerCount,
+  answeringPolicy,
+  fairShare,
+  fallbackDecision,
+  isLocalPermit,
+  localPermitId,
+  policyStatuses,
+  type FailoverMachineOptions,
+  type FailoverStateName,
+  type FailoverSwitch,
   type StoreFailurePolicy,
-} from './failover.js';
+} from './failover-state.js';
 export { adjustKey, evaluateKey, reserveKey, type KeyOutcome, type LimitState } from './evaluate.js';
 export { Limiter, type LimiterOptions } from './limiter.js';
 export type {
@@ -87,6 +94,7 @@ export {
   checkHold,
   checkStamp,
   checkKey,
+  checkPermitId,
   compileLimit,
   compileLimits,
   maxCost,
@@ -95,11 +103,13 @@ export {
   type LimitPolicy,
 } from './policy.js';
 export {
+  MAX_CORE_SHARE,
   MAX_RESERVED_SHARE,
   RESOURCE_PATTERN,
   compileResource,
   type BookingOptions,
   type CompiledResource,
+  type PriorityOptions,
   type ResourceConfig,
   type ResourceOptions,
 } from './resource.js';

@@ -1,10 +1,11 @@
 import type { Clock, TimerHandle } from './clock.js';
 import { combineStatuses, type Decision } from './decision.js';
 import { ErrorCodes, invalid } from './errors.js';
-import type { Failover, StoreFailurePolicy } from './failover.js';
+import type { Failover } from './failover.js';
+import { fallbackDecision, type StoreFailurePolicy } from './failover-state.js';
 import { OldestFirst } from './oldest-first.js';
 import { maxCost, type CompiledLimit } from './policy.js';
-import { parseStorageKey } from './storage-key.js';
+import type { StorageKeyParts } from './storage-key.js';
 
 /** Client-side leases of one resource. */
 export interface LeaseSettings {
@@ -60,6 +61,8 @@ class Held {
   constructor(
     /** The storage key. */
     readonly key: string,
+    /** What the storage key was made of: the resource and caller key it is indexed by. */
+    readonly parts: StorageKeyParts,
     public limits: readonly CompiledLimit[],
   ) {}
   /** Permits being served, usable until `expiresAt`; the store stamped their charge `stamp`. */
@@ -131,7 +134,7 @@ export class LeaseCache {
     private readonly clock: Clock,
     private readonly maxKeys: number,
     private readonly sweepMs = 100,
-    private readonly onRefill?: (key: string, granted: number) => void,
+    private readonly onRefill?: (parts: StorageKeyParts, granted: number) => void,
   ) {}
 
   /**
@@ -182,6 +185,7 @@ export class LeaseCache {
   /** Serves `cost` permits, refilling the lease from the store when it runs short. */
   async take(
     key: string,
+    parts: StorageKeyParts,
     limits: readonly CompiledLimit[],
     cost: number,
     settings: CompiledLeaseSettings,
@@ -190,7 +194,7 @@ export class LeaseCache {
     for (;;) {
       const local = this.takeLocal(key, limits, cost);
       if (local !== undefined) return local;
-      const h = this.#entry(key, limits);
+      const h = this.#entry(key, parts, limits);
       if (h.refill === undefined) {
         h.settings = settings;
         h.policy = policy;
@@ -245,8 +249,8 @@ export class LeaseCache {
     // the hold under which windows count the permits (see ReserveRequest.holdMs).
     const sentAt = this.clock.now();
     const holdMs = this.#holdFor(h, limits, max, settings);
-    const r = await this.store.reserve({ key, limits, min, max, holdMs }, h.policy);
-    this.onRefill?.(key, r.granted);
+    const r = await this.store.reserve({ key, parts: h.parts, limits, min, max, holdMs }, h.policy);
+    this.onRefill?.(h.parts, r.granted);
     const now = this.clock.now();
     h.rttMs = h.rttMs === 0 ? now - sentAt : 0.8 * h.rttMs + 0.2 * (now - sentAt);
     const d = combineStatuses(r.statuses);
@@ -254,7 +258,7 @@ export class LeaseCache {
     const stamp = r.fallback ? 0 : (r.at ?? r.now + holdMs);
     if (r.granted > 0 && h.limits !== limits) {
       // The rule changed while the permits were on their way: they go back under the old limits.
-      this.#return(key, limits, r.granted, stamp);
+      this.#return(h, limits, r.granted, stamp);
     } else if (r.granted > 0) {
       h.granted = { ...d, allowed: true, reason: 'allowed', retryAfterMs: 0 };
       h.last = h.granted;
@@ -279,7 +283,7 @@ export class LeaseCache {
     // A fallback's denial (the store failed, or the local share is used up) is not learnt: like
     // the pre-filter, the lease only denies locally what the store denied. Otherwise one timed-out
     // refill taken ahead would deny the key as rate limited until its retry-after.
-    return r.fallback ? { ...d, source: 'fallback' } : d;
+    return r.fallback ? fallbackDecision(d, r.unavailable === true) : d;
   }
 
   /**
@@ -312,7 +316,7 @@ export class LeaseCache {
 
   /** The current batch cannot serve the call: its leftovers go back and the spare batch takes over. */
   #promoteSpare(key: string, h: Held): void {
-    this.#return(key, h.limits, h.available, h.stamp);
+    this.#return(h, h.limits, h.available, h.stamp);
     h.available = h.spare;
     h.expiresAt = h.spareExpiresAt;
     h.stamp = h.spareStamp;
@@ -370,11 +374,11 @@ export class LeaseCache {
     }
   }
 
-  #entry(key: string, limits: readonly CompiledLimit[]): Held {
+  #entry(key: string, parts: StorageKeyParts, limits: readonly CompiledLimit[]): Held {
     let h = this.#held.get(key);
     if (h === undefined) {
       if (this.#held.size >= this.maxKeys) this.#evictOldest();
-      h = new Held(key, limits);
+      h = new Held(key, parts, limits);
       h.intervalStart = this.clock.now();
       this.#held.set(key, h);
       this.#index(h);
@@ -395,7 +399,7 @@ export class LeaseCache {
 
   /** Adds a plain caller key's entry to {@link #byCaller}. */
   #index(h: Held): void {
-    const { resource, key, tenant, part } = parseStorageKey(h.key);
+    const { resource, key, tenant, part } = h.parts;
     if (tenant !== undefined || part !== undefined) return;
     let callers = this.#byCaller.get(resource);
     if (callers === undefined) this.#byCaller.set(resource, (callers = new Map<string, Held>()));
@@ -404,7 +408,7 @@ export class LeaseCache {
 
   /** Removes an entry that left {@link #held} from {@link #byCaller}. */
   #unindex(h: Held): void {
-    const { resource, key } = parseStorageKey(h.key);
+    const { resource, key } = h.parts;
     const callers = this.#byCaller.get(resource);
     if (callers?.get(key) !== h) return;
     callers.delete(key);
@@ -415,10 +419,10 @@ export class LeaseCache {
   #giveBack(key: string, h: Held): void {
     if (h.limits.some(isWindowed)) {
       // Each batch's refund names its own stamp.
-      this.#return(key, h.limits, h.available, h.stamp);
-      this.#return(key, h.limits, h.spare, h.spareStamp);
+      this.#return(h, h.limits, h.available, h.stamp);
+      this.#return(h, h.limits, h.spare, h.spareStamp);
     } else {
-      this.#return(key, h.limits, h.available + h.spare, 0);
+      this.#return(h, h.limits, h.available + h.spare, 0);
     }
     h.available = 0;
     h.spare = 0;
@@ -427,11 +431,11 @@ export class LeaseCache {
   /** Returns the permits of each batch whose TTL has passed. */
   #expire(key: string, h: Held, now: number): void {
     if (now >= h.expiresAt && h.available > 0) {
-      this.#return(key, h.limits, h.available, h.stamp);
+      this.#return(h, h.limits, h.available, h.stamp);
       h.available = 0;
     }
     if (now >= h.spareExpiresAt && h.spare > 0) {
-      this.#return(key, h.limits, h.spare, h.spareStamp);
+      this.#return(h, h.limits, h.spare, h.spareStamp);
       h.spare = 0;
     }
   }
@@ -441,10 +445,11 @@ export class LeaseCache {
    * windows and logs refund that batch's charge only, never permits that may have been served;
    * a batch with no known stamp (a fallback's) keeps them counted until they leave the window.
    */
-  #return(key: string, limits: readonly CompiledLimit[], n: number, stamp: number): void {
+  #return(h: Held, limits: readonly CompiledLimit[], n: number, stamp: number): void {
+    const { key, parts } = h;
     if (n <= 0) return;
-    if (!limits.some(isWindowed)) this.#track(this.store.adjust({ key, limits, delta: -n }));
-    else if (stamp > 0) this.#track(this.store.adjust({ key, limits, delta: -n, at: stamp }));
+    if (!limits.some(isWindowed)) this.#track(this.store.adjust({ key, parts, limits, delta: -n }));
+    else if (stamp > 0) this.#track(this.store.adjust({ key, parts, limits, delta: -n, at: stamp }));
   }
 
   #track(p: Promise<unknown>): void {

@@ -3,7 +3,8 @@ import { ManualClock } from './clock.js';
 import { ErrorCodes, SluiceError } from './errors.js';
 import { Limiter } from './limiter.js';
 import { MemoryStore } from './memory-store.js';
-import type { ConsumeRequest, ConsumeResult } from './store.js';
+import { resourceKey, splitKey, tenantKey } from './storage-key.js';
+import type { AdjustRequest, ConsumeRequest, ConsumeResult, ReserveRequest, ReserveResult } from './store.js';
 
 class CountingStore extends MemoryStore {
   calls = 0;
@@ -141,6 +142,58 @@ describe('hot-key splitting', () => {
       code: ErrorCodes.COST_EXCEEDS_LIMIT,
     });
     await limiter.close();
+    await store.close();
+  });
+});
+
+describe('store requests carry what their storage key is made of', () => {
+  it('names the resource, caller key, tenant and share, matching the storage key, for checks, leases and refunds', async () => {
+    const clock = new ManualClock();
+    const seen: { key: string; parts: unknown }[] = [];
+    class PartsSpy extends MemoryStore {
+      override consume(request: ConsumeRequest): Promise<ConsumeResult> {
+        seen.push({ key: request.key, parts: request.parts });
+        return super.consume(request);
+      }
+      override reserve(request: ReserveRequest): Promise<ReserveResult> {
+        seen.push({ key: request.key, parts: request.parts });
+        return super.reserve(request);
+      }
+      override adjust(request: AdjustRequest): Promise<void> {
+        seen.push({ key: request.key, parts: request.parts });
+        return super.adjust(request);
+      }
+    }
+    const store = new PartsSpy({ clock });
+    const fixed = { algorithm: 'fixed-window', limit: 100, windowMs: 60_000 } as const;
+    const limiter = new Limiter({
+      resources: {
+        api: { limits: fixed, tenants: { acme: fixed } },
+        hot: { limits: fixed, split: 2 },
+        leased: { limits: fixed, lease: { ttlMs: 1000 } },
+      },
+      store,
+      clock,
+      random: () => 0,
+    });
+    await limiter.try('api', { key: '@odd|key' });
+    await limiter.try('api', { tenant: 'acme' });
+    await limiter.try('hot', { key: 'k' });
+    await limiter.try('leased', { key: 'u' });
+    await limiter.adjust('api', { key: 'k', delta: -1 });
+    await limiter.close();
+    expect(seen).toEqual(
+      expect.arrayContaining([
+        { key: resourceKey('api', '@odd|key'), parts: { resource: 'api', key: '@odd|key' } },
+        { key: tenantKey('api', 'acme'), parts: { resource: 'api', key: '', tenant: 'acme' } },
+        { key: 'api', parts: { resource: 'api', key: '' } },
+        { key: splitKey('hot', 'k', 0), parts: { resource: 'hot', key: 'k', part: 0 } },
+        { key: resourceKey('leased', 'u'), parts: { resource: 'leased', key: 'u' } },
+        { key: resourceKey('api', 'k'), parts: { resource: 'api', key: 'k' } },
+      ]),
+    );
+    // The lease's leftovers go back (on close) under the same parts.
+    expect(seen.filter((s) => s.key === resourceKey('leased', 'u')).length).toBeGreaterThanOrEqual(2);
     await store.close();
   });
 });

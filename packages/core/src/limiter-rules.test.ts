@@ -95,6 +95,24 @@ describe('priorities', () => {
     await expect(limiter.try('db', { priority: 'urgent' as never })).rejects.toMatchObject({ field: 'priority' });
     await limiter.close();
   });
+
+  it('names the share coreShare; reserved is its former name, and both at once is an error', async () => {
+    const clock = new ManualClock();
+    const fixed = { algorithm: 'fixed-window', limit: 10, windowMs: minute } as const;
+    const limiter = new Limiter({ resources: { db: { limits: fixed, priority: { coreShare: 0.3 } } }, clock });
+    let normal = 0;
+    for (let i = 0; i < 10; i++) if ((await limiter.try('db')).allowed) normal++;
+    expect(normal).toBe(7);
+    expect((await limiter.try('db', { priority: 'core' })).allowed).toBe(true);
+    expect(limiter.settingsOf('db').reservable).toBe(false);
+    expect(() => limiter.setLimits('db', { limits: fixed, priority: { coreShare: 0.3, reserved: 0.3 } })).toThrow(
+      expect.objectContaining({ code: ErrorCodes.INVALID_OPTIONS, field: 'resources.db.priority' }),
+    );
+    expect(() => limiter.setLimits('db', { limits: fixed, priority: { coreShare: 0.95 } })).toThrow(
+      expect.objectContaining({ code: ErrorCodes.INVALID_OPTIONS, field: 'resources.db.priority.coreShare' }),
+    );
+    await limiter.close();
+  });
 });
 
 describe('shadow mode', () => {

@@ -4,7 +4,8 @@ import type { CircuitBreaker } from './circuit-breaker.js';
 import { combineStatuses, unjudgedStatuses, withReason, type BookingInfo, type Decision } from './decision.js';
 import { checkBookingId } from './booking.js';
 import { ErrorCodes, SluiceError, invalid } from './errors.js';
-import { Failover, STORE_FAILURE_POLICIES, type FailoverOptions, type StoreFailurePolicy } from './failover.js';
+import { Failover, type FailoverOptions } from './failover.js';
+import { STORE_FAILURE_POLICIES, fallbackDecision, type StoreFailurePolicy } from './failover-state.js';
 import { MemoryStore } from './memory-store.js';
 import { intOption } from './options.js';
 import type { DecisionMode, LimiterObserver } from './observer.js';
@@ -15,6 +16,7 @@ import {
   checkDelta,
   checkHold,
   checkKey,
+  checkPermitId,
   checkStamp,
   hasConcurrency,
   maxCost,
@@ -34,7 +36,7 @@ import type {
 } from './rate-limiter.js';
 
 import { compileResource, isTenantName, type CompiledResource, type ResourceConfig } from './resource.js';
-import { resourceKey, splitKey, tenantKey } from './storage-key.js';
+import { resourceKey, splitKey, tenantKey, type StorageKeyParts } from './storage-key.js';
 import type { LimitStore } from './store.js';
 import { Waiting, type WaitCall } from './wait-queue.js';
 
@@ -174,9 +176,8 @@ export class Limiter implements RateLimiter {
         this.#observer?.storeSwitched?.({ healthy: e.healthy });
       },
     });
-    this.#leases = new LeaseCache(this.#failover, this.#clock, 100_000, 100, (key, granted) => {
-      const bar = key.indexOf('|');
-      this.#observer?.leaseRefilled?.({ resource: bar < 0 ? key : key.slice(0, bar), granted });
+    this.#leases = new LeaseCache(this.#failover, this.#clock, 100_000, 100, (parts, granted) => {
+      this.#observer?.leaseRefilled?.({ resource: parts.resource, granted });
     });
   }
 
@@ -334,7 +335,7 @@ export class Limiter implements RateLimiter {
       // #consume would decide it the same way, with bookkeeping only `acquire` needs.
       decided =
         r.breaker === undefined && r.split === 1 && !r.shadow && this.#tenantLimits(call) === undefined
-          ? this.#consumeKey(r, call.key, call.limits, call.cost, call.priority === 'core' ? 0 : r.reserved)
+          ? this.#consumeKey(r, call.key, call.parts, call.limits, call.cost, call.priority === 'core' ? 0 : r.coreShare)
           : this.#consume(call);
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
@@ -390,7 +391,7 @@ export class Limiter implements RateLimiter {
    * its span the booking has expired (its permits went back) and the call starts afresh.
    *
    * No booking is made (the call is decided as {@link try}, `booking.outcome` `admitted` or
-   * `denied`) on resources with a concurrency limit, a reserved share, a split, leases or shadow
+   * `denied`) on resources with a concurrency limit, a core share, a split, leases or shadow
    * mode, for a tenant, while the store is down, or when the slot lies beyond the resource's
    * `booking.maxAheadMs` or its keys hold `booking.maxBookings` already.
    */
@@ -450,17 +451,14 @@ export class Limiter implements RateLimiter {
     } else if (result.outcome === 'missing') {
       decision = { ...decision, allowed: false, reason: 'rate_limited', retryAfterMs: 0 };
     }
-    if (result.fallback === true) {
-      decision = { ...decision, source: 'fallback' };
-      if (!decision.allowed && result.unavailable === true) decision = { ...decision, reason: 'store_unavailable' };
-    }
+    if (result.fallback === true) decision = fallbackDecision(decision, result.unavailable === true);
     return this.#observe(resource, 'book', { ...decision, booking });
   }
 
   /** Frees a concurrency permit. False if it had already expired or been released. */
   async release(resource: string, options: LeaseOptions): Promise<boolean> {
     const { key, limits } = this.#prepare(resource, { key: options.key, cost: 0 });
-    const found = await this.#failover.release({ key, limits, leaseId: checkLeaseId(options.leaseId) });
+    const found = await this.#failover.release({ key, limits, leaseId: checkPermitId(options.leaseId) });
     this.#waiting.wake(key);
     return found;
   }
@@ -472,7 +470,7 @@ export class Limiter implements RateLimiter {
     return this.#failover.renew({
       key,
       limits,
-      leaseId: checkLeaseId(options.leaseId),
+      leaseId: checkPermitId(options.leaseId),
       ...(ttlMs === undefined ? {} : { ttlMs }),
     });
   }
@@ -490,15 +488,20 @@ export class Limiter implements RateLimiter {
     const delta = checkDelta(options.delta);
     const at = checkStamp(options.at);
     const tenantLimits = this.#tenantLimits(call);
-    let { key, limits } = call;
+    let { key, limits, parts } = call;
     if (call.resource.split > 1) {
       // Charged on one sub-key: the sum over sub-keys is what matters.
       const i = Math.floor(this.#random() * call.resource.split);
       key = splitKey(resource, call.sub, i);
+      parts = { resource, key: call.sub, part: i };
       limits = call.resource.splitLimits[i]!;
     }
-    await this.#failover.adjust({ key, limits, delta, ...(at > 0 ? { at } : {}) });
-    const tenant = tenantLimits && { key: tenantKey(resource, call.tenant!), limits: tenantLimits };
+    await this.#failover.adjust({ key, parts, limits, delta, ...(at > 0 ? { at } : {}) });
+    const tenant = tenantLimits && {
+      key: tenantKey(resource, call.tenant!),
+      parts: { resource, key: '', tenant: call.tenant! },
+      limits: tenantLimits,
+    };
     if (tenant !== undefined) await this.#failover.adjust({ ...tenant, delta });
     if (delta < 0) {
       // Refunded here: what the pre-filter learnt of these keys no longer holds.
@@ -511,7 +514,7 @@ export class Limiter implements RateLimiter {
   /**
    * Takes between `min` and `max` permits of a key in one decision, for leases held elsewhere
    * (the remote client): the store's `reserve`, or the resource's store-failure policy while
-   * the store is away. Concurrency limits, split keys and resources with a reserved share are
+   * the store is away. Concurrency limits, split keys and resources with a core share are
    * never reserved (`SLUICE_ERR_INVALID_OPTIONS`); leftovers go back through {@link adjust} with
    * a negative delta (except on sliding windows and logs, see `holdMs`). Tenant quotas are not
    * applied. `holdMs` is how long the caller may serve the permits (its lease TTL, 0..60,000):
@@ -529,9 +532,8 @@ export class Limiter implements RateLimiter {
       throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', 'concurrency limits cannot be reserved');
     }
     if (r.split > 1) throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', 'split resources cannot be reserved');
-    // A batch taken at once cannot keep the share reserved for core traffic.
-    if (r.reserved > 0)
-      throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', 'resources with a reserved share cannot be reserved');
+    // A batch taken at once cannot keep the share kept for core traffic.
+    if (r.coreShare > 0) throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', 'resources with a core share cannot be reserved');
     const min = checkCost(options.min, r.limits, 'min');
     const rawMax: unknown = options.max;
     if (typeof rawMax !== 'number' || !Number.isInteger(rawMax) || rawMax < min || rawMax > MAX_COST || min < 1) {
@@ -540,12 +542,10 @@ export class Limiter implements RateLimiter {
     const holdMs = checkHold(options.holdMs);
     // More than the limit can ever hold is never granted anyway: ask for what can be.
     const max = Math.min(rawMax, maxCost(r.limits));
-    const result = await this.#failover.reserve({ key: call.key, limits: r.limits, min, max, holdMs }, r.onStoreFailure);
+    const request = { key: call.key, parts: call.parts, limits: r.limits, min, max, holdMs };
+    const result = await this.#failover.reserve(request, r.onStoreFailure);
     let decision = combineStatuses(result.statuses);
-    if (result.fallback) {
-      decision = { ...decision, source: 'fallback' };
-      if (!decision.allowed && r.onStoreFailure === 'closed') decision = { ...decision, reason: 'store_unavailable' };
-    }
+    if (result.fallback) decision = fallbackDecision(decision, result.unavailable === true);
     return { granted: result.granted, decision, fallback: result.fallback, at: result.fallback ? 0 : result.now + holdMs };
   }
 
@@ -554,8 +554,8 @@ export class Limiter implements RateLimiter {
    * policy, and whether {@link reserve} accepts it.
    */
   settingsOf(resource: string): Pick<CompiledResource, 'limits' | 'lease' | 'onStoreFailure'> & { reservable: boolean } {
-    const { limits, lease, onStoreFailure, split, reserved } = this.#resource(resource);
-    const reservable = split === 1 && reserved === 0 && !hasConcurrency(limits);
+    const { limits, lease, onStoreFailure, split, coreShare } = this.#resource(resource);
+    const reservable = split === 1 && coreShare === 0 && !hasConcurrency(limits);
     return { limits, lease, onStoreFailure, reservable };
   }
 
@@ -580,7 +580,8 @@ export class Limiter implements RateLimiter {
     const cost = checkCost(options.cost ?? 1, r.split > 1 ? r.splitLimits[r.split - 1]! : r.limits);
     const tenant = options.tenant === undefined ? undefined : checkTenant(options.tenant);
     const priority = checkPriority(options.priority ?? 'normal');
-    return { resource: r, sub, key: resourceKey(resource, sub), limits: r.limits, cost, tenant, priority };
+    const parts = { resource, key: sub };
+    return { resource: r, sub, key: resourceKey(resource, sub), parts, limits: r.limits, cost, tenant, priority };
   }
 
   /** One decision: breaker, tenant quota, the resource's limits, shadow mode. */
@@ -590,22 +591,23 @@ export class Limiter implements RateLimiter {
       const pass = resource.breaker.tryPass();
       if (!pass.allowed) return breakerDecision(limits, pass.retryAfterMs);
     }
-    const reserve = call.priority === 'core' ? 0 : resource.reserved;
+    const coreShare = call.priority === 'core' ? 0 : resource.coreShare;
     const tenantLimits = this.#tenantLimits(call);
     let decision: Decision;
     const charges: Charge[] = [];
     if (tenantLimits === undefined) {
-      decision = await this.#consumeResource(call, reserve, charges);
+      decision = await this.#consumeResource(call, coreShare, charges);
     } else {
       // The tenant's quota first, then the resource's limits; a denial by the resource gives
       // the tenant's permits back, so the pair behaves all-or-nothing.
       const key = tenantKey(resource.name, call.tenant!);
-      const t = await this.#consumeKey(resource, key, tenantLimits, cost, reserve);
+      const parts = { resource: resource.name, key: '', tenant: call.tenant! };
+      const t = await this.#consumeKey(resource, key, parts, tenantLimits, cost, coreShare);
       if (!t.allowed) {
         decision = { ...t, limitId: `tenant:${t.limitId}` };
       } else {
-        charges.push({ key, limits: tenantLimits, leaseId: t.leaseId });
-        decision = await this.#consumeResource(call, reserve, charges);
+        charges.push({ key, parts, limits: tenantLimits, permitId: t.leaseId });
+        decision = await this.#consumeResource(call, coreShare, charges);
         if (!decision.allowed) await this.#giveBack(charges.splice(0), cost);
       }
     }
@@ -619,10 +621,14 @@ export class Limiter implements RateLimiter {
   }
 
   /** The resource's own limits, on its key or spread over its sub-keys. */
-  async #consumeResource({ resource, sub, key, limits, cost }: Call, reserve: number, charges: Charge[]): Promise<Decision> {
+  async #consumeResource(
+    { resource, sub, key, parts, limits, cost }: Call,
+    coreShare: number,
+    charges: Charge[],
+  ): Promise<Decision> {
     if (resource.split === 1) {
-      const d = await this.#consumeKey(resource, key, limits, cost, reserve);
-      if (d.allowed) charges.push({ key, limits, leaseId: d.leaseId });
+      const d = await this.#consumeKey(resource, key, parts, limits, cost, coreShare);
+      if (d.allowed) charges.push({ key, parts, limits, permitId: d.leaseId });
       return d;
     }
     // A split key: start at a random sub-key and move on while they deny.
@@ -631,10 +637,11 @@ export class Limiter implements RateLimiter {
     for (let j = 0; j < resource.split; j++) {
       const i = (start + j) % resource.split;
       const part = splitKey(resource.name, sub, i);
-      const d = await this.#consumeKey(resource, part, resource.splitLimits[i]!, cost, reserve);
+      const partParts = { resource: resource.name, key: sub, part: i };
+      const d = await this.#consumeKey(resource, part, partParts, resource.splitLimits[i]!, cost, coreShare);
       const whole = limits.find((l) => l.id === d.limitId)?.limit ?? d.limit;
       if (d.allowed) {
-        charges.push({ key: part, limits: resource.splitLimits[i]!, leaseId: undefined });
+        charges.push({ key: part, parts: partParts, limits: resource.splitLimits[i]!, permitId: undefined });
         return { ...d, limit: whole };
       }
       if (best === undefined || d.retryAfterMs < best.retryAfterMs) best = { ...d, limit: whole };
@@ -649,28 +656,27 @@ export class Limiter implements RateLimiter {
   #consumeKey(
     resource: CompiledResource,
     key: string,
+    parts: StorageKeyParts,
     limits: readonly CompiledLimit[],
     cost: number,
-    reserve: number,
+    coreShare: number,
   ): Promise<Decision> {
-    // Normal and core traffic see different limits when a share is reserved: separate entries.
-    const entry = filterKey(key, reserve > 0);
+    // Normal and core traffic see different limits when a core share is kept: separate entries.
+    const entry = filterKey(key, coreShare > 0);
     // An empty pre-filter (the usual state) has nothing to say: skip the lookup and the clock.
     const prefilter = resource.prefilter ? this.#prefilter : undefined;
     if (prefilter !== undefined && prefilter.size > 0) {
       const local = prefilter.check(entry, cost, this.#clock.now());
       if (local !== undefined) return Promise.resolve(local);
     }
-    if (resource.lease !== undefined) return this.#leases.take(key, limits, cost, resource.lease, resource.onStoreFailure);
-    const leaseId = hasConcurrency(limits) ? randomUUID() : '';
-    return this.#failover.consume({ key, limits, cost, leaseId, reserve }, resource.onStoreFailure).then((result) => {
-      let decision = combineStatuses(result.statuses, leaseId === '' ? undefined : leaseId);
-      if (result.fallback === true) {
-        // Leases taken from the local fallback carry its prefix so they are returned to it.
-        const leaseOf = decision.leaseId === undefined ? {} : { leaseId: `local:${decision.leaseId}` };
-        decision = { ...decision, ...leaseOf, source: 'fallback' };
-        if (!decision.allowed && result.unavailable === true) decision = { ...decision, reason: 'store_unavailable' };
-      }
+    if (resource.lease !== undefined) {
+      return this.#leases.take(key, parts, limits, cost, resource.lease, resource.onStoreFailure);
+    }
+    const permitId = hasConcurrency(limits) ? randomUUID() : '';
+    const request = { key, parts, limits, cost, leaseId: permitId, coreShare };
+    return this.#failover.consume(request, resource.onStoreFailure).then((result) => {
+      let decision = combineStatuses(result.statuses, permitId === '' ? undefined : permitId);
+      if (result.fallback === true) decision = fallbackDecision(decision, result.unavailable === true);
       // Only global decisions teach the pre-filter (a fallback's denials reflect a local share);
       // an admission only has something to unlearn when the pre-filter holds keys.
       if (prefilter !== undefined && result.fallback !== true && (!decision.allowed || prefilter.size > 0)) {
@@ -682,9 +688,9 @@ export class Limiter implements RateLimiter {
 
   /** Returns permits granted to a caller that is no longer there (aborted while in flight). */
   async #giveBack(charges: readonly Charge[], cost: number): Promise<void> {
-    for (const { key, limits, leaseId } of charges) {
-      if (cost > 0) await this.#failover.adjust({ key, limits, delta: -cost });
-      if (leaseId !== undefined) await this.#failover.release({ key, limits, leaseId });
+    for (const { key, parts, limits, permitId } of charges) {
+      if (cost > 0) await this.#failover.adjust({ key, parts, limits, delta: -cost });
+      if (permitId !== undefined) await this.#failover.release({ key, limits, leaseId: permitId });
     }
   }
 
@@ -734,13 +740,6 @@ function checkClient(client: unknown): string {
   return client;
 }
 
-function checkLeaseId(leaseId: unknown): string {
-  if (typeof leaseId !== 'string' || leaseId.length === 0 || leaseId.length > 128) {
-    throw invalid(ErrorCodes.INVALID_OPTIONS, 'leaseId', 'must be a non-empty string of at most 128 characters');
-  }
-  return leaseId;
-}
-
 /** A validated call: the resource, the caller key and its storage key, its limits and the cost. */
 interface Call {
   readonly resource: CompiledResource;
@@ -748,6 +747,8 @@ interface Call {
   readonly sub: string;
   /** Where the resource's limits are kept for the caller's key (see storage-key.ts). */
   readonly key: string;
+  /** What `key` is made of, carried to the store so that nothing reads a storage key back. */
+  readonly parts: StorageKeyParts;
   readonly limits: readonly CompiledLimit[];
   readonly cost: number;
   readonly tenant: string | undefined;
@@ -757,8 +758,10 @@ interface Call {
 /** Permits taken on one storage key (and the concurrency lease, if any). */
 interface Charge {
   readonly key: string;
+  readonly parts: StorageKeyParts;
   readonly limits: readonly CompiledLimit[];
-  readonly leaseId: string | undefined;
+  /** The concurrency permit taken, if any (a decision's `leaseId`). */
+  readonly permitId: string | undefined;
 }
 
 function checkPriority(priority: unknown): Priority {
@@ -785,7 +788,7 @@ function bookable(r: CompiledResource, tenant: string | undefined, priority: Pri
     !r.shadow &&
     r.lease === undefined &&
     tenant === undefined &&
-    (r.reserved === 0 || priority === 'core') &&
+    (r.coreShare === 0 || priority === 'core') &&
     !hasConcurrency(r.limits)
   );
 }

@@ -134,7 +134,14 @@ export class MemoryStore implements LimitStore {
       return { allowed: false, statuses: this.#refusal(request.limits, now), now };
     }
     const view = entry?.ledger === undefined ? entry : this.#settle(request.key, request.limits, entry, now);
-    const outcome = evaluateKey(view?.states ?? [], request.limits, request.cost, now, request.leaseId, request.reserve ?? 0);
+    const outcome = evaluateKey(
+      view?.states ?? [],
+      request.limits,
+      request.cost,
+      now,
+      request.leaseId,
+      request.coreShare ?? request.reserve ?? 0,
+    );
     if (outcome.allowed) this.#table.write(request.key, request.limits, outcome.next, keepUntil(view, now + outcome.ttlMs), now);
     return { allowed: outcome.allowed, statuses: outcome.statuses, now };
   }

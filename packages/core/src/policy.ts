@@ -225,6 +225,14 @@ export function checkKey(key: unknown, maxLength = DEFAULT_MAX_KEY_LENGTH, field
   return key;
 }
 
+/** Validates a concurrency permit's id (a decision's `leaseId`): 1 to 128 characters. */
+export function checkPermitId(permitId: unknown, field = 'leaseId'): string {
+  if (typeof permitId !== 'string' || permitId.length === 0 || permitId.length > 128) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, field, 'must be a non-empty string of at most 128 characters');
+  }
+  return permitId;
+}
+
 /** True when one of `limits` is a concurrency limit (its calls take leases). */
 export function hasConcurrency(limits: readonly CompiledLimit[]): boolean {
   for (const l of limits) if (l.algorithm === 'concurrency') return true;

@@ -52,13 +52,13 @@ export interface TryOptions {
   tenant?: string;
   /**
    * `core` traffic may use the whole limit; `normal` traffic cannot touch the share the
-   * resource reserves for core (`priority.reserved`), so it is shed first.
+   * resource keeps for core (`priority.coreShare`), so it is shed first.
    * @default 'normal'
    */
   priority?: Priority;
 }
 
-/** Traffic classes: `core` keeps the reserved share, `normal` is shed first. */
+/** Traffic classes: `core` may use the core share, `normal` is shed first. */
 export type Priority = 'core' | 'normal';
 
 /** Options of `acquire`. */

@@ -1,7 +1,7 @@
 import { CircuitBreaker, type CircuitBreakerOptions } from './circuit-breaker.js';
 import type { Clock } from './clock.js';
 import { ErrorCodes, invalid } from './errors.js';
-import { STORE_FAILURE_POLICIES, type StoreFailurePolicy } from './failover.js';
+import { STORE_FAILURE_POLICIES, type StoreFailurePolicy } from './failover-state.js';
 import { compileLeaseSettings, type CompiledLeaseSettings, type LeaseSettings } from './lease-cache.js';
 import { BOOKING_BOUNDS, DEFAULT_BOOKING, type BookingBounds } from './booking.js';
 import { intOption } from './options.js';
@@ -36,8 +36,11 @@ export interface ResourceOptions {
   split?: number;
   /** Decide and count, never block: denials are returned as admissions marked `shadow`. */
   shadow?: boolean;
-  /** A share of every limit (0..0.9) that only `core` traffic may use; `normal` is shed first. */
-  priority?: { reserved: number };
+  /**
+   * `coreShare`: a share of every limit (0..0.9) that only `core` traffic may use; `normal` is
+   * shed first. `reserved` is its former name, still accepted (giving both is an error).
+   */
+  priority?: PriorityOptions;
   /**
    * Quotas per tenant, inside the resource's limits: a call for a tenant must fit both. The
    * `'*'` entry applies to tenants without their own.
@@ -76,14 +79,42 @@ export interface CompiledResource {
   /** With `split > 1`: the limits of each sub-key (shares summing to the whole). */
   readonly splitLimits: readonly (readonly CompiledLimit[])[];
   readonly shadow: boolean;
-  /** Share reserved for core traffic (0 when none). */
+  /** Share of every limit kept for core traffic (0 when none). */
+  readonly coreShare: number;
+  /** @deprecated Use {@link coreShare} (the same value). */
   readonly reserved: number;
   readonly tenants: ReadonlyMap<string, readonly CompiledLimit[]>;
   readonly booking: BookingBounds;
 }
 
-/** Largest share of a limit a resource may reserve for core traffic (`priority.reserved`). */
-export const MAX_RESERVED_SHARE = 0.9;
+/** Largest share of a limit a resource may keep for core traffic (`priority.coreShare`). */
+export const MAX_CORE_SHARE = 0.9;
+/** @deprecated Use {@link MAX_CORE_SHARE}. */
+export const MAX_RESERVED_SHARE = MAX_CORE_SHARE;
+
+/** A resource's traffic classes (see {@link ResourceOptions.priority}). */
+export interface PriorityOptions {
+  /** A share of every limit (0..0.9) that only `core` traffic may use. */
+  coreShare?: number;
+  /** @deprecated Use {@link coreShare} (giving both is `SLUICE_ERR_INVALID_OPTIONS`). */
+  reserved?: number;
+}
+
+/** The core share of `priority` options, checked (`path` names them in errors). */
+export function compileCoreShare(priority: PriorityOptions | undefined, path: string): number {
+  if (priority === undefined) return 0;
+  if (typeof priority !== 'object' || priority === null) throw invalid(ErrorCodes.INVALID_OPTIONS, path, 'must be an object');
+  const { coreShare, reserved } = priority;
+  if (coreShare !== undefined && reserved !== undefined) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, path, 'give coreShare or its former name reserved, not both');
+  }
+  const share = coreShare ?? reserved ?? 0;
+  const field = coreShare === undefined && reserved !== undefined ? 'reserved' : 'coreShare';
+  if (typeof share !== 'number' || !(share >= 0 && share <= MAX_CORE_SHARE)) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.${field}`, `must be a number between 0 and ${MAX_CORE_SHARE}`);
+  }
+  return share;
+}
 
 /** A tenant name: 1 to 128 characters without `|`, which separates the parts of a storage key. */
 export const TENANT_NAME = /^[^|]{1,128}$/;
@@ -137,6 +168,7 @@ export function compileResource(
       split: 1,
       splitLimits: [],
       shadow: false,
+      coreShare: 0,
       reserved: 0,
       tenants: new Map(),
       booking: DEFAULT_BOOKING,
@@ -179,16 +211,9 @@ export function compileResource(
   if (config.shadow !== undefined && typeof config.shadow !== 'boolean') {
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.shadow`, 'must be a boolean');
   }
-  const reserved = config.priority?.reserved ?? 0;
-  if (typeof reserved !== 'number' || !(reserved >= 0 && reserved <= MAX_RESERVED_SHARE)) {
-    throw invalid(
-      ErrorCodes.INVALID_OPTIONS,
-      `${path}.priority.reserved`,
-      `must be a number between 0 and ${MAX_RESERVED_SHARE}`,
-    );
-  }
-  if (reserved > 0 && config.lease !== undefined) {
-    throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.priority`, 'a reserved share cannot be combined with leases');
+  const coreShare = compileCoreShare(config.priority, `${path}.priority`);
+  if (coreShare > 0 && config.lease !== undefined) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.priority`, 'a core share cannot be combined with leases');
   }
   const tenants = new Map<string, readonly CompiledLimit[]>();
   for (const [tenant, policies] of Object.entries(config.tenants ?? {})) {
@@ -206,7 +231,8 @@ export function compileResource(
     booking: compileBooking(config.booking, `${path}.booking`),
     split,
     shadow: config.shadow ?? false,
-    reserved,
+    coreShare,
+    reserved: coreShare,
     tenants,
     splitLimits: split > 1 ? splitLimits(limits, split) : [],
     onStoreFailure: config.onStoreFailure ?? onStoreFailure,

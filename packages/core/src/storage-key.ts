@@ -58,7 +58,13 @@ export interface StorageKeyParts {
   readonly part?: number;
 }
 
-/** Reads a storage key back into its parts. Throws `SLUICE_ERR_INVALID_KEY` if no encoder made it. */
+/**
+ * Reads a storage key back into its parts. Throws `SLUICE_ERR_INVALID_KEY` if no encoder made it.
+ * Nothing in Sluice reads a storage key back any more: the limiter carries the parts with every
+ * store request (`ConsumeRequest.parts` and the like). Kept for callers of the public API; its
+ * test shows the encoding is one-to-one.
+ * @deprecated Read `parts` of the store request instead.
+ */
 export function parseStorageKey(storageKey: string): StorageKeyParts {
   const bar = storageKey.indexOf('|');
   if (bar < 0) return { resource: storageKey, key: '' };

@@ -1,6 +1,7 @@
 import type { BookingBounds } from './booking.js';
 import type { BookOutcome, LimitStatus } from './decision.js';
 import type { CompiledLimit } from './policy.js';
+import type { StorageKeyParts } from './storage-key.js';
 
 /** How many clients share the store right now (for fair shares); e.g. a heartbeat registry. */
 export interface PeerCount {
@@ -15,16 +16,20 @@ export interface PeerCount {
 
 /** A request to decide `cost` permits against every limit of `key`, all-or-nothing. */
 export interface ConsumeRequest {
-  /** The storage key (the limiter joins resource and caller key). */
+  /** The storage key (the limiter encodes resource and caller key, see storage-key.ts). */
   readonly key: string;
+  /** What the storage key was made of, when the limiter knows it (it always does). */
+  readonly parts?: StorageKeyParts;
   readonly limits: readonly CompiledLimit[];
   readonly cost: number;
   /** Id of the concurrency lease to take if the key has a concurrency limit; otherwise ''. */
   readonly leaseId: string;
   /**
-   * Share (0..1) of every limit held back for core traffic: the call passes only if its cost
-   * plus that share fits. Omitted or 0 for core traffic.
+   * Share (0..1) of every limit kept for core traffic (the resource's `priority.coreShare`): the
+   * call passes only if its cost plus that share fits. Omitted or 0 for core traffic.
    */
+  readonly coreShare?: number;
+  /** @deprecated Read {@link coreShare}; the limiter sends only that (stores read `coreShare ?? reserve`). */
   readonly reserve?: number;
 }
 
@@ -40,6 +45,8 @@ export interface ConsumeResult {
 /** Take between `min` and `max` permits of `key` at once (client leases). */
 export interface ReserveRequest {
   readonly key: string;
+  /** What the storage key was made of (see {@link ConsumeRequest.parts}). */
+  readonly parts?: StorageKeyParts;
   readonly limits: readonly CompiledLimit[];
   readonly min: number;
   readonly max: number;
@@ -64,6 +71,8 @@ export interface ReserveResult extends ConsumeResult {
 /** Charge `delta` more permits (negative: refund) on every rate limit of `key`. */
 export interface AdjustRequest {
   readonly key: string;
+  /** What the storage key was made of (see {@link ConsumeRequest.parts}). */
+  readonly parts?: StorageKeyParts;
   readonly limits: readonly CompiledLimit[];
   readonly delta: number;
   /**

@@ -146,7 +146,7 @@ export class RedisStore implements LimitStore {
       const policy = policyArg(request.limits);
       const cost = storeCost(request.cost);
       const leaseId = storeLeaseId(request.leaseId);
-      const reserve = storeReserve(request.reserve);
+      const reserve = storeReserve(request.coreShare ?? request.reserve);
       const op = leaseId === '' && reserve === 0 && isOneLimit(request.limits) ? Ops.consumeOne : Ops.consume;
       return this.#item(op, request.key, request.limits, policy, cost, leaseId, reserve);
     });

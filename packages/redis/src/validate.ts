@@ -15,15 +15,15 @@ import {
   type BookingBounds,
   type CompiledLimit,
   MAX_COST,
-  MAX_RESERVED_SHARE,
+  MAX_CORE_SHARE,
 } from '@sluice/core';
 import { invalid } from './errors.js';
 
 /** Longest lease id, in UTF-8 bytes (the script's bound). */
 export const MAX_LEASE_ID_BYTES = 256;
 
-/** Largest share of a limit a consume may hold back (the core's bound on `priority.reserved`). */
-export const MAX_RESERVE = MAX_RESERVED_SHARE;
+/** Largest share of a limit a consume may hold back (the core's bound on `priority.coreShare`). */
+export const MAX_RESERVE = MAX_CORE_SHARE;
 
 const FIELDS = ['id', 'algorithm', 'code', 'limit', 'windowMs', 'burst', 'slices', 'leaseTtlMs'] as const;
 

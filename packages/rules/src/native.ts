@@ -92,8 +92,9 @@ const fieldsMatch: [
 ] = [true, true, true, true];
 void fieldsMatch;
 
-// Bounds of the reserved share and tenant names are core's; only shapes are checked here.
-const priority = z.strictObject({ reserved: z.number() });
+// Bounds of the core share and tenant names are core's; only shapes are checked here. `reserved`
+// is the former name of `coreShare`, still accepted (both given: core's error).
+const priority = z.strictObject({ coreShare: z.number().optional(), reserved: z.number().optional() });
 
 const resourceName = z.string().refine((n) => RESOURCE_PATTERN.test(n), {
   error: `is not a valid resource name: must match ${String(RESOURCE_PATTERN)}`,
@@ -169,8 +170,8 @@ function coreChecks(r: ResourceInput): PathIssue[] {
 /**
  * Booking bounds on a resource whose calls are never booked (the limiter decides them as plain
  * checks, see `Limiter.book`) would have no effect: refused, so a file never promises bookings
- * it cannot give. Shadow mode and a reserved share are left alone: they are switched on and
- * off (and core-priority calls of a reserved share are booked).
+ * it cannot give. Shadow mode and a core share are left alone: they are switched on and
+ * off (and core-priority calls of a resource with a core share are booked).
  */
 function bookingIssues(r: ResourceInput): PathIssue[] {
   const why = list(r.limits).some((l) => l.algorithm === 'concurrency')

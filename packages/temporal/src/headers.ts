@@ -10,7 +10,7 @@ export const PRIORITY_HEADER = 'sluice-priority';
 /** Header with the tenant the call is made for. */
 export const TENANT_HEADER = 'sluice-tenant';
 
-/** Traffic classes, as the limiter knows them: `core` keeps the reserved share, `normal` is shed first. */
+/** Traffic classes, as the limiter knows them: `core` may use the core share, `normal` is shed first. */
 export type SluicePriority = 'core' | 'normal';
 
 /** What workflow code says about the calls it makes: who they are for and how much they matter. */
