@@ -105,11 +105,15 @@ describe('docs snippets', () => {
     expect(tsc.code).toBe(0);
   }, 300_000);
 
-  it.each(snippets.filter((s) => s.run).map((s) => [s.at, s] as const))('%s runs to its end', async (_at, s) => {
-    const js = join(DIR, 'out', s.file.replace(/\.mts$/, '.mjs'));
-    const code = readFileSync(js, 'utf8').replaceAll('redis://localhost:6379', redisUrl());
-    writeFileSync(js, code);
-    const r = await command(process.execPath, [relative(DIR, js)], DIR);
-    expect(r.code, `${s.at} exited ${r.code}:\n${r.stderr}`).toBe(0);
-  }, 120_000);
+  it.each(snippets.filter((s) => s.run).map((s) => [s.at, s] as const))(
+    '%s runs to its end',
+    async (_at, s) => {
+      const js = join(DIR, 'out', s.file.replace(/\.mts$/, '.mjs'));
+      const code = readFileSync(js, 'utf8').replaceAll('redis://localhost:6379', redisUrl());
+      writeFileSync(js, code);
+      const r = await command(process.execPath, [relative(DIR, js)], DIR);
+      expect(r.code, `${s.at} exited ${r.code}:\n${r.stderr}`).toBe(0);
+    },
+    120_000,
+  );
 });
