@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { isSluiceError } from '@sluice/core';
 import { hashValue } from '@sluice/stream';
 import { describe, expect, it } from 'vitest';
-import { compileDimensions, firstSegment, hashBounded, urlPath, type DimensionOptions } from './dimensions.js';
+import { compileDimensions, compileSelector, firstSegment, hashBounded, urlPath, type DimensionOptions } from './dimensions.js';
 
 function req(url: string, headers: Record<string, string | string[]> = {}, remoteAddress = '10.0.0.1'): IncomingMessage {
   return { url, headers, socket: { remoteAddress } } as unknown as IncomingMessage;
@@ -50,6 +50,27 @@ describe('dimensions', () => {
         expect.unreachable();
       } catch (err) {
         expect(isSluiceError(err, 'SLUICE_ERR_INVALID_OPTIONS')).toBe(true);
+      }
+    }
+  });
+
+  it('compiles a value selector: a header (any case, first of repeated ones) or a function', () => {
+    const r = req('/', { 'x-tenant': ['acme', 'other'], 'x-user': 'alice' });
+    expect(compileSelector({ header: 'X-Tenant' }, 'f')?.(r)).toBe('acme');
+    expect(compileSelector({ header: 'x-missing' }, 'f')?.(r)).toBeUndefined();
+    expect(compileSelector((q) => q.headers['x-user'] as string, 'f')?.(r)).toBe('alice');
+    expect(compileSelector(undefined, 'f')).toBeUndefined();
+  });
+
+  it('rejects a malformed value selector, naming the option', () => {
+    const bad: unknown[] = ['x-tenant', { header: '' }, { header: 7 }, { cookie: 'sid' }, null, 42];
+    for (const b of bad) {
+      try {
+        compileSelector(b as { header: string }, 'route.limit.key');
+        expect.unreachable();
+      } catch (err) {
+        expect(isSluiceError(err, 'SLUICE_ERR_INVALID_OPTIONS')).toBe(true);
+        expect((err as Error).message).toContain('route.limit.key');
       }
     }
   });

@@ -29,14 +29,14 @@ export interface DimensionOptions {
    */
   path?: false | RequestValue;
   /** The user: a header or a function. @default none */
-  user?: HeaderSource | RequestValue;
+  user?: ValueSelector;
   /**
    * The client IP: `true` for the socket's peer address, a function (e.g. to read a trusted
    * proxy header), or `false` for none. @default true
    */
   ip?: boolean | RequestValue;
   /** The tenant: a header or a function. @default none */
-  tenant?: HeaderSource | RequestValue;
+  tenant?: ValueSelector;
 }
 
 /** Hashes the first `max` characters of `value` (without copying them); 0 for none. */
@@ -78,9 +78,17 @@ function headerValue(req: IncomingMessage, name: string): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
-type Source = HeaderSource | RequestValue | undefined;
+/**
+ * Where a value is read from a request: a header (`{ header: 'x-tenant' }`) or a function. The
+ * user and tenant dimensions and a route limit's `key` take one.
+ */
+export type ValueSelector = HeaderSource | RequestValue;
 
-function compileSource(source: Source, field: string): RequestValue | undefined {
+/**
+ * Compiles a {@link ValueSelector} into a reader (`undefined` stays `undefined`); throws
+ * `SLUICE_ERR_INVALID_OPTIONS` naming `field` for anything else.
+ */
+export function compileSelector(source: ValueSelector | undefined, field: string): RequestValue | undefined {
   if (source === undefined) return undefined;
   if (typeof source === 'function') return source;
   if (typeof source === 'object' && source !== null && typeof source.header === 'string' && source.header !== '') {
@@ -122,8 +130,8 @@ export function compileDimensions(options: DimensionOptions = {}): CompiledDimen
     resourceName: typeof r === 'string' ? r : undefined,
     resource: typeof r === 'function' ? r : undefined,
     path: p,
-    user: compileSource(options.user, 'dimensions.user'),
+    user: compileSelector(options.user, 'dimensions.user'),
     ip: ip === true ? peerAddress : ip === false ? undefined : ip,
-    tenant: compileSource(options.tenant, 'dimensions.tenant'),
+    tenant: compileSelector(options.tenant, 'dimensions.tenant'),
   });
 }

@@ -10,12 +10,14 @@ import { EventOutcome, hashRange, hashValue, type EventTransport } from '@sluice
 import { DecisionCache, type ActiveBlock, type DecisionCacheOptions } from './decision-cache.js';
 import {
   compileDimensions,
+  compileSelector,
   firstSegmentEnd,
   hashBounded,
   pathEnd,
   rawUrl,
   type DimensionOptions,
   type RequestValue,
+  type ValueSelector,
 } from './dimensions.js';
 import { blockHeaders, limiterHeaders, toSeconds, type PolicyAdvert } from './headers.js';
 import type { GatewayObserver } from './observer.js';
@@ -58,8 +60,12 @@ export interface LimitOptions {
   limiter: RateLimiter;
   /** The limiter resource. */
   resource: string;
-  /** The key within the resource (user, tenant, ...). @default the whole resource */
-  key?: RequestValue;
+  /**
+   * The key within the resource (user, tenant, ...): a header (`{ header: 'x-tenant' }`) or a
+   * function, as for the user and tenant dimensions. A request without one counts against the
+   * whole resource. @default the whole resource
+   */
+  key?: ValueSelector;
   /** Permits per request. @default 1 */
   cost?: number;
 }
@@ -74,11 +80,16 @@ export interface RouteOptions {
   limit?: LimitOptions;
 }
 
+/** A route's {@link LimitOptions} once compiled: its key selector is a reader. */
+export interface CompiledLimit extends LimitOptions {
+  readonly key?: RequestValue;
+}
+
 /** A route compiled by {@link Gateway.route}: its fixed values hashed once. */
 export interface Route {
   readonly resource: number;
   readonly path: number;
-  readonly limit: LimitOptions | undefined;
+  readonly limit: CompiledLimit | undefined;
 }
 
 /** An answer the gateway gives instead of the application. */
@@ -179,14 +190,12 @@ export class Gateway {
       if (typeof limit.resource !== 'string' || limit.resource === '') {
         throw invalid(ErrorCodes.INVALID_OPTIONS, 'route.limit.resource', 'must be a non-empty string');
       }
-      if (limit.key !== undefined && typeof limit.key !== 'function') {
-        throw invalid(ErrorCodes.INVALID_OPTIONS, 'route.limit.key', 'must be a function');
-      }
     }
+    const key = limit === undefined ? undefined : compileSelector(limit.key, 'route.limit.key');
     return Object.freeze({
       resource: options.resource === undefined ? 0 : hashBounded(options.resource, this.#maxLength),
       path: options.path === undefined ? 0 : hashBounded(options.path, this.#maxLength),
-      limit: limit === undefined ? undefined : { ...limit },
+      limit: limit === undefined ? undefined : { ...limit, key },
     });
   }
 
@@ -274,7 +283,7 @@ export class Gateway {
    * (the route's exact limiter included).
    */
   wrap(
-    handler: (req: IncomingMessage, res: ServerResponse) => void | Promise<void>,
+    handler: (req: IncomingMessage, res: ServerResponse) => unknown,
     route?: RouteOptions,
   ): (req: IncomingMessage, res: ServerResponse) => void {
     const compiled = this.route(route);
@@ -315,7 +324,11 @@ export class Gateway {
     return rejection;
   }
 
-  #limit(req: IncomingMessage, res: ServerResponse, limit: LimitOptions): Rejection | undefined | Promise<Rejection | undefined> {
+  #limit(
+    req: IncomingMessage,
+    res: ServerResponse,
+    limit: CompiledLimit,
+  ): Rejection | undefined | Promise<Rejection | undefined> {
     let options: { key?: string; cost?: number } | undefined;
     try {
       const rawKey = limit.key?.(req);

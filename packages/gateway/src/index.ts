@@ -15,6 +15,7 @@
 export { DecisionCache, type ActiveBlock, type DecisionCacheOptions, type DecisionCacheStats } from './decision-cache.js';
 export {
   compileDimensions,
+  compileSelector,
   firstSegment,
   hashBounded,
   urlPath,
@@ -22,6 +23,7 @@ export {
   type DimensionOptions,
   type HeaderSource,
   type RequestValue,
+  type ValueSelector,
 } from './dimensions.js';
 export { expressMiddleware, type ExpressMiddleware } from './express.js';
 export {
@@ -35,6 +37,7 @@ export {
 export {
   Gateway,
   writeRejection,
+  type CompiledLimit,
   type GatewayCacheOptions,
   type GatewayOptions,
   type GatewayProbeOptions,

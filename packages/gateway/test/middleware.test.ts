@@ -210,6 +210,34 @@ describe('gateway.handle on node:http', () => {
   });
 });
 
+describe('gateway.wrap with a per-route limit on node:http', () => {
+  it('limits each key a header selector reads, apart, with the limiter headers', async () => {
+    const limiter = new Limiter({ resources: { search: { algorithm: 'fixed-window', limit: 2, windowMs: 60_000 } } });
+    const gateway = new Gateway({ dimensions: { ip: false } });
+    const handler = gateway.wrap((_req, res) => res.end('ok'), {
+      limit: { limiter, resource: 'search', key: { header: 'x-tenant' } },
+    });
+    const server = createServer(handler);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/search`;
+    try {
+      const as = (tenant: string) => fetch(url, { headers: { 'x-tenant': tenant } });
+      const statuses = [];
+      for (const tenant of ['acme', 'acme', 'acme', 'globex']) statuses.push((await as(tenant)).status);
+      expect(statuses).toEqual([200, 200, 429, 200]);
+      const refused = await as('acme');
+      expect(refused.headers.get('ratelimit')).toBe(`"search";r=0;t=${refused.headers.get('retry-after')}`);
+      expect(await refused.json()).toMatchObject({ error: 'too_many_requests', policy: 'search' });
+      expect((await as('globex')).headers.get('ratelimit')).toMatch(/^"search";r=0;t=\d+$/);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      await gateway.close();
+      await limiter.close();
+    }
+  });
+});
+
 describe('gateway under a flood of distinct clients', () => {
   it('holds bounded state whatever the number of users, blocks or stalled events', async () => {
     const transport = new MemoryTransport({ partitions: 1, queueCapacity: 1 });

@@ -76,7 +76,15 @@ export {
   type RuleLeaseSettings,
 } from './native.js';
 export { MAX_RULES_BYTES, type RuleFormat } from './parse.js';
-export { canonicalJson, compileRules, mergeRuleSets, type CompileRulesOptions, type RuleFile, type RuleSet } from './ruleset.js';
+export {
+  canonicalJson,
+  compileRules,
+  limiterResources,
+  mergeRuleSets,
+  type CompileRulesOptions,
+  type RuleFile,
+  type RuleSet,
+} from './ruleset.js';
 export { DEFAULT_MAX_VERSIONS, MAX_LABEL_LENGTH } from './store/common.js';
 export { FileRuleStore, type FileRuleStoreOptions } from './store/file-store.js';
 export { RedisRuleStore, type RedisRuleStoreOptions, type RuleClusterSeed } from './store/redis-store.js';
