@@ -68,6 +68,7 @@ export {
 } from './failover-state.js';
 export { adjustKey, evaluateKey, reserveKey, type KeyOutcome, type LimitState } from './evaluate.js';
 export { Limiter, type LimiterOptions } from './limiter.js';
+export { RATE_LIMIT_RESOURCE, rateLimit, type KeyLimiter, type RateLimitOptions } from './rate-limit.js';
 export type {
   AcquireOptions,
   AdjustOptions,

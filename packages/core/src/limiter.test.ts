@@ -333,3 +333,28 @@ describe('owned resources', () => {
     await store.close();
   });
 });
+
+describe('store ownership', () => {
+  it('closes a store given with closeStore: true, and leaves one given without it open', async () => {
+    const owned = new MemoryStore();
+    const shared = new MemoryStore();
+    const closes: string[] = [];
+    for (const [name, store] of [
+      ['owned', owned],
+      ['shared', shared],
+    ] as const) {
+      const close = store.close.bind(store);
+      store.close = async () => {
+        closes.push(name);
+        await close();
+      };
+    }
+    const a = new Limiter({ store: owned, closeStore: true, resources: { r: { algorithm: 'gcra', limit: 1 } } });
+    const b = new Limiter({ store: shared, resources: { r: { algorithm: 'gcra', limit: 1 } } });
+    await a.close();
+    await b.close();
+    expect(closes).toEqual(['owned']);
+    await shared.close();
+    expect(() => new Limiter({ store: shared, closeStore: 'yes' as never, resources: {} })).toThrow(/closeStore/);
+  });
+});

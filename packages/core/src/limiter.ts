@@ -48,10 +48,17 @@ export interface LimiterOptions {
    */
   resources: Record<string, ResourceConfig>;
   /**
-   * Where state lives. A store passed in stays the caller's to close.
+   * Where state lives. A store passed in stays the caller's to close (several limiters may
+   * share one), unless `closeStore` says the limiter owns it.
    * @default a new MemoryStore owned (and closed) by the limiter
    */
   store?: LimitStore;
+  /**
+   * `limiter.close()` also closes `store` (a store made for this limiter alone, e.g. given
+   * inline). Without it, close the store yourself after the limiter.
+   * @default false (true for the limiter's own MemoryStore)
+   */
+  closeStore?: boolean;
   /**
    * Most keys the limiter's own MemoryStore holds (see `MemoryStoreOptions.maxKeys`); not
    * allowed with `store`, whose bounds are its own.
@@ -154,7 +161,10 @@ export class Limiter implements RateLimiter {
     this.#onStoreFailure = policy;
     this.#prefilter = new Prefilter(intOption(options.prefilterMaxKeys, 'prefilterMaxKeys', 100_000, 1, 10_000_000));
     for (const [resource, config] of Object.entries(options.resources)) this.setLimits(resource, config);
-    this.#ownsStore = options.store === undefined;
+    if (options.closeStore !== undefined && typeof options.closeStore !== 'boolean') {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'closeStore', 'must be a boolean');
+    }
+    this.#ownsStore = options.store === undefined || options.closeStore === true;
     if (options.store !== undefined && options.maxKeys !== undefined) {
       throw invalid(
         ErrorCodes.INVALID_OPTIONS,
@@ -561,7 +571,7 @@ export class Limiter implements RateLimiter {
 
   /**
    * Ends every wait (they reject with `SLUICE_ERR_CLOSED`), waits for background work and closes
-   * the store if the limiter created it.
+   * the store if the limiter created it (or was given it with `closeStore: true`).
    */
   async close(): Promise<void> {
     if (this.#closed) return;

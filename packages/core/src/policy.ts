@@ -37,7 +37,10 @@ export interface LimitPolicy {
   windowMs?: number;
   /**
    * Bucket capacity for `token-bucket` and `gcra`: how many permits may be taken at once after
-   * an idle period. Ignored by the other algorithms.
+   * an idle period. Ignored by the other algorithms. With the default, `{ algorithm: 'gcra',
+   * limit: 5 }` admits 5 at once after idle time and refills 5 per second, so up to 10 in one
+   * second (at most `burst + limit` in any window). `burst: 1` spaces calls evenly (one per
+   * `windowMs / limit`); for at most `limit` in any window, use `sliding-window`.
    * @default limit
    */
   burst?: number;
