@@ -74,6 +74,7 @@ export type {
   BookOptions,
   CancelOptions,
   LeaseOptions,
+  PermitOptions,
   Priority,
   RateLimiter,
   TryOptions,
@@ -95,6 +96,7 @@ export {
   checkStamp,
   checkKey,
   checkPermitId,
+  optionsPermitId,
   compileLimit,
   compileLimits,
   maxCost,
@@ -132,6 +134,8 @@ export type {
   ConsumeResult,
   LeaseRequest,
   LimitStore,
+  PermitRequest,
   ReserveRequest,
   ReserveResult,
 } from './store.js';
+export { requestPermitId } from './store.js';
