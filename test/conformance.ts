@@ -44,11 +44,11 @@ export function runConformance(target: ConformanceTarget): void {
     const newKey = () => `conf:${process.pid}:${Date.now().toString(36)}:${keySeq++}`;
 
     /** Asks the store and folds the statuses like the limiter does. */
-    async function consume(key: string, policies: LimitPolicy[] | LimitPolicy, cost = 1, leaseId = ''): Promise<Decision> {
+    async function consume(key: string, policies: LimitPolicy[] | LimitPolicy, cost = 1, permitId = ''): Promise<Decision> {
       const limits = compileLimits(policies);
       const hasConcurrency = limits.some((l) => l.algorithm === 'concurrency');
-      const id = hasConcurrency && leaseId === '' ? `lease-${keySeq++}` : leaseId;
-      const r = await store.consume({ key, limits, cost, leaseId: id });
+      const id = hasConcurrency && permitId === '' ? `lease-${keySeq++}` : permitId;
+      const r = await store.consume({ key, limits, cost, permitId: id });
       expect(r.statuses).toHaveLength(limits.length);
       expect(Number.isFinite(r.now)).toBe(true);
       return combineStatuses(r.statuses, hasConcurrency ? id : undefined);
@@ -168,17 +168,17 @@ export function runConformance(target: ConformanceTarget): void {
         const a = await consume(key, policy, 1, 'a');
         const b = await consume(key, policy, 1, 'b');
         expect([a.allowed, b.allowed]).toEqual([true, true]);
-        expect(a.leaseId).toBe('a');
+        expect(a.permitId).toBe('a');
         expect(b.remaining).toBe(0);
         const c = await consume(key, policy, 1, 'c');
         expect(c.allowed).toBe(false);
         expect(c.reason).toBe('concurrency_limited');
         expect(c.retryAfterMs).toBeGreaterThan(0);
-        expect(await store.release({ key, limits, leaseId: 'a' })).toBe(true);
-        expect(await store.release({ key, limits, leaseId: 'a' })).toBe(false);
+        expect(await store.release({ key, limits, permitId: 'a' })).toBe(true);
+        expect(await store.release({ key, limits, permitId: 'a' })).toBe(false);
         expect((await consume(key, policy, 1, 'c')).allowed).toBe(true);
-        expect(await store.renew({ key, limits, leaseId: 'b' })).toBe(true);
-        expect(await store.renew({ key, limits, leaseId: 'nope' })).toBe(false);
+        expect(await store.renew({ key, limits, permitId: 'b' })).toBe(true);
+        expect(await store.renew({ key, limits, permitId: 'nope' })).toBe(false);
       });
 
       it('counts the cost of each lease', async () => {
@@ -198,12 +198,12 @@ export function runConformance(target: ConformanceTarget): void {
         const limits = compileLimits(p);
         expect((await consume(key, p, 1, 'held')).allowed).toBe(true);
         await target.advance(2100);
-        expect(await store.renew({ key, limits, leaseId: 'held' })).toBe(true);
+        expect(await store.renew({ key, limits, permitId: 'held' })).toBe(true);
         await target.advance(2100);
         // More than the first TTL has passed: held only because it was renewed.
         expect((await consume(key, p, 1, 'other')).allowed).toBe(false);
         await target.advance(4050);
-        expect(await store.renew({ key, limits, leaseId: 'held' })).toBe(false);
+        expect(await store.renew({ key, limits, permitId: 'held' })).toBe(false);
         expect((await consume(key, p, 1, 'other')).allowed).toBe(true);
       }, 30_000);
 
@@ -217,7 +217,7 @@ export function runConformance(target: ConformanceTarget): void {
         const denied = await consume(key, both, 1, 'l2');
         expect(denied.allowed).toBe(false);
         expect(denied.statuses[0]!.remaining).toBe(4);
-        expect(await store.release({ key, limits: compileLimits(both), leaseId: 'l2' })).toBe(false);
+        expect(await store.release({ key, limits: compileLimits(both), permitId: 'l2' })).toBe(false);
       });
     });
 
@@ -251,7 +251,7 @@ export function runConformance(target: ConformanceTarget): void {
         expect(same.booking).toEqual(next.booking);
         expect((await book('nobody', false)).outcome).toBe('missing');
         // A plain call is behind the bookings.
-        expect((await store.consume({ key, limits, cost: 1, leaseId: '' })).allowed).toBe(false);
+        expect((await store.consume({ key, limits, cost: 1, permitId: '' })).allowed).toBe(false);
         expect(await store.cancel({ key, limits, id: 'next' })).toBe(true);
         expect(await store.cancel({ key, limits, id: 'next' })).toBe(false);
         // Early (by the store's clock): still booked. A fixed window's slot is the next window,

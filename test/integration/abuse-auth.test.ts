@@ -95,9 +95,9 @@ describe.each(stores)('the data plane on the %s', (_name, storeArgs) => {
     const bodies: Record<string, unknown> = {
       '/v1/check': item,
       '/v1/acquire': { ...item, maxWaitMs: 0 },
-      '/v1/release': { ...item, leaseId: 'x' },
+      '/v1/release': { ...item, permitId: 'x' },
       '/v1/adjust': { ...item, delta: 1 },
-      '/v1/renew': { ...item, leaseId: 'x' },
+      '/v1/renew': { ...item, permitId: 'x' },
       '/v1/reserve': { ...item, min: 1, max: 2 },
     };
     for (const [path, body] of Object.entries(bodies)) {

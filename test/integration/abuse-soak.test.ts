@@ -215,7 +215,7 @@ describe.each(stores)('hostile and normal clients together on the %s', (_name, s
     const released = await api(url, '/v1/release', {
       resource: 'soak:pool',
       key: 'normal',
-      leaseId: (held.json as Json).leaseId,
+      permitId: (held.json as Json).permitId,
     });
     expect(released.json).toEqual({ released: true });
   });

@@ -26,7 +26,7 @@ interface Answer {
   remaining: number;
   reason: string;
   retryAfterMs: number;
-  leaseId?: string;
+  permitId?: string;
 }
 
 async function post<T>(serve: Serve, path: string, body: unknown): Promise<T> {
@@ -70,7 +70,7 @@ async function floodAroundHotKey(serve: Serve): Promise<{ apiAllowed: number; po
   for (let i = 0; i < 20; i++) {
     const d = await post<Answer>(serve, '/v1/acquire', { resource: 'pool', key: 'hot', maxWaitMs: 0 });
     expect(d.allowed).toBe(true);
-    leases.push(d.leaseId!);
+    leases.push(d.permitId!);
   }
 
   // The hot key is checked while the flood runs: every check is answered, and correctly.
@@ -97,10 +97,10 @@ async function floodAroundHotKey(serve: Serve): Promise<{ apiAllowed: number; po
     allowed: false,
     reason: 'concurrency_limited',
   });
-  for (const leaseId of leases) {
-    expect(await post(serve, '/v1/renew', { resource: 'pool', key: 'hot', leaseId })).toEqual({ renewed: true });
+  for (const permitId of leases) {
+    expect(await post(serve, '/v1/renew', { resource: 'pool', key: 'hot', permitId })).toEqual({ renewed: true });
   }
-  expect(await post(serve, '/v1/release', { resource: 'pool', key: 'hot', leaseId: leases[0] })).toEqual({ released: true });
+  expect(await post(serve, '/v1/release', { resource: 'pool', key: 'hot', permitId: leases[0] })).toEqual({ released: true });
   expect((await post<Answer>(serve, '/v1/check', { resource: 'pool', key: 'hot' })).allowed).toBe(true);
   return { apiAllowed, poolAllowed };
 }

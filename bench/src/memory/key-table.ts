@@ -46,7 +46,7 @@ function time(n: number, fn: (i: number) => void): number {
 function cellsAt(size: number, inserts: number): Cell[] {
   const clock = new ManualClock(1_000_000);
   const store = new MemoryStore({ clock, maxKeys: size, sweepIntervalMs: 0 });
-  const take = (key: string) => store.consumeSync({ key, limits, cost: 1, leaseId: '' });
+  const take = (key: string) => store.consumeSync({ key, limits, cost: 1, permitId: '' });
   const head = Math.max(0, size - inserts);
   for (let i = 0; i < head; i++) take(`fill|${i}`);
   const fill = time(size - head, (i) => take(`fill|${head + i}`));

@@ -50,7 +50,7 @@ export async function runMemory(keys: number): Promise<MemoryResult> {
   const store = new MemoryStore({ maxKeys: keys, sweepIntervalMs: 0 });
   let allowed = 0;
   for (let i = 0; i < keys; i++) {
-    if (store.consumeSync({ key: `api:users|user-${i}`, limits, cost: 1, leaseId: '' }).allowed) allowed++;
+    if (store.consumeSync({ key: `api:users|user-${i}`, limits, cost: 1, permitId: '' }).allowed) allowed++;
   }
   const seconds = (performance.now() - started) / 1000;
   collect();

@@ -40,7 +40,7 @@ async function policyDecider(target: StoreTarget, resource: string, policy: Reso
     decide: async (key) => {
       const d = await limiter.try(resource, { key });
       if (d.source === 'fallback') throw new Error('fallback decision');
-      if (release && d.leaseId !== undefined) await limiter.release(resource, { key, leaseId: d.leaseId });
+      if (release && d.permitId !== undefined) await limiter.release(resource, { key, permitId: d.permitId });
       return d.allowed;
     },
     close: async () => {

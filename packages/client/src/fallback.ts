@@ -98,11 +98,11 @@ export class PolicyFallback {
   }
 
   /** Frees or renews a permit taken from the fallback (`local:` id). */
-  permit(op: 'release' | 'renew', resource: string, permit: { key: string; leaseId: string; ttlMs?: number }): Promise<boolean> {
-    const leaseId = isLocalPermit(permit.leaseId) ? permit.leaseId.slice(LOCAL_PERMIT_PREFIX.length) : permit.leaseId;
+  permit(op: 'release' | 'renew', resource: string, permit: { key: string; permitId: string; ttlMs?: number }): Promise<boolean> {
+    const permitId = isLocalPermit(permit.permitId) ? permit.permitId.slice(LOCAL_PERMIT_PREFIX.length) : permit.permitId;
     return op === 'release'
-      ? this.#limiter.release(resource, { ...permit, leaseId })
-      : this.#limiter.renew(resource, { ...permit, leaseId });
+      ? this.#limiter.release(resource, { ...permit, permitId })
+      : this.#limiter.renew(resource, { ...permit, permitId });
   }
 
   adjust(resource: string, key: string, delta: number): Promise<void> {

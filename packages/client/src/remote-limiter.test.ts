@@ -71,7 +71,7 @@ describe('RemoteLimiter over a fake service', () => {
     expect(await code(limiter.try('api:local', { tenant: 'a|b' }))).toBe('SLUICE_ERR_INVALID_OPTIONS');
     expect(await code(limiter.acquire('api:local', { maxWaitMs: -5 }))).toBe('SLUICE_ERR_INVALID_OPTIONS');
     expect(await code(limiter.adjust('api:local', { delta: 1.5 }))).toBe('SLUICE_ERR_INVALID_COST');
-    expect(await code(limiter.release('db:pool', { leaseId: '' }))).toBe('SLUICE_ERR_INVALID_OPTIONS');
+    expect(await code(limiter.release('db:pool', { permitId: '' }))).toBe('SLUICE_ERR_INVALID_OPTIONS');
     expect(() => limiter.trySync('api:local', { cost: 1e12 })).toThrow(/cost/);
     expect(service.seen.length).toBe(before);
   });
@@ -93,10 +93,25 @@ describe('RemoteLimiter over a fake service', () => {
     const b = await limiter.acquire('db:pool', { key: 'w', maxWaitMs: 0 });
     expect([a.allowed, b.allowed]).toEqual([true, true]);
     expect((await limiter.try('db:pool', { key: 'w' })).reason).toBe('concurrency_limited');
-    expect(await limiter.renew('db:pool', { key: 'w', leaseId: a.leaseId!, ttlMs: 1000 })).toBe(true);
-    expect(await limiter.release('db:pool', { key: 'w', leaseId: a.leaseId! })).toBe(true);
-    expect(await limiter.release('db:pool', { key: 'w', leaseId: a.leaseId! })).toBe(false);
+    expect(await limiter.renew('db:pool', { key: 'w', permitId: a.permitId!, ttlMs: 1000 })).toBe(true);
+    expect(await limiter.release('db:pool', { key: 'w', permitId: a.permitId! })).toBe(true);
+    expect(await limiter.release('db:pool', { key: 'w', permitId: a.permitId! })).toBe(false);
     expect((await limiter.try('db:pool', { key: 'w' })).allowed).toBe(true);
+  });
+
+  it('sends permitId and still takes the deprecated leaseId', async () => {
+    const { limiter, service } = setup();
+    await limiter.ready();
+    const a = await limiter.try('db:pool', { key: 'v' });
+    expect(a.permitId).toEqual(expect.any(String));
+    expect(a.leaseId).toBe(a.permitId);
+    expect(await limiter.release('db:pool', { key: 'v', leaseId: a.leaseId! })).toBe(true);
+    expect(service.seen.filter((s) => s.path === '/v1/release').map((s) => s.body)).toEqual([
+      { resource: 'db:pool', key: 'v', permitId: a.permitId },
+    ]);
+    const b = await limiter.try('db:pool', { key: 'v' });
+    const both = limiter.release('db:pool', { key: 'v', permitId: b.permitId!, leaseId: 'other' });
+    await expect(both).rejects.toMatchObject({ code: 'SLUICE_ERR_INVALID_OPTIONS', field: 'leaseId' });
   });
 
   it('decides by each store-failure policy while the service is away, then returns', async () => {
@@ -111,9 +126,9 @@ describe('RemoteLimiter over a fake service', () => {
     expect(await limiter.try('api:closed')).toMatchObject({ allowed: false, reason: 'store_unavailable', source: 'fallback' });
     expect(limiter.trySync('api:closed')).toMatchObject({ allowed: false, reason: 'store_unavailable' });
     const permit = await limiter.acquire('db:pool', { key: 'z' });
-    expect(permit.leaseId).toMatch(/^local:/);
-    expect(await limiter.release('db:pool', { key: 'z', leaseId: permit.leaseId! })).toBe(true);
-    expect(await limiter.renew('db:pool', { key: 'z', leaseId: 'remote-lease' })).toBe(true);
+    expect(permit.permitId).toMatch(/^local:/);
+    expect(await limiter.release('db:pool', { key: 'z', permitId: permit.permitId! })).toBe(true);
+    expect(await limiter.renew('db:pool', { key: 'z', permitId: 'remote-lease' })).toBe(true);
     expect(events).toEqual([{ healthy: false }]);
     // Probes back off while the service stays away.
     const probesAt = (ms: number) => {
@@ -203,7 +218,7 @@ describe('RemoteLimiter over a fake service', () => {
     expect(service.count('/v1/reserve')).toBe(1);
     expect(limiter.trySync('api:open')?.source).toBe('lease');
     const permit = await limiter.try('db:pool', { key: 'c' });
-    expect(permit.leaseId).toBeDefined();
+    expect(permit.permitId).toBeDefined();
     expect(service.count('/v1/reserve')).toBe(1);
     expect(service.seen.filter((x) => x.path.startsWith('/v1/check'))).toHaveLength(1);
   });

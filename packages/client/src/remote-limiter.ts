@@ -8,7 +8,7 @@ import {
   checkCost,
   checkDelta,
   checkKey,
-  checkPermitId,
+  optionsPermitId,
   invalid,
   isLocalPermit,
   type AcquireOptions,
@@ -17,7 +17,7 @@ import {
   type CancelOptions,
   type Decision,
   type DecisionMode,
-  type LeaseOptions,
+  type PermitOptions,
   type PeerCount,
   type RateLimiter,
   type ResourceConfig,
@@ -226,11 +226,11 @@ export class RemoteLimiter implements RateLimiter {
     return this.#observe(resource, 'acquire', d);
   }
 
-  async release(resource: string, options: LeaseOptions): Promise<boolean> {
+  async release(resource: string, options: PermitOptions): Promise<boolean> {
     return this.#permit(resource, options, 'release');
   }
 
-  async renew(resource: string, options: LeaseOptions): Promise<boolean> {
+  async renew(resource: string, options: PermitOptions): Promise<boolean> {
     return this.#permit(resource, options, 'renew');
   }
 
@@ -349,14 +349,14 @@ export class RemoteLimiter implements RateLimiter {
   }
 
   /** Releases or renews a concurrency permit: on the fallback for a `local:` id, else on the service. */
-  async #permit(resource: string, options: LeaseOptions, op: 'release' | 'renew'): Promise<boolean> {
+  async #permit(resource: string, options: PermitOptions, op: 'release' | 'renew'): Promise<boolean> {
     const call = await this.#call(resource, { key: options.key, cost: 0 });
-    const leaseId = checkPermitId(options.leaseId);
+    const permitId = optionsPermitId(options);
     const ttlMs = options.ttlMs === undefined ? undefined : intOption(options.ttlMs, 'ttlMs', 0, 1, 24 * 3600 * 1000);
-    if (isLocalPermit(leaseId)) {
+    if (isLocalPermit(permitId)) {
       // Taken from the fallback: it lives there, whether or not the service is back.
       this.#syncFallback();
-      return this.#fallback.permit(op, resource, { key: call.key, leaseId, ...(ttlMs === undefined ? {} : { ttlMs }) });
+      return this.#fallback.permit(op, resource, { key: call.key, permitId, ...(ttlMs === undefined ? {} : { ttlMs }) });
     }
     // A permit held by the unreachable service expires there by itself; a renewal is reported
     // as kept so work is not abandoned because of the outage (as the core limiter does).
@@ -364,7 +364,7 @@ export class RemoteLimiter implements RateLimiter {
     const ticket = this.#health.begin();
     try {
       const a = await this.#transport.call(`/v1/${op}`, {
-        body: { resource, ...(call.key === '' ? {} : { key: call.key }), leaseId, ...(ttlMs === undefined ? {} : { ttlMs }) },
+        body: { resource, ...(call.key === '' ? {} : { key: call.key }), permitId, ...(ttlMs === undefined ? {} : { ttlMs }) },
         timeoutMs: this.#timeout.currentMs,
       });
       if (a.status !== 200) throw errorFromBody(a.body, a.status);

@@ -38,8 +38,15 @@ describe('decoding the service', () => {
       source: 'prefilter',
     });
     expect(d).toMatchObject({ allowed: false, source: 'prefilter', statuses: [] });
-    expect(d.leaseId).toBeUndefined();
+    expect(d.permitId).toBeUndefined();
     expect(d.booking).toBeUndefined();
+  });
+
+  it("reads a decision's permitId, or the leaseId of a server from before the rename", () => {
+    const base = { allowed: true, limit: 1, remaining: 0, retryAfterMs: 0, resetAfterMs: 0, reason: 'allowed', limitId: '0' };
+    expect(decisionFromBody({ ...base, permitId: 'p1', leaseId: 'p1' })).toMatchObject({ permitId: 'p1', leaseId: 'p1' });
+    expect(decisionFromBody({ ...base, permitId: 'p2' })).toMatchObject({ permitId: 'p2', leaseId: 'p2' });
+    expect(decisionFromBody({ ...base, leaseId: 'old' })).toMatchObject({ permitId: 'old', leaseId: 'old' });
   });
 
   it("decodes a decision's booking, and refuses a malformed one", () => {

@@ -38,11 +38,21 @@ export function decisionFromBody(body: unknown): Decision {
     limitId: body.limitId,
     statuses,
     source: (typeof body.source === 'string' ? body.source : 'store') as NonNullable<Decision['source']>,
-    ...(typeof body.leaseId === 'string' ? { leaseId: body.leaseId } : {}),
+    ...permitOf(body),
     ...(num(body.waitedMs) ? { waitedMs: body.waitedMs } : {}),
     ...(isObject(body.shadow) ? { shadow: body.shadow as unknown as NonNullable<Decision['shadow']> } : {}),
     ...(body.booking === undefined ? {} : { booking: bookingFromBody(body.booking) }),
   };
+}
+
+/**
+ * The permit id a decision body carries, as the decision's `permitId` and its deprecated alias
+ * `leaseId`: the body's `permitId`, else its `leaseId` (a server from before the rename sends only that).
+ */
+function permitOf(body: Record<string, unknown>): { permitId: string; leaseId: string } | Record<string, never> {
+  const permitId =
+    typeof body.permitId === 'string' ? body.permitId : typeof body.leaseId === 'string' ? body.leaseId : undefined;
+  return permitId === undefined ? {} : { permitId, leaseId: permitId };
 }
 
 /** A decision's `booking` as the service answers it. */

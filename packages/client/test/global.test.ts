@@ -59,8 +59,8 @@ describe('two clients against two services sharing one Redis', () => {
     const held: Decision[] = [];
     for (const c of [ca, cb, ca, cb]) held.push(await c.acquire('db:pool', { key: 'p', maxWaitMs: 0 }));
     expect(held.map((d) => d.allowed)).toEqual([true, true, true, false]);
-    expect(await cb.renew('db:pool', { key: 'p', leaseId: held[0]!.leaseId!, ttlMs: 20_000 })).toBe(true);
-    expect(await cb.release('db:pool', { key: 'p', leaseId: held[0]!.leaseId! })).toBe(true);
+    expect(await cb.renew('db:pool', { key: 'p', permitId: held[0]!.permitId!, ttlMs: 20_000 })).toBe(true);
+    expect(await cb.release('db:pool', { key: 'p', permitId: held[0]!.permitId! })).toBe(true);
     expect((await ca.try('db:pool', { key: 'p' })).allowed).toBe(true);
   });
 
@@ -74,7 +74,7 @@ describe('two clients against two services sharing one Redis', () => {
     ac.abort();
     expect(isSluiceError(await waiting, 'SLUICE_ERR_ABORTED')).toBe(true);
     // Had the service kept the wait, it would take the freed permit (it re-asks every 50 ms).
-    expect(await ca.release('db:pool', { key: 'abort', leaseId: held[0]!.leaseId! })).toBe(true);
+    expect(await ca.release('db:pool', { key: 'abort', permitId: held[0]!.permitId! })).toBe(true);
     await new Promise((r) => setTimeout(r, 500));
     expect((await ca.try('db:pool', { key: 'abort' })).allowed).toBe(true);
     expect(cb.healthy).toBe(true);

@@ -18,7 +18,7 @@ function setup(policies: LimitPolicy | LimitPolicy[], bounds: Partial<BookingBou
   const limits = compileLimits(policies);
   const b: BookingBounds = { ...DEFAULT_BOOKING, ...bounds };
   const book = (id: string, cost = 1, create = true, key = 'k') => store.book({ key, limits, cost, id, create, bounds: b });
-  const consume = (cost = 1, key = 'k') => store.consume({ key, limits, cost, leaseId: '' });
+  const consume = (cost = 1, key = 'k') => store.consume({ key, limits, cost, permitId: '' });
   const cancel = (id: string, key = 'k') => store.cancel({ key, limits, id });
   return { clock, store, limits, book, consume, cancel };
 }
@@ -122,7 +122,7 @@ describe('booking on a GCRA key', () => {
     for (let i = 0; i < 5; i++) await book(`a${i}`);
     await book('b0');
     const other = compileLimits({ ...policy, limit: 20 });
-    await store.consume({ key: 'k', limits: other, cost: 0, leaseId: '' });
+    await store.consume({ key: 'k', limits: other, cost: 0, permitId: '' });
     clock.advance(100);
     const r = await store.book({ key: 'k', limits: other, cost: 1, id: 'b0', create: false, bounds: DEFAULT_BOOKING });
     expect(r.outcome).toBe('missing');

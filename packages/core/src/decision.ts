@@ -76,7 +76,12 @@ export interface Decision {
   readonly limitId: string;
   /** Every limit of the key, in policy order. */
   readonly statuses: readonly LimitStatus[];
-  /** The concurrency lease taken, when the key has a concurrency limit and was allowed. */
+  /** The concurrency permit taken, when the key has a concurrency limit and was allowed. */
+  readonly permitId?: string;
+  /**
+   * The same value as {@link permitId}, set exactly when it is.
+   * @deprecated Read `permitId`.
+   */
   readonly leaseId?: string;
   /** Milliseconds spent waiting in `acquire`. */
   readonly waitedMs?: number;
@@ -108,7 +113,7 @@ export function unjudgedStatuses(limits: readonly CompiledLimit[], retryAfterMs 
 }
 
 /** Folds per-limit statuses into one decision (all-or-nothing). */
-export function combineStatuses(statuses: readonly LimitStatus[], leaseId?: string): Decision {
+export function combineStatuses(statuses: readonly LimitStatus[], permitId?: string): Decision {
   let decider: LimitStatus | undefined;
   let allowed = true;
   for (const s of statuses) if (!s.allowed) allowed = false;
@@ -130,7 +135,7 @@ export function combineStatuses(statuses: readonly LimitStatus[], leaseId?: stri
     limitId: decider.id,
     statuses,
   } as const;
-  return allowed && leaseId !== undefined ? { ...base, leaseId } : base;
+  return allowed && permitId !== undefined ? { ...base, permitId, leaseId: permitId } : base;
 }
 
 /** A copy of `decision` with another reason and verdict, e.g. when a wait gives up. */

@@ -30,7 +30,7 @@ export function evaluateKey(
   limits: readonly CompiledLimit[],
   cost: number,
   now: number,
-  leaseId: string,
+  permitId: string,
   reserve = 0,
   holdMs = 0,
 ): KeyOutcome {
@@ -41,9 +41,9 @@ export function evaluateKey(
   let ttlMs = 0;
   limits.forEach((limit, i) => {
     const held = reserve > 0 ? Math.floor(reserve * capacityOf(limit)) : 0;
-    let o = decideLimit(states[i], limit, cost + held, now, leaseId, holdMs);
+    let o = decideLimit(states[i], limit, cost + held, now, permitId, holdMs);
     // The check passed with the reserve: charge the cost alone.
-    if (held > 0 && o.allowed) o = decideLimit(states[i], limit, cost, now, leaseId, holdMs);
+    if (held > 0 && o.allowed) o = decideLimit(states[i], limit, cost, now, permitId, holdMs);
     allowed &&= o.allowed;
     ttlMs = Math.max(ttlMs, o.ttlMs);
     next[i] = o.next;
@@ -72,11 +72,11 @@ function decideLimit(
   limit: CompiledLimit,
   cost: number,
   now: number,
-  leaseId: string,
+  permitId: string,
   holdMs: number,
 ) {
   return limit.algorithm === 'concurrency'
-    ? concurrency.acquire(stored as ConcurrencyState | undefined, leaseId, cost, now, limit)
+    ? concurrency.acquire(stored as ConcurrencyState | undefined, permitId, cost, now, limit)
     : rateAlgorithm(limit.code)!.evaluate(normalizeState(stored as RateState | undefined, now, limit), cost, now, limit, holdMs);
 }
 

@@ -157,8 +157,8 @@ describe('fallback decisions', () => {
     const share = fallbackDecision(combineStatuses(policyStatuses(limits, false, 10)), false);
     expect(share.reason).toBe('concurrency_limited');
     const open = fallbackDecision(combineStatuses(policyStatuses(limits, true, 10), 'abc'), true);
-    expect(open).toMatchObject({ allowed: true, reason: 'allowed', remaining: 4, retryAfterMs: 0, leaseId: 'local:abc' });
-    expect(fallbackDecision(open, true).leaseId).toBe('local:abc');
+    expect(open).toMatchObject({ allowed: true, reason: 'allowed', remaining: 4, retryAfterMs: 0, permitId: 'local:abc' });
+    expect(fallbackDecision(open, true).permitId).toBe('local:abc');
     expect(isLocalPermit('local:x')).toBe(true);
     expect(isLocalPermit('x')).toBe(false);
     expect(localPermitId('')).toBe('');

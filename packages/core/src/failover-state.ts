@@ -220,13 +220,13 @@ export class FailoverMachine {
 export const LOCAL_PERMIT_PREFIX = 'local:';
 
 /** True for the id of a permit taken from the fallback. */
-export function isLocalPermit(leaseId: string): boolean {
-  return leaseId.startsWith(LOCAL_PERMIT_PREFIX);
+export function isLocalPermit(permitId: string): boolean {
+  return permitId.startsWith(LOCAL_PERMIT_PREFIX);
 }
 
 /** The id a permit taken from the fallback is known by ('' stays ''). */
-export function localPermitId(leaseId: string): string {
-  return leaseId === '' || isLocalPermit(leaseId) ? leaseId : `${LOCAL_PERMIT_PREFIX}${leaseId}`;
+export function localPermitId(permitId: string): string {
+  return permitId === '' || isLocalPermit(permitId) ? permitId : `${LOCAL_PERMIT_PREFIX}${permitId}`;
 }
 
 /**
@@ -235,7 +235,8 @@ export function localPermitId(leaseId: string): string {
  * denied for want of the store (`unavailable`) rather than by a local share.
  */
 export function fallbackDecision(decision: Decision, unavailable: boolean): Decision {
-  const permit = decision.leaseId === undefined ? {} : { leaseId: localPermitId(decision.leaseId) };
+  const permitId = decision.permitId === undefined ? undefined : localPermitId(decision.permitId);
+  const permit = permitId === undefined ? {} : { permitId, leaseId: permitId };
   const reason = !decision.allowed && unavailable ? { reason: 'store_unavailable' as const } : {};
   return { ...decision, ...permit, ...reason, source: 'fallback' };
 }

@@ -104,10 +104,10 @@ describe('store failure policies', () => {
     });
     store.down = true;
     const d = await limiter.try('pool');
-    expect(d.leaseId).toMatch(/^local:/);
+    expect(d.permitId).toMatch(/^local:/);
     store.down = false;
     await clock.advanceAsync(100);
-    expect(await limiter.release('pool', { leaseId: d.leaseId! })).toBe(true);
+    expect(await limiter.release('pool', { permitId: d.permitId! })).toBe(true);
     await limiter.close();
     await store.close();
   });

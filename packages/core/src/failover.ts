@@ -22,12 +22,13 @@ import type {
   CancelRequest,
   ConsumeRequest,
   ConsumeResult,
-  LeaseRequest,
+  PermitRequest,
   LimitStore,
   PeerCount,
   ReserveRequest,
   ReserveResult,
 } from './store.js';
+import { requestPermitId } from './store.js';
 
 export { STORE_FAILURE_POLICIES, type StoreFailurePolicy } from './failover-state.js';
 
@@ -195,7 +196,7 @@ export class Failover {
     if (answer === 'local') {
       return { ...(await this.#fallback.reserve({ ...request, limits: this.#scale(request.limits) })), fallback: true };
     }
-    const r = await this.#fallbackConsume({ key: request.key, limits: request.limits, cost: request.min, leaseId: '' }, answer);
+    const r = await this.#fallbackConsume({ key: request.key, limits: request.limits, cost: request.min, permitId: '' }, answer);
     return { ...r, granted: r.allowed ? request.max : 0, fallback: true, unavailable: answer === 'closed' };
   }
 
@@ -216,7 +217,7 @@ export class Failover {
         // While the store is away, the answer is the fallback's (a store that cannot book is not away).
         return away ? { ...missing, fallback: true, unavailable: true } : missing;
       }
-      const r = await this.consume({ key: request.key, limits: request.limits, cost: request.cost, leaseId: '' }, policy);
+      const r = await this.consume({ key: request.key, limits: request.limits, cost: request.cost, permitId: '' }, policy);
       return { ...r, outcome: r.allowed ? 'admitted' : 'denied' };
     };
     if (!this.#health.healthy || this.#primary.book === undefined) return plain(!this.#health.healthy);
@@ -243,11 +244,11 @@ export class Failover {
     return this.#guarded(() => this.#primary.adjust(request), local);
   }
 
-  async renew(request: LeaseRequest): Promise<boolean> {
+  async renew(request: PermitRequest): Promise<boolean> {
     return this.#permit(request, 'renew');
   }
 
-  async release(request: LeaseRequest): Promise<boolean> {
+  async release(request: PermitRequest): Promise<boolean> {
     return this.#permit(request, 'release');
   }
 
@@ -259,12 +260,12 @@ export class Failover {
     await this.#fallback.close();
   }
 
-  async #permit(request: LeaseRequest, op: 'renew' | 'release'): Promise<boolean> {
+  async #permit(request: PermitRequest, op: 'renew' | 'release'): Promise<boolean> {
     // Permits taken from the fallback carry a prefix, so they return to it after recovery.
-    if (isLocalPermit(request.leaseId)) {
+    if (isLocalPermit(requestPermitId(request))) {
       return this.#fallback[op]({ ...request, limits: this.#scale(request.limits) });
     }
-    // The lease lives in the unreachable store and expires there by itself; a renewal is
+    // The permit lives in the unreachable store and expires there by itself; a renewal is
     // reported as kept so work is not abandoned because of the outage.
     const away = () => op === 'renew';
     if (!this.#health.healthy) return away();
@@ -292,7 +293,7 @@ export class Failover {
   async #fallbackConsume(request: ConsumeRequest, policy: StoreFailurePolicy): Promise<ConsumeResult> {
     if (policy === 'local') {
       const limits = this.#scale(request.limits);
-      return this.#fallback.consume({ ...request, limits, leaseId: localPermitId(request.leaseId) });
+      return this.#fallback.consume({ ...request, limits, permitId: localPermitId(requestPermitId(request)) });
     }
     const statuses = policyStatuses(request.limits, policy === 'open', this.#health.retryAfterMs);
     return { allowed: policy === 'open', statuses, now: this.#clock.now() };

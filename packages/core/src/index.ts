@@ -75,6 +75,7 @@ export type {
   BookOptions,
   CancelOptions,
   LeaseOptions,
+  PermitOptions,
   Priority,
   RateLimiter,
   TryOptions,
@@ -96,6 +97,7 @@ export {
   checkStamp,
   checkKey,
   checkPermitId,
+  optionsPermitId,
   compileLimit,
   compileLimits,
   maxCost,
@@ -133,6 +135,8 @@ export type {
   ConsumeResult,
   LeaseRequest,
   LimitStore,
+  PermitRequest,
   ReserveRequest,
   ReserveResult,
 } from './store.js';
+export { requestPermitId } from './store.js';

@@ -54,7 +54,7 @@ describe('Limiter.book, claim and cancel', () => {
     });
     const first = await limiter.book('pool', { id: 'p1' });
     expect(first.allowed).toBe(true);
-    expect(first.leaseId).toBeDefined();
+    expect(first.permitId).toBeDefined();
     expect(first.booking?.outcome).toBe('admitted');
     const second = await limiter.book('pool', { id: 'p2' });
     expect(second.booking?.outcome).toBe('denied');

@@ -264,15 +264,33 @@ describe('Limiter.acquire', () => {
       { concurrencyPollMs: 10_000 },
     );
     const held = await limiter.acquire('db:pool');
-    expect(held.leaseId).toBeDefined();
+    expect(held.permitId).toBeDefined();
     let granted: Decision | undefined;
     const waiting = limiter.acquire('db:pool', { maxWaitMs: 30_000 }).then((d) => (granted = d));
     await clock.advanceAsync(5);
     expect(granted).toBeUndefined();
-    expect(await limiter.release('db:pool', { leaseId: held.leaseId! })).toBe(true);
+    expect(await limiter.release('db:pool', { permitId: held.permitId! })).toBe(true);
     await clock.advanceAsync(0);
     await waiting;
     expect(granted).toMatchObject({ allowed: true, waitedMs: 5 });
+    await limiter.close();
+  });
+
+  it('still answers and takes the deprecated leaseId, the same value as permitId', async () => {
+    const { limiter } = setup({ 'db:pool': { algorithm: 'concurrency', limit: 1, leaseTtlMs: 60_000 }, 'api:a': oneEvery100ms });
+    const held = await limiter.try('db:pool');
+    expect(held.permitId).toEqual(expect.any(String));
+    expect(held.leaseId).toBe(held.permitId);
+    const plain = await limiter.try('api:a');
+    expect(Object.hasOwn(plain, 'permitId') || Object.hasOwn(plain, 'leaseId')).toBe(false);
+    await expect(limiter.release('db:pool', { permitId: held.permitId!, leaseId: 'other' })).rejects.toMatchObject({
+      code: 'SLUICE_ERR_INVALID_OPTIONS',
+      field: 'leaseId',
+    });
+    await expect(limiter.release('db:pool', {})).rejects.toMatchObject({ code: 'SLUICE_ERR_INVALID_OPTIONS', field: 'permitId' });
+    expect(await limiter.renew('db:pool', { leaseId: held.leaseId! })).toBe(true);
+    expect(await limiter.release('db:pool', { leaseId: held.leaseId! })).toBe(true);
+    expect(await limiter.release('db:pool', { permitId: held.permitId! })).toBe(false);
     await limiter.close();
   });
 
@@ -329,7 +347,7 @@ describe('owned resources', () => {
     const store: LimitStore = new MemoryStore();
     const limiter = new Limiter({ resources: { a: oneEvery100ms }, store });
     await limiter.close();
-    expect((await store.consume({ key: 'k', limits: limiter.limitsOf('a'), cost: 1, leaseId: '' })).allowed).toBe(true);
+    expect((await store.consume({ key: 'k', limits: limiter.limitsOf('a'), cost: 1, permitId: '' })).allowed).toBe(true);
     await store.close();
   });
 });

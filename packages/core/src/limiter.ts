@@ -16,7 +16,7 @@ import {
   checkDelta,
   checkHold,
   checkKey,
-  checkPermitId,
+  optionsPermitId,
   checkStamp,
   hasConcurrency,
   maxCost,
@@ -29,7 +29,7 @@ import type {
   AdjustOptions,
   BookOptions,
   CancelOptions,
-  LeaseOptions,
+  PermitOptions,
   Priority,
   RateLimiter,
   TryOptions,
@@ -278,7 +278,7 @@ export class Limiter implements RateLimiter {
       this.record(resource, { success: false, durationMs: this.#clock.now() - started });
       throw err;
     } finally {
-      if (d.leaseId !== undefined) await this.release(resource, { key: options.key, leaseId: d.leaseId });
+      if (d.permitId !== undefined) await this.release(resource, { key: options.key, permitId: d.permitId });
     }
   }
 
@@ -466,21 +466,21 @@ export class Limiter implements RateLimiter {
   }
 
   /** Frees a concurrency permit. False if it had already expired or been released. */
-  async release(resource: string, options: LeaseOptions): Promise<boolean> {
+  async release(resource: string, options: PermitOptions): Promise<boolean> {
     const { key, limits } = this.#prepare(resource, { key: options.key, cost: 0 });
-    const found = await this.#failover.release({ key, limits, leaseId: checkPermitId(options.leaseId) });
+    const found = await this.#failover.release({ key, limits, permitId: optionsPermitId(options) });
     this.#waiting.wake(key);
     return found;
   }
 
   /** Extends a concurrency permit. False if it was lost (expired): stop the work it guards. */
-  async renew(resource: string, options: LeaseOptions): Promise<boolean> {
+  async renew(resource: string, options: PermitOptions): Promise<boolean> {
     const { key, limits } = this.#prepare(resource, { key: options.key, cost: 0 });
     const ttlMs = options.ttlMs === undefined ? undefined : intOption(options.ttlMs, 'ttlMs', 0, 1, MAX_WAIT_BOUND_MS);
     return this.#failover.renew({
       key,
       limits,
-      leaseId: checkPermitId(options.leaseId),
+      permitId: optionsPermitId(options),
       ...(ttlMs === undefined ? {} : { ttlMs }),
     });
   }
@@ -616,7 +616,7 @@ export class Limiter implements RateLimiter {
       if (!t.allowed) {
         decision = { ...t, limitId: `tenant:${t.limitId}` };
       } else {
-        charges.push({ key, parts, limits: tenantLimits, permitId: t.leaseId });
+        charges.push({ key, parts, limits: tenantLimits, permitId: t.permitId });
         decision = await this.#consumeResource(call, coreShare, charges);
         if (!decision.allowed) await this.#giveBack(charges.splice(0), cost);
       }
@@ -638,7 +638,7 @@ export class Limiter implements RateLimiter {
   ): Promise<Decision> {
     if (resource.split === 1) {
       const d = await this.#consumeKey(resource, key, parts, limits, cost, coreShare);
-      if (d.allowed) charges.push({ key, parts, limits, permitId: d.leaseId });
+      if (d.allowed) charges.push({ key, parts, limits, permitId: d.permitId });
       return d;
     }
     // A split key: start at a random sub-key and move on while they deny.
@@ -683,7 +683,7 @@ export class Limiter implements RateLimiter {
       return this.#leases.take(key, parts, limits, cost, resource.lease, resource.onStoreFailure);
     }
     const permitId = hasConcurrency(limits) ? randomUUID() : '';
-    const request = { key, parts, limits, cost, leaseId: permitId, coreShare };
+    const request = { key, parts, limits, cost, permitId, coreShare };
     return this.#failover.consume(request, resource.onStoreFailure).then((result) => {
       let decision = combineStatuses(result.statuses, permitId === '' ? undefined : permitId);
       if (result.fallback === true) decision = fallbackDecision(decision, result.unavailable === true);
@@ -700,7 +700,7 @@ export class Limiter implements RateLimiter {
   async #giveBack(charges: readonly Charge[], cost: number): Promise<void> {
     for (const { key, parts, limits, permitId } of charges) {
       if (cost > 0) await this.#failover.adjust({ key, parts, limits, delta: -cost });
-      if (permitId !== undefined) await this.#failover.release({ key, limits, leaseId: permitId });
+      if (permitId !== undefined) await this.#failover.release({ key, limits, permitId });
     }
   }
 
@@ -765,12 +765,12 @@ interface Call {
   readonly priority: Priority;
 }
 
-/** Permits taken on one storage key (and the concurrency lease, if any). */
+/** Permits taken on one storage key (and the concurrency permit, if any). */
 interface Charge {
   readonly key: string;
   readonly parts: StorageKeyParts;
   readonly limits: readonly CompiledLimit[];
-  /** The concurrency permit taken, if any (a decision's `leaseId`). */
+  /** The concurrency permit taken, if any (a decision's `permitId`). */
   readonly permitId: string | undefined;
 }
 

@@ -12,7 +12,7 @@ describe('MemoryStore', () => {
     const store = new MemoryStore({ clock: new ManualClock(), maxKeys: 1000 });
     let allowed = 0;
     for (let i = 0; i < 20_000; i++) {
-      if ((await store.consume({ key: `flood:${i}`, limits: longLived, cost: 1, leaseId: '' })).allowed) allowed++;
+      if ((await store.consume({ key: `flood:${i}`, limits: longLived, cost: 1, permitId: '' })).allowed) allowed++;
     }
     expect(allowed).toBe(1000);
     expect(store.stats).toMatchObject({ keys: 1000, evicted: 0, refused: 19_000 });
@@ -22,7 +22,7 @@ describe('MemoryStore', () => {
   it('makes room from keys at rest only: a full table of live keys keeps every state', async () => {
     const clock = new ManualClock();
     const store = new MemoryStore({ clock, maxKeys: 3, sweepIntervalMs: 0 });
-    const take = (key: string, limits = longLived) => store.consume({ key, limits, cost: 1, leaseId: '' });
+    const take = (key: string, limits = longLived) => store.consume({ key, limits, cost: 1, permitId: '' });
     await take('idle', shortLived);
     await take('b');
     await take('c');
@@ -52,13 +52,14 @@ describe('MemoryStore', () => {
       observer: { keyTableFull: (e) => observed.push(e.outcome) },
     });
     const pool = compileLimits({ algorithm: 'concurrency', limit: 2, leaseTtlMs: 30_000 });
-    expect((await store.consume({ key: 'pool', limits: pool, cost: 1, leaseId: 'l1' })).allowed).toBe(true);
-    expect((await store.consume({ key: 'pool', limits: pool, cost: 1, leaseId: 'l2' })).allowed).toBe(true);
-    for (let i = 0; i < 100; i++) await store.consume({ key: `flood${i}`, limits: longLived, cost: 1, leaseId: '' });
-    expect((await store.consume({ key: 'pool', limits: pool, cost: 1, leaseId: 'l3' })).allowed).toBe(false);
-    expect(await store.renew({ key: 'pool', limits: pool, leaseId: 'l1' })).toBe(true);
+    expect((await store.consume({ key: 'pool', limits: pool, cost: 1, permitId: 'l1' })).allowed).toBe(true);
+    expect((await store.consume({ key: 'pool', limits: pool, cost: 1, permitId: 'l2' })).allowed).toBe(true);
+    for (let i = 0; i < 100; i++) await store.consume({ key: `flood${i}`, limits: longLived, cost: 1, permitId: '' });
+    expect((await store.consume({ key: 'pool', limits: pool, cost: 1, permitId: 'l3' })).allowed).toBe(false);
+    expect(await store.renew({ key: 'pool', limits: pool, permitId: 'l1' })).toBe(true);
+    // The deprecated name of a store request's permit id is still read.
     expect(await store.release({ key: 'pool', limits: pool, leaseId: 'l2' })).toBe(true);
-    expect((await store.consume({ key: 'pool', limits: pool, cost: 1, leaseId: 'l3' })).allowed).toBe(true);
+    expect((await store.consume({ key: 'pool', limits: pool, cost: 1, permitId: 'l3' })).allowed).toBe(true);
     const reserved = await store.reserve({ key: 'new', limits: longLived, min: 1, max: 1 });
     expect(reserved).toMatchObject({ allowed: false, granted: 0 });
     await store.adjust({ key: 'new', limits: longLived, delta: 1 });
@@ -70,14 +71,14 @@ describe('MemoryStore', () => {
   it('sweeps idle keys in the background and stops its timer on close', async () => {
     const clock = new ManualClock();
     const store = new MemoryStore({ clock, sweepIntervalMs: 1000 });
-    for (let i = 0; i < 100; i++) await store.consume({ key: `k${i}`, limits: shortLived, cost: 1, leaseId: '' });
+    for (let i = 0; i < 100; i++) await store.consume({ key: `k${i}`, limits: shortLived, cost: 1, permitId: '' });
     expect(store.stats.keys).toBe(100);
     clock.advance(1000);
     expect(store.stats.keys).toBe(0);
     expect(clock.pendingTimers).toBe(1);
     await store.close();
     expect(clock.pendingTimers).toBe(0);
-    await expect(store.consume({ key: 'x', limits: shortLived, cost: 1, leaseId: '' })).rejects.toMatchObject({
+    await expect(store.consume({ key: 'x', limits: shortLived, cost: 1, permitId: '' })).rejects.toMatchObject({
       code: ErrorCodes.CLOSED,
     });
   });

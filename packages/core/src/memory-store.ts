@@ -17,11 +17,12 @@ import type {
   CancelRequest,
   ConsumeRequest,
   ConsumeResult,
-  LeaseRequest,
+  PermitRequest,
   LimitStore,
   ReserveRequest,
   ReserveResult,
 } from './store.js';
+import { requestPermitId } from './store.js';
 
 /**
  * The expiry a write gives a key: what the operation needs, and no less than a key holding
@@ -139,7 +140,7 @@ export class MemoryStore implements LimitStore {
       request.limits,
       request.cost,
       now,
-      request.leaseId,
+      requestPermitId(request),
       request.coreShare ?? request.reserve ?? 0,
     );
     if (outcome.allowed) this.#table.write(request.key, request.limits, outcome.next, keepUntil(view, now + outcome.ttlMs), now);
@@ -213,12 +214,12 @@ export class MemoryStore implements LimitStore {
     return { expiresAt: Math.ceil(s.keepUntil), states: s.states, ...(s.ledger === undefined ? {} : { ledger: s.ledger }) };
   }
 
-  async renew(request: LeaseRequest): Promise<boolean> {
-    return this.#lease(request, 'renew');
+  async renew(request: PermitRequest): Promise<boolean> {
+    return this.#permit(request, 'renew');
   }
 
-  async release(request: LeaseRequest): Promise<boolean> {
-    return this.#lease(request, 'release');
+  async release(request: PermitRequest): Promise<boolean> {
+    return this.#permit(request, 'release');
   }
 
   async ping(): Promise<void> {
@@ -232,7 +233,7 @@ export class MemoryStore implements LimitStore {
     this.#table.clear();
   }
 
-  #lease(request: LeaseRequest, op: 'renew' | 'release'): boolean {
+  #permit(request: PermitRequest, op: 'renew' | 'release'): boolean {
     this.#checkOpen();
     const index = request.limits.findIndex((l) => l.algorithm === 'concurrency');
     if (index < 0) throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'the key has no concurrency limit to hold leases');
@@ -243,10 +244,11 @@ export class MemoryStore implements LimitStore {
     const entry = read.ledger === undefined ? read : this.#settle(request.key, request.limits, read, now);
     const states = entry.states.slice();
     const leases = states[index] as ConcurrencyState | undefined;
+    const permitId = requestPermitId(request);
     const result =
       op === 'renew'
-        ? concurrency.renew(leases, request.leaseId, now, limit, request.ttlMs ?? limit.leaseTtlMs)
-        : concurrency.release(leases, request.leaseId, now);
+        ? concurrency.renew(leases, permitId, now, limit, request.ttlMs ?? limit.leaseTtlMs)
+        : concurrency.release(leases, permitId, now);
     states[index] = result.next;
     this.#table.write(request.key, request.limits, states, Math.max(entry.expiresAt, now + result.ttlMs), now);
     return result.found;

@@ -228,12 +228,29 @@ export function checkKey(key: unknown, maxLength = DEFAULT_MAX_KEY_LENGTH, field
   return key;
 }
 
-/** Validates a concurrency permit's id (a decision's `leaseId`): 1 to 128 characters. */
-export function checkPermitId(permitId: unknown, field = 'leaseId'): string {
+/** Validates a concurrency permit's id (a decision's `permitId`): 1 to 128 characters. */
+export function checkPermitId(permitId: unknown, field = 'permitId'): string {
   if (typeof permitId !== 'string' || permitId.length === 0 || permitId.length > 128) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, field, 'must be a non-empty string of at most 128 characters');
   }
   return permitId;
+}
+
+/**
+ * The permit `release` and `renew` options name: `permitId`, or the deprecated `leaseId` (the
+ * same value when both are given, else refused), validated by {@link checkPermitId}.
+ */
+export function optionsPermitId(options: { readonly permitId?: unknown; readonly leaseId?: unknown }): string {
+  const { permitId, leaseId } = options;
+  if (permitId === undefined && leaseId !== undefined) return checkPermitId(leaseId, 'leaseId');
+  if (leaseId !== undefined && leaseId !== permitId) {
+    throw invalid(
+      ErrorCodes.INVALID_OPTIONS,
+      'leaseId',
+      'is the deprecated name of permitId: give one, or both with the same value',
+    );
+  }
+  return checkPermitId(permitId);
 }
 
 /** True when one of `limits` is a concurrency limit (its calls take leases). */

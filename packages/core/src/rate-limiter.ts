@@ -16,9 +16,9 @@ export interface RateLimiter {
   /** Waits (bounded, cancellable) until permitted or the wait bound is reached. */
   acquire(resource: string, options?: AcquireOptions): Promise<Decision>;
   /** Frees a concurrency permit; true if it was held. */
-  release(resource: string, options: LeaseOptions): Promise<boolean>;
+  release(resource: string, options: PermitOptions): Promise<boolean>;
   /** Extends a concurrency permit; true if it was still held. */
-  renew(resource: string, options: LeaseOptions): Promise<boolean>;
+  renew(resource: string, options: PermitOptions): Promise<boolean>;
   /**
    * Charges `delta` more permits (negative: a refund) after the fact; with `tenant`, the tenant's
    * quota is charged or refunded too, as the call that took the permits was.
@@ -93,13 +93,22 @@ export interface CancelOptions {
   id: string;
 }
 
-/** Identifies a concurrency lease for `release` and `renew`. */
-export interface LeaseOptions {
+/** Identifies a concurrency permit for `release` and `renew`: give `permitId` (or the deprecated `leaseId`). */
+export interface PermitOptions {
   key?: string;
-  leaseId: string;
+  /** The permit's id: a decision's `permitId`. */
+  permitId?: string;
+  /**
+   * The permit's id under its old name (giving both with different values is refused).
+   * @deprecated Set `permitId`.
+   */
+  leaseId?: string;
   /** New lifetime for `renew`. @default the limit's leaseTtlMs */
   ttlMs?: number;
 }
+
+/** @deprecated Renamed {@link PermitOptions}. */
+export type LeaseOptions = PermitOptions;
 
 /** What `adjust` charges or refunds. */
 export interface AdjustOptions {

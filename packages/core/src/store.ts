@@ -22,8 +22,10 @@ export interface ConsumeRequest {
   readonly parts?: StorageKeyParts;
   readonly limits: readonly CompiledLimit[];
   readonly cost: number;
-  /** Id of the concurrency lease to take if the key has a concurrency limit; otherwise ''. */
-  readonly leaseId: string;
+  /** Id of the concurrency permit to take if the key has a concurrency limit; otherwise '' or omitted. */
+  readonly permitId?: string;
+  /** @deprecated Set {@link permitId}; the limiter sends only that (stores read `permitId ?? leaseId`). */
+  readonly leaseId?: string;
   /**
    * Share (0..1) of every limit kept for core traffic (the resource's `priority.coreShare`): the
    * call passes only if its cost plus that share fits. Omitted or 0 for core traffic.
@@ -83,13 +85,23 @@ export interface AdjustRequest {
   readonly at?: number;
 }
 
-/** Renew or release a concurrency lease on `key`. */
-export interface LeaseRequest {
+/** Renew or release a concurrency permit on `key` (named by `permitId`, or the deprecated `leaseId`). */
+export interface PermitRequest {
   readonly key: string;
   readonly limits: readonly CompiledLimit[];
-  readonly leaseId: string;
+  readonly permitId?: string;
+  /** @deprecated Set {@link permitId}; the limiter sends only that (stores read `permitId ?? leaseId`). */
+  readonly leaseId?: string;
   /** New lifetime for a renewal. @default the concurrency limit's leaseTtlMs */
   readonly ttlMs?: number;
+}
+
+/** @deprecated Renamed {@link PermitRequest}. */
+export type LeaseRequest = PermitRequest;
+
+/** The permit a store request names: its `permitId`, else its deprecated `leaseId`, else ''. */
+export function requestPermitId(request: { readonly permitId?: string; readonly leaseId?: string }): string {
+  return request.permitId ?? request.leaseId ?? '';
 }
 
 /**
@@ -137,10 +149,10 @@ export interface LimitStore {
    * with a concurrency limit cannot be reserved.
    */
   reserve(request: ReserveRequest): Promise<ReserveResult>;
-  /** True if the lease was live and is now extended. */
-  renew(request: LeaseRequest): Promise<boolean>;
-  /** True if the lease was live and is now freed. */
-  release(request: LeaseRequest): Promise<boolean>;
+  /** True if the permit was live and is now extended. */
+  renew(request: PermitRequest): Promise<boolean>;
+  /** True if the permit was live and is now freed. */
+  release(request: PermitRequest): Promise<boolean>;
   /**
    * Deferred admission (see {@link BookRequest}). Stores without it cannot book: the limiter
    * then decides such calls as plain ones.

@@ -4,10 +4,11 @@ import {
   type BookRequest,
   type BookResult,
   type CancelRequest,
+  requestPermitId,
   type ConsumeRequest,
   type ConsumeResult,
-  type LeaseRequest,
   type LimitStore,
+  type PermitRequest,
 } from '@sluice/core';
 import type { Cluster, Redis } from 'ioredis';
 import { Ops, type Op } from './codes.js';
@@ -30,7 +31,7 @@ import {
   storeCost,
   storeDelta,
   storeKey,
-  storeLeaseId,
+  storePermitId,
   storeLeaseTtl,
   storeHold,
   storeStamp,
@@ -145,10 +146,10 @@ export class RedisStore implements LimitStore {
     return this.#submit(() => {
       const policy = policyArg(request.limits);
       const cost = storeCost(request.cost);
-      const leaseId = storeLeaseId(request.leaseId);
+      const permitId = storePermitId(requestPermitId(request));
       const reserve = storeReserve(request.coreShare ?? request.reserve);
-      const op = leaseId === '' && reserve === 0 && isOneLimit(request.limits) ? Ops.consumeOne : Ops.consume;
-      return this.#item(op, request.key, request.limits, policy, cost, leaseId, reserve);
+      const op = permitId === '' && reserve === 0 && isOneLimit(request.limits) ? Ops.consumeOne : Ops.consume;
+      return this.#item(op, request.key, request.limits, policy, cost, permitId, reserve);
     });
   }
 
@@ -168,19 +169,19 @@ export class RedisStore implements LimitStore {
     });
   }
 
-  renew(request: LeaseRequest): Promise<boolean> {
+  renew(request: PermitRequest): Promise<boolean> {
     return this.#submit(() => {
       const policy = policyArg(request.limits);
       const ttlMs = storeLeaseTtl(request.ttlMs ?? concurrencyLimit(request.limits).leaseTtlMs);
-      return this.#item(Ops.renew, request.key, request.limits, policy, ttlMs, storeLeaseId(request.leaseId));
+      return this.#item(Ops.renew, request.key, request.limits, policy, ttlMs, storePermitId(requestPermitId(request)));
     });
   }
 
-  release(request: LeaseRequest): Promise<boolean> {
+  release(request: PermitRequest): Promise<boolean> {
     return this.#submit(() => {
       const policy = policyArg(request.limits);
       concurrencyLimit(request.limits);
-      return this.#item(Ops.release, request.key, request.limits, policy, 0, storeLeaseId(request.leaseId));
+      return this.#item(Ops.release, request.key, request.limits, policy, 0, storePermitId(requestPermitId(request)));
     });
   }
 

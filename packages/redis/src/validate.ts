@@ -20,7 +20,7 @@ import {
 import { invalid } from './errors.js';
 
 /** Longest lease id, in UTF-8 bytes (the script's bound). */
-export const MAX_LEASE_ID_BYTES = 256;
+export const MAX_PERMIT_ID_BYTES = 256;
 
 /** Largest share of a limit a consume may hold back (the core's bound on `priority.coreShare`). */
 export const MAX_RESERVE = MAX_CORE_SHARE;
@@ -116,12 +116,12 @@ export function storeDelta(delta: unknown): number {
   return checkDelta(delta);
 }
 
-/** A lease id: a string of at most MAX_LEASE_ID_BYTES UTF-8 bytes. */
-export function storeLeaseId(leaseId: unknown): string {
-  if (typeof leaseId !== 'string' || Buffer.byteLength(leaseId) > MAX_LEASE_ID_BYTES) {
-    throw invalid(ErrorCodes.INVALID_OPTIONS, 'leaseId', `must be a string of at most ${MAX_LEASE_ID_BYTES} bytes`);
+/** A concurrency permit's id: a string of at most MAX_PERMIT_ID_BYTES UTF-8 bytes ('' for none). */
+export function storePermitId(permitId: unknown): string {
+  if (typeof permitId !== 'string' || Buffer.byteLength(permitId) > MAX_PERMIT_ID_BYTES) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'permitId', `must be a string of at most ${MAX_PERMIT_ID_BYTES} bytes`);
   }
-  return leaseId;
+  return permitId;
 }
 
 /** A lease lifetime for a renewal: an integer in 1..maxLeaseTtlMs. */

@@ -47,10 +47,10 @@ class SetClock implements Clock {
 }
 
 type Step =
-  | { op: 'consume'; key: string; limits: readonly CompiledLimit[]; cost: number; leaseId: string; reserve: number }
+  | { op: 'consume'; key: string; limits: readonly CompiledLimit[]; cost: number; permitId: string; reserve: number }
   | { op: 'adjust'; key: string; limits: readonly CompiledLimit[]; delta: number; at?: number }
   | { op: 'reserve'; key: string; limits: readonly CompiledLimit[]; min: number; max: number; holdMs: number }
-  | { op: 'renew' | 'release'; key: string; limits: readonly CompiledLimit[]; leaseId: string; ttlMs?: number }
+  | { op: 'renew' | 'release'; key: string; limits: readonly CompiledLimit[]; permitId: string; ttlMs?: number }
   | {
       op: 'book';
       key: string;
@@ -212,7 +212,7 @@ function randomTick(
     if (rnd() < 0.08) policy.set(key, pick(compiled));
     const limits = policy.get(key)!;
     const hasLeases = limits.some((l) => l.algorithm === 'concurrency');
-    const leaseId = hasLeases ? `lease-${Math.floor(rnd() * 4)}` : '';
+    const permitId = hasLeases ? `lease-${Math.floor(rnd() * 4)}` : '';
     if (!hasLeases && rnd() < 0.25) {
       // A small pool of ids, so that later calls claim, re-book or cancel earlier bookings; more
       // often one held, so that claims come within spans.
@@ -228,7 +228,7 @@ function randomTick(
     const r = rnd();
     if (r < 0.6) {
       const cost = Math.floor(rnd() * (maxCost + 1));
-      steps.push({ op: 'consume', key, limits, cost, leaseId, reserve: randomReserve(rnd) });
+      steps.push({ op: 'consume', key, limits, cost, permitId, reserve: randomReserve(rnd) });
     } else if (r < 0.75) {
       // Now and then far beyond any limit: the bounds on adjustments must agree too.
       const scale = rnd() < 0.1 ? 1000 : 1;
@@ -243,15 +243,15 @@ function randomTick(
       steps.push({ op: 'reserve', key, limits, min: Math.floor(rnd() * (max + 1)), max, holdMs });
     } else if (hasLeases) {
       const ttl = rnd() < 0.5 ? undefined : 10 + Math.floor(rnd() * 60);
-      steps.push({ op: rnd() < 0.5 ? 'renew' : 'release', key, limits, leaseId, ...(ttl === undefined ? {} : { ttlMs: ttl }) });
-    } else steps.push({ op: 'consume', key, limits, cost: 0, leaseId, reserve: randomReserve(rnd) });
+      steps.push({ op: rnd() < 0.5 ? 'renew' : 'release', key, limits, permitId, ...(ttl === undefined ? {} : { ttlMs: ttl }) });
+    } else steps.push({ op: 'consume', key, limits, cost: 0, permitId, reserve: randomReserve(rnd) });
   }
   // Every tick reports its time through a consume (or a reservation, or a booking).
   if (!steps.some((s) => s.op === 'consume' || s.op === 'reserve' || s.op === 'book')) {
     const key = pick(keys);
     const limits = policy.get(key)!;
-    const leaseId = limits.some((l) => l.algorithm === 'concurrency') ? 'lease-0' : '';
-    steps.push({ op: 'consume', key, limits, cost: Math.floor(rnd() * 2), leaseId, reserve: randomReserve(rnd) });
+    const permitId = limits.some((l) => l.algorithm === 'concurrency') ? 'lease-0' : '';
+    steps.push({ op: 'consume', key, limits, cost: Math.floor(rnd() * 2), permitId, reserve: randomReserve(rnd) });
   }
   return steps;
 }
@@ -284,14 +284,14 @@ function replay(ref: ReferenceStore, step: Step, now: number): Outcome {
     case 'cancel':
       return ref.cancel(step.key, step.limits, step.id, now);
     case 'consume':
-      return ref.consume(step.key, step.limits, step.cost, step.leaseId, step.reserve, now);
+      return ref.consume(step.key, step.limits, step.cost, step.permitId, step.reserve, now);
     case 'adjust':
       return ref.adjust(step.key, step.limits, step.delta, now, step.at);
     case 'reserve':
       return ref.reserve(step.key, step.limits, step.min, step.max, now, step.holdMs);
     case 'renew':
     case 'release':
-      return ref.lease(step.op, step.key, step.limits, step.leaseId, step.op === 'renew' ? step.ttlMs : undefined, now);
+      return ref.lease(step.op, step.key, step.limits, step.permitId, step.op === 'renew' ? step.ttlMs : undefined, now);
   }
 }
 
@@ -478,12 +478,12 @@ describe('differential: Redis decides exactly as the in-memory store', () => {
     const b = compileLimits([{ algorithm: 'fixed-window', id: 'b', limit: 1, windowMs: 60_000 }]);
     const asLeases = compileLimits([{ algorithm: 'concurrency', id: 'a', limit: 2, leaseTtlMs: 60_000 }]);
     const rate = compileLimits([{ algorithm: 'fixed-window', id: 'a', limit: 5, windowMs: 60_000 }]);
-    const consume = (key: string, limits: readonly CompiledLimit[], cost: number, leaseId = '', reserve = 0): Step => ({
+    const consume = (key: string, limits: readonly CompiledLimit[], cost: number, permitId = '', reserve = 0): Step => ({
       op: 'consume',
       key,
       limits,
       cost,
-      leaseId,
+      permitId,
       reserve,
     });
     // A tick reports its time through a consume: one on a key of its own for ticks without.
@@ -499,7 +499,7 @@ describe('differential: Redis decides exactly as the in-memory store', () => {
         timed(key, [{ op: 'reserve', key, limits: b, min: 2, max: 2, holdMs: 0 }]),
         [consume(key, a, 1, 'l2')],
         [consume(key, a, 1, 'l1', 0.5)],
-        timed(key, [{ op: 'release', key, limits: a, leaseId: 'l1' }]),
+        timed(key, [{ op: 'release', key, limits: a, permitId: 'l1' }]),
         // Allowed under b: only b's state is kept.
         [consume(key, b, 1)],
         [consume(key, a, 1, 'l2')],
@@ -516,9 +516,9 @@ describe('differential: Redis decides exactly as the in-memory store', () => {
         // Refunded to nothing: the entry stays until the window ends.
         timed(key, [{ op: 'adjust', key, limits: rate, delta: -1 }]),
         // A release finds the entry, so it is written, with no lease.
-        timed(key, [{ op: 'release', key, limits: asLeases, leaseId: 'x' }]),
+        timed(key, [{ op: 'release', key, limits: asLeases, permitId: 'x' }]),
         [consume(key, asLeases, 1, 'x')],
-        timed(key, [{ op: 'renew', key, limits: asLeases, leaseId: 'x', ttlMs: 30_000 }]),
+        timed(key, [{ op: 'renew', key, limits: asLeases, permitId: 'x', ttlMs: 30_000 }]),
         [consume(key, rate, 2), { op: 'adjust', key, limits: rate, delta: -2 }],
       ];
       for (const [i, batch] of ticks.entries()) await diff.tick(batch, [key], `${_form}, tick ${i}`);

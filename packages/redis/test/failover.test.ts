@@ -82,7 +82,7 @@ describe('Redis Cluster failover', () => {
     const store = target.store({ commandTimeoutMs: 500, slotsRefreshIntervalMs: 200 });
     const limits = compileLimits({ algorithm: 'fixed-window', limit: 1000, windowMs: 600_000 });
     const key = 'failover';
-    const consume = () => store.consume({ key, limits, cost: 1, leaseId: '' });
+    const consume = () => store.consume({ key, limits, cost: 1, permitId: '' });
     try {
       for (let i = 0; i < 10; i++) await consume();
       expect((await consume()).statuses[0]!.remaining).toBe(989);
@@ -121,10 +121,10 @@ describe('Redis Cluster failover', () => {
     const libraries = async () =>
       Promise.all(masters().map(async (node) => ((await node.call('FUNCTION', 'LIST')) as unknown[]).length));
     try {
-      await Promise.all(keys.map((key) => store.consume({ key, limits, cost: 1, leaseId: '' })));
+      await Promise.all(keys.map((key) => store.consume({ key, limits, cost: 1, permitId: '' })));
       await Promise.all(masters().map((node) => node.call('FUNCTION', 'FLUSH')));
       expect(await libraries()).toEqual(masters().map(() => 0));
-      const results = await Promise.all(keys.map((key) => store.consume({ key, limits, cost: 1, leaseId: '' })));
+      const results = await Promise.all(keys.map((key) => store.consume({ key, limits, cost: 1, permitId: '' })));
       expect(results.map((r) => r.statuses[0]!.remaining)).toEqual(keys.map(() => 98));
       expect(await libraries()).toEqual(masters().map(() => 1));
     } finally {

@@ -15,7 +15,7 @@ import { TEST_COMMAND_TIMEOUT_MS, cleanUp, standalone } from './helpers.js';
 import { packAny } from './msgpack.js';
 
 const limits = compileLimits({ algorithm: 'token-bucket', limit: 10, windowMs: 60_000 });
-const request = (key = 'k') => ({ key, limits, cost: 1, leaseId: '' });
+const request = (key = 'k') => ({ key, limits, cost: 1, permitId: '' });
 
 /**
  * The bound the tests below check a failing call against. Far above the 200 ms call bound they
@@ -255,7 +255,7 @@ describe('input, lifecycle and foreign data', () => {
       [store.consume({ ...request(), limits: [{ ...limits[0]!, code: 2 }] }), ErrorCodes.INVALID_POLICY],
       [store.consume({ ...request(), limits: [{ ...limits[0]!, windowMs: 0 }] }), ErrorCodes.INVALID_POLICY],
       [store.consume({ ...request(), limits: [{ id: 'x' } as CompiledLimit] }), ErrorCodes.INVALID_POLICY],
-      [store.consume({ ...request(), leaseId: 'l'.repeat(257) }), ErrorCodes.INVALID_OPTIONS],
+      [store.consume({ ...request(), permitId: 'l'.repeat(257) }), ErrorCodes.INVALID_OPTIONS],
       [store.consume({ ...request(), reserve: 0.95 }), ErrorCodes.INVALID_OPTIONS],
       [store.consume({ ...request(), reserve: Number.NaN }), ErrorCodes.INVALID_OPTIONS],
       [store.adjust({ key: 'k', limits, delta: Number.NaN }), ErrorCodes.INVALID_COST],
@@ -265,9 +265,9 @@ describe('input, lifecycle and foreign data', () => {
       [store.reserve({ key: 'k', limits, min: 1, max: 2, holdMs: 0.5 }), ErrorCodes.INVALID_OPTIONS],
       [store.adjust({ key: 'k', limits, delta: -1, at: -1 }), ErrorCodes.INVALID_OPTIONS],
       [store.reserve({ key: 'k', limits: concurrencyLimits, min: 1, max: 2 }), ErrorCodes.INVALID_OPTIONS],
-      [store.renew({ key: 'k', limits, leaseId: 'a' }), ErrorCodes.INVALID_OPTIONS],
-      [store.release({ key: 'k', limits, leaseId: 'a' }), ErrorCodes.INVALID_OPTIONS],
-      [store.renew({ key: 'k', limits: concurrencyLimits, leaseId: 'a', ttlMs: 0 }), ErrorCodes.INVALID_OPTIONS],
+      [store.renew({ key: 'k', limits, permitId: 'a' }), ErrorCodes.INVALID_OPTIONS],
+      [store.release({ key: 'k', limits, permitId: 'a' }), ErrorCodes.INVALID_OPTIONS],
+      [store.renew({ key: 'k', limits: concurrencyLimits, permitId: 'a', ttlMs: 0 }), ErrorCodes.INVALID_OPTIONS],
       ...bookingCases(store, concurrencyLimits),
     ];
     for (const [promise, code] of cases) expect((await failure(promise)).error.code).toBe(code);

@@ -13,7 +13,7 @@ const WARM_UP = 'warm-up';
 
 /** One call first (on key WARM_UP), so that the servers have the function before a test counts calls. */
 async function warmUp(store: RedisStore): Promise<void> {
-  await store.consume({ key: WARM_UP, limits: bucket, cost: 0, leaseId: '' });
+  await store.consume({ key: WARM_UP, limits: bucket, cost: 0, permitId: '' });
 }
 
 describe('standalone', () => {
@@ -28,7 +28,7 @@ describe('standalone', () => {
     const fcall = vi.spyOn(client, 'fcall');
     try {
       const results = await Promise.all(
-        Array.from({ length: 300 }, () => store.consume({ key: 'tick', limits: bucket, cost: 1, leaseId: '' })),
+        Array.from({ length: 300 }, () => store.consume({ key: 'tick', limits: bucket, cost: 1, permitId: '' })),
       );
       expect(fcall).toHaveBeenCalledTimes(1);
       expect(results.map((r) => r.statuses[0]!.remaining)).toEqual(Array.from({ length: 300 }, (_, i) => 999 - i));
@@ -45,14 +45,14 @@ describe('standalone', () => {
     const fcall = vi.spyOn(client, 'fcall');
     try {
       const results = await Promise.all(
-        Array.from({ length: 40 }, (_, i) => store.consume({ key: `many-${i}`, limits: bucket, cost: 1, leaseId: '' })),
+        Array.from({ length: 40 }, (_, i) => store.consume({ key: `many-${i}`, limits: bucket, cost: 1, permitId: '' })),
       );
       expect(fcall).toHaveBeenCalledTimes(2);
       expect(results.every((r) => r.allowed && r.statuses[0]!.remaining === 999)).toBe(true);
       // Fewer keys than that go whole, however many calls name them.
       fcall.mockClear();
       await Promise.all(
-        Array.from({ length: 40 }, (_, i) => store.consume({ key: `few-${i % 4}`, limits: bucket, cost: 1, leaseId: '' })),
+        Array.from({ length: 40 }, (_, i) => store.consume({ key: `few-${i % 4}`, limits: bucket, cost: 1, permitId: '' })),
       );
       expect(fcall).toHaveBeenCalledTimes(1);
     } finally {
@@ -69,7 +69,7 @@ describe('standalone', () => {
     const calls = Array.from({ length: 250 }, (_, i) =>
       i % 5 === 4
         ? store.adjust({ key: 'split', limits: bucket, delta: 1 }).then(() => undefined)
-        : store.consume({ key: 'split', limits: bucket, cost: 1, leaseId: '' }),
+        : store.consume({ key: 'split', limits: bucket, cost: 1, permitId: '' }),
     );
     const results = (await Promise.all(calls)).filter((r): r is ConsumeResult => r !== undefined);
     expect(fcall).toHaveBeenCalledTimes(3);
@@ -84,7 +84,7 @@ describe('standalone', () => {
   it('connects a lazy client it was given', async () => {
     const lazy = new Redis(redisUrl(), { lazyConnect: true });
     const store = new RedisStore({ client: lazy, prefix, commandTimeoutMs: TEST_COMMAND_TIMEOUT_MS });
-    expect((await store.consume({ key: 'lazy', limits: bucket, cost: 1, leaseId: '' })).allowed).toBe(true);
+    expect((await store.consume({ key: 'lazy', limits: bucket, cost: 1, permitId: '' })).allowed).toBe(true);
     await store.close();
     expect(lazy.status).toBe('ready');
     lazy.disconnect();
@@ -98,13 +98,13 @@ describe('standalone', () => {
     const generous = compileLimits({ algorithm: 'token-bucket', limit: 1e9, windowMs });
     const yearly = compileLimits({ algorithm: 'token-bucket', limit: 1, windowMs });
     const [, r] = await Promise.all([
-      store.consume({ key: 'debt', limits: generous, cost: 1e9, leaseId: '' }),
-      store.consume({ key: 'debt', limits: yearly, cost: 1, leaseId: '' }),
+      store.consume({ key: 'debt', limits: generous, cost: 1e9, permitId: '' }),
+      store.consume({ key: 'debt', limits: yearly, cost: 1, permitId: '' }),
     ]);
     const clock = { now: () => r.now, setTimer: () => ({}), clearTimer: () => {} };
     const memory = new MemoryStore({ clock, sweepIntervalMs: 0 });
-    await memory.consume({ key: 'debt', limits: generous, cost: 1e9, leaseId: '' });
-    const expected = await memory.consume({ key: 'debt', limits: yearly, cost: 1, leaseId: '' });
+    await memory.consume({ key: 'debt', limits: generous, cost: 1e9, permitId: '' });
+    const expected = await memory.consume({ key: 'debt', limits: yearly, cost: 1, permitId: '' });
     expect(r.statuses[0]!.retryAfterMs).toBeGreaterThan(2 ** 53);
     expect(r).toEqual(expected);
     await memory.close();
@@ -114,7 +114,7 @@ describe('standalone', () => {
   it('reports the Redis clock', async () => {
     const store = new RedisStore({ client, prefix, commandTimeoutMs: TEST_COMMAND_TIMEOUT_MS });
     const [sec, usec] = await client.time();
-    const r = await store.consume({ key: 'clock', limits: bucket, cost: 0, leaseId: '' });
+    const r = await store.consume({ key: 'clock', limits: bucket, cost: 0, permitId: '' });
     const redisMs = Number(sec) * 1000 + Number(usec) / 1000;
     expect(r.now).toBeGreaterThanOrEqual(redisMs);
     expect(r.now - redisMs).toBeLessThan(5000);
@@ -127,7 +127,7 @@ describe('standalone', () => {
       { algorithm: 'fixed-window', limit: 5, windowMs: 200 },
       { algorithm: 'concurrency', limit: 2, leaseTtlMs: 100 },
     ]);
-    const r = await store.consume({ key: 'idle', limits: short, cost: 1, leaseId: 'l' });
+    const r = await store.consume({ key: 'idle', limits: short, cost: 1, permitId: 'l' });
     const names = keyNames(prefix, 'idle');
     for (const name of [names.state, names.leases, names.costs]) {
       // When Redis removes the key, on its own clock (TIME and PTTL read at one instant).
@@ -155,7 +155,7 @@ describe('standalone', () => {
       compileLimits({ algorithm: 'token-bucket', limit: 100 + i, windowMs: year }),
     );
     const round = () =>
-      Promise.all(policies.map((limits, i) => store.consume({ key: `policies-${i % 50}`, limits, cost: 1, leaseId: '' })));
+      Promise.all(policies.map((limits, i) => store.consume({ key: `policies-${i % 50}`, limits, cost: 1, permitId: '' })));
     await round();
     const second = await round();
     // Each key is shared by 30 policies, in order: the m-th call of the second round finds the
@@ -186,7 +186,7 @@ describe('cluster', () => {
     const fcall = vi.spyOn(store.client, 'fcall');
     const keys = Array.from({ length: 60 }, (_, i) => `spread-${i}`);
     const results = await Promise.all(
-      keys.flatMap((key) => [1, 2, 3].map(() => store.consume({ key, limits: bucket, cost: 1, leaseId: '' }))),
+      keys.flatMap((key) => [1, 2, 3].map(() => store.consume({ key, limits: bucket, cost: 1, permitId: '' }))),
     );
     expect(results.map((r) => r.statuses[0]!.remaining)).toEqual(keys.flatMap(() => [999, 998, 997]));
     const slots = new Set(keys.map((k) => calculateSlot(keyNames(prefix, k).state)));
@@ -207,7 +207,7 @@ describe('cluster', () => {
     const results = await Promise.all(
       keys.map((key) =>
         Promise.all([
-          store.consume({ key, limits: minute, cost: 2, leaseId: '' }),
+          store.consume({ key, limits: minute, cost: 2, permitId: '' }),
           store.book({ key, limits: minute, cost: 1, id: 'a', create: false, bounds: DEFAULT_BOOKING }),
           store.cancel({ key, limits: minute, id: 'a' }),
         ]),
@@ -244,9 +244,9 @@ describe('cluster', () => {
       { algorithm: 'gcra', limit: 10, windowMs: 60_000 },
     ]);
     for (const key of ['', '}', '{', '{}', '}{', '%', '%7D', 'a}b{c', 'üñï']) {
-      expect((await store.consume({ key, limits: both, cost: 1, leaseId: 'a' })).allowed, key).toBe(true);
-      expect((await store.consume({ key, limits: both, cost: 1, leaseId: 'b' })).allowed, key).toBe(false);
-      expect(await store.release({ key, limits: both, leaseId: 'a' }), key).toBe(true);
+      expect((await store.consume({ key, limits: both, cost: 1, permitId: 'a' })).allowed, key).toBe(true);
+      expect((await store.consume({ key, limits: both, cost: 1, permitId: 'b' })).allowed, key).toBe(false);
+      expect(await store.release({ key, limits: both, permitId: 'a' }), key).toBe(true);
     }
     await store.close();
   });

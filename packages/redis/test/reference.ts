@@ -41,12 +41,12 @@ export class ReferenceStore {
     key: string,
     limits: readonly CompiledLimit[],
     cost: number,
-    leaseId: string,
+    permitId: string,
     reserve: number,
     now: number,
   ): ConsumeResult {
     const entry = this.#open(key, limits, now);
-    const o = evaluateKey(entry?.states ?? [], limits, cost, now, leaseId, reserve);
+    const o = evaluateKey(entry?.states ?? [], limits, cost, now, permitId, reserve);
     if (o.allowed) this.#write(key, limits, o.next, keep(entry, now + o.ttlMs), entry?.ledger);
     return { allowed: o.allowed, statuses: o.statuses, now };
   }
@@ -87,7 +87,7 @@ export class ReferenceStore {
     op: 'renew' | 'release',
     key: string,
     limits: readonly CompiledLimit[],
-    leaseId: string,
+    permitId: string,
     ttlMs: number | undefined,
     now: number,
   ): boolean {
@@ -98,8 +98,8 @@ export class ReferenceStore {
     const leases = entry.states[index] as ConcurrencyState | undefined;
     const r =
       op === 'renew'
-        ? concurrency.renew(leases, leaseId, now, limit, ttlMs ?? limit.leaseTtlMs)
-        : concurrency.release(leases, leaseId, now);
+        ? concurrency.renew(leases, permitId, now, limit, ttlMs ?? limit.leaseTtlMs)
+        : concurrency.release(leases, permitId, now);
     const states = entry.states.slice();
     states[index] = r.next;
     this.#write(key, limits, states, Math.max(entry.expiresAt, now + r.ttlMs), entry.ledger);

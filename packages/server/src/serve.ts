@@ -96,7 +96,7 @@ async function openStores(settings: Settings, logger: Logger): Promise<Stores> {
       key: 'sluice:warmup',
       limits: compileLimits({ algorithm: 'fixed-window', limit: 1, windowMs: 1000 }),
       cost: 0,
-      leaseId: '',
+      permitId: '',
     };
     await waitFor(() => limitStore.consume(warmup), 10_000, 'Redis');
   } catch (err) {

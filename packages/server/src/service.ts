@@ -40,7 +40,7 @@ export interface AcquireItem extends DecisionItem {
 export interface ReleaseItem {
   readonly resource: string;
   readonly key?: string;
-  readonly leaseId: string;
+  readonly permitId: string;
 }
 
 /** Charges `delta` more permits (negative: a refund). */
@@ -121,7 +121,7 @@ export class RateLimitService {
     return {
       renewed: await this.#limiter.renew(item.resource, {
         key: item.key,
-        leaseId: item.leaseId,
+        permitId: item.permitId,
         ...(item.ttlMs === undefined ? {} : { ttlMs: item.ttlMs }),
       }),
     };
@@ -189,7 +189,7 @@ export class RateLimitService {
 
   async release(item: ReleaseItem): Promise<{ released: boolean }> {
     this.#active(item.resource);
-    return { released: await this.#limiter.release(item.resource, { key: item.key, leaseId: item.leaseId }) };
+    return { released: await this.#limiter.release(item.resource, { key: item.key, permitId: item.permitId }) };
   }
 
   async adjust(item: AdjustItem): Promise<{ adjusted: true }> {

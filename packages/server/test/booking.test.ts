@@ -113,7 +113,7 @@ describe.each(STORES)('bookings over HTTP against sluice serve (%s store)', (sto
     // Concurrency limits are never booked: a plain decision.
     expect((await call(server.url, '/v1/book', { resource: 'db:pool', key, id: 'p' })).json).toMatchObject({
       allowed: true,
-      leaseId: expect.any(String),
+      permitId: expect.any(String),
       booking: { outcome: 'admitted' },
     });
   });

@@ -87,6 +87,7 @@ class Gen {
       'tenant',
       'priority',
       'maxWaitMs',
+      'permitId',
       'leaseId',
       'delta',
       'min',
@@ -120,7 +121,8 @@ class Gen {
     if (this.chance(0.2)) o.tenant = this.pick(['acme', 'other', '', 'x|y']);
     if (this.chance(0.2)) o.priority = this.pick(['core', 'normal', 'high', 1]);
     if (this.chance(0.2)) o.maxWaitMs = this.chance(0.8) ? this.int(40) : this.number();
-    if (this.chance(0.1)) o.leaseId = this.string();
+    if (this.chance(0.1)) o.permitId = this.string();
+    if (this.chance(0.05)) o.leaseId = this.chance(0.5) && typeof o.permitId === 'string' ? o.permitId : this.string();
     if (this.chance(0.1)) o.delta = this.number();
     if (this.chance(0.06)) o.min = this.chance(0.8) ? this.int(4) : this.number();
     if (this.chance(0.06)) o.max = this.chance(0.8) ? this.int(8) : this.number();

@@ -50,18 +50,18 @@ describe('sluice serve over HTTP (embedded store)', () => {
 
   it('makes acquire wait until a permit is released', async () => {
     const first = await call(server.url, '/v1/acquire', { resource: 'db:pool', key: 'wait' });
-    expect(first.json).toMatchObject({ allowed: true, leaseId: expect.any(String) });
+    expect(first.json).toMatchObject({ allowed: true, permitId: expect.any(String) });
     const waiting = call(server.url, '/v1/acquire', { resource: 'db:pool', key: 'wait', maxWaitMs: 20_000 });
     let settled = false;
     void waiting.then(() => (settled = true));
     // The second caller is queued (the wait metric has no sample yet) and has no answer.
     await new Promise((r) => setTimeout(r, 100));
     expect(settled).toBe(false);
-    const released = await call(server.url, '/v1/release', { resource: 'db:pool', key: 'wait', leaseId: first.json.leaseId });
+    const released = await call(server.url, '/v1/release', { resource: 'db:pool', key: 'wait', permitId: first.json.permitId });
     expect(released.json).toEqual({ released: true });
     const second = await waiting;
     expect(second.json).toMatchObject({ allowed: true, reason: 'allowed', waitedMs: expect.any(Number) });
-    await call(server.url, '/v1/release', { resource: 'db:pool', key: 'wait', leaseId: second.json.leaseId });
+    await call(server.url, '/v1/release', { resource: 'db:pool', key: 'wait', permitId: second.json.permitId });
   });
 
   it('stops a wait when its client disconnects', async () => {
@@ -81,7 +81,7 @@ describe('sluice serve over HTTP (embedded store)', () => {
     await eventually(async () =>
       /sluice_wait_seconds_count\{resource="db:pool",outcome="aborted"\} 1/.test(await server.metrics.registry.metrics()),
     );
-    await call(server.url, '/v1/release', { resource: 'db:pool', key: 'gone', leaseId: first.json.leaseId });
+    await call(server.url, '/v1/release', { resource: 'db:pool', key: 'gone', permitId: first.json.permitId });
     const next = await call(server.url, '/v1/acquire', { resource: 'db:pool', key: 'gone', maxWaitMs: 0 });
     expect(next.json).toMatchObject({ allowed: true });
   });

@@ -233,7 +233,7 @@ describe('concurrency permits', () => {
   it('are released after success, after failure, and renewed while the activity runs', async () => {
     vi.useFakeTimers();
     const { limiter, run, events } = setup({ renewIntervalMs: 1000 });
-    limiter.answers.push(allow({ leaseId: 'L1' }));
+    limiter.answers.push(allow({ permitId: 'L1' }));
     let finish: () => void = () => {};
     const result = run(() => new Promise<void>((r) => (finish = r)));
     await vi.advanceTimersByTimeAsync(2500);
@@ -241,13 +241,13 @@ describe('concurrency permits', () => {
     finish();
     await result;
     expect(limiter.methods().at(-1)).toBe('release:api:a');
-    expect(limiter.calls.at(-1)!.options).toEqual({ key: '', leaseId: 'L1' });
+    expect(limiter.calls.at(-1)!.options).toEqual({ key: '', permitId: 'L1' });
     await vi.advanceTimersByTimeAsync(5000);
     expect(limiter.methods().filter((m) => m.startsWith('renew'))).toHaveLength(2);
 
-    limiter.answers.push(allow({ leaseId: 'L2' }));
+    limiter.answers.push(allow({ permitId: 'L2' }));
     await expect(run(() => Promise.reject(new Error('downstream failed')))).rejects.toThrow('downstream failed');
-    expect(limiter.calls.at(-1)).toEqual({ method: 'release', resource: 'api:a', options: { key: '', leaseId: 'L2' } });
+    expect(limiter.calls.at(-1)).toEqual({ method: 'release', resource: 'api:a', options: { key: '', permitId: 'L2' } });
     expect(events.filter((e) => e.startsWith('held'))).toEqual([
       'held:api:a:1',
       'held:api:a:-1',
@@ -258,7 +258,7 @@ describe('concurrency permits', () => {
 
   it('are released when the activity is cancelled while running', async () => {
     const { limiter, run, env } = setup();
-    limiter.answers.push(allow({ leaseId: 'L3' }));
+    limiter.answers.push(allow({ permitId: 'L3' }));
     const result = run(() => env.context.cancelled);
     await new Promise((r) => setImmediate(r));
     env.cancel();
@@ -302,7 +302,7 @@ describe('several resources with a concurrency permit', () => {
       mode: 'non-blocking',
       activities: { call: [{ resource: 'api:a' }, { resource: 'api:b' }] },
     });
-    limiter.answers.push(allow({ leaseId: 'L9' }), deny(500));
+    limiter.answers.push(allow({ permitId: 'L9' }), deny(500));
     await expect(run()).rejects.toMatchObject({ type: 'SluiceRateLimited' });
     expect(limiter.methods().slice(-2)).toEqual(['release:api:a', 'adjust:api:a']);
     expect(events.filter((e) => e.startsWith('held'))).toEqual(['held:api:a:1', 'held:api:a:-1']);

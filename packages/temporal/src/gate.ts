@@ -38,7 +38,7 @@ export interface PermitHeartbeatDetails {
 interface Held {
   readonly permit: CompiledPermit;
   readonly options: TryOptions;
-  readonly leaseId: string | undefined;
+  readonly permitId: string | undefined;
 }
 
 /**
@@ -165,8 +165,8 @@ export class SluiceActivityGate {
       observer?.retryScheduled?.({ ...event, delayMs });
       throw rateLimitedFailure(resource, decision, delayMs);
     }
-    if (decision.leaseId !== undefined) observer?.permitHeld?.({ ...event, delta: 1 });
-    return { permit, options, leaseId: decision.leaseId };
+    if (decision.permitId !== undefined) observer?.permitHeld?.({ ...event, delta: 1 });
+    return { permit, options, permitId: decision.permitId };
   }
 
   /** Waits for a permit, heartbeating, within the activity's remaining budget. */
@@ -281,11 +281,11 @@ export class SluiceActivityGate {
     const timers: NodeJS.Timeout[] = [];
     let stopped = false;
     for (const h of held) {
-      if (h.leaseId === undefined) continue;
-      const leaseId = h.leaseId;
+      if (h.permitId === undefined) continue;
+      const permitId = h.permitId;
       const tick = async (): Promise<void> => {
         try {
-          const still = await this.options.limiter.renew(h.permit.resource, { key: h.options.key, leaseId });
+          const still = await this.options.limiter.renew(h.permit.resource, { key: h.options.key, permitId });
           if (!still) ctx.log.warn('concurrency permit expired before the activity finished', { resource: h.permit.resource });
         } catch (err) {
           this.options.observer?.fault?.({ activityType, resource: h.permit.resource, kind: 'error' });
@@ -315,9 +315,9 @@ export class SluiceActivityGate {
     for (const h of held) {
       const { resource } = h.permit;
       try {
-        if (h.leaseId !== undefined) {
+        if (h.permitId !== undefined) {
           observer?.permitHeld?.({ activityType, resource, delta: -1 });
-          await limiter.release(resource, { key: h.options.key, leaseId: h.leaseId });
+          await limiter.release(resource, { key: h.options.key, permitId: h.permitId });
         }
         // Nothing was called: the rate limits get their permits back too (a no-op for
         // concurrency-only resources).

@@ -64,7 +64,8 @@ export function createSluicePermitActivities(limiter: RateLimiter): SluicePermit
           retryAfterMs: d.retryAfterMs,
           limit: d.limit,
           remaining: d.remaining,
-          ...(d.leaseId === undefined ? {} : { leaseId: d.leaseId }),
+          // The history's field keeps its name (see PermitAnswer.leaseId).
+          ...(d.permitId === undefined ? {} : { leaseId: d.permitId }),
         };
       } catch (err) {
         return rethrow(err);
@@ -72,10 +73,10 @@ export function createSluicePermitActivities(limiter: RateLimiter): SluicePermit
     },
     async [RELEASE_ACTIVITY](request: ReleaseRequest): Promise<boolean> {
       if (typeof request !== 'object' || request === null || typeof request.resource !== 'string') {
-        throw badRequest('a release request needs a resource and a leaseId');
+        throw badRequest('a release request needs a resource and a leaseId (the permit id)');
       }
       try {
-        return await limiter.release(request.resource, { key: request.key ?? '', leaseId: request.leaseId });
+        return await limiter.release(request.resource, { key: request.key ?? '', permitId: request.leaseId });
       } catch (err) {
         return rethrow(err);
       }

@@ -24,7 +24,12 @@ export interface PermitAnswer {
   readonly retryAfterMs: number;
   readonly limit: number;
   readonly remaining: number;
-  /** Set when the resource has a concurrency limit: release it with `releasePermit`. */
+  /**
+   * The concurrency permit's id (a decision's `permitId`), set when the resource has a
+   * concurrency limit: release it with `releasePermit`. Named `leaseId` on purpose: this answer is
+   * recorded in workflow histories, and renaming the field would break the replay of running
+   * workflows, so the wire name stays.
+   */
   readonly leaseId?: string;
 }
 
@@ -32,6 +37,7 @@ export interface PermitAnswer {
 export interface ReleaseRequest {
   readonly resource: string;
   readonly key?: string;
+  /** The permit's id (a decision's `permitId`); the wire name stays `leaseId` for replay (see {@link PermitAnswer.leaseId}). */
   readonly leaseId: string;
 }
 

@@ -177,15 +177,19 @@ export async function acquirePermit(resource: string, options: AcquirePermitOpti
   }
 }
 
-/** Gives back a concurrency permit taken by {@link acquirePermit} (when `leaseId` is set). */
+/**
+ * Gives back a concurrency permit taken by {@link acquirePermit}: `permitId` is its answer's
+ * `leaseId` (set when the resource has a concurrency limit; the recorded name stays for replay).
+ */
 export async function releasePermit(
   resource: string,
-  leaseId: string,
+  permitId: string,
   options: { key?: string; localActivityOptions?: LocalActivityOptions } = {},
 ): Promise<boolean> {
   const release = proxyLocalActivities<{ [RELEASE_ACTIVITY]: (r: ReleaseRequest) => Promise<boolean> }>({
     startToCloseTimeout: '10s',
     ...options.localActivityOptions,
   })[RELEASE_ACTIVITY];
-  return release({ resource, key: options.key ?? '', leaseId });
+  // The activity's input is recorded in the history: its field keeps the name `leaseId`.
+  return release({ resource, key: options.key ?? '', leaseId: permitId });
 }

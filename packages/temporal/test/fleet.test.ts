@@ -127,7 +127,7 @@ describe('a fleet of worker processes sharing one downstream', () => {
       // ...until their leases expire: nobody renews them any more.
       const freed = await probe.acquire('pool:shared', { maxWaitMs: LEASE_TTL_MS * 5 });
       expect(freed.allowed).toBe(true);
-      await probe.release('pool:shared', { leaseId: freed.leaseId! });
+      await probe.release('pool:shared', { permitId: freed.permitId! });
       // Another worker picks the retried activities up and gets the permits.
       const heir = startWorker(queue);
       await heir.ready();

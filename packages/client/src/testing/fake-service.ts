@@ -143,7 +143,7 @@ export class FakeService implements Transport {
       case '/v1/adjust':
       case '/v1/release':
       case '/v1/renew': {
-        const i = b as { resource: string; key?: string; delta: number; leaseId: string };
+        const i = b as { resource: string; key?: string; delta: number; permitId?: string; leaseId?: string };
         try {
           if (path === '/v1/adjust') {
             await this.limiter.adjust(i.resource, i);

@@ -31,19 +31,19 @@ export interface ConcurrencyOutcome {
  * itself when it expires. Pure functions of (leases, request, now, policy).
  */
 export const concurrency = {
-  /** Takes `cost` permits under `leaseId` for `limit.leaseTtlMs` (or `ttlMs`). */
+  /** Takes `cost` permits under `permitId` for `limit.leaseTtlMs` (or `ttlMs`). */
   acquire(
     state: ConcurrencyState | undefined,
-    leaseId: string,
+    permitId: string,
     cost: number,
     now: number,
     limit: CompiledLimit,
     ttlMs = limit.leaseTtlMs,
   ): ConcurrencyOutcome {
-    const leases = liveLeases(state, now).filter((l) => l.id !== leaseId);
+    const leases = liveLeases(state, now).filter((l) => l.id !== permitId);
     const used = usedBy(leases);
     if (used + cost <= limit.limit + EPS_PERMITS) {
-      const next = cost > 0 ? [...leases, { id: leaseId, cost, expiresAt: now + ttlMs }] : leases;
+      const next = cost > 0 ? [...leases, { id: permitId, cost, expiresAt: now + ttlMs }] : leases;
       return {
         allowed: true,
         remaining: wholePermits(limit.limit - used - cost),
@@ -76,7 +76,7 @@ export const concurrency = {
   /** Extends a live lease to `now + ttlMs`; `found` is false when it expired or never existed. */
   renew(
     state: ConcurrencyState | undefined,
-    leaseId: string,
+    permitId: string,
     now: number,
     limit: CompiledLimit,
     ttlMs = limit.leaseTtlMs,
@@ -84,7 +84,7 @@ export const concurrency = {
     const leases = liveLeases(state, now);
     let found = false;
     const next = leases.map((l) => {
-      if (l.id !== leaseId) return l;
+      if (l.id !== permitId) return l;
       found = true;
       return { id: l.id, cost: l.cost, expiresAt: Math.max(l.expiresAt, now + ttlMs) };
     });
@@ -94,11 +94,11 @@ export const concurrency = {
   /** Frees a lease; `found` is false when it had already expired or been released. */
   release(
     state: ConcurrencyState | undefined,
-    leaseId: string,
+    permitId: string,
     now: number,
   ): { found: boolean; next: ConcurrencyState; ttlMs: number } {
     const leases = liveLeases(state, now);
-    const next = leases.filter((l) => l.id !== leaseId);
+    const next = leases.filter((l) => l.id !== permitId);
     return { found: next.length !== leases.length, next, ttlMs: resetAfter(next, now) };
   },
 

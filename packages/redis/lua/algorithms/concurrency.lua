@@ -49,20 +49,20 @@ local function cc_prune(entry, now)
   return cost
 end
 
--- The latest expiry among live leases other than lease_id (nil: any), or now (the `max` of resetAfter).
-local function cc_latest(entry, lease_id, now)
+-- The latest expiry among live leases other than permit_id (nil: any), or now (the `max` of resetAfter).
+local function cc_latest(entry, permit_id, now)
   local top = rcall('ZREVRANGE', entry.lkey, 0, 1, 'WITHSCORES')
   for i = 1, #top, 2 do
-    if top[i] ~= lease_id then
+    if top[i] ~= permit_id then
       return max(now, tonumber(top[i + 1]))
     end
   end
   return now
 end
 
--- Time until enough live leases (other than lease_id) expire to bring `excess` to zero, walking
+-- Time until enough live leases (other than permit_id) expire to bring `excess` to zero, walking
 -- them by expiry like the sort in acquire().
-local function cc_retry_after(entry, lease_id, now, excess)
+local function cc_retry_after(entry, permit_id, now, excess)
   local offset = 0
   while true do
     local page = rcall('ZRANGEBYSCORE', entry.lkey, '(' .. fmt(now), '+inf', 'WITHSCORES', 'LIMIT', offset, CC_PAGE)
@@ -71,7 +71,7 @@ local function cc_retry_after(entry, lease_id, now, excess)
     end
     local ids, scores = {}, {}
     for i = 1, #page, 2 do
-      if page[i] ~= lease_id then
+      if page[i] ~= permit_id then
         ids[#ids + 1] = page[i]
         scores[#scores + 1] = tonumber(page[i + 1])
       end
@@ -89,24 +89,24 @@ local function cc_retry_after(entry, lease_id, now, excess)
   end
 end
 
--- Decides taking `cost` permits under lease_id (acquire() with ttlMs = limit.leaseTtlMs).
+-- Decides taking `cost` permits under permit_id (acquire() with ttlMs = limit.leaseTtlMs).
 -- Nothing is written here: when allowed, the returned plan is applied by commit() once every
 -- limit of the key has allowed. Returns allowed, remaining, retry_after_ms, reset_after_ms,
 -- plan, ttl_ms.
-function concurrency.acquire(entry, state, lease_id, cost, now, limit)
+function concurrency.acquire(entry, state, permit_id, cost, now, limit)
   local used, expired, own = 0, nil, nil
   if state ~= nil then
     local expired_cost
     expired, expired_cost = cc_expired(entry, now)
     used = state[2] - expired_cost
-    own = rcall('ZSCORE', entry.lkey, lease_id)
+    own = rcall('ZSCORE', entry.lkey, permit_id)
     if own and tonumber(own) > now then
-      used = used - (tonumber(rcall('HGET', entry.ckey, lease_id)) or 0)
+      used = used - (tonumber(rcall('HGET', entry.ckey, permit_id)) or 0)
     end
   end
   if used + cost <= limit.limit + EPS_PERMITS then
     local expires_at = now + limit.lease_ttl_ms
-    local latest = state ~= nil and cc_latest(entry, lease_id, now) or now
+    local latest = state ~= nil and cc_latest(entry, permit_id, now) or now
     if cost > 0 then
       latest = max(latest, expires_at)
     end
@@ -116,15 +116,15 @@ function concurrency.acquire(entry, state, lease_id, cost, now, limit)
   end
   local retry_after, reset_after = 0, 0
   if state ~= nil then
-    retry_after = cc_retry_after(entry, lease_id, now, used + cost - limit.limit)
-    reset_after = ceil_ms(cc_latest(entry, lease_id, now) - now)
+    retry_after = cc_retry_after(entry, permit_id, now, used + cost - limit.limit)
+    reset_after = ceil_ms(cc_latest(entry, permit_id, now) - now)
   end
   return false, whole_permits(limit.limit - used), retry_after, reset_after
 end
 
--- Applies an allowed acquire: drops expired leases and lease_id's previous lease, adds the new
+-- Applies an allowed acquire: drops expired leases and permit_id's previous lease, adds the new
 -- one when cost > 0. Returns the limit's next state.
-function concurrency.commit(entry, plan, lease_id, now)
+function concurrency.commit(entry, plan, permit_id, now)
   if plan.state == nil then
     -- A fresh limit: make sure no lease outlived the state that counted it.
     rcall('DEL', entry.lkey, entry.ckey)
@@ -134,14 +134,14 @@ function concurrency.commit(entry, plan, lease_id, now)
       cc_hdel(entry.ckey, plan.expired)
     end
     if plan.own then
-      rcall('ZREM', entry.lkey, lease_id)
-      rcall('HDEL', entry.ckey, lease_id)
+      rcall('ZREM', entry.lkey, permit_id)
+      rcall('HDEL', entry.ckey, permit_id)
     end
   end
   local total = plan.used
   if plan.cost > 0 then
-    rcall('ZADD', entry.lkey, plan.expires_at, lease_id)
-    rcall('HSET', entry.ckey, lease_id, plan.cost)
+    rcall('ZADD', entry.lkey, plan.expires_at, permit_id)
+    rcall('HSET', entry.ckey, permit_id, plan.cost)
     total = total + plan.cost
   end
   return { 6, total }
@@ -149,30 +149,30 @@ end
 
 -- Extends a live lease to max(its expiry, now + ttl_ms) (renew()). Returns found, the next state
 -- and ttl_ms.
-function concurrency.renew(entry, state, lease_id, now, ttl_ms)
+function concurrency.renew(entry, state, permit_id, now, ttl_ms)
   if state == nil then
     rcall('DEL', entry.lkey, entry.ckey)
     return false, { 6, 0 }, 0
   end
   local total = state[2] - cc_prune(entry, now)
-  local score = rcall('ZSCORE', entry.lkey, lease_id)
+  local score = rcall('ZSCORE', entry.lkey, permit_id)
   if score then
-    rcall('ZADD', entry.lkey, max(tonumber(score), now + ttl_ms), lease_id)
+    rcall('ZADD', entry.lkey, max(tonumber(score), now + ttl_ms), permit_id)
   end
   return score ~= false, { 6, total }, ceil_ms(cc_latest(entry, nil, now) - now)
 end
 
 -- Frees a live lease (release()). Returns found, the next state and ttl_ms.
-function concurrency.release(entry, state, lease_id, now)
+function concurrency.release(entry, state, permit_id, now)
   if state == nil then
     rcall('DEL', entry.lkey, entry.ckey)
     return false, { 6, 0 }, 0
   end
   local total = state[2] - cc_prune(entry, now)
-  local found = rcall('ZREM', entry.lkey, lease_id) == 1
+  local found = rcall('ZREM', entry.lkey, permit_id) == 1
   if found then
-    total = total - (tonumber(rcall('HGET', entry.ckey, lease_id)) or 0)
-    rcall('HDEL', entry.ckey, lease_id)
+    total = total - (tonumber(rcall('HGET', entry.ckey, permit_id)) or 0)
+    rcall('HDEL', entry.ckey, permit_id)
   end
   return found, { 6, total }, ceil_ms(cc_latest(entry, nil, now) - now)
 end

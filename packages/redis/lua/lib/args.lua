@@ -255,7 +255,7 @@ local function parse_args(keys, argv)
         or amount % 1 ~= 0
         or not (amount >= bounds[1] and amount <= bounds[2])
         or (op == 5 and not is_int(extra, 0, amount))
-        or (op ~= 5 and (type(extra) ~= 'string' or #extra > MAX_LEASE_ID_LENGTH))
+        or (op ~= 5 and (type(extra) ~= 'string' or #extra > MAX_PERMIT_ID_LENGTH))
         or ((op == 3 or op == 4) and policy.concurrency == nil)
         or (op == 5 and policy.concurrency ~= nil)
         or (policy.concurrency ~= nil and lease_keys[group] == nil)

@@ -13,10 +13,10 @@ local NEXTS = {}
 -- One limit's decision on the key's current (aligned) state (decideLimit): allowed, remaining,
 -- retry_after, reset_after, then the next state (a rate limit) or the plan (concurrency), and the
 -- ttl; the last two only when allowed. Nothing is written. `hold` as the rate algorithms take it.
-local function decide_limit(entry, limit, cost, lease_id, now, hold)
+local function decide_limit(entry, limit, cost, permit_id, now, hold)
   local state = entry.states[limit.id]
   if limit.code == concurrency.code then
-    return concurrency.acquire(entry, state, lease_id, cost, now, limit)
+    return concurrency.acquire(entry, state, permit_id, cost, now, limit)
   end
   return RATE[limit.code].evaluate(normalize_state(state, now, limit), cost, now, limit, hold)
 end
@@ -27,7 +27,7 @@ end
 -- `reserve` (0..MAX_RESERVE) is the share of each limit held back: the cost must fit with
 -- floor(reserve * capacity) on top, and only the cost is charged. `hold` (ms) is how long after
 -- now the permits may be used (a reservation's; 0 otherwise).
-local function evaluate_key(entry, policy, cost, lease_id, now, out, at, reserve, hold)
+local function evaluate_key(entry, policy, cost, permit_id, now, out, at, reserve, hold)
   local limits = policy.limits
   local allowed = true
   local ttl = 0
@@ -38,10 +38,10 @@ local function evaluate_key(entry, policy, cost, lease_id, now, out, at, reserve
     if reserve > 0 then
       held = floor(reserve * limit.capacity)
     end
-    local ok, remaining, retry_after, reset_after, next_state, limit_ttl = decide_limit(entry, limit, cost + held, lease_id, now, hold)
+    local ok, remaining, retry_after, reset_after, next_state, limit_ttl = decide_limit(entry, limit, cost + held, permit_id, now, hold)
     -- The check passed with the reserve: charge the cost alone.
     if held > 0 and ok then
-      ok, remaining, retry_after, reset_after, next_state, limit_ttl = decide_limit(entry, limit, cost, lease_id, now, hold)
+      ok, remaining, retry_after, reset_after, next_state, limit_ttl = decide_limit(entry, limit, cost, permit_id, now, hold)
     end
     if limit.code == concurrency.code then
       plan, next_state = next_state, nil

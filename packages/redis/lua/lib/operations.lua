@@ -10,25 +10,25 @@ local PEEK = {}
 -- open_bookings. Its write then keeps the entry at least as long as its bookings (entry_keep).
 
 -- Charges an allowed evaluation: the concurrency plan, then the states in NEXTS.
-local function commit_key(entry, policy, plan, lease_id, ttl, now)
+local function commit_key(entry, policy, plan, permit_id, ttl, now)
   if policy.concurrency ~= nil then
-    NEXTS[policy.concurrency] = concurrency.commit(entry, plan, lease_id, now)
+    NEXTS[policy.concurrency] = concurrency.commit(entry, plan, permit_id, now)
   end
   entry_write(entry, policy, NEXTS, entry_keep(entry, now + ttl))
 end
 
 -- consume: all-or-nothing over the key's limits, `reserve` of each held back. Appends A, then
 -- per limit a, m, t, s.
-local function op_consume(entry, policy, cost, lease_id, reserve, now, out)
+local function op_consume(entry, policy, cost, permit_id, reserve, now, out)
   entry_align(entry, policy, now)
   open_bookings(entry, policy, now)
   local head = #out + 1
   -- Filled first so the reply stays a sequence (no holes) while statuses are written after it.
   out[head] = 0
-  local allowed, plan, ttl = evaluate_key(entry, policy, cost, lease_id, now, out, head, reserve, 0)
+  local allowed, plan, ttl = evaluate_key(entry, policy, cost, permit_id, now, out, head, reserve, 0)
   out[head] = allowed and 1 or 0
   if allowed then
-    commit_key(entry, policy, plan, lease_id, ttl, now)
+    commit_key(entry, policy, plan, permit_id, ttl, now)
   end
   exact_figures(out, head + 1, #out)
 end
@@ -86,7 +86,7 @@ end
 
 -- renew (op 3) or release (op 4) of a lease; an absent key holds no lease and is left absent.
 -- Appends 1 if the lease was live (and is now extended or freed), else 0.
-local function op_lease(entry, policy, op, lease_id, ttl_ms, now, out)
+local function op_lease(entry, policy, op, permit_id, ttl_ms, now, out)
   entry_align(entry, policy, now)
   if entry.exp == nil then
     out[#out + 1] = 0
@@ -98,9 +98,9 @@ local function op_lease(entry, policy, op, lease_id, ttl_ms, now, out)
   local state = entry.states[limit.id]
   local found, ttl
   if op == 3 then
-    found, state, ttl = concurrency.renew(entry, state, lease_id, now, ttl_ms)
+    found, state, ttl = concurrency.renew(entry, state, permit_id, now, ttl_ms)
   else
-    found, state, ttl = concurrency.release(entry, state, lease_id, now)
+    found, state, ttl = concurrency.release(entry, state, permit_id, now)
   end
   entry.states[limit.id] = state
   entry.exp, entry.dirty = ceil(max(entry.exp, now + ttl)), true

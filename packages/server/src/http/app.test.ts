@@ -95,15 +95,42 @@ describe('HTTP API', () => {
 
   it('takes, refuses and releases concurrency permits', async () => {
     const first = await post('/v1/acquire', { resource: 'db:pool', maxWaitMs: 0 });
-    expect(first.json()).toMatchObject({ allowed: true, leaseId: expect.any(String) });
+    expect(first.json()).toMatchObject({ allowed: true, permitId: expect.any(String) });
     const second = await post('/v1/check', { resource: 'db:pool' });
     expect(second.json()).toMatchObject({ allowed: false, reason: 'concurrency_limited' });
-    const released = await post('/v1/release', { resource: 'db:pool', leaseId: first.json().leaseId });
+    expect(second.json()).not.toHaveProperty('permitId');
+    expect(second.json()).not.toHaveProperty('leaseId');
+    const released = await post('/v1/release', { resource: 'db:pool', permitId: first.json().permitId });
     expect(released.json()).toEqual({ released: true });
-    expect((await post('/v1/release', { resource: 'db:pool', leaseId: first.json().leaseId })).json()).toEqual({
+    expect((await post('/v1/release', { resource: 'db:pool', permitId: first.json().permitId })).json()).toEqual({
       released: false,
     });
     expect((await post('/v1/acquire', { resource: 'db:pool', maxWaitMs: 0 })).json()).toMatchObject({ allowed: true });
+  });
+
+  it('still answers and reads the deprecated leaseId next to permitId', async () => {
+    const taken = (await post('/v1/acquire', { resource: 'db:pool', key: 'alias', maxWaitMs: 0 })).json();
+    expect(taken.permitId).toEqual(expect.any(String));
+    expect(taken.leaseId).toBe(taken.permitId);
+    const both = await post('/v1/release', { resource: 'db:pool', key: 'alias', permitId: taken.permitId, leaseId: 'other' });
+    expect(both.statusCode).toBe(400);
+    expect(both.json().error).toMatchObject({ code: 'SLUICE_ERR_INVALID_REQUEST', field: 'leaseId' });
+    const none = await post('/v1/release', { resource: 'db:pool' });
+    expect(none.statusCode).toBe(400);
+    expect(none.json().error).toMatchObject({ code: 'SLUICE_ERR_INVALID_REQUEST', field: 'permitId' });
+    const same = await post('/v1/renew', {
+      resource: 'db:pool',
+      key: 'alias',
+      permitId: taken.permitId,
+      leaseId: taken.permitId,
+    });
+    expect(same.json()).toEqual({ renewed: true });
+    expect((await post('/v1/release', { resource: 'db:pool', key: 'alias', leaseId: taken.leaseId })).json()).toEqual({
+      released: true,
+    });
+    expect((await post('/v1/release', { resource: 'db:pool', key: 'alias', permitId: taken.permitId })).json()).toEqual({
+      released: false,
+    });
   });
 
   it('adjusts by the real cost', async () => {

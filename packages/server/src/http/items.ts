@@ -29,9 +29,33 @@ const int = (min: number, max: number) =>
     .min(min, `must be at least ${min}`)
     .max(max, `must be at most ${max}`);
 
+/**
+ * A release or renewal names its permit by `permitId` or by the deprecated `leaseId`: one of them
+ * is required, and both must agree when both are given.
+ */
+function checkPermit(item: { permitId?: string | undefined; leaseId?: string | undefined }, ctx: z.RefinementCtx): void {
+  if (item.permitId === undefined && item.leaseId === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['permitId'], message: 'is required' });
+  } else if (item.permitId !== undefined && item.leaseId !== undefined && item.permitId !== item.leaseId) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['leaseId'],
+      message: 'is the deprecated name of permitId: give one, or both with the same value',
+    });
+  }
+}
+
+/** The item with its permit under `permitId` only (whichever name the request used). */
+function namedPermit<T extends { permitId?: string | undefined; leaseId?: string | undefined }>(
+  item: T,
+): Omit<T, 'leaseId' | 'permitId'> & { permitId: string } {
+  const { leaseId, permitId, ...rest } = item;
+  return { ...rest, permitId: permitId ?? leaseId ?? '' };
+}
+
 /** The item schema of each operation, strict: unknown fields are rejected. */
 export function itemSchemas(b: ItemBounds) {
-  // Resource names, tenants and lease ids share one bound.
+  // Resource names, tenants and permit ids share one bound.
   const name = z.string({ error: 'must be a string' }).min(1, 'must not be empty').max(128, 'must be at most 128 characters');
   const resource = name;
   const key = z.string({ error: 'must be a string' }).max(b.maxKeyLength, `must be at most ${b.maxKeyLength} characters`);
@@ -48,16 +72,21 @@ export function itemSchemas(b: ItemBounds) {
     .min(1, 'must not be empty')
     .max(MAX_BOOKING_ID_LENGTH, `must be at most ${MAX_BOOKING_ID_LENGTH} characters`)
     .regex(BOOKING_ID_PATTERN, 'must be printable ASCII characters without spaces');
+  // A permit's id: `permitId`, or its deprecated name `leaseId` (both given: the same value).
+  const permit = {
+    permitId: name.optional(),
+    /** @deprecated The name of `permitId` before the rename; still read. */
+    leaseId: name.optional(),
+  };
   return {
     check: z.strictObject({ ...base, book: bookingId.optional() }) satisfies z.ZodType<CheckItem>,
     book: z.strictObject({ ...base, id: bookingId }) satisfies z.ZodType<BookItem>,
     cancel: z.strictObject({ resource, key: key.optional(), id: bookingId }) satisfies z.ZodType<CancelItem>,
     acquire: z.strictObject({ ...base, maxWaitMs: int(0, b.maxWaitMs).optional() }) satisfies z.ZodType<AcquireItem>,
-    release: z.strictObject({
-      resource,
-      key: key.optional(),
-      leaseId: name,
-    }) satisfies z.ZodType<ReleaseItem>,
+    release: z
+      .strictObject({ resource, key: key.optional(), ...permit })
+      .superRefine(checkPermit)
+      .transform(namedPermit) satisfies z.ZodType<ReleaseItem>,
     adjust: z.strictObject({
       resource,
       key: key.optional(),
@@ -74,12 +103,10 @@ export function itemSchemas(b: ItemBounds) {
         holdMs: int(0, POLICY_BOUNDS.maxHoldMs).optional(),
       })
       .refine((r) => r.max >= r.min, { message: 'must be at least min', path: ['max'] }) satisfies z.ZodType<ReserveItem>,
-    renew: z.strictObject({
-      resource,
-      key: key.optional(),
-      leaseId: name,
-      ttlMs: int(1, 24 * 3600 * 1000).optional(),
-    }) satisfies z.ZodType<RenewItem>,
+    renew: z
+      .strictObject({ resource, key: key.optional(), ...permit, ttlMs: int(1, 24 * 3600 * 1000).optional() })
+      .superRefine(checkPermit)
+      .transform(namedPermit) satisfies z.ZodType<RenewItem>,
   };
 }
 

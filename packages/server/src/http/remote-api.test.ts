@@ -125,16 +125,18 @@ describe('endpoints for remote clients', () => {
   it('renews a concurrency permit, with a ttl, and refuses bad renewals', async () => {
     const taken = (await post('/v1/check', { resource: 'db:pool', key: 'w' })).json();
     expect(taken.allowed).toBe(true);
-    const renewed = await post('/v1/renew', { resource: 'db:pool', key: 'w', leaseId: taken.leaseId, ttlMs: 20_000 });
+    const renewed = await post('/v1/renew', { resource: 'db:pool', key: 'w', permitId: taken.permitId, ttlMs: 20_000 });
     expect(renewed.json()).toEqual({ renewed: true });
     clock.advance(10_000);
     // Past the rule's 5 s TTL but within the renewed 20 s: still held.
     expect((await post('/v1/check', { resource: 'db:pool', key: 'w' })).json().allowed).toBe(false);
-    expect((await post('/v1/renew', { resource: 'db:pool', key: 'w', leaseId: 'gone' })).json()).toEqual({ renewed: false });
+    expect((await post('/v1/renew', { resource: 'db:pool', key: 'w', permitId: 'gone' })).json()).toEqual({ renewed: false });
     const bad: [unknown, string][] = [
+      [{ resource: 'db:pool', permitId: '' }, 'SLUICE_ERR_INVALID_REQUEST'],
       [{ resource: 'db:pool', leaseId: '' }, 'SLUICE_ERR_INVALID_REQUEST'],
-      [{ resource: 'db:pool', leaseId: 'x', ttlMs: 0 }, 'SLUICE_ERR_INVALID_REQUEST'],
-      [{ resource: 'db:pool', leaseId: 'x', ttlMs: 1.5 }, 'SLUICE_ERR_INVALID_REQUEST'],
+      [{ resource: 'db:pool', permitId: 'x', leaseId: 'y' }, 'SLUICE_ERR_INVALID_REQUEST'],
+      [{ resource: 'db:pool', permitId: 'x', ttlMs: 0 }, 'SLUICE_ERR_INVALID_REQUEST'],
+      [{ resource: 'db:pool', permitId: 'x', ttlMs: 1.5 }, 'SLUICE_ERR_INVALID_REQUEST'],
       [{ resource: 'db:pool' }, 'SLUICE_ERR_INVALID_REQUEST'],
     ];
     for (const [body, code] of bad) {
@@ -143,7 +145,7 @@ describe('endpoints for remote clients', () => {
       expect(res.json().error.code).toBe(code);
     }
     const batch = await post('/v1/renew', {
-      items: [{ resource: 'db:pool', key: 'w', leaseId: taken.leaseId }, { resource: 'x' }],
+      items: [{ resource: 'db:pool', key: 'w', permitId: taken.permitId }, { resource: 'x' }],
     });
     expect(batch.json().results).toEqual([
       { renewed: true },

@@ -12,6 +12,9 @@ export interface DecisionBody {
   readonly reason: Decision['reason'];
   readonly source: NonNullable<Decision['source']>;
   readonly limitId: string;
+  /** The concurrency permit taken (a decision's `permitId`). */
+  readonly permitId?: string;
+  /** @deprecated The same value as `permitId`, for clients from before the rename. */
   readonly leaseId?: string;
   readonly waitedMs?: number;
   readonly shadow?: Decision['shadow'];
@@ -31,7 +34,7 @@ export function encodeDecision(d: Decision, statuses = false): DecisionBody {
     reason: d.reason,
     source: d.source ?? 'store',
     limitId: d.limitId,
-    ...(d.leaseId === undefined ? {} : { leaseId: d.leaseId }),
+    ...(d.permitId === undefined ? {} : { permitId: d.permitId, leaseId: d.permitId }),
     ...(d.waitedMs === undefined ? {} : { waitedMs: Math.round(d.waitedMs) }),
     ...(d.shadow === undefined ? {} : { shadow: d.shadow }),
     ...(statuses ? { statuses: d.statuses } : {}),
