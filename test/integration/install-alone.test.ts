@@ -3,11 +3,17 @@
  * published to a throwaway registry on loopback, `npm install <name>` in a fresh CommonJS project
  * (what `npm init -y` writes), then every entry point imported, `require`d and type-checked.
  * Each install's footprint is written to `<run dir>/install-footprint.json` (docs/releasing.md).
+ * Last, the README's express app is pasted into a fresh project that installs what the README
+ * says, run on a throwaway Redis, and asked until it answers 429.
  */
-import { existsSync, mkdtempSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, mkdtempSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort, RedisServer } from '@sluice/redis/testing';
+import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { command, LocalRegistry } from '../local-registry.js';
 // @ts-expect-error: a plain script of the repository, without types.
@@ -131,5 +137,69 @@ describe.each(packages)('$pkg.name installed alone', (p) => {
       packages: listed.stdout.split('\n').filter((l) => l.includes('node_modules')).length,
       megabytes: Math.round(sizeOf(join(app, 'node_modules')) / 1e5) / 10,
     };
+  }, 600_000);
+});
+
+/** The README's first ```ts block that imports express (its limited express app). */
+function readmeExpressApp(): string {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const start = readme.indexOf("```ts\nimport express from 'express';");
+  if (start < 0) throw new Error('README.md has no ```ts block importing express');
+  const code = readme.slice(start + '```ts\n'.length, readme.indexOf('\n```', start + 1));
+  return ts.transpileModule(code, { compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 } })
+    .outputText;
+}
+
+describe("the README's express app, in a fresh project", () => {
+  it('installs what the README says, limits per client through Redis and exits on SIGTERM', async () => {
+    const install = /`npm install (express @sluice\/core @sluice\/redis)`/.exec(readFileSync(join(ROOT, 'README.md'), 'utf8'));
+    expect(install, 'README.md says which packages the express app needs').not.toBeNull();
+    const app = join(work, 'readme-express');
+    mkdirSync(app);
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true, type: 'commonjs' }));
+    const names = install![1]!.split(' ').map((n) => (n.startsWith('@sluice/') ? `${n}@${version}` : n));
+    const installed = await registry.npm(['install', ...names], app);
+    expect(installed.code, installed.stderr).toBe(0);
+
+    const redis = await RedisServer.start();
+    const port = await freePort();
+    const code = readmeExpressApp()
+      .replace('redis://localhost:6379', redis.url)
+      .replace('app.listen(3000)', `app.listen(${port})`);
+    expect(code).toContain(redis.url);
+    expect(code).toContain(`app.listen(${port})`);
+    writeFileSync(join(app, 'app.mjs'), code);
+    const child = spawn(process.execPath, ['app.mjs'], { cwd: app, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    try {
+      const url = `http://127.0.0.1:${port}/`;
+      const deadline = Date.now() + 60_000;
+      let first: Response | undefined;
+      while (first === undefined) {
+        expect(child.exitCode, stderr).toBeNull();
+        first = await fetch(url).catch(() => undefined);
+        if (first === undefined) {
+          expect(Date.now(), 'the app did not listen within 60 s').toBeLessThan(deadline);
+          await new Promise((r) => setTimeout(r, 200));
+        }
+      }
+      const statuses = [first.status];
+      for (let i = 0; i < 100; i++) statuses.push((await fetch(url)).status);
+      // limit: 100 per minute per client address.
+      expect(statuses.slice(0, 100).every((s) => s === 200)).toBe(true);
+      const denied = await fetch(url);
+      expect(statuses[100]).toBe(429);
+      expect(denied.status).toBe(429);
+      expect(Number(denied.headers.get('retry-after'))).toBeGreaterThan(0);
+
+      const exited = once(child, 'exit');
+      child.kill('SIGTERM');
+      const [exitCode] = (await exited) as [number | null];
+      expect(exitCode, stderr).toBe(0);
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await redis.stop();
+    }
   }, 600_000);
 });
