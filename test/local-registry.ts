@@ -6,24 +6,14 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { freePort } from '@sluice/redis/testing';
 
 const run = promisify(execFile);
 const VERDACCIO_BIN = fileURLToPath(new URL('../node_modules/verdaccio/bin/verdaccio', import.meta.url));
-
-async function freePort(): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  server.close();
-  await once(server, 'close');
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  return address.port;
-}
 
 export interface CommandResult {
   readonly code: number;

@@ -5,10 +5,11 @@
  * address in place of redis://localhost:6379). A block fenced ```ts fragment is a piece of a larger
  * program shown for its shape, and is not compiled. `npm run build` first.
  */
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { markdownFiles, snippetsIn, type DocSnippet } from '../doc-snippets.js';
 import { command } from '../local-registry.js';
 import { redisUrl } from '../env.js';
 
@@ -17,51 +18,13 @@ const TSC = join(ROOT, 'node_modules/typescript/bin/tsc');
 // Inside the repository, so the snippets resolve @sluice/* as an installed user's code does.
 const DIR = join(ROOT, '.run', 'snippets');
 
-interface Snippet {
-  /** Where it is, as `docs/gateway.md:120`. */
-  readonly at: string;
-  readonly code: string;
-  readonly run: boolean;
+interface Snippet extends DocSnippet {
+  /** Its module in the scratch directory. */
   readonly file: string;
 }
 
-function markdownFiles(): string[] {
-  const inDir = (dir: string) =>
-    readdirSync(join(ROOT, dir))
-      .filter((f) => f.endsWith('.md'))
-      .map((f) => join(dir, f));
-  const readmes = (dir: string) =>
-    readdirSync(join(ROOT, dir), { withFileTypes: true })
-      .filter((d) => d.isDirectory())
-      .map((d) => join(dir, d.name, 'README.md'))
-      .filter((f) => {
-        try {
-          return readFileSync(join(ROOT, f)).length > 0;
-        } catch {
-          return false;
-        }
-      });
-  return ['README.md', ...inDir('docs'), ...readmes('packages'), ...readmes('examples')];
-}
-
-/** The ```ts blocks of one Markdown file. */
-export function snippetsOf(path: string, text: string): Omit<Snippet, 'file'>[] {
-  const out: Omit<Snippet, 'file'>[] = [];
-  const lines = text.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    // ```ts fragment marks a piece of a larger program, shown for its shape: not compiled.
-    const open = /^```(ts|typescript)(\s+run)?\s*$/.exec(lines[i]!);
-    if (open === null) continue;
-    const start = i + 1;
-    while (i + 1 < lines.length && !lines[i + 1]!.startsWith('```')) i++;
-    out.push({ at: `${path}:${start}`, code: lines.slice(start, i + 1).join('\n'), run: open[2] !== undefined });
-    i++;
-  }
-  return out;
-}
-
-const snippets: Snippet[] = markdownFiles().flatMap((path, n) =>
-  snippetsOf(path, readFileSync(join(ROOT, path), 'utf8')).map((s, k) => ({ ...s, file: `s${n}_${k}.mts` })),
+const snippets: Snippet[] = markdownFiles(ROOT).flatMap((path, n) =>
+  snippetsIn(ROOT, path).map((s, k) => ({ ...s, file: `s${n}_${k}.mts` })),
 );
 
 afterAll(() => rmSync(DIR, { recursive: true, force: true }));

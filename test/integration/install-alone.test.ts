@@ -2,6 +2,7 @@
  * Every published package, installed alone into an empty project the way a user installs it:
  * published to a throwaway registry on loopback, `npm install <name>` in a fresh CommonJS project
  * (what `npm init -y` writes), then every entry point imported, `require`d and type-checked.
+ * The gateway must also come without any broker client, Redis client or rule engine, and work.
  * Each install's footprint is written to `<run dir>/install-footprint.json` (docs/releasing.md).
  * Last, the README's express app is pasted into a fresh project that installs what the README
  * says, run on a throwaway Redis, and asked until it answers 429.
@@ -15,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { freePort, RedisServer } from '@sluice/redis/testing';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { snippetsIn } from '../doc-snippets.js';
 import { command, LocalRegistry } from '../local-registry.js';
 // @ts-expect-error: a plain script of the repository, without types.
 import { publishedPackages, releaseFields } from '../../scripts/release.mjs';
@@ -47,6 +49,80 @@ function sizeOf(dir: string): number {
 
 function specifiers(p: Published): string[] {
   return Object.keys(p.pkg.exports).map((sub) => (sub === '.' ? p.pkg.name : `${p.pkg.name}${sub.slice(1)}`));
+}
+
+/** What @sluice/gateway must not bring: broker clients, Redis, the rule engine, the aggregators. */
+const NOT_FOR_THE_GATEWAY = [
+  'nats',
+  'rocketmq-client-nodejs',
+  'ioredis',
+  '@marcbachmann/cel-js',
+  '@sluice/governance',
+  '@sluice/redis',
+  '@sluice/rules',
+];
+
+/** Every package name right under a node_modules folder, scoped ones as `@scope/name`. */
+function installedNames(modules: string): string[] {
+  const names: string[] = [];
+  for (const entry of readdirSync(modules)) {
+    if (entry.startsWith('.')) continue;
+    if (entry.startsWith('@')) for (const sub of readdirSync(join(modules, entry))) names.push(`${entry}/${sub}`);
+    else names.push(entry);
+  }
+  return names.sort();
+}
+
+// Run inside the gateway's project by plain Node: the gateway loads, blocks a path it was told to
+// block and lets another through with an event published; a broker subpath without its client
+// fails with the code that says what to install.
+const GATEWAY_CHECK = `
+import { createServer } from 'node:http';
+const { Gateway } = await import('@sluice/gateway');
+const { MemoryTransport, decodeEvents, encodeDecisions, hashValue } = await import('@sluice/stream');
+const transport = new MemoryTransport({ partitions: 1 });
+const gateway = new Gateway({ transport, probe: { flushIntervalMs: 1 } });
+await gateway.start();
+const events = [];
+const sub = await transport.consume(0, 'check', async (batch) => void events.push(...decodeEvents(batch)));
+await transport.broadcast(encodeDecisions([{ action: 'block', dimension: 'path', value: hashValue('/hot'),
+  ttlMs: 60000, retryAfterMs: 1000, ruleId: 'hot', issuedAtMs: Date.now() }]));
+while (gateway.cache.size === 0) await new Promise((r) => setTimeout(r, 5));
+const server = createServer(gateway.wrap((req, res) => res.end('ok')));
+await new Promise((r) => server.listen(0, '127.0.0.1', r));
+const url = 'http://127.0.0.1:' + server.address().port;
+const hot = (await fetch(url + '/hot')).status;
+const cold = (await fetch(url + '/cold')).status;
+while (events.length === 0) await new Promise((r) => setTimeout(r, 5));
+let missingPeer;
+try { await import('@sluice/stream/nats'); } catch (e) { missingPeer = { code: e.code, message: e.message }; }
+server.close();
+await sub.stop();
+await gateway.close();
+await transport.close();
+console.log(JSON.stringify({ hot, cold, events: events.length, status: events[0].status, missingPeer }));
+`;
+
+/** The gateway, installed alone: no broker client, Redis client or rule engine, and it works without them. */
+async function checkGatewayAlone(app: string): Promise<void> {
+  const names = installedNames(join(app, 'node_modules'));
+  expect(names.filter((n) => NOT_FOR_THE_GATEWAY.includes(n))).toEqual([]);
+  // Nothing but @sluice packages: the gateway has no third-party dependency.
+  expect(names.filter((n) => !n.startsWith('@sluice/'))).toEqual([]);
+  writeFileSync(join(app, 'gateway-check.mjs'), GATEWAY_CHECK);
+  const r = await command(process.execPath, ['gateway-check.mjs'], app);
+  expect(r.code, r.stderr).toBe(0);
+  const result = JSON.parse(r.stdout) as {
+    hot: number;
+    cold: number;
+    events: number;
+    status: number;
+    missingPeer?: { code: string; message: string };
+  };
+  expect(result).toMatchObject({ hot: 429, cold: 200, status: 200 });
+  expect(result.events).toBeGreaterThan(0);
+  expect(result.missingPeer?.code).toBe('SLUICE_ERR_STREAM_MISSING_PEER');
+  expect(result.missingPeer?.message).toContain('npm install nats');
 }
 
 let registry: LocalRegistry;
@@ -132,6 +208,8 @@ describe.each(packages)('$pkg.name installed alone', (p) => {
     );
     expect(tsc.code, `tsc:\n${tsc.stdout}${tsc.stderr}`).toBe(0);
 
+    if (p.pkg.name === '@sluice/gateway') await checkGatewayAlone(app);
+
     const listed = await command('npm', ['ls', '--all', '--parseable'], app);
     footprints[p.pkg.name] = {
       packages: listed.stdout.split('\n').filter((l) => l.includes('node_modules')).length,
@@ -140,13 +218,11 @@ describe.each(packages)('$pkg.name installed alone', (p) => {
   }, 600_000);
 });
 
-/** The README's first ```ts block that imports express (its limited express app). */
+/** The README's ```ts block that imports express (its limited express app), as JavaScript. */
 function readmeExpressApp(): string {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  const start = readme.indexOf("```ts\nimport express from 'express';");
-  if (start < 0) throw new Error('README.md has no ```ts block importing express');
-  const code = readme.slice(start + '```ts\n'.length, readme.indexOf('\n```', start + 1));
-  return ts.transpileModule(code, { compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 } })
+  const block = snippetsIn(ROOT, 'README.md').find((s) => s.code.includes("from 'express'"));
+  if (block === undefined) throw new Error('README.md has no ```ts block importing express');
+  return ts.transpileModule(block.code, { compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 } })
     .outputText;
 }
 

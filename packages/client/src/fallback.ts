@@ -4,14 +4,13 @@ import {
   Limiter,
   answeringPolicy,
   combineStatuses,
-  fairShare,
+  fairShareOf,
   fallbackDecision,
   isLocalPermit,
   policyStatuses,
   type Clock,
   type Decision,
   type FailoverMachine,
-  type LimitPolicy,
   type PeerCount,
   type ResourceConfig,
   type StoreFailurePolicy,
@@ -24,12 +23,6 @@ export interface FallbackCall {
   readonly view: ViewResource;
   readonly key: string;
   readonly cost: number;
-}
-
-/** A limit's fair share among `peers` clients (at least 1 permit). */
-function scale(p: LimitPolicy, peers: number): LimitPolicy {
-  if (peers <= 1) return p;
-  return { ...p, limit: fairShare(p.limit, peers), ...(p.burst === undefined ? {} : { burst: fairShare(p.burst, peers) }) };
 }
 
 /**
@@ -59,7 +52,7 @@ export class PolicyFallback {
     if (view === undefined || (peers.count === this.#peers && this.#version === view.version)) return;
     const resources: Record<string, ResourceConfig> = {};
     for (const [name, r] of view.resources) {
-      resources[name] = { limits: r.policies.map((p) => scale(p, peers.count)), prefilter: false };
+      resources[name] = { limits: r.policies.map((p) => fairShareOf(p, peers.count)), prefilter: false };
     }
     this.#limiter.setResources(resources);
     this.#peers = peers.count;

@@ -2,9 +2,17 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from './clock.js';
 import { combineStatuses } from './decision.js';
 import { ErrorCodes, SluiceError } from './errors.js';
-import { FailoverMachine, type FailoverSwitch } from './failover-state.js';
-import { answeringPolicy, fairShare, fallbackDecision, policyStatuses } from './failover-state.js';
-import { isLocalPermit, localPermitId } from './failover-state.js';
+import {
+  FailoverMachine,
+  answeringPolicy,
+  fairShare,
+  fairShareOf,
+  fallbackDecision,
+  isLocalPermit,
+  localPermitId,
+  policyStatuses,
+  type FailoverSwitch,
+} from './failover-state.js';
 import { compileLimit } from './policy.js';
 
 const timeout = () => new SluiceError(ErrorCodes.STORE_TIMEOUT, 'timed out');
@@ -168,5 +176,10 @@ describe('fallback decisions', () => {
     expect(fairShare(100, 4)).toBe(25);
     expect(fairShare(3, 4)).toBe(1);
     expect(fairShare(7, 1)).toBe(7);
+    // A policy without a burst keeps none; one with a burst gets its share of it too.
+    expect(fairShareOf({ algorithm: 'gcra', limit: 100 }, 4)).toEqual({ algorithm: 'gcra', limit: 25 });
+    expect(fairShareOf({ limit: 100, burst: 10 }, 4)).toEqual({ limit: 25, burst: 2 });
+    const one = { limit: 9, burst: 3 };
+    expect(fairShareOf(one, 1)).toBe(one);
   });
 });

@@ -258,3 +258,9 @@ export function policyStatuses(limits: readonly CompiledLimit[], allowed: boolea
 export function fairShare(limit: number, peers: number): number {
   return peers <= 1 ? limit : Math.max(1, Math.floor(limit / peers));
 }
+
+/** A policy or compiled limit with its `limit` and `burst` (when set) cut to their fair shares. */
+export function fairShareOf<T extends { readonly limit: number; readonly burst?: number }>(l: T, peers: number): T {
+  if (peers <= 1) return l;
+  return { ...l, limit: fairShare(l.limit, peers), ...(l.burst === undefined ? {} : { burst: fairShare(l.burst, peers) }) };
+}

@@ -3,7 +3,7 @@ import { ErrorCodes, SluiceError, invalid } from './errors.js';
 import {
   FailoverMachine,
   answeringPolicy,
-  fairShare,
+  fairShareOf,
   isLocalPermit,
   localPermitId,
   policyStatuses,
@@ -305,9 +305,7 @@ export class Failover {
     if (peers === 1) return limits;
     const cached = this.#scaled.get(limits);
     if (cached?.peers === peers) return cached.limits;
-    const scaled = Object.freeze(
-      limits.map((l) => Object.freeze({ ...l, limit: fairShare(l.limit, peers), burst: fairShare(l.burst, peers) })),
-    );
+    const scaled = Object.freeze(limits.map((l) => Object.freeze(fairShareOf(l, peers))));
     this.#scaled.set(limits, { peers, limits: scaled });
     return scaled;
   }

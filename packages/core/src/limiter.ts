@@ -36,7 +36,7 @@ import type {
 } from './rate-limiter.js';
 
 import { compileResource, isTenantName, type CompiledResource, type ResourceConfig } from './resource.js';
-import { resourceKey, splitKey, tenantKey, type StorageKeyParts } from './storage-key.js';
+import { resourceKey, storageKey, type StorageKeyParts } from './storage-key.js';
 import type { LimitStore } from './store.js';
 import { Waiting, type WaitCall } from './wait-queue.js';
 
@@ -502,21 +502,21 @@ export class Limiter implements RateLimiter {
     if (call.resource.split > 1) {
       // Charged on one sub-key: the sum over sub-keys is what matters.
       const i = Math.floor(this.#random() * call.resource.split);
-      key = splitKey(resource, call.sub, i);
       parts = { resource, key: call.sub, part: i };
+      key = storageKey(parts);
       limits = call.resource.splitLimits[i]!;
     }
     await this.#failover.adjust({ key, parts, limits, delta, ...(at > 0 ? { at } : {}) });
-    const tenant = tenantLimits && {
-      key: tenantKey(resource, call.tenant!),
-      parts: { resource, key: '', tenant: call.tenant! },
-      limits: tenantLimits,
-    };
-    if (tenant !== undefined) await this.#failover.adjust({ ...tenant, delta });
+    let tenantKey: string | undefined;
+    if (tenantLimits !== undefined) {
+      const tenant = { resource, key: '', tenant: call.tenant! };
+      tenantKey = storageKey(tenant);
+      await this.#failover.adjust({ key: tenantKey, parts: tenant, limits: tenantLimits, delta });
+    }
     if (delta < 0) {
       // Refunded here: what the pre-filter learnt of these keys no longer holds.
       this.#prefilter.forget(key);
-      if (tenant !== undefined) this.#prefilter.forget(tenant.key);
+      if (tenantKey !== undefined) this.#prefilter.forget(tenantKey);
       this.#waiting.wake(key);
     }
   }
@@ -610,8 +610,8 @@ export class Limiter implements RateLimiter {
     } else {
       // The tenant's quota first, then the resource's limits; a denial by the resource gives
       // the tenant's permits back, so the pair behaves all-or-nothing.
-      const key = tenantKey(resource.name, call.tenant!);
       const parts = { resource: resource.name, key: '', tenant: call.tenant! };
+      const key = storageKey(parts);
       const t = await this.#consumeKey(resource, key, parts, tenantLimits, cost, coreShare);
       if (!t.allowed) {
         decision = { ...t, limitId: `tenant:${t.limitId}` };
@@ -646,8 +646,8 @@ export class Limiter implements RateLimiter {
     let best: Decision | undefined;
     for (let j = 0; j < resource.split; j++) {
       const i = (start + j) % resource.split;
-      const part = splitKey(resource.name, sub, i);
       const partParts = { resource: resource.name, key: sub, part: i };
+      const part = storageKey(partParts);
       const d = await this.#consumeKey(resource, part, partParts, resource.splitLimits[i]!, cost, coreShare);
       const whole = limits.find((l) => l.id === d.limitId)?.limit ?? d.limit;
       if (d.allowed) {

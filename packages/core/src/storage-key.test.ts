@@ -4,7 +4,7 @@ import { ErrorCodes } from './errors.js';
 import { filterKey } from './prefilter.js';
 import { checkKey } from './policy.js';
 import { isTenantName } from './resource.js';
-import { hasLoneSurrogate, parseStorageKey, resourceKey, splitKey, tenantKey } from './storage-key.js';
+import { hasLoneSurrogate, parseStorageKey, resourceKey, splitKey, storageKey, tenantKey } from './storage-key.js';
 
 /** Characters that mean something to some encoding, and surrogate edge cases. */
 const TRICKY = ['@', '#', '%', '|', '{', '}', '\u0000', '0', '1', 'a', ':', '\ufffd', '\ud83d\ude00', '#0', '%40', '%25'];
@@ -39,6 +39,8 @@ describe('storage keys', () => {
         expect(parsed.tenant).toBe(a.tenant);
         expect(parsed.part).toBe(a.part);
         expect(parsed.key).toBe(a.kind === 'tenant' ? '' : a.key);
+        // The parts encode back to the same key: what the limiter derives its keys from.
+        expect(storageKey(parsed)).toBe(encode(a));
       }),
       { numRuns: 2000 },
     );

@@ -58,6 +58,13 @@ export interface StorageKeyParts {
   readonly part?: number;
 }
 
+/** The storage key `parts` name: the encoder of the kind they describe (see the table above). */
+export function storageKey(parts: StorageKeyParts): string {
+  if (parts.tenant !== undefined) return tenantKey(parts.resource, parts.tenant);
+  if (parts.part !== undefined) return splitKey(parts.resource, parts.key, parts.part);
+  return resourceKey(parts.resource, parts.key);
+}
+
 /**
  * Reads a storage key back into its parts. Throws `SLUICE_ERR_INVALID_KEY` if no encoder made it.
  * Nothing in Sluice reads a storage key back any more: the limiter carries the parts with every

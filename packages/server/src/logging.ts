@@ -1,5 +1,4 @@
 import { pino, type Logger } from 'pino';
-import pretty from 'pino-pretty';
 
 /**
  * How `sluice serve` writes its log: `json` (one pino JSON object a line), `pretty` (pino-pretty's
@@ -18,10 +17,12 @@ export function chooseLogFormat(format: LogFormat, isTty: boolean): 'json' | 'pr
 /**
  * The server's logger at `level` on stdout, in the format {@link chooseLogFormat} picks (`isTty`:
  * whether stdout is a terminal). Pretty lines are formatted in this process and written
- * synchronously (no worker thread, nothing lost at exit), coloured only on a terminal.
+ * synchronously (no worker thread, nothing lost at exit), coloured only on a terminal;
+ * pino-pretty is loaded only then (JSON, the default off a terminal, does not pay for it).
  */
-export function createLogger(level: string, format: LogFormat, isTty = process.stdout.isTTY === true): Logger {
+export async function createLogger(level: string, format: LogFormat, isTty = process.stdout.isTTY === true): Promise<Logger> {
   if (chooseLogFormat(format, isTty) === 'json') return pino({ level });
+  const { default: pretty } = await import('pino-pretty');
   return pino(
     { level },
     pretty({ destination: 1, sync: true, colorize: isTty, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' }),

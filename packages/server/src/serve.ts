@@ -119,7 +119,7 @@ async function openStores(settings: Settings, logger: Logger): Promise<Stores> {
  * empty, follows its versions live, and listens for HTTP and gRPC.
  */
 export async function startServer(settings: Settings, options: StartOptions = {}): Promise<RunningServer> {
-  const logger = redactingLogger(options.logger ?? createLogger(settings.logLevel, settings.logFormat));
+  const logger = redactingLogger(options.logger ?? (await createLogger(settings.logLevel, settings.logFormat)));
   const metrics = new ServerMetrics();
   const warnings = new WarningThrottle(logger, (event) => metrics.warning(event));
   const stores = await openStores(settings, logger);
