@@ -58,13 +58,24 @@ function drive(limiter: Limiter, resource: string, workers: number) {
 function defaultLimiter(store: RedisStore, limit = 100_000) {
   const switches: boolean[] = [];
   const logs: string[] = [];
+  // Why each switch happened (the error logged with it), for a failure message that says so.
+  const reasons: string[] = [];
   const limiter = new Limiter({
     store,
-    failover: { logger: { info: (_o, m) => logs.push(m), warn: (_o, m) => logs.push(m) } },
+    failover: {
+      logger: {
+        info: (_o, m) => logs.push(m),
+        warn: (o, m) => {
+          logs.push(m);
+          const err = (o as { err?: { code?: string; message?: string } }).err;
+          reasons.push(`${m}: ${err?.code ?? ''} ${err?.message ?? ''}`);
+        },
+      },
+    },
     observer: { storeSwitched: (e) => switches.push(e.healthy) },
     resources: { api: { algorithm: 'fixed-window', limit, windowMs: 60_000 } },
   });
-  return { limiter, switches, logs };
+  return { limiter, switches, logs, reasons };
 }
 
 describe('store-failure defaults', () => {
@@ -78,7 +89,7 @@ describe('store-failure defaults', () => {
 
   it('answers a 200 ms stall of Redis under concurrent load without switching to the fallback', async () => {
     const store = new RedisStore({ url: redis.url, prefix: randomPrefix('dflt') });
-    const { limiter, switches } = defaultLimiter(store);
+    const { limiter, switches, reasons } = defaultLimiter(store);
     const admin = new Redis(redis.url);
     const load = drive(limiter, 'api', 32);
     try {
@@ -93,7 +104,7 @@ describe('store-failure defaults', () => {
       admin.disconnect();
     }
     expect(load.samples.filter((s) => s.error !== undefined)).toEqual([]);
-    expect(switches).toEqual([]);
+    expect(switches, reasons.join('\n')).toEqual([]);
   });
 
   it('switches at once when Redis dies, and after consecutive timeouts when it freezes', async () => {
