@@ -142,3 +142,4 @@ export type {
   ReserveResult,
 } from './store.js';
 export { requestPermitId } from './store.js';
+export { NO_OUTCOMES, type OutcomeReport, type OutcomeSource, type OutcomeTotals } from './outcomes.js';
