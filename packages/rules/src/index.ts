@@ -21,6 +21,17 @@
  * const [m] = matchDescriptors(rules.domains['edge']!, [{ entries: [{ key: 'remote_address', value: ip }] }]);
  * if (m && !m.unlimited) await limiter.try(m.resource, { key: m.key });
  */
+export {
+  ADAPTIVE_BOUNDS,
+  ADAPTIVE_POLICIES,
+  adaptiveLimitIndex,
+  type AdaptivePolicy,
+  type AdaptiveRule,
+  type AdaptiveRules,
+  type AimdSettings,
+  type DemandSettings,
+} from './adaptive.js';
+export { setLimitInText, type LimitLocation } from './set-limit.js';
 export { diffRuleSets, fieldChanges, type FieldChange, type RuleSetDiff, type SectionDiff } from './diff.js';
 export {
   ENVOY_UNITS,

@@ -11,6 +11,7 @@ import {
   type ResourceOptions,
 } from '@sluice/core';
 import { z } from 'zod';
+import { adaptiveSchema } from './adaptive.js';
 import { governanceSchema } from './governance.js';
 import { coreIssue, unlistLimits, type Path, type PathIssue } from './issues.js';
 
@@ -197,6 +198,7 @@ export function nativeSchema<D extends z.ZodType>(domain: D) {
     resources: z.record(resourceName.pipe(notEnvoy), resource).optional(),
     domains: z.array(domain).optional(),
     governance: governanceSchema.optional(),
+    adaptive: adaptiveSchema.optional(),
   });
 }
 

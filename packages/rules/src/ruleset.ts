@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import { toAdaptiveRules, type AdaptiveRules } from './adaptive.js';
 import { compileDomain } from './envoy/compile.js';
 import { EnvoyDomain } from './envoy/match.js';
 import { envoyDomainSchema, type EnvoyDomainInput } from './envoy/schema.js';
@@ -21,7 +22,9 @@ export interface RuleSet {
   readonly domains: Readonly<Record<string, EnvoyDomain>>;
   /** Governance rule id -> its rule, for the aggregators of `@sluice/governance`. */
   readonly governance: GovernanceRules;
-  /** sha256 (hex) of the canonical JSON of `resources`, `domains` and `governance`. */
+  /** Resource name -> how the service moves its limit (see `adaptive` in a rule file). */
+  readonly adaptive: AdaptiveRules;
+  /** sha256 (hex) of the canonical JSON of `resources`, `domains`, `governance` and `adaptive`. */
   readonly hash: string;
 }
 
@@ -50,19 +53,21 @@ export function canonicalJson(value: unknown): string {
 }
 
 /**
- * The content a rule set's hash covers, as plain data. `governance` is left out when empty, so
- * the hash of a rule set without governance rules is what it was before the section existed.
+ * The content a rule set's hash covers, as plain data. `governance` and `adaptive` are left out
+ * when empty, so the hash of a rule set without them is what it was before the sections existed.
  */
 export function ruleSetContent(
   resources: RuleSet['resources'],
   domains: RuleSet['domains'],
   governance: GovernanceRules = {},
+  adaptive: AdaptiveRules = {},
 ): unknown {
   const content: Record<string, unknown> = {
     resources,
     domains: Object.fromEntries(Object.entries(domains).map(([name, d]) => [name, { descriptors: d.descriptors }])),
   };
   if (Object.keys(governance).length > 0) content.governance = governance;
+  if (Object.keys(adaptive).length > 0) content.adaptive = adaptive;
   return content;
 }
 
@@ -71,14 +76,16 @@ export function makeRuleSet(
   resources: Record<string, ResourceRule>,
   domains: Record<string, EnvoyDomain>,
   governance: GovernanceRules = {},
+  adaptive: AdaptiveRules = {},
 ): RuleSet {
   const r = Object.freeze({ ...resources });
   const d = Object.freeze({ ...domains });
   const g = Object.freeze({ ...governance });
+  const a = Object.freeze({ ...adaptive });
   const hash = createHash('sha256')
-    .update(canonicalJson(ruleSetContent(r, d, g)))
+    .update(canonicalJson(ruleSetContent(r, d, g, a)))
     .digest('hex');
-  return Object.freeze({ resources: r, domains: d, governance: g, hash });
+  return Object.freeze({ resources: r, domains: d, governance: g, adaptive: a, hash });
 }
 
 function attach(file: string, issues: readonly PathIssue[]): RuleIssue[] {
@@ -142,7 +149,9 @@ export function compileRules(text: string, options: CompileRulesOptions): RuleSe
   const domains = compileDomains(r.data.domains ?? [], (i) => ['domains', i], issues);
   if (issues.length > 0) throw invalidRules(attach(file, issues));
   const resources = Object.fromEntries(Object.entries(r.data.resources ?? {}).map(([n, res]) => [n, toResourceRule(res)]));
-  return makeRuleSet(resources, domains, toGovernanceRules(r.data.governance));
+  const adaptive = toAdaptiveRules(r.data.adaptive, resources, issues);
+  if (issues.length > 0) throw invalidRules(attach(file, issues));
+  return makeRuleSet(resources, domains, toGovernanceRules(r.data.governance), adaptive);
 }
 
 /**
@@ -176,6 +185,8 @@ export function mergeRuleSets(files: readonly RuleFile[]): RuleSet {
   const domainFile = new Map<string, string>();
   const governance: Record<string, GovernanceRules[string]> = {};
   const ruleFile = new Map<string, string>();
+  // An adaptive limit names a resource of its own file, so resource names keep them apart too.
+  const adaptive: Record<string, AdaptiveRules[string]> = {};
   const issues: RuleIssue[] = [];
   for (const { file, ruleSet } of files) {
     for (const [name, rule] of Object.entries(ruleSet.resources)) {
@@ -209,7 +220,10 @@ export function mergeRuleSets(files: readonly RuleFile[]): RuleSet {
       ruleFile.set(id, file);
       governance[id] = rule;
     }
+    for (const [name, rule] of Object.entries(ruleSet.adaptive)) {
+      if (resourceFile.get(name) === file) adaptive[name] = rule;
+    }
   }
   if (issues.length > 0) throw invalidRules(issues);
-  return makeRuleSet(resources, domains, governance);
+  return makeRuleSet(resources, domains, governance, adaptive);
 }

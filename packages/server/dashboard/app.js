@@ -1,4 +1,5 @@
 /* global fetch */
+import { AdaptivePanel } from './adaptive.js';
 import { Charts } from './charts.js';
 import { byId } from './dom.js';
 import { RateHistory, limitPerSecond } from './lib/rates.js';
@@ -10,6 +11,7 @@ const POLL_MS = 1000;
 const history = new RateHistory({ windowMs: 5 * 60_000, maxResources: 200 });
 const charts = new Charts(byId('charts'), byId('charts-empty'));
 const rules = new RulesPanel();
+const adaptive = new AdaptivePanel(byId('adaptive-panel'), byId('adaptive').querySelector('tbody'));
 const connection = byId('connection');
 const statsVersion = byId('stats-version');
 /** Limit per second per key, by resource, from `/v1/resources` (read again when the rules change). */
@@ -34,6 +36,7 @@ async function poll() {
     if (snapshot.version !== limitsVersion) await refreshLimits(snapshot.version);
     history.add(snapshot);
     charts.render(history, limitRates);
+    adaptive.render(snapshot.adaptive);
     statsVersion.textContent = `v${snapshot.version}`;
     connection.textContent = 'live';
     connection.setAttribute('data-state', 'live');

@@ -49,6 +49,8 @@ export class ServerMetrics {
   readonly #cuts: Counter<'listener' | 'reason'>;
   readonly #warnings: Counter<'event'>;
   readonly #tallies = new Map<string, Tally>();
+  readonly #adaptiveMoves: Counter<'resource' | 'direction'>;
+  readonly #adaptiveLimit: Gauge<'resource'>;
 
   constructor() {
     const registers = [this.registry];
@@ -112,6 +114,18 @@ export class ServerMetrics {
       name: 'sluice_warnings_total',
       help: 'Warnings by event, each counted although repeats are logged only as a summary',
       labelNames: ['event'] as const,
+      registers,
+    });
+    this.#adaptiveMoves = new Counter({
+      name: 'sluice_adaptive_moves_total',
+      help: 'Moves of adaptive limits applied by this server (each a rule version), by resource and direction',
+      labelNames: ['resource', 'direction'] as const,
+      registers,
+    });
+    this.#adaptiveLimit = new Gauge({
+      name: 'sluice_adaptive_limit',
+      help: 'The moved limit of each adaptive resource in the active rule version',
+      labelNames: ['resource'] as const,
       registers,
     });
     const core = createPrometheusObserver({ registry: this.registry });
@@ -179,5 +193,16 @@ export class ServerMetrics {
       .filter(([resource]) => active(resource))
       .map(([resource, t]) => ({ resource, ...t }))
       .sort((a, b) => a.resource.localeCompare(b.resource));
+  }
+
+  /** An adaptive limit moved (applied by this server). */
+  adaptiveMoved(resource: string, direction: 'up' | 'down'): void {
+    this.#adaptiveMoves.inc({ resource, direction });
+  }
+
+  /** The adaptive limits of the active version (resources not listed are dropped). */
+  adaptiveLimits(limits: ReadonlyMap<string, number>): void {
+    this.#adaptiveLimit.reset();
+    for (const [resource, value] of limits) this.#adaptiveLimit.set({ resource }, value);
   }
 }

@@ -3,6 +3,7 @@ import { Limiter, compileLimits, type LimitStore } from '@sluice/core';
 import { RedisStore } from '@sluice/redis';
 import { FileRuleStore, RedisRuleStore, type RuleStore } from '@sluice/rules';
 import type { Logger } from 'pino';
+import { startAdaptive } from './control/adaptive/runtime.js';
 import { OverrideTable } from './envoy/overrides.js';
 import { LiveRules } from './live-rules.js';
 import { ServerMetrics } from './metrics.js';
@@ -69,13 +70,17 @@ interface Stores {
   close(): Promise<void>;
 }
 
+/** The Redis the settings name, if any. */
+function redisSourceOf(settings: Settings) {
+  return settings.redisUrl !== undefined
+    ? { url: settings.redisUrl }
+    : settings.redisCluster !== undefined
+      ? { clusterNodes: settings.redisCluster }
+      : undefined;
+}
+
 async function openStores(settings: Settings, logger: Logger): Promise<Stores> {
-  const redisSource =
-    settings.redisUrl !== undefined
-      ? { url: settings.redisUrl }
-      : settings.redisCluster !== undefined
-        ? { clusterNodes: settings.redisCluster }
-        : undefined;
+  const redisSource = redisSourceOf(settings);
   if (redisSource === undefined) {
     const dir = settings.rulesDir ?? (settings.rules[0] === undefined ? undefined : `${settings.rules[0]}.versions`);
     if (dir === undefined) throw new SettingsError('give --rules FILE (or --rules-dir DIR) on the embedded store');
@@ -123,10 +128,18 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   const metrics = new ServerMetrics();
   const warnings = new WarningThrottle(logger, (event) => metrics.warning(event));
   const stores = await openStores(settings, logger);
+  const adaptive = startAdaptive({
+    ruleStore: stores.ruleStore,
+    ...(settings.redisUrl === undefined && settings.redisCluster === undefined
+      ? {}
+      : { redis: { ...redisSourceOf(settings), prefix: settings.redisPrefix } }),
+    metrics,
+    logger,
+  });
   const limiter = new Limiter({
     resources: {},
     ...(stores.limitStore === undefined ? {} : { store: stores.limitStore }),
-    observer: metrics.observer,
+    observer: adaptive.wrap(metrics.observer),
     maxKeyLength: settings.maxKeyLength,
     maxWaitMs: settings.maxWaitMs,
     maxWaitersPerClient: settings.maxClientWaits,
@@ -138,13 +151,17 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   const rules = new LiveRules({
     limiter,
     logger,
-    onApplied: (e) => metrics.rulesApplied(e.version, e.added.length, e.changed.length, e.removed.length),
+    onApplied: (e) => {
+      metrics.rulesApplied(e.version, e.added.length, e.changed.length, e.removed.length);
+      if (rules.version !== undefined) adaptive.applied(rules.version);
+    },
   });
   let stopWatch: (() => void) | undefined;
   let closing = false;
   const cleanup = async () => {
     warnings.close();
     stopWatch?.();
+    await adaptive.close();
     await limiter.close();
     await stores.close();
   };
@@ -189,6 +206,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     warnings,
     readiness,
     closing: () => closing,
+    adaptive: () => adaptive.status(),
     dashboard: settings.dashboard,
   });
   const overrides = new OverrideTable({
@@ -265,6 +283,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
       await drained;
       clearTimeout(cut);
       stopWatch?.();
+      await adaptive.close();
       await stores.close();
       warnings.close();
       logger.info('shut down');

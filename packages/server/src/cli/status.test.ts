@@ -33,4 +33,26 @@ describe('status view', () => {
     expect(lines).toHaveLength(5);
     expect(renderStatus('http://x', prev, { ...cur, resources: [] }, 2)).toContain('(no decisions yet)');
   });
+
+  it('lists the adaptive limits under the resources', () => {
+    const adaptive = [
+      {
+        resource: 'api:pay',
+        policy: 'demand',
+        min: 50,
+        max: 500,
+        limit: 120,
+        lastMoveAt: '2026-12-01T10:00:00.000Z',
+        deciding: true,
+      },
+      { resource: 'db:orders', policy: 'aimd', min: 10, max: 90, limit: 40, deciding: false },
+    ] as const;
+    const lines = renderStatus('http://x', prev, { ...cur, adaptive }, 2).split('\n');
+    expect(lines.slice(-3)).toEqual([
+      'ADAPTIVE   POLICY  LIMIT  MIN  MAX                 LAST MOVE',
+      'api:pay    demand    120   50  500  2026-12-01T10:00:00.000Z',
+      'db:orders  aimd       40   10   90                         -',
+    ]);
+    expect(renderStatus('http://x', prev, cur, 2)).not.toContain('ADAPTIVE');
+  });
 });

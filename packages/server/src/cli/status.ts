@@ -20,7 +20,19 @@ export function renderStatus(server: string, prev: StatsSnapshot, cur: StatsSnap
   const widths = header.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
   const lines = table.map((row) => row.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  '));
   const title = `sluice status  ${server}  rules v${cur.version}  ${new Date(cur.at).toISOString()}`;
-  return [title, '', ...lines, ...(rows.length === 0 ? ['(no decisions yet)'] : [])].join('\n');
+  return [title, '', ...lines, ...(rows.length === 0 ? ['(no decisions yet)'] : []), ...adaptiveLines(cur)].join('\n');
+}
+
+/** The adaptive limits, under the resources: what each is now, its bounds and its last move. */
+function adaptiveLines(cur: StatsSnapshot): string[] {
+  const rows = cur.adaptive ?? [];
+  if (rows.length === 0) return [];
+  const table = [
+    ['ADAPTIVE', 'POLICY', 'LIMIT', 'MIN', 'MAX', 'LAST MOVE'],
+    ...rows.map((a) => [a.resource, a.policy, String(a.limit), String(a.min), String(a.max), a.lastMoveAt ?? '-']),
+  ];
+  const widths = table[0]!.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
+  return ['', ...table.map((row) => row.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  '))];
 }
 
 /** Options of {@link runStatus}. */

@@ -1,3 +1,4 @@
+import type { AdaptiveStatus } from '../control/adaptive/controller.js';
 import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RuleStore } from '@sluice/rules';
@@ -44,6 +45,8 @@ export interface HttpDeps {
   readonly readiness: () => Promise<{ ready: boolean; checks: Record<string, string> }>;
   /** True once the server is shutting down. */
   readonly closing?: () => boolean;
+  /** The adaptive limits of the active rules, for `/v1/stats`. */
+  readonly adaptive?: () => Promise<readonly AdaptiveStatus[]>;
   /**
    * Serve the web dashboard at `/dashboard`.
    * @default false
@@ -161,6 +164,7 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     at: Date.now(),
     version: deps.rules.version?.version ?? 0,
     resources: metrics.stats((r) => deps.rules.has(r)),
+    ...(deps.adaptive === undefined ? {} : { adaptive: await deps.adaptive() }),
   }));
   return app;
 }

@@ -1,3 +1,4 @@
+import type { AdaptiveStatus } from '../control/adaptive/controller.js';
 /**
  * Rates from `GET /v1/stats` snapshots, shared by `sluice status` and the web dashboard. The
  * counters are totals since the server started, so a rate is the difference between two
@@ -14,6 +15,8 @@ export interface StatsSnapshot {
   readonly at: number;
   readonly version: number;
   readonly resources: readonly ResourceStats[];
+  /** The adaptive limits of the active rules (servers that predate them leave it out). */
+  readonly adaptive?: readonly AdaptiveStatus[];
 }
 
 /** One row of the status view. */

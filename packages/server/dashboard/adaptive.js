@@ -1,0 +1,32 @@
+import { el } from './dom.js';
+
+/**
+ * The adaptive limits panel: one row per adaptive resource of the active rules, from the
+ * `adaptive` list of `/v1/stats` (the limit now, its bounds, its last move).
+ */
+export class AdaptivePanel {
+  /** @param {HTMLElement} section @param {HTMLElement} body the table's tbody */
+  constructor(section, body) {
+    this.section = section;
+    this.body = body;
+  }
+
+  /** @param {{ resource: string, policy: string, limit: number, min: number, max: number, lastMoveAt?: string }[] | undefined} rows */
+  render(rows) {
+    const list = rows ?? [];
+    this.section.hidden = list.length === 0;
+    this.body.replaceChildren(
+      ...list.map((a) =>
+        el(
+          'tr',
+          { 'data-resource': a.resource },
+          el('td', {}, a.resource),
+          el('td', {}, a.policy),
+          el('td', { class: 'adaptive-limit' }, String(a.limit)),
+          el('td', {}, `${a.min}–${a.max}`),
+          el('td', {}, a.lastMoveAt === undefined ? '—' : a.lastMoveAt.replace('T', ' ').replace(/\.\d+Z$/, '')),
+        ),
+      ),
+    );
+  }
+}

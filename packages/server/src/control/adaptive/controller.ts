@@ -1,0 +1,168 @@
+import type { Logger, OutcomeSource } from '@sluice/core';
+import {
+  adaptiveLimitIndex,
+  isRulesError,
+  setLimitInText,
+  type AdaptiveRule,
+  type RuleStore,
+  type RuleVersion,
+} from '@sluice/rules';
+import type { DemandStore } from './demand-store.js';
+import { judgeAdaptive, type AdaptiveMove } from './policy.js';
+
+/** The author of every version an adaptive limit's move makes. */
+export const ADAPTIVE_AUTHOR = 'adaptive';
+
+/** Options of {@link AdaptiveController}. */
+export interface AdaptiveControllerOptions {
+  /** Where moves are applied as versions (and the current version is read). */
+  readonly ruleStore: RuleStore;
+  /** The fleet's demand counts and deciders. */
+  readonly demand: DemandStore;
+  /** Reported downstream outcomes, for the `aimd` policy (without it, `aimd` limits stay put). */
+  readonly outcomes?: OutcomeSource;
+  /** This server's id among the deciders (1..128 characters). */
+  readonly owner: string;
+  /** Milliseconds (epoch), the recorder's clock. @default Date.now */
+  readonly now?: () => number;
+  /** How often the rules are judged, in ms. @default 1000 */
+  readonly tickMs?: number;
+  readonly logger?: Logger;
+  /** Called after each move is applied. */
+  readonly onMove?: (resource: string, move: AdaptiveMove, version: number) => void;
+}
+
+/** A resource's adaptive limit as the dashboard and `sluice status` show it. */
+export interface AdaptiveStatus {
+  readonly resource: string;
+  readonly policy: AdaptiveRule['policy'];
+  readonly min: number;
+  readonly max: number;
+  /** The moved limit's value in the active version. */
+  readonly limit: number;
+  /** When it last moved (ISO 8601), if the store remembers. */
+  readonly lastMoveAt?: string;
+  /** True while this server is the resource's decider. */
+  readonly deciding: boolean;
+}
+
+/**
+ * Moves adaptive limits. Every server runs one; for each adaptive resource, the one holding
+ * the resource's decider lease judges the fleet's demand (and downstream outcomes) by the rule's
+ * policy and applies each move as a rule version (author {@link ADAPTIVE_AUTHOR}, the measured
+ * reason), so history, diff and rollback apply to moves as to any change. A move is applied
+ * only on top of the version it was judged on (`expectedVersion`): a concurrent change wins and
+ * the limit is judged again on it.
+ */
+export class AdaptiveController {
+  readonly #o: AdaptiveControllerOptions;
+  readonly #now: () => number;
+  readonly #tickMs: number;
+  readonly #timer: NodeJS.Timeout;
+  #version: RuleVersion | undefined;
+  #deciding = new Set<string>();
+  #round: Promise<void> = Promise.resolve();
+  #closed = false;
+
+  constructor(options: AdaptiveControllerOptions) {
+    this.#o = options;
+    this.#now = options.now ?? Date.now;
+    this.#tickMs = options.tickMs ?? 1000;
+    this.#timer = setInterval(() => {
+      this.#round = this.#round.then(() => this.tick());
+    }, this.#tickMs);
+    this.#timer.unref();
+  }
+
+  /** The active version (the server calls this as versions become active). */
+  update(version: RuleVersion): void {
+    if (this.#version === undefined || version.version > this.#version.version) this.#version = version;
+  }
+
+  /** One round: every adaptive resource this server decides is judged, and moved if need be. */
+  async tick(): Promise<void> {
+    const v = this.#version;
+    if (this.#closed || v === undefined) return;
+    for (const rule of Object.values(v.ruleSet.adaptive)) {
+      try {
+        await this.#judge(rule);
+      } catch (err) {
+        this.#o.logger?.warn({ err, resource: rule.resource }, 'adaptive limit not judged');
+      }
+    }
+  }
+
+  async #judge(rule: AdaptiveRule): Promise<void> {
+    const { demand, owner } = this.#o;
+    // The lease outlives a few rounds, so a slow round does not hand the resource over.
+    const leads = await demand.lead(rule.resource, owner, Math.max(3 * this.#tickMs, 1000));
+    if (leads) this.#deciding.add(rule.resource);
+    else this.#deciding.delete(rule.resource);
+    if (!leads) return;
+    const current = await this.#o.ruleStore.current();
+    const resource = current?.ruleSet.resources[rule.resource];
+    const index = resource === undefined ? -1 : adaptiveLimitIndex(resource.limits, rule.limit);
+    if (current === undefined || resource === undefined || index < 0) return;
+    const now = this.#now();
+    const lastMoveAt = await demand.lastMove(rule.resource);
+    const span = Math.max(rule.demand.rejectForMs, rule.demand.idleForMs) + rule.intervalMs;
+    const intervals = await demand.read(rule.resource, rule.intervalMs, now - span, now - rule.intervalMs);
+    const outcomes = rule.policy === 'aimd' ? await this.#o.outcomes?.outcomeTotals(rule.resource, rule.intervalMs) : undefined;
+    const state = { limit: resource.limits[index]!.limit, ...(lastMoveAt === undefined ? {} : { lastMoveAt }) };
+    const move = judgeAdaptive(rule, state, { intervals, ...(outcomes === undefined ? {} : { outcomes }) }, now);
+    if (move === undefined) return;
+    const text = setLimitInText(current.source, current.file, { resource: rule.resource, limit: rule.limit }, move.to);
+    // Recorded before the version, so a decider that takes over meanwhile waits out the cooldown.
+    await demand.recordMove(rule.resource, now, rule.cooldownMs + span);
+    let applied: RuleVersion;
+    try {
+      applied = await this.#o.ruleStore.apply(text, {
+        author: ADAPTIVE_AUTHOR,
+        reason: `${rule.resource} ${move.from} -> ${move.to}: ${move.reason}`.slice(0, 256),
+        file: current.file,
+        expectedVersion: current.version,
+      });
+    } catch (err) {
+      if (isRulesError(err, 'SLUICE_ERR_RULE_CONFLICT')) return;
+      throw err;
+    }
+    this.update(applied);
+    this.#o.logger?.info(
+      { resource: rule.resource, from: move.from, to: move.to, version: applied.version, reason: move.reason },
+      'adaptive limit moved',
+    );
+    this.#o.onMove?.(rule.resource, move, applied.version);
+  }
+
+  /** The adaptive limits of the active version. */
+  async status(): Promise<AdaptiveStatus[]> {
+    const v = this.#version;
+    if (v === undefined) return [];
+    const out: AdaptiveStatus[] = [];
+    for (const rule of Object.values(v.ruleSet.adaptive)) {
+      const limits = v.ruleSet.resources[rule.resource]?.limits ?? [];
+      const limit = limits[adaptiveLimitIndex(limits, rule.limit)]?.limit ?? 0;
+      const at = await this.#o.demand.lastMove(rule.resource);
+      out.push({
+        resource: rule.resource,
+        policy: rule.policy,
+        min: rule.min,
+        max: rule.max,
+        limit,
+        ...(at === undefined ? {} : { lastMoveAt: new Date(at).toISOString() }),
+        deciding: this.#deciding.has(rule.resource),
+      });
+    }
+    return out;
+  }
+
+  /** Stops judging and gives up the leases this server holds. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    clearInterval(this.#timer);
+    await this.#round;
+    for (const resource of this.#deciding) await this.#o.demand.resign(resource, this.#o.owner).catch(() => undefined);
+    this.#deciding.clear();
+  }
+}
