@@ -1,5 +1,6 @@
 /* global fetch */
 import { Charts } from './charts.js';
+import { showClockSkew } from './clock.js';
 import { byId } from './dom.js';
 import { RateHistory, limitPerSecond } from './lib/rates.js';
 import { RulesPanel } from './rules.js';
@@ -35,6 +36,7 @@ async function poll() {
     history.add(snapshot);
     charts.render(history, limitRates);
     statsVersion.textContent = `v${snapshot.version}`;
+    showClockSkew(snapshot.clockSkew);
     connection.textContent = 'live';
     connection.setAttribute('data-state', 'live');
     rules.onVersion(snapshot.version);

@@ -1,5 +1,5 @@
-import type { Decision, LimiterObserver } from '@sluice/core';
-import { createPrometheusObserver } from '@sluice/core/metrics';
+import type { ClockSkewObserver, Decision, LimiterObserver } from '@sluice/core';
+import { createClockSkewObserver, createPrometheusObserver } from '@sluice/core/metrics';
 import { OVERRIDE_RESOURCE_PREFIX } from '@sluice/rules';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ConnectionCut } from './connections.js';
@@ -49,6 +49,8 @@ export class ServerMetrics {
   readonly #cuts: Counter<'listener' | 'reason'>;
   readonly #warnings: Counter<'event'>;
   readonly #tallies = new Map<string, Tally>();
+  /** The clock-skew monitor's hooks: `sluice_clock_skew_ms` and its companions. */
+  readonly clockSkew: ClockSkewObserver;
 
   constructor() {
     const registers = [this.registry];
@@ -114,6 +116,7 @@ export class ServerMetrics {
       labelNames: ['event'] as const,
       registers,
     });
+    this.clockSkew = createClockSkewObserver({ registry: this.registry });
     const core = createPrometheusObserver({ registry: this.registry });
     this.observer = {
       decided: (e) => {

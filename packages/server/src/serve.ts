@@ -3,6 +3,7 @@ import { Limiter, compileLimits, type LimitStore } from '@sluice/core';
 import { RedisStore } from '@sluice/redis';
 import { FileRuleStore, RedisRuleStore, type RuleStore } from '@sluice/rules';
 import type { Logger } from 'pino';
+import { startServerClock } from './clock-skew.js';
 import { OverrideTable } from './envoy/overrides.js';
 import { LiveRules } from './live-rules.js';
 import { ServerMetrics } from './metrics.js';
@@ -123,6 +124,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   const metrics = new ServerMetrics();
   const warnings = new WarningThrottle(logger, (event) => metrics.warning(event));
   const stores = await openStores(settings, logger);
+  const clock = await startServerClock(stores.limitStore, settings, logger, metrics.clockSkew);
   const limiter = new Limiter({
     resources: {},
     ...(stores.limitStore === undefined ? {} : { store: stores.limitStore }),
@@ -145,6 +147,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   const cleanup = async () => {
     warnings.close();
     stopWatch?.();
+    await clock.monitor?.close();
     await limiter.close();
     await stores.close();
   };
@@ -190,6 +193,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     readiness,
     closing: () => closing,
     dashboard: settings.dashboard,
+    clock,
   });
   const overrides = new OverrideTable({
     limiter,
@@ -265,6 +269,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
       await drained;
       clearTimeout(cut);
       stopWatch?.();
+      await clock.monitor?.close();
       await stores.close();
       warnings.close();
       logger.info('shut down');
