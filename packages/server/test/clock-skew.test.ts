@@ -7,7 +7,8 @@
  */
 import { pathToFileURL } from 'node:url';
 import type { Browser } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RemoteLimiter } from '@sluice/client';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { randomPrefix } from '../../../test/env.js';
 import { deleteRedisKeys, rulesFile, spawnSluice, storeFlags, type Serve } from '../../../test/sluice-serve.js';
 import { launchChromium } from './browser.js';
@@ -74,6 +75,19 @@ describe('a server whose clock is 5 s ahead of Redis', () => {
     const slack = time.uncertaintyMs + 1;
     expect(time.timeMs).toBeGreaterThanOrEqual(before - slack);
     expect(time.timeMs).toBeLessThanOrEqual(after + slack);
+  });
+
+  it("lets a remote client measure its own skew against Redis' clock, not the server's", async () => {
+    // This process's clock is not shifted: its skew to the store is about 0, though the server's is 5 s.
+    const client = new RemoteLimiter({ url: server.url, clockSkew: { intervalMs: 1000 }, logger: false });
+    try {
+      await vi.waitFor(() => expect(client.clockSkew!.estimate.measured).toBe(true), { timeout: 10_000, interval: 50 });
+      const s = client.clockSkew!.status();
+      expect(Math.abs(s.offsetMs)).toBeLessThanOrEqual(s.uncertaintyMs + 1);
+      expect(s).toMatchObject({ skewed: false, warnings: 0 });
+    } finally {
+      await client.close();
+    }
   });
 
   it('shows the skew in sluice status', async () => {
