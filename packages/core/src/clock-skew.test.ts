@@ -52,11 +52,20 @@ describe('SkewEstimator', () => {
   it('keeps the reading with the smallest round trip among the last few', () => {
     const e = new SkewEstimator(3);
     e.add({ sentAt: 0, rttMs: 4, reading: { timeMs: 102 } }); // offset 100 ± 2
-    // A reading held up on the way back (a busy event loop) looks 50 ms late: ignored.
+    // A reading held up on the way back (a busy event loop) looks 40 ms early: ignored.
     expect(e.add({ sentAt: 1000, rttMs: 100, reading: { timeMs: 1110 } }).offsetMs).toBe(100);
     expect(e.add({ sentAt: 2000, rttMs: 60, reading: { timeMs: 2125 } }).offsetMs).toBe(100);
     // The good reading leaves the window: the best of the remaining ones wins.
     expect(e.add({ sentAt: 3000, rttMs: 80, reading: { timeMs: 3140 } }).offsetMs).toBe(95);
+  });
+
+  it('starts again from a reading that cannot agree with the estimate (a stepped clock)', () => {
+    const e = new SkewEstimator(8);
+    e.add({ sentAt: 0, rttMs: 2, reading: { timeMs: 101 } }); // 100 ± 1
+    // The host clock was stepped 3 s back: a worse round trip, but 3100 ± 10 excludes 100 ± 1.
+    expect(e.add({ sentAt: 1000, rttMs: 20, reading: { timeMs: 4110 } })).toMatchObject({ offsetMs: 3100, uncertaintyMs: 10 });
+    // From then on the best of the new readings.
+    expect(e.add({ sentAt: 2000, rttMs: 4, reading: { timeMs: 5104 } }).offsetMs).toBe(3102);
   });
 
   it("adds the source's own uncertainty and refuses readings that cannot be true", () => {

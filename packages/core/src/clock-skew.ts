@@ -57,8 +57,9 @@ const UNMEASURED: ClockSkewEstimate = Object.freeze({ measured: false, offsetMs:
 /**
  * Estimates the offset NTP's way: each reading gives `storeTime - (sentAt + rtt / 2)`, true
  * within `rtt / 2`, and of the last `window` readings the one with the smallest uncertainty
- * wins, so a reading delayed by a busy event loop or a queue does not move the estimate. Pure:
- * no clock, no I/O.
+ * wins, so a reading delayed by a busy event loop or a queue does not move the estimate. A
+ * reading whose range does not overlap the estimate's (a clock was stepped) replaces the older
+ * readings at once. Pure: no clock, no I/O.
  */
 export class SkewEstimator {
   readonly #window: number;
@@ -93,6 +94,12 @@ export class SkewEstimator {
       uncertaintyMs: rttMs / 2 + own,
       rttMs,
     });
+    const prior = this.#best;
+    // Two readings that cannot both be true (their ranges do not overlap): a clock was stepped
+    // in between. The older readings describe a clock that is gone; start again from this one.
+    if (prior.measured && Math.abs(estimate.offsetMs - prior.offsetMs) > estimate.uncertaintyMs + prior.uncertaintyMs) {
+      this.#samples = [];
+    }
     this.#samples.push(estimate);
     if (this.#samples.length > this.#window) this.#samples.shift();
     let best = this.#samples[0]!;
