@@ -12,7 +12,7 @@ import { hashValue, type GovernanceDecision } from '@sluice/stream';
 import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { randomPrefix, redisUrl } from '../env.js';
+import { randomPrefix, redisClusterNodes, redisUrl } from '../env.js';
 
 /** Redis runs on this host: its clock is this host's, so the true offset is minus the shift. */
 const SHIFT_MS = 5000;
@@ -94,6 +94,25 @@ describe('clock skew against Redis', () => {
       expect(lines).toEqual([]);
     } finally {
       client.disconnect();
+    }
+  });
+
+  it("reads Redis' clock on Redis Cluster too", async () => {
+    const cluster = new RedisStore({
+      clusterNodes: redisClusterNodes(),
+      prefix: randomPrefix('skew'),
+      peerRegistry: false,
+      commandTimeoutMs: 2000,
+    });
+    try {
+      const before = Date.now();
+      const t = await cluster.time();
+      const after = Date.now();
+      // The nodes run on this host: their clocks are this host's (a generous bound, far below a skew worth warning about).
+      expect(t).toBeGreaterThanOrEqual(before - 100);
+      expect(t).toBeLessThanOrEqual(after + 100);
+    } finally {
+      await cluster.close();
     }
   });
 
