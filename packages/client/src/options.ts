@@ -11,6 +11,7 @@ import {
   type LimiterObserver,
   type Logger,
 } from '@sluice/core';
+import type { ClientClockSkewOptions } from './clock-skew.js';
 import type { Transport } from './transport.js';
 
 /** Lease settings, as in rule files (`lease:`); see docs/leases.md. */
@@ -82,6 +83,14 @@ export interface RemoteLimiterOptions {
   clock?: Clock;
   /** How the service is reached. @default HTTP/1.1 keep-alive over an undici pool */
   transport?: Transport;
+  /**
+   * Measure this host's clock skew to the store's clock (through the service's `/v1/time`):
+   * `true` or the check's settings. The monitor is the limiter's `clockSkew`; give it to age
+   * checks (`clockSkew` of a gateway, a decision cache or an aggregator). Skew warnings go to
+   * `logger`. Decisions never need it: the store decides on its own clock.
+   * @default false
+   */
+  clockSkew?: boolean | ClientClockSkewOptions;
 }
 
 /** Validated {@link RemoteLimiterOptions}. */

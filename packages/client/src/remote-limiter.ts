@@ -23,11 +23,13 @@ import {
   type ResourceConfig,
   type TimerHandle,
   type TryOptions,
+  type ClockSkewMonitor,
 } from '@sluice/core';
 import { CheckBatcher, Overloaded, type CheckItem } from './batcher.js';
 import { PolicyFallback } from './fallback.js';
 import { compileRemoteOptions, intOption, type CompiledRemoteOptions, type RemoteLimiterOptions } from './options.js';
 import { RemoteStore, leaseLimiter } from './remote-store.js';
+import { clientClockSkew } from './clock-skew.js';
 import { ClosedByCaller, HttpTransport, errorFromBody, isUnavailable, type Transport } from './transport.js';
 import { decisionFromBody, viewFromBody, type RulesView, type ViewResource } from './wire.js';
 
@@ -103,6 +105,8 @@ export class RemoteLimiter implements RateLimiter {
       },
       close: () => transport.close(),
     };
+    // Built before anything starts: bad settings throw with nothing to stop.
+    this.clockSkew = clientClockSkew(options.clockSkew, this.#transport, o.clock, o.switchLogger);
     this.#timeout = new AdaptiveTimeout({
       ...(o.checkTimeoutMs === undefined ? {} : { fixedMs: o.checkTimeoutMs }),
       minMs: 100,
@@ -136,7 +140,11 @@ export class RemoteLimiter implements RateLimiter {
     this.#fallback = new PolicyFallback(o.clock, o.maxKeyLength, o.maxWaitMs, this.#health);
     this.#track(this.#refresh());
     this.#schedulePoll();
+    this.clockSkew?.start();
   }
+
+  /** This host's measured skew to the store's clock, with the `clockSkew` option; else undefined. */
+  readonly clockSkew: ClockSkewMonitor | undefined;
 
   /** The active rule version as last seen (0 before the first resource list). */
   get rulesVersion(): number {
@@ -336,6 +344,7 @@ export class RemoteLimiter implements RateLimiter {
     this.#closing ??= (async () => {
       if (this.#pollTimer !== undefined) this.#o.clock.clearTimer(this.#pollTimer);
       this.#pollTimer = undefined;
+      await this.clockSkew?.close();
       for (const w of this.#waits) w.abort(new ClosedByCaller());
       await this.#batcher.close();
       // Leftover leased permits go back to the service (or to the fallback while it is away).

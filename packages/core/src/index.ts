@@ -37,6 +37,23 @@ export {
 export { CircuitBreaker, type CircuitBreakerOptions, type CircuitPermission, type CircuitState } from './circuit-breaker.js';
 export { ManualClock, systemClock, type Clock, type TimerHandle } from './clock.js';
 export {
+  ClockSkewMonitor,
+  SkewEstimator,
+  clockOffsetOption,
+  compileClockSkewMonitorOptions,
+  skewExceeds,
+  storeClock,
+  type ClockOffset,
+  type ClockSample,
+  type ClockSkewEstimate,
+  type ClockSkewMonitorOptions,
+  type ClockSkewObserver,
+  type ClockSkewStatus,
+  type CompiledClockSkewMonitorOptions,
+  type StoreTimeReading,
+  type TimeSource,
+} from './clock-skew.js';
+export {
   combineStatuses,
   withReason,
   type BookOutcome,

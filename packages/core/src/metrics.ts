@@ -8,6 +8,7 @@
  * const limiter = new Limiter({ resources, observer: createPrometheusObserver({ registry }) });
  */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import type { ClockSkewObserver } from './clock-skew.js';
 import type { LimiterObserver } from './observer.js';
 
 /** Options of {@link createPrometheusObserver}. */
@@ -97,6 +98,56 @@ export function createPrometheusObserver(options: PrometheusObserverOptions): Li
     },
     keyTableFull({ outcome }) {
       tableFull.inc({ outcome });
+    },
+  };
+}
+
+/** Options of {@link createClockSkewObserver}. */
+export interface ClockSkewMetricsOptions {
+  /** Where the metrics are registered. */
+  registry: Registry;
+  /** Metric name prefix. @default 'sluice_' */
+  prefix?: string;
+}
+
+/**
+ * A {@link ClockSkewObserver} exporting a `ClockSkewMonitor`'s estimate: `clock_skew_ms`
+ * (store clock minus this host's, ms), `clock_skew_uncertainty_ms`, `clock_skew_warnings_total`
+ * (times the skew went over the threshold) and `clock_skew_probe_failures_total`.
+ */
+export function createClockSkewObserver(options: ClockSkewMetricsOptions): ClockSkewObserver {
+  const prefix = options.prefix ?? 'sluice_';
+  const registers = [options.registry];
+  const skew = new Gauge({
+    name: `${prefix}clock_skew_ms`,
+    help: "The store's clock minus this host's wall clock, in ms, as last measured (0 until measured)",
+    registers,
+  });
+  const uncertainty = new Gauge({
+    name: `${prefix}clock_skew_uncertainty_ms`,
+    help: 'How far the measured clock skew may be off, in ms (half the round trip of the reading it comes from)',
+    registers,
+  });
+  const warnings = new Counter({
+    name: `${prefix}clock_skew_warnings_total`,
+    help: "Times the skew between this host's clock and the store's went over the warning threshold",
+    registers,
+  });
+  const failures = new Counter({
+    name: `${prefix}clock_skew_probe_failures_total`,
+    help: "Readings of the store's clock that failed",
+    registers,
+  });
+  return {
+    sampled(estimate) {
+      skew.set(estimate.offsetMs);
+      uncertainty.set(estimate.uncertaintyMs);
+    },
+    thresholdCrossed({ over }) {
+      if (over) warnings.inc();
+    },
+    failed() {
+      failures.inc();
     },
   };
 }

@@ -153,12 +153,28 @@ describe('DecisionCache', () => {
     }
   });
 
+  it("checks decision ages on the store clock when given this host's measured skew", () => {
+    // This host's clock runs 5 s ahead of the store's; the aggregator stamped the block on the
+    // store's clock just now. Without the skew the block looks 5 s old (over 3 s TTL + 1 s).
+    const skewed = setup({ wallClock: () => WALL + 5000, maxClockSkewMs: 1000 });
+    expect(skewed.cache.apply(block())).toBe(false);
+    expect(skewed.cache.stats.stale).toBe(1);
+    const corrected = setup({ wallClock: () => WALL + 5000, maxClockSkewMs: 1000, clockSkew: { offsetMs: -5000 } });
+    expect(corrected.cache.apply(block())).toBe(true);
+    // And the other way: a clock 5 s behind would keep a block that lapsed 1 s ago.
+    const lapsed = block({ issuedAtMs: WALL - 5000 });
+    expect(setup({ wallClock: () => WALL - 5000, maxClockSkewMs: 1000 }).cache.apply(lapsed)).toBe(true);
+    const behind = setup({ wallClock: () => WALL - 5000, maxClockSkewMs: 1000, clockSkew: { offsetMs: 5000 } });
+    expect(behind.cache.apply(lapsed)).toBe(false);
+  });
+
   it('rejects malformed options', () => {
     for (const options of [
       { maxEntries: 0 },
       { maxTtlMs: 1.5 },
       { sweepIntervalMs: -1 },
       { wallClock: 3 as unknown as () => number },
+      { clockSkew: { offsetMs: '5' } as never },
     ]) {
       try {
         new DecisionCache(options);

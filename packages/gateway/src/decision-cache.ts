@@ -4,7 +4,7 @@
  * block that is not refreshed lapses by itself, so a lost lift or a dead aggregator can never
  * leave a value blocked for ever. Lookups are synchronous map reads on the request path.
  */
-import { systemClock, type Clock, type TimerHandle } from '@sluice/core';
+import { clockOffsetOption, storeClock, systemClock, type Clock, type ClockOffset, type TimerHandle } from '@sluice/core';
 import { decodeDecisions, type Dimension, type EventTransport, type GovernanceDecision, type Subscription } from '@sluice/stream';
 import type { GatewayObserver } from './observer.js';
 import { fnOption, intOption } from './options.js';
@@ -30,6 +30,15 @@ export interface DecisionCacheOptions {
   clock?: Clock;
   /** Wall clock (epoch ms) for the staleness check. @default Date.now */
   wallClock?: () => number;
+  /**
+   * This host's measured offset to the store's clock (a `ClockSkewMonitor` of `@sluice/core`):
+   * the staleness check then reads the store's clock (`wallClock() + offsetMs`), on which
+   * aggregators given their own offset stamp `issuedAtMs`, so a skewed host neither drops fresh
+   * blocks nor keeps lapsed ones. `maxClockSkewMs` then only has to cover what is left (the
+   * measurements' uncertainty, an aggregator measuring none).
+   * @default none: the wall clock, as if every host's clock agreed
+   */
+  clockSkew?: ClockOffset;
   /** Metrics hooks. */
   observer?: GatewayObserver;
 }
@@ -118,7 +127,10 @@ export class DecisionCache {
     this.#maxSkewMs = intOption(options.maxClockSkewMs, 'maxClockSkewMs', 2000, 0, 3_600_000);
     this.#sweepMs = intOption(options.sweepIntervalMs, 'sweepIntervalMs', 1000, 1, 3_600_000);
     this.#clock = options.clock ?? systemClock;
-    this.#wallClock = fnOption(options.wallClock, 'wallClock') ?? Date.now;
+    this.#wallClock = storeClock(
+      fnOption(options.wallClock, 'wallClock') ?? Date.now,
+      clockOffsetOption(options.clockSkew, 'clockSkew'),
+    );
     this.#observer = options.observer;
   }
 

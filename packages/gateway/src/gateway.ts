@@ -5,7 +5,17 @@
  * reported to the probe when its response ends. Framework adapters (node:http here, express and fastify beside it) only translate.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { ErrorCodes, invalid, systemClock, type Clock, type Decision, type RateLimiter } from '@sluice/core';
+import {
+  ErrorCodes,
+  clockOffsetOption,
+  invalid,
+  storeClock,
+  systemClock,
+  type Clock,
+  type ClockOffset,
+  type Decision,
+  type RateLimiter,
+} from '@sluice/core';
 import { EventOutcome, hashRange, hashValue, type EventTransport } from '@sluice/stream';
 import { DecisionCache, type ActiveBlock, type DecisionCacheOptions } from './decision-cache.js';
 import {
@@ -21,13 +31,13 @@ import {
 } from './dimensions.js';
 import { blockHeaders, limiterHeaders, toSeconds, type PolicyAdvert } from './headers.js';
 import type { GatewayObserver } from './observer.js';
-import { intOption } from './options.js';
+import { fnOption, intOption } from './options.js';
 import { Probe, type ProbeOptions } from './probe.js';
 
 /** Options of the probe inside a {@link Gateway}. */
 export type GatewayProbeOptions = Omit<ProbeOptions, 'transport' | 'clock' | 'wallClock' | 'observer'>;
 /** Options of the decision cache inside a {@link Gateway}. */
-export type GatewayCacheOptions = Omit<DecisionCacheOptions, 'clock' | 'wallClock' | 'observer'>;
+export type GatewayCacheOptions = Omit<DecisionCacheOptions, 'clock' | 'wallClock' | 'observer' | 'clockSkew'>;
 
 /** Options of {@link Gateway}. */
 export interface GatewayOptions {
@@ -51,6 +61,12 @@ export interface GatewayOptions {
   clock?: Clock;
   /** Wall clock, epoch ms (event timestamps, decision staleness). @default Date.now */
   wallClock?: () => number;
+  /**
+   * This host's measured offset to the store's clock (a `ClockSkewMonitor` of `@sluice/core`):
+   * events are stamped and decision ages checked on the store's clock (`wallClock() + offsetMs`).
+   * @default none: the wall clock
+   */
+  clockSkew?: ClockOffset;
   /** Metrics hooks; see `@sluice/gateway/metrics` for Prometheus. */
   observer?: GatewayObserver;
 }
@@ -160,7 +176,10 @@ export class Gateway {
     this.#policies = { ...(options.policies ?? {}) };
     this.#transport = options.transport;
     this.#resourceHash = this.#dims.resourceName === undefined ? 0 : hashBounded(this.#dims.resourceName, this.#maxLength);
-    const common = { clock, observer: options.observer, ...(options.wallClock ? { wallClock: options.wallClock } : {}) };
+    const skew = clockOffsetOption(options.clockSkew, 'clockSkew');
+    const wallClock =
+      skew === undefined ? options.wallClock : storeClock(fnOption(options.wallClock, 'wallClock') ?? Date.now, skew);
+    const common = { clock, observer: options.observer, ...(wallClock ? { wallClock } : {}) };
     this.cache = new DecisionCache({ ...options.cache, ...common });
     this.probe =
       options.transport !== undefined && options.probe !== false

@@ -20,6 +20,7 @@ import { compileRedisStoreOptions, type CompiledRedisStoreOptions, type RedisSto
 import { RedisPeerRegistry } from './peer-registry.js';
 import { decodeReply, encodeBatch, type BatchItem, type ReserveRequest, type ReserveResult } from './protocol.js';
 import { batchScriptSource, ScriptRunner } from './scripts.js';
+import { parseRedisTime } from './time.js';
 import {
   concurrencyLimit,
   noConcurrencyLimit,
@@ -215,6 +216,17 @@ export class RedisStore implements LimitStore {
   async ping(): Promise<void> {
     if (this.#closed) throw toStoreError({ kind: 'closed' });
     await this.#bounded(() => this.#client.ping());
+  }
+
+  /**
+   * Redis' clock (`TIME`, on the node that answers: any node of a Cluster), in epoch ms, within
+   * the command timeout; rejects with a typed error. Every decision is made on this clock; the
+   * clock-skew monitor reads it (see `redisTimeSource`).
+   */
+  async time(): Promise<number> {
+    if (this.#closed) throw toStoreError({ kind: 'closed' });
+    const reply = await this.#bounded(() => this.#client.time());
+    return parseRedisTime(reply);
   }
 
   /**

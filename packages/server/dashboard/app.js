@@ -1,6 +1,7 @@
 /* global fetch */
 import { AdaptivePanel } from './adaptive.js';
 import { Charts } from './charts.js';
+import { showClockSkew } from './clock.js';
 import { byId } from './dom.js';
 import { RateHistory, limitPerSecond } from './lib/rates.js';
 import { RulesPanel } from './rules.js';
@@ -38,6 +39,7 @@ async function poll() {
     charts.render(history, limitRates);
     adaptive.render(snapshot.adaptive);
     statsVersion.textContent = `v${snapshot.version}`;
+    showClockSkew(snapshot.clockSkew);
     connection.textContent = 'live';
     connection.setAttribute('data-state', 'live');
     rules.onVersion(snapshot.version);

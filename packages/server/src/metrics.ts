@@ -1,5 +1,5 @@
-import type { Decision, LimiterObserver } from '@sluice/core';
-import { createPrometheusObserver } from '@sluice/core/metrics';
+import type { ClockSkewObserver, Decision, LimiterObserver } from '@sluice/core';
+import { createClockSkewObserver, createPrometheusObserver } from '@sluice/core/metrics';
 import { OVERRIDE_RESOURCE_PREFIX } from '@sluice/rules';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ConnectionCut } from './connections.js';
@@ -51,6 +51,8 @@ export class ServerMetrics {
   readonly #tallies = new Map<string, Tally>();
   readonly #adaptiveMoves: Counter<'resource' | 'direction'>;
   readonly #adaptiveLimit: Gauge<'resource'>;
+  /** The clock-skew monitor's hooks: `sluice_clock_skew_ms` and its companions. */
+  readonly clockSkew: ClockSkewObserver;
 
   constructor() {
     const registers = [this.registry];
@@ -128,6 +130,7 @@ export class ServerMetrics {
       labelNames: ['resource'] as const,
       registers,
     });
+    this.clockSkew = createClockSkewObserver({ registry: this.registry });
     const core = createPrometheusObserver({ registry: this.registry });
     this.observer = {
       decided: (e) => {

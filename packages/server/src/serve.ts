@@ -4,6 +4,7 @@ import { RedisStore } from '@sluice/redis';
 import { FileRuleStore, RedisRuleStore, type RuleStore } from '@sluice/rules';
 import type { Logger } from 'pino';
 import { startAdaptive } from './control/adaptive/runtime.js';
+import { startServerClock } from './clock-skew.js';
 import { OverrideTable } from './envoy/overrides.js';
 import { LiveRules } from './live-rules.js';
 import { ServerMetrics } from './metrics.js';
@@ -136,6 +137,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     metrics,
     logger,
   });
+  const clock = await startServerClock(stores.limitStore, settings, logger, metrics.clockSkew);
   const limiter = new Limiter({
     resources: {},
     ...(stores.limitStore === undefined ? {} : { store: stores.limitStore }),
@@ -162,6 +164,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     warnings.close();
     stopWatch?.();
     await adaptive.close();
+    await clock.monitor?.close();
     await limiter.close();
     await stores.close();
   };
@@ -208,6 +211,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     closing: () => closing,
     adaptive: () => adaptive.status(),
     dashboard: settings.dashboard,
+    clock,
   });
   const overrides = new OverrideTable({
     limiter,
@@ -284,6 +288,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
       clearTimeout(cut);
       stopWatch?.();
       await adaptive.close();
+      await clock.monitor?.close();
       await stores.close();
       warnings.close();
       logger.info('shut down');

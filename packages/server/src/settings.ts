@@ -21,6 +21,10 @@ export interface Settings {
   /** A fixed bound on one Redis call; undefined: adaptive. */
   readonly storeTimeoutMs: number | undefined;
   readonly onStoreFailure: (typeof STORE_FAILURE_POLICIES)[number];
+  /** How often Redis' clock is read to measure this server's skew to it. */
+  readonly skewIntervalMs: number;
+  /** A clock skew to Redis larger than this is warned about. */
+  readonly skewThresholdMs: number;
   readonly adminToken: string | undefined;
   readonly apiToken: string | undefined;
   readonly maxBodyBytes: number;
@@ -126,6 +130,20 @@ export const SETTINGS = {
     default: 'local',
     schema: z.enum(STORE_FAILURE_POLICIES),
     doc: 'Default policy while Redis is away: `local` (fair share), `open` or `closed`; rules may override per resource',
+  },
+  skewIntervalMs: {
+    flag: '--skew-interval-ms',
+    env: 'SLUICE_SKEW_INTERVAL_MS',
+    default: '30000',
+    schema: int(1000, 3_600_000),
+    doc: "How often Redis' clock is read to measure this server's clock skew to it (exported as `sluice_clock_skew_ms`, see docs/control-plane.md)",
+  },
+  skewThresholdMs: {
+    flag: '--skew-threshold-ms',
+    env: 'SLUICE_SKEW_THRESHOLD_MS',
+    default: '1000',
+    schema: int(1, 3_600_000),
+    doc: "A clock skew to Redis' clock larger than this is logged as a warning (and again once back within)",
   },
   adminToken: {
     flag: '--admin-token',

@@ -293,3 +293,19 @@ describe('Aggregator', () => {
     expect(s.events).toBe(5000);
   });
 });
+
+describe('Aggregator on a host whose clock is off', () => {
+  it('counts events and stamps decisions on the store clock when given the measured skew', async () => {
+    h = new Harness();
+    // This host's clock runs 5 s ahead of the store's; gateways stamped the events on the store's.
+    h.now = T0 + 5000;
+    const a = h.aggregator({ clockSkew: { offsetMs: -5000 } });
+    await a.start();
+    await h.publish(Array.from({ length: 21 }, () => event({ timestampMs: T0 })));
+    await settled(a, 1);
+    const [block] = await a.tick();
+    // Stamped on the store's clock: a gateway checking on the store's clock finds it fresh.
+    expect(block).toMatchObject({ action: 'block', ruleId: 'search-burst', issuedAtMs: T0 });
+    expect(a.stats().partitions[0]).toMatchObject({ lagMs: 0 });
+  });
+});

@@ -31,6 +31,17 @@ describe('compileAggregatorOptions', () => {
     expect(Object.isFrozen(o)).toBe(true);
   });
 
+  it('reads the store clock when given the measured skew of this host', () => {
+    const skew = { offsetMs: -5000 };
+    const o = compileAggregatorOptions({ transport, rules: {}, now: () => 1_000_000, clockSkew: skew });
+    expect(o.now()).toBe(995_000);
+    // The offset is read at each call: the monitor keeps measuring.
+    skew.offsetMs = 250;
+    expect(o.now()).toBe(1_000_250);
+    expect(compileAggregatorOptions({ transport, rules: {}, now: () => 7 }).now()).toBe(7);
+    expect(field({ clockSkew: { offsetMs: null } as never })).toBe('clockSkew');
+  });
+
   it('names the field of a malformed option', () => {
     expect(field({ tickMs: 0 })).toBe('tickMs');
     expect(field({ maxValues: 1.5 })).toBe('maxValues');

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { ErrorCodes, intOption, invalid, type Logger } from '@sluice/core';
+import { ErrorCodes, clockOffsetOption, intOption, invalid, storeClock, type ClockOffset, type Logger } from '@sluice/core';
 import type { GovernanceRules, RuleStore } from '@sluice/rules';
 import { DEFAULT_DECISION_TTL_MS, MAX_DECISION_TTL_MS, type EventTransport } from '@sluice/stream';
 import { MAX_OWNER_LENGTH, type OwnershipStore } from '../ownership/store.js';
@@ -48,6 +48,15 @@ export interface AggregatorOptions {
   shedLagMs?: number;
   /** Wall clock, epoch ms (events carry epoch timestamps). Injected in tests. @default Date.now */
   now?: () => number;
+  /**
+   * This host's measured offset to the store's clock (a `ClockSkewMonitor` of `@sluice/core`):
+   * every age the aggregator reads or stamps is then on the store's clock (`now() + offsetMs`):
+   * decisions' `issuedAtMs`, event lag (events stamped by gateways given theirs), a successor's
+   * snapshot age. Without it a skewed host stamps blocks that gateways take for stale (or
+   * lapsed blocks they keep) and sheds fresh events as late.
+   * @default none: the wall clock, as if every host's clock agreed
+   */
+  clockSkew?: ClockOffset;
   /** Degradations, rule changes and store failures. */
   logger?: Logger;
 }
@@ -139,7 +148,7 @@ export function compileAggregatorOptions(o: AggregatorOptions): CompiledAggregat
     sampleEvery: int(o, 'sampleEvery', 4, 2, 1000),
     shedLagBatches: int(o, 'shedLagBatches', 2000, 1, 1e9),
     shedLagMs: int(o, 'shedLagMs', 30_000, 1, 1e9),
-    now: o.now ?? Date.now,
+    now: storeClock(o.now ?? Date.now, clockOffsetOption(o.clockSkew, 'clockSkew')),
     logger: o.logger,
   });
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { statusRows, type StatsSnapshot } from '../stats/rates.js';
+import { clockSkewSummary, type ClockSkewView } from '../stats/clock.js';
 import { renderStatus } from './status.js';
 
 const r = (resource: string, allowed: number, denied: number, limit = 10, remaining = 5) => ({
@@ -54,5 +55,32 @@ describe('status view', () => {
       'db:orders  aimd       40   10   90                         -',
     ]);
     expect(renderStatus('http://x', prev, cur, 2)).not.toContain('ADAPTIVE');
+  });
+
+  it('shows the clock skew under the table, flagged when over the threshold', () => {
+    const measured = {
+      store: 'redis' as const,
+      measured: true,
+      offsetMs: -5000.4,
+      uncertaintyMs: 0.6,
+      rttMs: 1.2,
+      skewed: true,
+      thresholdMs: 1000,
+      samples: 3,
+      failures: 0,
+      warnings: 1,
+      lastSampleAt: 1,
+    };
+    const lines = renderStatus('http://x', prev, { ...cur, clockSkew: measured }, 2).split('\n');
+    expect(lines[2]).toMatch(/^RESOURCE/);
+    expect(lines.slice(-2)).toEqual(['', 'clock: 5000 ms ahead of redis (± 1 ms)  OVER 1000 ms']);
+    const views: [ClockSkewView | undefined, string, string][] = [
+      [{ ...measured, offsetMs: 12.2, skewed: false }, 'clock: 12 ms behind redis (± 1 ms)', 'ok'],
+      [{ ...measured, offsetMs: 0.3, skewed: false }, 'clock: in step with redis (± 1 ms)', 'ok'],
+      [{ ...measured, measured: false, failures: 2 }, 'clock: not measured against redis yet, 2 readings failed', 'unknown'],
+      [{ store: 'embedded', thresholdMs: 1000 }, "clock: embedded store (the server's clock is the store's)", 'ok'],
+      [undefined, 'clock: not reported by this server', 'unknown'],
+    ];
+    for (const [view, text, state] of views) expect(clockSkewSummary(view)).toEqual({ text, state });
   });
 });

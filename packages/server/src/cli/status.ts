@@ -1,9 +1,13 @@
 import { request } from './client.js';
 import type { Out } from './rules.js';
 import { formatRate as fmt, statusRows, type StatsSnapshot } from '../stats/rates.js';
+import { clockSkewSummary, type ClockSkewView } from '../stats/clock.js';
+
+/** A `/v1/stats` snapshot with the server's clock skew (servers before it answer none). */
+export type StatusSnapshot = StatsSnapshot & { readonly clockSkew?: ClockSkewView };
 
 /** One frame of the status view as text. */
-export function renderStatus(server: string, prev: StatsSnapshot, cur: StatsSnapshot, top: number): string {
+export function renderStatus(server: string, prev: StatsSnapshot, cur: StatusSnapshot, top: number): string {
   const rows = statusRows(prev, cur, top);
   const header = ['RESOURCE', 'RATE/s', 'DENIED/s', 'LIMIT', 'REMAINING', 'REJECTED'];
   const table = [
@@ -20,7 +24,9 @@ export function renderStatus(server: string, prev: StatsSnapshot, cur: StatsSnap
   const widths = header.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
   const lines = table.map((row) => row.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  '));
   const title = `sluice status  ${server}  rules v${cur.version}  ${new Date(cur.at).toISOString()}`;
-  return [title, '', ...lines, ...(rows.length === 0 ? ['(no decisions yet)'] : []), ...adaptiveLines(cur)].join('\n');
+  // The server's clock against its store's, under the table (servers before it report none).
+  const clock = cur.clockSkew === undefined ? [] : ['', clockSkewSummary(cur.clockSkew).text];
+  return [title, '', ...lines, ...(rows.length === 0 ? ['(no decisions yet)'] : []), ...adaptiveLines(cur), ...clock].join('\n');
 }
 
 /** The adaptive limits, under the resources: what each is now, its bounds and its last move. */
@@ -60,7 +66,7 @@ const sleep = (ms: number, signal?: AbortSignal) =>
 
 /** The live view: one frame per interval (or one frame with `once`), rates from consecutive snapshots. */
 export async function runStatus(o: StatusOptions, out: Out): Promise<void> {
-  const fetchStats = () => request<StatsSnapshot>(o.server, '/v1/stats');
+  const fetchStats = () => request<StatusSnapshot>(o.server, '/v1/stats');
   let prev = await fetchStats();
   for (;;) {
     await sleep(o.intervalMs, o.signal);

@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RuleStore } from '@sluice/rules';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import { clockSkewView, registerTime, type ServerClock } from '../clock-skew.js';
 import { limitConnections } from '../connections.js';
 import { ServerError, ServerErrorCodes } from '../errors.js';
 import type { LiveRules } from '../live-rules.js';
@@ -52,6 +53,8 @@ export interface HttpDeps {
    * @default false
    */
   readonly dashboard?: boolean;
+  /** The clock-skew check (`clockSkew` of `/v1/stats`, `/v1/time`). @default the embedded store's: nothing to measure */
+  readonly clock?: ServerClock;
 }
 
 /**
@@ -160,12 +163,15 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     const text = await metrics.registry.metrics();
     return reply.header('content-type', metrics.registry.contentType).send(text);
   });
+  const clock = deps.clock ?? { monitor: undefined, thresholdMs: Number(SETTINGS.skewThresholdMs.default) };
   app.get('/v1/stats', async () => ({
     at: Date.now(),
     version: deps.rules.version?.version ?? 0,
     resources: metrics.stats((r) => deps.rules.has(r)),
     ...(deps.adaptive === undefined ? {} : { adaptive: await deps.adaptive() }),
+    clockSkew: clockSkewView(clock),
   }));
+  registerTime(app, clock, logger);
   return app;
 }
 

@@ -21,10 +21,12 @@ export const DASHBOARD_FILES: Readonly<Record<string, { readonly path: string; r
   'rules.js': { path: 'dashboard/rules.js', type: 'text/javascript; charset=utf-8' },
   'dom.js': { path: 'dashboard/dom.js', type: 'text/javascript; charset=utf-8' },
   'adaptive.js': { path: 'dashboard/adaptive.js', type: 'text/javascript; charset=utf-8' },
+  'clock.js': { path: 'dashboard/clock.js', type: 'text/javascript; charset=utf-8' },
   'style.css': { path: 'dashboard/style.css', type: 'text/css; charset=utf-8' },
   'favicon.svg': { path: 'dashboard/favicon.svg', type: 'image/svg+xml' },
   'lib/rates.js': { path: 'dist/stats/rates.js', type: 'text/javascript; charset=utf-8' },
   'lib/diff-lines.js': { path: 'dist/dashboard/diff-lines.js', type: 'text/javascript; charset=utf-8' },
+  'lib/clock.js': { path: 'dist/stats/clock.js', type: 'text/javascript; charset=utf-8' },
 });
 
 /**
