@@ -28,3 +28,4 @@ export {
 } from './options.js';
 export { hashTag, keyNames, type KeyNames } from './keys.js';
 export { batchScriptSource, type LuaScript } from './scripts.js';
+export { outcomeKeys, outcomesScriptSource } from './outcomes.js';
