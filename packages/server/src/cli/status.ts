@@ -2,8 +2,53 @@ import { request } from './client.js';
 import type { Out } from './rules.js';
 import { formatRate as fmt, statusRows, type StatsSnapshot } from '../stats/rates.js';
 
+/** `GET /v1/breakers`: the fleet-wide breakers (see `BreakerView`). */
+export interface BreakersSnapshot {
+  readonly breakers: readonly {
+    readonly resource: string;
+    readonly state: string;
+    readonly policy: { readonly windowMs: number; readonly halfOpenProbes: number };
+    readonly window?: { readonly calls: number; readonly failures: number; readonly slow: number };
+  }[];
+}
+
+/** The fleet-wide breakers as lines of text (none: no lines). */
+export function renderBreakers(snapshot: BreakersSnapshot | undefined): string[] {
+  const list = snapshot?.breakers ?? [];
+  if (list.length === 0) return [];
+  const header = ['BREAKER', 'STATE', 'CALLS', 'FAILED', 'SLOW', 'WINDOW', 'PROBES'];
+  const table = [
+    header,
+    ...list.map((b) => [
+      b.resource,
+      b.state.toUpperCase(),
+      b.window === undefined ? '?' : String(b.window.calls),
+      b.window === undefined ? '?' : String(b.window.failures),
+      b.window === undefined ? '?' : String(b.window.slow),
+      `${b.policy.windowMs / 1000}s`,
+      String(b.policy.halfOpenProbes),
+    ]),
+  ];
+  const widths = header.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
+  return [
+    '',
+    ...table.map((row) =>
+      row
+        .map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!)))
+        .join('  ')
+        .trimEnd(),
+    ),
+  ];
+}
+
 /** One frame of the status view as text. */
-export function renderStatus(server: string, prev: StatsSnapshot, cur: StatsSnapshot, top: number): string {
+export function renderStatus(
+  server: string,
+  prev: StatsSnapshot,
+  cur: StatsSnapshot,
+  top: number,
+  breakers?: BreakersSnapshot,
+): string {
   const rows = statusRows(prev, cur, top);
   const header = ['RESOURCE', 'RATE/s', 'DENIED/s', 'LIMIT', 'REMAINING', 'REJECTED'];
   const table = [
@@ -20,7 +65,7 @@ export function renderStatus(server: string, prev: StatsSnapshot, cur: StatsSnap
   const widths = header.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
   const lines = table.map((row) => row.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  '));
   const title = `sluice status  ${server}  rules v${cur.version}  ${new Date(cur.at).toISOString()}`;
-  return [title, '', ...lines, ...(rows.length === 0 ? ['(no decisions yet)'] : [])].join('\n');
+  return [title, '', ...lines, ...(rows.length === 0 ? ['(no decisions yet)'] : []), ...renderBreakers(breakers)].join('\n');
 }
 
 /** Options of {@link runStatus}. */
@@ -54,7 +99,9 @@ export async function runStatus(o: StatusOptions, out: Out): Promise<void> {
     await sleep(o.intervalMs, o.signal);
     if (o.signal?.aborted) return;
     const cur = await fetchStats();
-    const frame = renderStatus(o.server, prev, cur, o.top);
+    // A server without fleet breakers' endpoint (an older version) shows none.
+    const breakers = await request<BreakersSnapshot>(o.server, '/v1/breakers').catch(() => undefined);
+    const frame = renderStatus(o.server, prev, cur, o.top, breakers);
     if (o.once) {
       out.log(frame);
       return;

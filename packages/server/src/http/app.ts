@@ -162,6 +162,9 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     version: deps.rules.version?.version ?? 0,
     resources: metrics.stats((r) => deps.rules.has(r)),
   }));
+  // Public and read-only, as /v1/stats: the fleet-wide breakers' states (the dashboard and
+  // `sluice status` show them).
+  app.get('/v1/breakers', async () => ({ at: Date.now(), breakers: await deps.service.breakers() }));
   return app;
 }
 
