@@ -127,6 +127,9 @@ export interface BreakerView {
   readonly errors: number;
 }
 
+/** Most fleet-wide breakers `GET /v1/breakers` lists (each is read from the store). */
+export const MAX_LISTED_BREAKERS = 100;
+
 /** Most resources `GET /v1/resources` lists; rule files are bounded too, this bounds the answer. */
 export const MAX_LISTED_RESOURCES = 10_000;
 
@@ -265,14 +268,16 @@ export class RateLimitService {
   }
 
   /**
-   * The fleet-wide breakers of the active resources (at most {@link MAX_LISTED_RESOURCES}): each
+   * The fleet-wide breakers of the active resources (the first {@link MAX_LISTED_BREAKERS}): each
    * one's state as the store has it, its settings, and its outcomes over its window (`window`
    * undefined when the store could not be read).
    */
   async breakers(): Promise<BreakerView[]> {
     const names = this.#rules.resourceNames().filter((n) => this.#limiter.has(n));
     const views: BreakerView[] = [];
-    for (const resource of names.slice(0, MAX_LISTED_RESOURCES)) {
+    for (const resource of names) {
+      // Each breaker costs store calls: a public read lists a bounded number of them.
+      if (views.length >= MAX_LISTED_BREAKERS) break;
       const b = await this.#limiter.readFleetBreaker(resource);
       if (b === undefined) continue;
       let window: OutcomeTotals | undefined;

@@ -118,6 +118,8 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
   http2.on('sessionError', () => undefined);
   /** The calls of `Outcomes/Report` (every other call is `ShouldRateLimit`). */
   const outcomeStreams = new WeakSet<ServerHttp2Stream>();
+  /** The method a call's metrics are labelled with. */
+  const methodOf = (stream: ServerHttp2Stream) => (outcomeStreams.has(stream) ? OUTCOMES_METHOD : METHOD);
   http2.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
     stream.on('error', () => undefined);
     if (headers[':method'] !== 'POST') {
@@ -145,7 +147,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
     const { body, internal } = describeError(err);
     if (internal) deps.warnings.error('grpc_failed', { err }, 'ShouldRateLimit failed');
     const code = grpcStatusOf(body.code);
-    deps.metrics.grpcRequest(METHOD, code);
+    deps.metrics.grpcRequest(methodOf(stream), code);
     status(stream, code, `${body.code}: ${body.message}`, { 'sluice-error-code': body.code });
   };
 
@@ -182,7 +184,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
       deadline = setTimeout(
         () =>
           answer(() => {
-            deps.metrics.grpcRequest(METHOD, GrpcStatus.DEADLINE_EXCEEDED);
+            deps.metrics.grpcRequest(methodOf(stream), GrpcStatus.DEADLINE_EXCEEDED);
             status(stream, GrpcStatus.DEADLINE_EXCEEDED, 'Deadline exceeded');
           }),
         timeoutMs,
@@ -192,7 +194,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
     const reader = new UnaryReader(deps.maxMessageBytes);
     const refuse = (code: number, message: string, extra: OutgoingHttpHeaders = {}) =>
       answer(() => {
-        deps.metrics.grpcRequest(METHOD, code);
+        deps.metrics.grpcRequest(methodOf(stream), code);
         status(stream, code, message, extra);
       });
     stream.on('data', (chunk: Buffer) => {
