@@ -20,9 +20,11 @@ const PROBES = 2;
 type Mode = 'ok' | 'fail' | 'hold';
 let mode: Mode = 'ok';
 let received = 0;
+let lastReceivedAt = 0;
 const held: ServerResponse[] = [];
 const downstream = createServer((req: IncomingMessage, res: ServerResponse) => {
   received++;
+  lastReceivedAt = Date.now();
   req.resume();
   if (mode === 'hold') held.push(res);
   else res.writeHead(mode === 'ok' ? 200 : 503).end();
@@ -69,6 +71,9 @@ it('a failing downstream opens the breaker on every worker process, then recover
   // Recovered, but answering only when released: probes are admitted, their outcomes held back.
   // Once the open duration ends the fleet gets PROBES permits in all, and no more until they
   // report (or an open duration passes, when unanswered probes are written off).
+  // Calls a worker admitted before it heard of the open state may still be on their way: switch
+  // once the downstream has been quiet for a while (the breaker stays open for 6 s).
+  await vi.waitFor(() => expect(Date.now() - lastReceivedAt).toBeGreaterThan(500), slow);
   mode = 'hold';
   received = 0;
   await vi.waitFor(() => expect(held.length).toBe(PROBES), slow);
