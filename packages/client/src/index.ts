@@ -22,3 +22,4 @@ export {
   type HttpTransportOptions,
   type Transport,
 } from './transport.js';
+export type { OutcomeReporterStats } from './outcome-reporter.js';

@@ -51,6 +51,10 @@ export interface RemoteLimiterOptions {
   maxBatch?: number;
   /** Most checks, bookings and claims queued or in flight; beyond it calls are decided by the store-failure policy. @default 10000 */
   maxPending?: number;
+  /** Longest time an outcome report (`reportOutcome`, `call`) waits before being sent, in ms. @default 200 */
+  outcomeFlushMs?: number;
+  /** Most outcome reports queued; more are dropped and counted (`outcomeStats.dropped`). @default 10000 */
+  maxQueuedOutcomes?: number;
   /** @default 256 */
   maxKeyLength?: number;
   /** How often the resource list is re-read (rule changes also arrive with every answer). @default 1000 */
@@ -106,6 +110,8 @@ export interface CompiledRemoteOptions {
   readonly maxWaitMs: number;
   readonly maxBatch: number;
   readonly maxPending: number;
+  readonly outcomeFlushMs: number;
+  readonly maxQueuedOutcomes: number;
   readonly maxKeyLength: number;
   readonly rulesPollMs: number;
   /** Undefined: the service's count. */
@@ -163,6 +169,8 @@ export function compileRemoteOptions(o: RemoteLimiterOptions): CompiledRemoteOpt
     maxWaitMs: intOption(o.maxWaitMs, 'maxWaitMs', 30_000, 0, 24 * 3600 * 1000),
     maxBatch: intOption(o.maxBatch, 'maxBatch', 100, 1, 10_000),
     maxPending: intOption(o.maxPending, 'maxPending', 10_000, 1, 10_000_000),
+    outcomeFlushMs: intOption(o.outcomeFlushMs, 'outcomeFlushMs', 200, 1, 60_000),
+    maxQueuedOutcomes: intOption(o.maxQueuedOutcomes, 'maxQueuedOutcomes', 10_000, 1, 10_000_000),
     maxKeyLength: intOption(o.maxKeyLength, 'maxKeyLength', DEFAULT_MAX_KEY_LENGTH, 1, 65_536),
     rulesPollMs: intOption(o.rulesPollMs, 'rulesPollMs', 1000, 10, 3_600_000),
     clients: o.clients === undefined ? undefined : intOption(o.clients, 'clients', 1, 1, 1_000_000),

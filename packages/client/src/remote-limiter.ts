@@ -16,6 +16,7 @@ import {
   type BookOptions,
   type CancelOptions,
   type Decision,
+  type OutcomeReport,
   type DecisionMode,
   type PermitOptions,
   type PeerCount,
@@ -25,6 +26,7 @@ import {
   type TryOptions,
   type ClockSkewMonitor,
 } from '@sluice/core';
+import { OutcomeReporter, type OutcomeReporterStats } from './outcome-reporter.js';
 import { CheckBatcher, Overloaded, type CheckItem } from './batcher.js';
 import { PolicyFallback } from './fallback.js';
 import { compileRemoteOptions, intOption, type CompiledRemoteOptions, type RemoteLimiterOptions } from './options.js';
@@ -75,6 +77,7 @@ export class RemoteLimiter implements RateLimiter {
   readonly #o: CompiledRemoteOptions;
   readonly #transport: Transport;
   readonly #batcher: CheckBatcher;
+  readonly #outcomes: OutcomeReporter;
   /** The service's health: one state machine for checks, leases and the fallback. */
   readonly #health: FailoverMachine;
   readonly #timeout: AdaptiveTimeout;
@@ -116,6 +119,14 @@ export class RemoteLimiter implements RateLimiter {
       maxBatch: o.maxBatch,
       maxPending: o.maxPending,
       timeout: this.#timeout,
+    });
+    this.#outcomes = new OutcomeReporter({
+      transport: this.#transport,
+      clock: o.clock,
+      maxBatch: o.maxBatch,
+      flushMs: o.outcomeFlushMs,
+      maxQueued: o.maxQueuedOutcomes,
+      timeoutMs: () => Math.max(this.#timeout.currentMs, 1000),
     });
     const store = new RemoteStore(this.#transport, {
       timeout: this.#timeout,
@@ -339,6 +350,50 @@ export class RemoteLimiter implements RateLimiter {
     }
   }
 
+  /**
+   * Reports how a call to the resource's downstream went (`POST /v1/outcomes`, batched), for
+   * its breaker (fleet-wide ones in the store) and the service's tallies. Never waits and never
+   * throws: a full queue drops the report (counted in {@link outcomeStats}).
+   */
+  reportOutcome(report: OutcomeReport): boolean {
+    return this.#outcomes.report(report);
+  }
+
+  /** Outcome reports sent, dropped (queue full or request failed) and refused by the service. */
+  get outcomeStats(): OutcomeReporterStats {
+    return this.#outcomes.stats;
+  }
+
+  /**
+   * Runs `fn` under the resource's limits, as core's `Limiter.call`: acquires (waiting up to
+   * `maxWaitMs`), runs, reports the outcome to the service and releases a concurrency permit. A
+   * denial rejects with `SLUICE_ERR_LIMITED`, whose `decision` says why and when to retry.
+   */
+  async call<T>(resource: string, fn: () => Promise<T>, options: AcquireOptions = {}): Promise<T> {
+    const d = await this.acquire(resource, options);
+    if (!d.allowed) {
+      throw new SluiceError(ErrorCodes.LIMITED, `${resource}: ${d.reason}, retry in ${d.retryAfterMs} ms`, { decision: d });
+    }
+    const started = this.#o.clock.now();
+    const done = (ok: boolean) =>
+      this.reportOutcome({
+        resource,
+        ...(options.key === undefined ? {} : { key: options.key }),
+        ok,
+        durationMs: Math.max(0, this.#o.clock.now() - started),
+      });
+    try {
+      const result = await fn();
+      done(true);
+      return result;
+    } catch (err) {
+      done(false);
+      throw err;
+    } finally {
+      if (d.permitId !== undefined) await this.release(resource, { key: options.key, permitId: d.permitId });
+    }
+  }
+
   /** Returns leases, ends waits and probes, stops timers and closes the connections. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
@@ -347,6 +402,7 @@ export class RemoteLimiter implements RateLimiter {
       await this.clockSkew?.close();
       for (const w of this.#waits) w.abort(new ClosedByCaller());
       await this.#batcher.close();
+      await this.#outcomes.close();
       // Leftover leased permits go back to the service (or to the fallback while it is away).
       await this.#leases.close();
       await this.#health.close();

@@ -1,5 +1,6 @@
 import { systemClock, type Clock } from './clock.js';
 import { ErrorCodes, invalid } from './errors.js';
+import type { FleetBreakerPolicy } from './fleet-breaker-state.js';
 
 /** Options of {@link CircuitBreaker}. */
 export interface CircuitBreakerOptions {
@@ -19,8 +20,48 @@ export interface CircuitBreakerOptions {
   openDurationMs?: number;
   /** Probe calls allowed while half-open; all must succeed (and be fast) to close. @default 3 */
   halfOpenProbes?: number;
+  /**
+   * Where the breaker's judgement is made. `process`: each process judges its own calls.
+   * `fleet`: every process sharing the store reports its outcomes there and follows one state
+   * (the store must keep breakers: the memory and Redis stores do); see docs/control-plane.md.
+   * @default 'process'
+   */
+  scope?: 'process' | 'fleet';
+  /**
+   * With `scope: 'fleet'`: longest time a process keeps outcomes before reporting them, and
+   * trusts the state it last heard, in ms. A process making calls sees the fleet's state at
+   * most this long (plus one store round trip) after it changed.
+   * @default 500
+   */
+  syncMs?: number;
   /** @default systemClock */
   clock?: Clock;
+}
+
+/** A fleet-wide breaker's settings, compiled (see {@link CircuitBreakerOptions.scope}). */
+export interface CompiledFleetBreaker {
+  readonly policy: FleetBreakerPolicy;
+  readonly syncMs: number;
+  readonly slowCallDurationMs: number;
+}
+
+/** Validates breaker options and, for `scope: 'fleet'`, compiles what the store judges by. */
+export function compileFleetBreaker(options: CircuitBreakerOptions): CompiledFleetBreaker | undefined {
+  new CircuitBreaker(options); // the same bounds as a process's breaker
+  if (options.scope !== 'fleet') return undefined;
+  return Object.freeze({
+    policy: Object.freeze({
+      windowMs: options.windowMs ?? 10_000,
+      buckets: options.buckets ?? 10,
+      minimumCalls: options.minimumCalls ?? 20,
+      failureRateThreshold: options.failureRateThreshold ?? 0.5,
+      slowCallRateThreshold: options.slowCallRateThreshold ?? 1,
+      openDurationMs: options.openDurationMs ?? 5000,
+      halfOpenProbes: options.halfOpenProbes ?? 3,
+    }),
+    syncMs: options.syncMs ?? 500,
+    slowCallDurationMs: options.slowCallDurationMs ?? 1000,
+  });
 }
 
 /** `closed`: calls pass; `open`: calls are rejected; `half_open`: a few probes pass. */
@@ -94,6 +135,10 @@ export class CircuitBreaker {
     this.#slowRate = num(options.slowCallRateThreshold, 'slowCallRateThreshold', 1, 0.01, 1, false);
     this.#openMs = num(options.openDurationMs, 'openDurationMs', 5000, 1, 3_600_000);
     this.#probes = num(options.halfOpenProbes, 'halfOpenProbes', 3, 1, 1000);
+    if (options.scope !== undefined && options.scope !== 'process' && options.scope !== 'fleet') {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'scope', "must be 'process' or 'fleet'");
+    }
+    num(options.syncMs, 'syncMs', 500, 10, 60_000);
   }
 
   /** The current state (an open breaker past its open duration reports `half_open`). */

@@ -34,7 +34,30 @@ export {
   type BookKeyRequest,
   type BookKeyResult,
 } from './booking.js';
-export { CircuitBreaker, type CircuitBreakerOptions, type CircuitPermission, type CircuitState } from './circuit-breaker.js';
+export {
+  CircuitBreaker,
+  compileFleetBreaker,
+  type CircuitBreakerOptions,
+  type CircuitPermission,
+  type CircuitState,
+  type CompiledFleetBreaker,
+} from './circuit-breaker.js';
+export {
+  MAX_COHORT_LENGTH,
+  MAX_REPORT_COHORTS,
+  OUTCOME_BUCKETS,
+  OUTCOME_BUCKET_MS,
+  addTotals,
+  newFleetBreakerRecord,
+  stepFleetBreaker,
+  tallyRange,
+  type BreakerBucket,
+  type FleetBreakerPolicy,
+  type FleetBreakerRecord,
+  type FleetBreakerStatus,
+} from './fleet-breaker-state.js';
+export { checkCohort, checkOutcomesRequest, checkTotals, checkWindow } from './memory-outcomes.js';
+export { OutcomeRecorder, type OutcomeRecorderSettings, type OutcomeRecorderStats } from './outcome-recorder.js';
 export { ManualClock, systemClock, type Clock, type TimerHandle } from './clock.js';
 export {
   ClockSkewMonitor,
@@ -158,5 +181,6 @@ export type {
   ReserveRequest,
   ReserveResult,
 } from './store.js';
-export { requestPermitId } from './store.js';
+export { requestPermitId, isOutcomeStore } from './store.js';
+export type { CohortTotals, OutcomeStore, OutcomesRequest, OutcomesResult } from './store.js';
 export { NO_OUTCOMES, type OutcomeReport, type OutcomeSource, type OutcomeTotals } from './outcomes.js';

@@ -39,6 +39,10 @@ import { compileResource, isTenantName, type CompiledResource, type ResourceConf
 import { resourceKey, storageKey, type StorageKeyParts } from './storage-key.js';
 import type { LimitStore } from './store.js';
 import { Waiting, type WaitCall } from './wait-queue.js';
+import type { FleetBreakerPolicy } from './fleet-breaker-state.js';
+import type { OutcomeRecorderStats } from './outcome-recorder.js';
+import { OutcomeRecorders } from './outcome-recorders.js';
+import type { OutcomeReport, OutcomeTotals } from './outcomes.js';
 
 /** Options of {@link Limiter}. */
 export interface LimiterOptions {
@@ -100,6 +104,13 @@ export interface LimiterOptions {
   onStoreFailure?: StoreFailurePolicy;
   /** Fair-share sizing, health probing and logging for store failures. */
   failover?: FailoverOptions;
+  /**
+   * Send the outcomes of every resource's calls ({@link Limiter.record}, {@link Limiter.call},
+   * {@link Limiter.reportOutcome}) to the store's tallies, which `outcomeTotals` reads fleet-wide (the
+   * store must keep tallies). Resources with a fleet-wide breaker send theirs regardless.
+   * @default false
+   */
+  tallyOutcomes?: boolean;
 }
 
 const PRIORITIES: readonly Priority[] = ['core', 'normal'];
@@ -135,6 +146,8 @@ export class Limiter implements RateLimiter {
   readonly #waiting: Waiting;
   /** Where an admitted decision charged its permits, to give them back if nobody takes them. */
   readonly #charges = new WeakMap<Decision, Charge[]>();
+  /** Outcomes on their way to the store, and fleet breakers' states (set once the store is). */
+  #outcomes: OutcomeRecorders | undefined;
   #closed = false;
 
   constructor(options: LimiterOptions) {
@@ -186,6 +199,15 @@ export class Limiter implements RateLimiter {
         this.#observer?.storeSwitched?.({ healthy: e.healthy });
       },
     });
+    const outcomes = new OutcomeRecorders({
+      store: this.#store,
+      clock: this.#clock,
+      tallyAll: options.tallyOutcomes === true,
+      onStateChange: (resource, from, to) => this.#observer?.fleetBreakerChanged?.({ resource, from, to }),
+      onError: (resource, error) => this.#observer?.outcomesFailed?.({ resource, error }),
+    });
+    for (const r of this.#resources.values()) outcomes.check(r);
+    this.#outcomes = outcomes;
     this.#leases = new LeaseCache(this.#failover, this.#clock, 100_000, 100, (parts, granted) => {
       this.#observer?.leaseRefilled?.({ resource: parts.resource, granted });
     });
@@ -197,6 +219,7 @@ export class Limiter implements RateLimiter {
    */
   setLimits(resource: string, config: ResourceConfig): void {
     const compiled = compileResource(resource, config, this.#clock, this.#onStoreFailure);
+    this.#outcomes?.check(compiled);
     // Keep a running breaker's history when only the limits change.
     const breaker = this.#resources.get(resource)?.breaker;
     this.#resources.set(resource, breaker && compiled.breaker ? { ...compiled, breaker } : compiled);
@@ -212,11 +235,13 @@ export class Limiter implements RateLimiter {
     const compiled = Object.entries(resources).map(([name, config]) =>
       compileResource(name, config, this.#clock, this.#onStoreFailure),
     );
+    for (const r of compiled) this.#outcomes?.check(r);
     const next = new Map<string, CompiledResource>();
     for (const r of compiled) {
       const breaker = this.#resources.get(r.name)?.breaker;
       next.set(r.name, breaker && r.breaker ? { ...r, breaker } : r);
     }
+    for (const name of this.#resources.keys()) if (!next.has(name)) this.#outcomes?.remove(name);
     this.#resources.clear();
     for (const [name, r] of next) this.#resources.set(name, r);
     this.#prefilter.clear();
@@ -228,6 +253,7 @@ export class Limiter implements RateLimiter {
    * carry on from that state. False when the resource had no limits.
    */
   removeLimits(resource: string): boolean {
+    this.#outcomes?.remove(resource);
     return this.#resources.delete(resource);
   }
 
@@ -256,7 +282,49 @@ export class Limiter implements RateLimiter {
    * ({@link call} does this for you).
    */
   record(resource: string, outcome: { success: boolean; durationMs: number }): void {
-    this.#resource(resource).breaker?.record(outcome.success, outcome.durationMs);
+    const r = this.#resource(resource);
+    r.breaker?.record(outcome.success, outcome.durationMs);
+    this.#outcomes?.of(r)?.record(outcome.success, outcome.durationMs);
+  }
+
+  /**
+   * Reports the outcome of `count` like calls to the resource's downstream (the outcome API of
+   * the service, the Temporal gate): judged by its breaker, tallied in the store (with a fleet
+   * breaker or `tallyOutcomes`), under `cohort` as well when one is named.
+   */
+  reportOutcome(report: OutcomeReport, cohort?: string): void {
+    const r = this.#resource(report.resource);
+    const count = report.count ?? 1;
+    if (r.breaker !== undefined) for (let i = 0; i < Math.min(count, 1000); i++) r.breaker.record(report.ok, report.durationMs);
+    this.#outcomes?.of(r)?.record(report.ok, report.durationMs, cohort, count);
+  }
+
+  /**
+   * The fleet-wide breaker of a resource as this process last heard of it, with its reporting
+   * counters; undefined if the resource has none (or made no call yet).
+   */
+  fleetBreakerOf(resource: string): (OutcomeRecorderStats & { policy: FleetBreakerPolicy }) | undefined {
+    const r = this.#resource(resource);
+    if (r.fleetBreaker === undefined) return undefined;
+    const stats = this.#outcomes?.stats(resource);
+    return stats === undefined ? undefined : { ...stats, policy: r.fleetBreaker.policy };
+  }
+
+  /**
+   * The fleet-wide breaker of a resource as the store has it now (one report, without outcomes
+   * unless some were pending); undefined if the resource has none.
+   */
+  async readFleetBreaker(resource: string): Promise<(OutcomeRecorderStats & { policy: FleetBreakerPolicy }) | undefined> {
+    const r = this.#resource(resource);
+    const recorder = r.fleetBreaker === undefined ? undefined : this.#outcomes?.of(r);
+    if (recorder === undefined) return undefined;
+    await recorder.flush();
+    return this.fleetBreakerOf(resource);
+  }
+
+  /** Outcome tallies of a resource over the last `windowMs`, from the store (see `OutcomeSource`). */
+  outcomeTotals(resource: string, windowMs: number, cohort?: string): Promise<OutcomeTotals> {
+    return this.#outcomes!.totals(resource, windowMs, cohort);
   }
 
   /**
@@ -305,6 +373,7 @@ export class Limiter implements RateLimiter {
     const call = this.#prepare(resource, options);
     const r = call.resource;
     if (r.breaker !== undefined && r.breaker.state === 'open') return undefined;
+    if (r.fleetBreaker !== undefined && this.#outcomes?.of(r)?.stateForAdmission() !== 'closed') return undefined;
     // A tenant's call draws on two leases (the tenant's and the resource's) all-or-nothing:
     // `try` takes them in order and gives the first back if the second denies.
     if (r.lease !== undefined && this.#tenantLimits(call) !== undefined) return undefined;
@@ -324,6 +393,7 @@ export class Limiter implements RateLimiter {
    */
   #tryLease(r: CompiledResource, options: TryOptions): Decision | undefined {
     if (r.breaker !== undefined && r.breaker.state === 'open') return undefined;
+    if (r.fleetBreaker !== undefined && this.#outcomes?.of(r)?.stateForAdmission() !== 'closed') return undefined;
     if (options.priority !== undefined) checkPriority(options.priority);
     const cost = options.cost === undefined ? 1 : checkCost(options.cost, r.limits);
     const sub = options.key ?? '';
@@ -344,7 +414,11 @@ export class Limiter implements RateLimiter {
       // The common call (one key, no breaker, tenant or shadow mode) goes straight to its key;
       // #consume would decide it the same way, with bookkeeping only `acquire` needs.
       decided =
-        r.breaker === undefined && r.split === 1 && !r.shadow && this.#tenantLimits(call) === undefined
+        r.breaker === undefined &&
+        r.fleetBreaker === undefined &&
+        r.split === 1 &&
+        !r.shadow &&
+        this.#tenantLimits(call) === undefined
           ? this.#consumeKey(r, call.key, call.parts, call.limits, call.cost, call.priority === 'core' ? 0 : r.coreShare)
           : this.#consume(call);
     } catch (err) {
@@ -443,6 +517,10 @@ export class Limiter implements RateLimiter {
     if (r.breaker !== undefined) {
       const pass = r.breaker.tryPass();
       if (!pass.allowed) return this.#observe(resource, 'book', plain(breakerDecision(r.limits, pass.retryAfterMs)));
+    }
+    const fleet = r.fleetBreaker === undefined ? undefined : await this.#outcomes?.of(r)?.admit();
+    if (fleet?.allowed === false) {
+      return this.#observe(resource, 'book', plain(breakerDecision(r.limits, fleet.retryAfterMs)));
     }
     const result = await this.#failover.book(
       { key: call.key, limits: call.limits, cost: call.cost, id, create, bounds: r.booking },
@@ -579,6 +657,7 @@ export class Limiter implements RateLimiter {
     await this.#waiting.close(new SluiceError(ErrorCodes.CLOSED, 'the limiter was closed'));
     await this.#leases.close();
     await this.#failover.close();
+    await this.#outcomes?.close();
     if (this.#ownsStore) await this.#store.close();
   }
 
@@ -600,6 +679,10 @@ export class Limiter implements RateLimiter {
     if (resource.breaker !== undefined) {
       const pass = resource.breaker.tryPass();
       if (!pass.allowed) return breakerDecision(limits, pass.retryAfterMs);
+    }
+    if (resource.fleetBreaker !== undefined) {
+      const pass = await this.#outcomes?.of(resource)?.admit();
+      if (pass?.allowed === false) return breakerDecision(limits, pass.retryAfterMs);
     }
     const coreShare = call.priority === 'core' ? 0 : resource.coreShare;
     const tenantLimits = this.#tenantLimits(call);

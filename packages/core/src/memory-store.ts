@@ -21,7 +21,12 @@ import type {
   LimitStore,
   ReserveRequest,
   ReserveResult,
+  OutcomeStore,
+  OutcomesRequest,
+  OutcomesResult,
 } from './store.js';
+import { MemoryOutcomes } from './memory-outcomes.js';
+import type { OutcomeTotals } from './outcomes.js';
 import { requestPermitId } from './store.js';
 
 /**
@@ -103,10 +108,11 @@ export interface MemoryStoreStats {
  * held keys are decided as before. `reserve` grants nothing, and `adjust` on a new key is dropped
  * (the key's calls are denied until it has a slot, and it then starts from no state).
  */
-export class MemoryStore implements LimitStore {
+export class MemoryStore implements LimitStore, OutcomeStore {
   readonly name = 'memory';
   readonly #options: CompiledMemoryStoreOptions;
   readonly #table: KeyTable;
+  readonly #outcomes = new MemoryOutcomes();
   #sweepTimer: TimerHandle | undefined;
   #closed = false;
 
@@ -224,6 +230,18 @@ export class MemoryStore implements LimitStore {
 
   async ping(): Promise<void> {
     this.#checkOpen();
+  }
+
+  /** Adds a report to the tallies and judges the fleet breaker it names (see `OutcomesRequest`). */
+  async outcomes(request: OutcomesRequest): Promise<OutcomesResult> {
+    this.#checkOpen();
+    return this.#outcomes.apply(request, this.#options.clock.now());
+  }
+
+  /** Tallies of `resource` (or of one cohort of its keys) over about the last `windowMs`. */
+  async outcomeTotals(resource: string, windowMs: number, cohort?: string): Promise<OutcomeTotals> {
+    this.#checkOpen();
+    return this.#outcomes.totals(resource, windowMs, this.#options.clock.now(), cohort);
   }
 
   async close(): Promise<void> {

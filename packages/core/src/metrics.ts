@@ -78,7 +78,25 @@ export function createPrometheusObserver(options: PrometheusObserverOptions): Li
     labelNames: ['outcome'] as const,
     registers,
   });
+  const breakerTransitions = new Counter({
+    name: `${prefix}fleet_breaker_transitions_total`,
+    help: 'Fleet-wide circuit breaker state changes this process learned of, by the state entered',
+    labelNames: ['resource', 'to'] as const,
+    registers,
+  });
+  const reportsFailed = new Counter({
+    name: `${prefix}outcome_reports_failed_total`,
+    help: 'Reports of downstream outcomes the store did not take (their outcomes are dropped)',
+    labelNames: ['resource'] as const,
+    registers,
+  });
   return {
+    fleetBreakerChanged({ resource, to }) {
+      breakerTransitions.inc({ resource, to });
+    },
+    outcomesFailed({ resource }) {
+      reportsFailed.inc({ resource });
+    },
     decided({ resource, mode, decision }) {
       // Shadow-mode admissions that would have been denied are told apart, not hidden.
       const outcome = decision.shadow ? 'shadow_denied' : decision.allowed ? 'allowed' : 'denied';

@@ -1,3 +1,4 @@
+import type { CircuitState } from './circuit-breaker.js';
 import type { Decision } from './decision.js';
 
 /** How a decision was asked for. */
@@ -22,4 +23,8 @@ export interface LimiterObserver {
    * the store does not know which resource a key belongs to.
    */
   keyTableFull?(event: { outcome: 'evicted' | 'refused' }): void;
+  /** A resource's fleet-wide breaker changed state, as this process learned from the store. */
+  fleetBreakerChanged?(event: { resource: string; from: CircuitState; to: CircuitState }): void;
+  /** A report of outcomes failed (its outcomes were dropped). */
+  outcomesFailed?(event: { resource: string; error: unknown }): void;
 }

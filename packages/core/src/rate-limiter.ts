@@ -1,4 +1,5 @@
 import type { Decision } from './decision.js';
+import type { OutcomeReport } from './outcomes.js';
 
 /**
  * What every Sluice limiter offers, whichever way it decides: {@link Limiter} over the embedded
@@ -33,6 +34,12 @@ export interface RateLimiter {
   claim?(resource: string, options: BookOptions): Promise<Decision>;
   /** Cancels a booking not yet claimed; true if it was held. */
   cancel?(resource: string, options: CancelOptions): Promise<boolean>;
+  /**
+   * Reports how a call to the resource's downstream went, for its circuit breaker and outcome
+   * tallies (optional: limiters without it keep no outcomes). Never waits, never throws for a
+   * failed report.
+   */
+  reportOutcome?(report: OutcomeReport): unknown;
   /** True if the limiter knows the resource (has limits for it). */
   has(resource: string): boolean;
   /** Frees everything the limiter started. Idempotent. */

@@ -1,4 +1,4 @@
-import { CircuitBreaker, type CircuitBreakerOptions } from './circuit-breaker.js';
+import { CircuitBreaker, compileFleetBreaker, type CircuitBreakerOptions, type CompiledFleetBreaker } from './circuit-breaker.js';
 import type { Clock } from './clock.js';
 import { ErrorCodes, invalid } from './errors.js';
 import { STORE_FAILURE_POLICIES, type StoreFailurePolicy } from './failover-state.js';
@@ -73,6 +73,8 @@ export interface CompiledResource {
   readonly limits: readonly CompiledLimit[];
   readonly prefilter: boolean;
   readonly breaker: CircuitBreaker | undefined;
+  /** A fleet-wide breaker (`breaker.scope: 'fleet'`), kept in the store instead of `breaker`. */
+  readonly fleetBreaker?: CompiledFleetBreaker;
   readonly onStoreFailure: StoreFailurePolicy;
   readonly lease: CompiledLeaseSettings | undefined;
   readonly split: number;
@@ -239,7 +241,7 @@ export function compileResource(
     lease: config.lease === undefined ? undefined : compileLeaseSettings(config.lease, `${path}.lease`),
     limits,
     prefilter: config.prefilter ?? true,
-    breaker: config.breaker === undefined ? undefined : new CircuitBreaker({ clock, ...config.breaker }),
+    ...compiledBreaker(config.breaker, clock),
   });
 }
 
@@ -253,4 +255,16 @@ function compileBooking(options: BookingOptions | undefined, path: string): Book
   const int = (field: keyof BookingBounds): number =>
     intOption(options[field], `${path}.${field}`, DEFAULT_BOOKING[field], 1, BOOKING_BOUNDS[field]);
   return Object.freeze({ maxAheadMs: int('maxAheadMs'), claimWindowMs: int('claimWindowMs'), maxBookings: int('maxBookings') });
+}
+
+/** A process's breaker, or the compiled settings of a fleet-wide one. */
+function compiledBreaker(
+  options: CircuitBreakerOptions | undefined,
+  clock: Clock,
+): { breaker: CircuitBreaker | undefined; fleetBreaker?: CompiledFleetBreaker } {
+  if (options === undefined) return { breaker: undefined };
+  const fleet = compileFleetBreaker({ clock, ...options });
+  return fleet === undefined
+    ? { breaker: new CircuitBreaker({ clock, ...options }) }
+    : { breaker: undefined, fleetBreaker: fleet };
 }

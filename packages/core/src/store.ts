@@ -2,6 +2,8 @@ import type { BookingBounds } from './booking.js';
 import type { BookOutcome, LimitStatus } from './decision.js';
 import type { CompiledLimit } from './policy.js';
 import type { StorageKeyParts } from './storage-key.js';
+import type { FleetBreakerPolicy, FleetBreakerStatus } from './fleet-breaker-state.js';
+import type { OutcomeSource, OutcomeTotals } from './outcomes.js';
 
 /** How many clients share the store right now (for fair shares); e.g. a heartbeat registry. */
 export interface PeerCount {
@@ -174,4 +176,48 @@ export interface LimitStore {
    * Returns the function that stops the reports.
    */
   watchConnection?(listener: (up: boolean, error?: unknown) => void): () => void;
+}
+
+/** Outcomes of one cohort of a resource's keys (see {@link OutcomesRequest.cohorts}). */
+export interface CohortTotals {
+  /** The cohort's name, at most 64 characters. */
+  readonly cohort: string;
+  readonly totals: OutcomeTotals;
+}
+
+/**
+ * Outcomes of calls to a resource's downstream since the last report, added to the store's
+ * tallies (of the resource, and of each cohort named) and, with `breaker`, judged by the
+ * resource's fleet-wide circuit breaker, all in one atomic step.
+ */
+export interface OutcomesRequest {
+  readonly resource: string;
+  /** Every outcome of the report (cohorts' included). */
+  readonly totals: OutcomeTotals;
+  /** The same outcomes by cohort (at most 16 cohorts), for rollouts. */
+  readonly cohorts?: readonly CohortTotals[];
+  /** The resource's fleet breaker: judge `totals` by it and answer its state. */
+  readonly breaker?: FleetBreakerPolicy;
+  /** With `breaker`: ask for one of the half-open period's probe permits. */
+  readonly takeProbe?: boolean;
+}
+
+/** What a report of outcomes came to. */
+export interface OutcomesResult {
+  /** The fleet breaker's state after the report (when the request named one). */
+  readonly breaker: FleetBreakerStatus | undefined;
+}
+
+/**
+ * A store that keeps outcome tallies and fleet-wide breaker state (the memory and Redis stores
+ * do). Tallies are kept in buckets of 1 s for 10 min (see `OUTCOME_BUCKETS`).
+ */
+export interface OutcomeStore extends OutcomeSource {
+  outcomes(request: OutcomesRequest): Promise<OutcomesResult>;
+}
+
+/** True when `store` keeps outcome tallies and fleet breakers. */
+export function isOutcomeStore(store: object): store is OutcomeStore {
+  const s = store as Partial<OutcomeStore>;
+  return typeof s.outcomes === 'function' && typeof s.outcomeTotals === 'function';
 }

@@ -29,3 +29,4 @@ export {
 export { hashTag, keyNames, type KeyNames } from './keys.js';
 export { batchScriptSource, type LuaScript } from './scripts.js';
 export { parseRedisTime, redisTimeSource, type RedisTimeTarget } from './time.js';
+export { outcomeKeys, outcomesScriptSource } from './outcomes.js';

@@ -8,6 +8,10 @@ import {
   type ConsumeRequest,
   type ConsumeResult,
   type LimitStore,
+  type OutcomeStore,
+  type OutcomeTotals,
+  type OutcomesRequest,
+  type OutcomesResult,
   type PermitRequest,
 } from '@sluice/core';
 import type { Cluster, Redis } from 'ioredis';
@@ -21,6 +25,7 @@ import { RedisPeerRegistry } from './peer-registry.js';
 import { decodeReply, encodeBatch, type BatchItem, type ReserveRequest, type ReserveResult } from './protocol.js';
 import { batchScriptSource, ScriptRunner } from './scripts.js';
 import { parseRedisTime } from './time.js';
+import { decodeRead, decodeReport, encodeRead, encodeReport, outcomesScriptSource } from './outcomes.js';
 import {
   concurrencyLimit,
   noConcurrencyLimit,
@@ -79,7 +84,7 @@ interface Pending {
  * `<prefix>{k}` the limit states, `<prefix>{k}:l` and `<prefix>{k}:c` concurrency leases and
  * their costs; every key expires shortly after its state stops mattering.
  */
-export class RedisStore implements LimitStore {
+export class RedisStore implements LimitStore, OutcomeStore {
   readonly name = 'redis';
   /** The compiled options, for inspection. */
   readonly options: CompiledRedisStoreOptions;
@@ -87,6 +92,7 @@ export class RedisStore implements LimitStore {
   readonly #owned: boolean;
   readonly #cluster: boolean;
   readonly #runner: ScriptRunner;
+  readonly #outcomes: ScriptRunner;
   #queue: Pending[] = [];
   #scheduled = false;
   #closed = false;
@@ -107,6 +113,7 @@ export class RedisStore implements LimitStore {
     const connection = openConnection(this.options);
     this.#client = connection.client;
     this.#runner = new ScriptRunner(connection.client, batchScriptSource());
+    this.#outcomes = new ScriptRunner(connection.client, outcomesScriptSource());
     this.#owned = connection.owned;
     this.#cluster = connection.cluster;
     this.#timeout = new AdaptiveTimeout({
@@ -210,6 +217,23 @@ export class RedisStore implements LimitStore {
       notBookable(request.limits);
       return this.#item(Ops.cancel, request.key, request.limits, policy, 0, storeBookingId(request.id));
     });
+  }
+
+  /**
+   * Adds a report to the resource's tallies (bucketed by Redis' clock) and, when it names a fleet
+   * breaker, judges it and answers its state: one atomic script call (lua/outcomes.lua).
+   */
+  async outcomes(request: OutcomesRequest): Promise<OutcomesResult> {
+    if (this.#closed) throw toStoreError({ kind: 'closed' });
+    const call = encodeReport(this.options.prefix, request);
+    return decodeReport(await this.#bounded(() => this.#outcomes.run(call)));
+  }
+
+  /** Tallies of `resource` (or of one cohort) over about the last `windowMs`, fleet-wide. */
+  async outcomeTotals(resource: string, windowMs: number, cohort?: string): Promise<OutcomeTotals> {
+    if (this.#closed) throw toStoreError({ kind: 'closed' });
+    const call = encodeRead(this.options.prefix, resource, windowMs, cohort);
+    return decodeRead(await this.#bounded(() => this.#outcomes.run(call)));
   }
 
   /** Resolves when Redis answers a PING within the command timeout; rejects with a typed error. */

@@ -63,6 +63,8 @@ const breaker = z.strictObject({
   slowCallRateThreshold: z.number().optional(),
   openDurationMs: z.number().optional(),
   halfOpenProbes: z.number().optional(),
+  scope: z.enum(['process', 'fleet']).optional(),
+  syncMs: z.number().optional(),
 });
 
 const lease = z.union([

@@ -5,6 +5,7 @@ import { showClockSkew } from './clock.js';
 import { byId } from './dom.js';
 import { RateHistory, limitPerSecond } from './lib/rates.js';
 import { RulesPanel } from './rules.js';
+import { BreakersPanel } from './breakers.js';
 
 /** How often `/v1/stats` is read; rates are the differences between consecutive reads. */
 const POLL_MS = 1000;
@@ -13,6 +14,7 @@ const history = new RateHistory({ windowMs: 5 * 60_000, maxResources: 200 });
 const charts = new Charts(byId('charts'), byId('charts-empty'));
 const rules = new RulesPanel();
 const adaptive = new AdaptivePanel(byId('adaptive-panel'), byId('adaptive').querySelector('tbody'));
+const breakers = new BreakersPanel(byId('breakers'), byId('breakers-empty'));
 const connection = byId('connection');
 const statsVersion = byId('stats-version');
 /** Limit per second per key, by resource, from `/v1/resources` (read again when the rules change). */
@@ -43,6 +45,7 @@ async function poll() {
     connection.textContent = 'live';
     connection.setAttribute('data-state', 'live');
     rules.onVersion(snapshot.version);
+    breakers.render(await getJson('/v1/breakers'));
   } catch (err) {
     connection.textContent = `server unreachable (${err instanceof Error ? err.message : String(err)})`;
     connection.setAttribute('data-state', 'down');

@@ -29,9 +29,10 @@ export {
   type RlsResponse,
   type RlsStatus,
 } from './envoy/rls.js';
-export { PROTO_DIR, PROTO_LOADER_OPTIONS, loadRlsDefinition } from './grpc/proto.js';
+export { OUTCOMES_PATH, PROTO_DIR, PROTO_LOADER_OPTIONS, loadOutcomesDefinition, loadRlsDefinition } from './grpc/proto.js';
 export { LiveRules, limiterResourceName, type LiveRulesOptions, type RulesAppliedEvent } from './live-rules.js';
 export { ServerMetrics, type ResourceStats } from './metrics.js';
 export { startServer, type RunningServer, type StartOptions } from './serve.js';
 export { RateLimitService, type AcquireItem, type AdjustItem, type CheckItem, type ReleaseItem } from './service.js';
 export { SETTINGS, SettingsError, loadSettings, type SettingFlags, type Settings } from './settings.js';
+export { type CohortOf, type OutcomeItem, type RateLimitServiceOptions } from './service.js';

@@ -141,6 +141,8 @@ export class ServerMetrics {
       storeSwitched: (e) => core.storeSwitched?.(e),
       waited: (e) => core.waited?.(e),
       keyTableFull: (e) => core.keyTableFull?.(e),
+      fleetBreakerChanged: (e) => core.fleetBreakerChanged?.(e),
+      outcomesFailed: (e) => core.outcomesFailed?.(e),
     };
   }
 

@@ -1,5 +1,5 @@
 import type { AddressInfo } from 'node:net';
-import { Limiter, compileLimits, type LimitStore } from '@sluice/core';
+import { Limiter, compileLimits, isOutcomeStore, type LimitStore } from '@sluice/core';
 import { RedisStore } from '@sluice/redis';
 import { FileRuleStore, RedisRuleStore, type RuleStore } from '@sluice/rules';
 import type { Logger } from 'pino';
@@ -12,7 +12,7 @@ import { buildHttpApp } from './http/app.js';
 import { bindGrpc, buildGrpcServer, shutdownGrpc, type GrpcListener } from './grpc/server.js';
 import { WarningThrottle, createLogger, redactingLogger } from './logging.js';
 import { seedRuleStore } from './seed.js';
-import { RateLimitService } from './service.js';
+import { RateLimitService, type CohortOf } from './service.js';
 import { SettingsError, type Settings } from './settings.js';
 
 /** A running `sluice serve`. */
@@ -39,6 +39,8 @@ export interface StartOptions {
    * (either way, credentials are redacted)
    */
   logger?: Logger;
+  /** Places keys in cohorts: reported outcomes are tallied by cohort too (see `RateLimitService`). */
+  cohortOf?: CohortOf;
 }
 
 async function waitFor(probe: () => Promise<unknown>, timeoutMs: number, what: string): Promise<void> {
@@ -136,6 +138,8 @@ export async function startServer(settings: Settings, options: StartOptions = {}
       : { redis: { ...redisSourceOf(settings), prefix: settings.redisPrefix } }),
     metrics,
     logger,
+    // The fleet's reported outcomes, as the store tallies them (read once the limiter exists).
+    outcomes: { outcomeTotals: (resource, windowMs, cohort) => limiter.outcomeTotals(resource, windowMs, cohort) },
   });
   const clock = await startServerClock(stores.limitStore, settings, logger, metrics.clockSkew);
   const limiter = new Limiter({
@@ -149,6 +153,8 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     ...(stores.limitStore === undefined ? { maxKeys: settings.maxKeys } : {}),
     onStoreFailure: settings.onStoreFailure,
     failover: { logger },
+    // Reported outcomes are tallied in the store (for outcomeTotals), when the store keeps tallies.
+    tallyOutcomes: stores.limitStore === undefined || isOutcomeStore(stores.limitStore),
   });
   const rules = new LiveRules({
     limiter,
@@ -179,7 +185,9 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     throw err;
   }
 
-  const service = new RateLimitService(limiter, rules);
+  const service = new RateLimitService(limiter, rules, undefined, {
+    ...(options.cohortOf === undefined ? {} : { cohortOf: options.cohortOf }),
+  });
   const readiness = async () => {
     const checks: Record<string, string> = {};
     checks.rules = rules.version === undefined ? 'no rule version' : `version ${rules.version.version}`;
@@ -227,6 +235,8 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     metrics,
     warnings,
     bounds: { maxDescriptors: settings.maxDescriptors, maxKeyLength: settings.maxKeyLength },
+    outcomes: (item) => service.outcome(item),
+    outcomesBounds: { maxBatch: settings.maxBatch, maxKeyLength: settings.maxKeyLength },
     token: settings.apiToken,
     maxMessageBytes: settings.maxBodyBytes,
     idleTimeoutMs: settings.idleTimeoutMs,

@@ -1,4 +1,16 @@
-import { ErrorCodes, SluiceError, type Decision, type Limiter, type CompiledLimit, type TryOptions } from '@sluice/core';
+import {
+  ErrorCodes,
+  SluiceError,
+  checkCohort,
+  type Decision,
+  type Limiter,
+  type CompiledLimit,
+  type CircuitState,
+  type FleetBreakerPolicy,
+  type OutcomeReport,
+  type OutcomeTotals,
+  type TryOptions,
+} from '@sluice/core';
 import { ClientCounter } from './http/clients.js';
 import type { LiveRules } from './live-rules.js';
 
@@ -86,6 +98,38 @@ export interface ResourceView {
   readonly lease?: { readonly ttlMs: number; readonly maxBatch: number; readonly targetMs: number; readonly maxShare: number };
 }
 
+/** The outcome of calls to a resource's downstream (`POST /v1/outcomes`), core's `OutcomeReport`. */
+export type OutcomeItem = OutcomeReport;
+
+/**
+ * Places a key of a resource in a cohort (a rollout's `baseline` or `candidate`): its outcomes
+ * are tallied under the cohort as well as under the resource. Undefined: in no cohort.
+ */
+export type CohortOf = (resource: string, key: string) => string | undefined;
+
+/** Options of {@link RateLimitService}. */
+export interface RateLimitServiceOptions {
+  /** Tally reported outcomes by cohort too. @default none */
+  readonly cohortOf?: CohortOf;
+}
+
+/** A fleet-wide breaker as `GET /v1/breakers` shows it. */
+export interface BreakerView {
+  readonly resource: string;
+  /** As the store has it. */
+  readonly state: CircuitState;
+  readonly policy: FleetBreakerPolicy;
+  /** Outcomes reported fleet-wide over the breaker's window (undefined: the store did not answer). */
+  readonly window: OutcomeTotals | undefined;
+  /** Probe permits this server was handed. */
+  readonly probes: number;
+  /** Reports of this server the store failed to take. */
+  readonly errors: number;
+}
+
+/** Most fleet-wide breakers `GET /v1/breakers` lists (each is read from the store). */
+export const MAX_LISTED_BREAKERS = 100;
+
 /** Most resources `GET /v1/resources` lists; rule files are bounded too, this bounds the answer. */
 export const MAX_LISTED_RESOURCES = 10_000;
 
@@ -98,11 +142,31 @@ export class RateLimitService {
   readonly #rules: LiveRules;
   /** Distinct remote clients seen recently, for their fair shares while the service is away. */
   readonly clients: ClientCounter;
+  readonly #cohortOf: CohortOf | undefined;
 
-  constructor(limiter: Limiter, rules: LiveRules, clients: ClientCounter = new ClientCounter()) {
+  constructor(
+    limiter: Limiter,
+    rules: LiveRules,
+    clients: ClientCounter = new ClientCounter(),
+    options: RateLimitServiceOptions = {},
+  ) {
     this.#limiter = limiter;
     this.#rules = rules;
     this.clients = clients;
+    this.#cohortOf = options.cohortOf;
+  }
+
+  /**
+   * Takes the outcome of calls to a resource's downstream: judged by the resource's breaker
+   * (fleet-wide ones in the store) and tallied, under the key's cohort as well when
+   * `cohortOf` places it in one.
+   */
+  async outcome(item: OutcomeItem): Promise<{ recorded: true }> {
+    this.#active(item.resource);
+    const named = item.key === undefined ? undefined : this.#cohortOf?.(item.resource, item.key);
+    const cohort = named === undefined ? undefined : checkCohort(named);
+    this.#limiter.reportOutcome(item, cohort);
+    return { recorded: true };
   }
 
   /** The active rule version (0 before the first). */
@@ -201,6 +265,30 @@ export class RateLimitService {
       ...(item.at === undefined ? {} : { at: item.at }),
     });
     return { adjusted: true };
+  }
+
+  /**
+   * The fleet-wide breakers of the active resources (the first {@link MAX_LISTED_BREAKERS}): each
+   * one's state as the store has it, its settings, and its outcomes over its window (`window`
+   * undefined when the store could not be read).
+   */
+  async breakers(): Promise<BreakerView[]> {
+    const names = this.#rules.resourceNames().filter((n) => this.#limiter.has(n));
+    const views: BreakerView[] = [];
+    for (const resource of names) {
+      // Each breaker costs store calls: a public read lists a bounded number of them.
+      if (views.length >= MAX_LISTED_BREAKERS) break;
+      const b = await this.#limiter.readFleetBreaker(resource);
+      if (b === undefined) continue;
+      let window: OutcomeTotals | undefined;
+      try {
+        window = await this.#limiter.outcomeTotals(resource, b.policy.windowMs);
+      } catch {
+        window = undefined;
+      }
+      views.push({ resource, state: b.state, policy: b.policy, window, probes: b.probes, errors: b.errors });
+    }
+    return views;
   }
 
   #active(resource: string): void {

@@ -126,3 +126,72 @@ describe('adaptive limits on two sluice serve processes sharing one Redis', () =
     await eventually(async () => (await call(other.url, '/v1/stats')).json.adaptive[0].deciding === true, 30_000, 200);
   });
 });
+
+// AIMD on reported outcomes: +5 a second while the downstream is healthy and the limit binds,
+// x0.7 once the reported error ratio passes 10%.
+const AIMD_RULES = `resources:
+  db:orders:
+    limits: { algorithm: sliding-window, limit: 20, windowMs: 1000 }
+adaptive:
+  db:orders:
+    min: 10
+    max: 200
+    policy: aimd
+    intervalMs: 1000
+    aimd: { increase: 5, minCalls: 20 }
+`;
+
+describe('an aimd limit driven by outcomes reported to the service', () => {
+  const tmp = scratch();
+  const prefix = randomPrefix('aimd');
+  let server: ServerProcess;
+
+  beforeAll(async () => {
+    const rules = writeRules(tmp.dir, AIMD_RULES);
+    server = await spawnServer(['--rules', rules, '--redis', redisUrl(), '--redis-prefix', prefix, ...TIMEOUT]);
+  });
+  afterAll(async () => {
+    await server.stop();
+    const redis = new Redis(redisUrl());
+    for (const key of await redis.keys(`${prefix}*`)) await redis.del(key);
+    redis.disconnect();
+    tmp.remove();
+  });
+
+  /** Checks past the limit and outcome reports (`ok` or not) until `done` says so. */
+  async function drive(ok: (i: number) => boolean, done: (moves: Version[]) => boolean): Promise<Version[]> {
+    let moves: Version[] = [];
+    for (let i = 0; ; i++) {
+      await Promise.all([
+        ...[0, 1, 2].map(() => call(server.url, '/v1/check', { resource: 'db:orders', key: 'k' })),
+        call(server.url, '/v1/outcomes', { items: [{ resource: 'db:orders', ok: ok(i), durationMs: 20, count: 5 }] }),
+      ]);
+      await new Promise((r) => setTimeout(r, 50));
+      if (i % 10 === 9) {
+        moves = (await versions(server)).filter((v) => v.author === 'adaptive');
+        if (done(moves)) return moves;
+      }
+    }
+  }
+
+  const limitOfOrders = (v: Version): number => (parse(v.source) as RuleText).resources['db:orders']!.limits.limit;
+
+  it('adds while the downstream is healthy and cuts when its reported errors pass 10%', async () => {
+    const up = await drive(
+      () => true,
+      (moves) => moves.length >= 2,
+    );
+    expect(up.map(limitOfOrders).slice(0, 2)).toEqual([25, 30]);
+    expect(up[0]!.reason).toMatch(/^db:orders 20 -> 25: downstream healthy \(error ratio 0\.0%.*calls rejected: \+5$/);
+    const before = up.length;
+    // Every other report fails: a 50% error ratio.
+    const down = await drive(
+      (i) => i % 2 === 0,
+      (moves) => moves.slice(before).some((m) => m.reason.includes('downstream error ratio')),
+    );
+    const cut = down.slice(before).find((m) => m.reason.includes('downstream error ratio'))!;
+    const prior = down[down.indexOf(cut) - 1]!;
+    expect(limitOfOrders(cut)).toBe(Math.floor(limitOfOrders(prior) * 0.7));
+    expect(cut.reason).toMatch(/downstream error ratio \d+\.\d% \(\d+ of \d+\) > 10\.0%: x0\.7$/);
+  });
+}, 120_000);

@@ -5,7 +5,7 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TOKEN, rulesFile, spawnServe, spawnSluice, type Serve } from '../../../test/sluice-serve.js';
 import { launchChromium, type PageGlobals } from './browser.js';
-import { call } from './support.js';
+import { call, runCli } from './support.js';
 
 // User-controlled text that would run script if it were ever parsed as HTML.
 const XSS_AUTHOR = '<img src=x onerror="window.__xss=1">';
@@ -271,5 +271,74 @@ describe('the dashboard over HTTP', () => {
     expect(res.status).toBe(404);
     expect(res.json.error.code).toBe('SLUICE_ERR_NOT_FOUND');
     expect((await call(off.url, '/v1/stats')).status).toBe(200);
+  });
+});
+
+describe('fleet-wide circuit breakers on the dashboard and in sluice status', () => {
+  const rules = rulesFile(`resources:
+  db:
+    limits: { algorithm: gcra, limit: 1000, windowMs: 1000 }
+    breaker: { scope: fleet, minimumCalls: 5, failureRateThreshold: 0.5, openDurationMs: 600000, syncMs: 50 }
+  api: { limits: { algorithm: gcra, limit: 5, windowMs: 1000 } }
+`);
+  let server: Serve;
+  let browser: Browser;
+  let page: Page;
+  const consoleErrors: string[] = [];
+
+  beforeAll(async () => {
+    [server, browser] = await Promise.all([spawnServe({ rules: rules.path }), launchChromium()]);
+    page = await browser.newPage();
+    page.on('pageerror', (err) => consoleErrors.push(String(err)));
+    page.on('console', (msg) => {
+      if (msg.type() === 'error') consoleErrors.push(msg.text());
+    });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await server?.stop();
+    rules.remove();
+  });
+
+  const stateOf = (resource: string) =>
+    page.evaluate((name) => {
+      const { document } = globalThis as unknown as PageGlobals;
+      const row = [...document.querySelectorAll('#breakers tbody tr')].find((r) => r.dataset.resource === name);
+      return row === undefined ? undefined : { state: row.dataset.state, calls: row.querySelector('.calls')?.textContent };
+    }, resource);
+
+  it('shows a breaker closed, then open once reported failures trip it, with its window outcomes', async () => {
+    await page.goto(`${server.url}/dashboard`);
+    await page.waitForFunction(
+      () => (globalThis as unknown as PageGlobals).document.querySelector('#breakers tbody tr[data-resource="db"]') !== null,
+      undefined,
+      WAIT,
+    );
+    expect(await stateOf('db')).toEqual({ state: 'closed', calls: '0' });
+    expect(await stateOf('api')).toBeUndefined(); // no breaker, no row
+    const failures = Array.from({ length: 6 }, () => ({ resource: 'db', ok: false, durationMs: 5 }));
+    const posted = await call(server.url, '/v1/outcomes', { items: failures });
+    expect(posted.status).toBe(200);
+    await page.waitForFunction(
+      () =>
+        (globalThis as unknown as PageGlobals).document.querySelector('#breakers tbody tr[data-resource="db"]')?.dataset.state ===
+        'open',
+      undefined,
+      WAIT,
+    );
+    expect(await stateOf('db')).toEqual({ state: 'open', calls: '6' });
+    expect((await call(server.url, '/v1/check', { resource: 'db' })).json).toMatchObject({
+      allowed: false,
+      reason: 'circuit_open',
+    });
+    expect(consoleErrors).toEqual([]);
+  });
+
+  it('lists the breaker in sluice status', async () => {
+    const r = await runCli(['status', '--once', '--interval', '200', '--server', server.url]);
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.stdout.trim().split('\n');
+    expect(lines).toContainEqual(expect.stringMatching(/^BREAKER\s+STATE\s+CALLS\s+FAILED\s+SLOW\s+WINDOW\s+PROBES$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^db\s+OPEN\s+6\s+6\s+0\s+10s\s+3$/));
   });
 });

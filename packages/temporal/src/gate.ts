@@ -12,6 +12,7 @@ import {
 } from './options.js';
 import type { PermitEvent } from './observer.js';
 import { DeliveryDelay } from './delivery-delay.js';
+import { reportAttempt } from './outcomes.js';
 
 /** What a waiting (or just admitted) activity reports in its heartbeat details, under `sluice`. */
 export interface PermitHeartbeat {
@@ -91,8 +92,15 @@ export class SluiceActivityGate {
       throw err;
     }
     const stopRenewal = this.#renew(ctx, activityType, held);
+    const outcomeOf = this.options.outcomeOf;
+    const ranAt = this.options.now();
     try {
-      return await next();
+      const result = await next();
+      if (outcomeOf !== undefined) reportAttempt(this.options.limiter, permits, args, 'success', this.options.now() - ranAt);
+      return result;
+    } catch (err) {
+      if (outcomeOf !== undefined) reportAttempt(this.options.limiter, permits, args, outcomeOf(err), this.options.now() - ranAt);
+      throw err;
     } finally {
       stopRenewal();
       await this.#giveBack(ctx, activityType, held, false);

@@ -1,3 +1,4 @@
+import { defaultOutcomeOf } from './outcomes.js';
 import {
   ErrorCodes,
   MAX_COST,
@@ -110,6 +111,19 @@ export interface SluiceActivityOptions {
   renewIntervalMs?: number;
   /** Metrics and other hooks (see `@sluice/temporal/metrics`). */
   observer?: SluiceTemporalObserver;
+  /**
+   * Report each attempt's outcome and duration to the limiter (`reportOutcome`) for every
+   * resource it took permits from, which feeds the resources' circuit breakers (fleet-wide ones
+   * in the store) and outcome tallies. Needs a limiter with `reportOutcome`.
+   * @default false
+   */
+  reportOutcomes?: boolean;
+  /**
+   * How an attempt that threw counts (with `reportOutcomes`); an attempt that returned is a
+   * success. @default defaultOutcomeOf: cancellations ignored, non-retryable failures a success
+   * (the downstream answered), anything else a failure
+   */
+  outcomeOf?: (error: unknown) => 'success' | 'failure' | 'ignore';
   /** @default Math.random */
   random?: () => number;
   /** Wall clock in ms, comparable with Temporal's timestamps. @default Date.now */
@@ -146,6 +160,8 @@ export interface CompiledActivityOptions {
   readonly maxSlotWaitMs: number;
   readonly renewIntervalMs: number | undefined;
   readonly observer: SluiceTemporalObserver | undefined;
+  /** How a thrown attempt counts; undefined: outcomes are not reported. */
+  readonly outcomeOf: ((error: unknown) => 'success' | 'failure' | 'ignore') | undefined;
   readonly random: () => number;
   readonly now: () => number;
 }
@@ -224,7 +240,19 @@ export function compileActivityOptions(options: SluiceActivityOptions): Compiled
       compilePermits(limiter, activityType, config, `activities.${activityType}`, { mode, maxWaitMs, renewIntervalMs }),
     );
   }
+  const reportOutcomes = bool(options.reportOutcomes, 'reportOutcomes', false);
+  if (reportOutcomes && typeof limiter.reportOutcome !== 'function') {
+    throw invalid(
+      ErrorCodes.INVALID_OPTIONS,
+      'reportOutcomes',
+      'needs a limiter with reportOutcome (a Limiter or the remote client)',
+    );
+  }
+  if (options.outcomeOf !== undefined && typeof options.outcomeOf !== 'function') {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'outcomeOf', 'must be a function');
+  }
   return Object.freeze({
+    outcomeOf: reportOutcomes ? (options.outcomeOf ?? defaultOutcomeOf) : undefined,
     limiter,
     activities,
     mode,

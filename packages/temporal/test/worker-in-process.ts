@@ -30,11 +30,12 @@ export function fixtureActivities(limiter: RateLimiter, calls: Calls): Record<st
   };
 }
 
-/** Runs `fn` while a worker polls a fresh task queue with the given Sluice options. */
+/** Runs `fn` while a worker polls a fresh task queue with the given Sluice options (and `extra` activities). */
 export async function withWorker<T>(
   bundle: WorkflowBundleWithSourceMap,
   options: SluiceActivityOptions,
   fn: (taskQueue: string, calls: Calls) => Promise<T>,
+  extra: Record<string, (...args: never[]) => Promise<unknown>> = {},
 ): Promise<T> {
   if (!runtimeInstalled) {
     Runtime.install({ logger: new DefaultLogger('ERROR') });
@@ -48,7 +49,7 @@ export async function withWorker<T>(
       connection,
       taskQueue,
       workflowBundle: bundle,
-      activities: fixtureActivities(options.limiter, calls),
+      activities: { ...fixtureActivities(options.limiter, calls), ...extra },
       interceptors: createSluiceInterceptors(options),
     });
     return await worker.runUntil(fn(taskQueue, calls));

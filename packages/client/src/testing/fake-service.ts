@@ -40,6 +40,8 @@ export class FakeService implements Transport {
   clients = 1;
   /** True once the client closed its transport. */
   closed = false;
+  /** Every outcome reported (`/v1/outcomes` items), in order. */
+  readonly outcomes: { resource: string; key?: string; ok: boolean; durationMs: number }[] = [];
   /** Acquire calls that wait here until released by the test or aborted. */
   holdAcquire = false;
 
@@ -154,6 +156,19 @@ export class FakeService implements Transport {
         } catch (err) {
           return errorAnswer(err);
         }
+      }
+      case '/v1/outcomes': {
+        const items = (b as { items: { resource: string; key?: string; ok: boolean; durationMs: number }[] }).items;
+        this.outcomes.push(...items);
+        const results = await Promise.all(
+          items.map((i) =>
+            one(
+              async () => this.limiter.reportOutcome(i),
+              () => ({ recorded: true }),
+            ),
+          ),
+        );
+        return { status: 200, body: { results } };
       }
       default:
         return { status: 404, body: { error: { code: 'SLUICE_ERR_NOT_FOUND', message: path } } };

@@ -83,4 +83,26 @@ describe('status view', () => {
     ];
     for (const [view, text, state] of views) expect(clockSkewSummary(view)).toEqual({ text, state });
   });
+
+  it('lists fleet-wide breakers under the resources', () => {
+    const breakers = {
+      breakers: [
+        {
+          resource: 'db',
+          state: 'open',
+          policy: { windowMs: 10_000, halfOpenProbes: 3 },
+          window: { calls: 40, failures: 31, slow: 2 },
+        },
+        { resource: 'api:payments', state: 'closed', policy: { windowMs: 5000, halfOpenProbes: 1 } },
+      ],
+    };
+    const lines = renderStatus('http://x', prev, cur, 2, breakers).split('\n');
+    expect(lines.slice(5)).toEqual([
+      '',
+      'BREAKER       STATE   CALLS  FAILED  SLOW  WINDOW  PROBES',
+      'db            OPEN       40      31     2     10s       3',
+      'api:payments  CLOSED      ?       ?     ?      5s       1',
+    ]);
+    expect(renderStatus('http://x', prev, cur, 2, { breakers: [] }).split('\n')).toHaveLength(5);
+  });
 });

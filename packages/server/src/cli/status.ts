@@ -6,8 +6,53 @@ import { clockSkewSummary, type ClockSkewView } from '../stats/clock.js';
 /** A `/v1/stats` snapshot with the server's clock skew (servers before it answer none). */
 export type StatusSnapshot = StatsSnapshot & { readonly clockSkew?: ClockSkewView };
 
+/** `GET /v1/breakers`: the fleet-wide breakers (see `BreakerView`). */
+export interface BreakersSnapshot {
+  readonly breakers: readonly {
+    readonly resource: string;
+    readonly state: string;
+    readonly policy: { readonly windowMs: number; readonly halfOpenProbes: number };
+    readonly window?: { readonly calls: number; readonly failures: number; readonly slow: number };
+  }[];
+}
+
+/** The fleet-wide breakers as lines of text (none: no lines). */
+export function renderBreakers(snapshot: BreakersSnapshot | undefined): string[] {
+  const list = snapshot?.breakers ?? [];
+  if (list.length === 0) return [];
+  const header = ['BREAKER', 'STATE', 'CALLS', 'FAILED', 'SLOW', 'WINDOW', 'PROBES'];
+  const table = [
+    header,
+    ...list.map((b) => [
+      b.resource,
+      b.state.toUpperCase(),
+      b.window === undefined ? '?' : String(b.window.calls),
+      b.window === undefined ? '?' : String(b.window.failures),
+      b.window === undefined ? '?' : String(b.window.slow),
+      `${b.policy.windowMs / 1000}s`,
+      String(b.policy.halfOpenProbes),
+    ]),
+  ];
+  const widths = header.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
+  return [
+    '',
+    ...table.map((row) =>
+      row
+        .map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!)))
+        .join('  ')
+        .trimEnd(),
+    ),
+  ];
+}
+
 /** One frame of the status view as text. */
-export function renderStatus(server: string, prev: StatsSnapshot, cur: StatusSnapshot, top: number): string {
+export function renderStatus(
+  server: string,
+  prev: StatsSnapshot,
+  cur: StatusSnapshot,
+  top: number,
+  breakers?: BreakersSnapshot,
+): string {
   const rows = statusRows(prev, cur, top);
   const header = ['RESOURCE', 'RATE/s', 'DENIED/s', 'LIMIT', 'REMAINING', 'REJECTED'];
   const table = [
@@ -26,7 +71,15 @@ export function renderStatus(server: string, prev: StatsSnapshot, cur: StatusSna
   const title = `sluice status  ${server}  rules v${cur.version}  ${new Date(cur.at).toISOString()}`;
   // The server's clock against its store's, under the table (servers before it report none).
   const clock = cur.clockSkew === undefined ? [] : ['', clockSkewSummary(cur.clockSkew).text];
-  return [title, '', ...lines, ...(rows.length === 0 ? ['(no decisions yet)'] : []), ...adaptiveLines(cur), ...clock].join('\n');
+  return [
+    title,
+    '',
+    ...lines,
+    ...(rows.length === 0 ? ['(no decisions yet)'] : []),
+    ...adaptiveLines(cur),
+    ...renderBreakers(breakers),
+    ...clock,
+  ].join('\n');
 }
 
 /** The adaptive limits, under the resources: what each is now, its bounds and its last move. */
@@ -72,7 +125,9 @@ export async function runStatus(o: StatusOptions, out: Out): Promise<void> {
     await sleep(o.intervalMs, o.signal);
     if (o.signal?.aborted) return;
     const cur = await fetchStats();
-    const frame = renderStatus(o.server, prev, cur, o.top);
+    // A server without fleet breakers' endpoint (an older version) shows none.
+    const breakers = await request<BreakersSnapshot>(o.server, '/v1/breakers').catch(() => undefined);
+    const frame = renderStatus(o.server, prev, cur, o.top, breakers);
     if (o.once) {
       out.log(frame);
       return;

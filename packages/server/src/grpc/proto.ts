@@ -19,3 +19,12 @@ export function loadRlsDefinition(): protoLoader.ServiceDefinition {
   const pkg = protoLoader.loadSync('envoy/service/ratelimit/v3/rls.proto', PROTO_LOADER_OPTIONS);
   return pkg['envoy.service.ratelimit.v3.RateLimitService'] as protoLoader.ServiceDefinition;
 }
+
+/** The path of Sluice's `Outcomes/Report` method. */
+export const OUTCOMES_PATH = '/sluice.v1.Outcomes/Report';
+
+/** The loaded `sluice.v1.Outcomes` definition. */
+export function loadOutcomesDefinition(): protoLoader.ServiceDefinition {
+  const pkg = protoLoader.loadSync('sluice/v1/outcomes.proto', PROTO_LOADER_OPTIONS);
+  return pkg['sluice.v1.Outcomes'] as protoLoader.ServiceDefinition;
+}

@@ -21,6 +21,9 @@ import type { WarningThrottle } from '../logging.js';
 import { decodeRlsRequest, type RlsBounds } from './codec.js';
 import { UnaryReader, encodeGrpcMessage, frameMessage, parseGrpcTimeout } from './framing.js';
 import { Sessions } from './sessions.js';
+import { decodeOutcomes, encodeOutcomeResults, type OutcomesBounds } from './outcomes.js';
+import { OUTCOMES_PATH } from './proto.js';
+import type { OutcomeItem } from '../service.js';
 import { readRateLimitRequest, writeRateLimitResponse } from './wire.js';
 
 export { PROTO_DIR, PROTO_LOADER_OPTIONS, loadRlsDefinition } from './proto.js';
@@ -35,6 +38,10 @@ export interface GrpcDeps {
   /** Internal faults are logged through it (a client can repeat the calls causing them). */
   readonly warnings: WarningThrottle;
   readonly bounds: RlsBounds;
+  /** Serves `sluice.v1.Outcomes/Report` (the service's `outcome`); none: UNIMPLEMENTED. */
+  readonly outcomes?: (item: OutcomeItem) => Promise<unknown>;
+  /** Bounds of an outcomes report. @default maxBatch 100, the RLS bounds' maxKeyLength */
+  readonly outcomesBounds?: OutcomesBounds;
   readonly maxMessageBytes: number;
   /** How long a connection may stay open with no call in progress. */
   readonly idleTimeoutMs: number;
@@ -47,6 +54,7 @@ export interface GrpcDeps {
 }
 
 const METHOD = 'ShouldRateLimit';
+const OUTCOMES_METHOD = 'Report';
 /** The one method served; any other path is answered UNIMPLEMENTED. */
 export const RLS_PATH = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
 
@@ -108,6 +116,10 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
   // Not HTTP/2 (or not even HTTP): nothing to answer, the connection is closed at once.
   http2.on('unknownProtocol', (socket: { destroy(): void }) => socket.destroy());
   http2.on('sessionError', () => undefined);
+  /** The calls of `Outcomes/Report` (every other call is `ShouldRateLimit`). */
+  const outcomeStreams = new WeakSet<ServerHttp2Stream>();
+  /** The method a call's metrics are labelled with. */
+  const methodOf = (stream: ServerHttp2Stream) => (outcomeStreams.has(stream) ? OUTCOMES_METHOD : METHOD);
   http2.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
     stream.on('error', () => undefined);
     if (headers[':method'] !== 'POST') {
@@ -116,6 +128,10 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
     }
     if (!isGrpcContentType(headers['content-type'])) {
       respondHttp(stream, 415);
+      return;
+    }
+    if (headers[':path'] === OUTCOMES_PATH && deps.outcomes !== undefined) {
+      serveCall(stream, headers);
       return;
     }
     if (headers[':path'] !== RLS_PATH) {
@@ -131,11 +147,12 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
     const { body, internal } = describeError(err);
     if (internal) deps.warnings.error('grpc_failed', { err }, 'ShouldRateLimit failed');
     const code = grpcStatusOf(body.code);
-    deps.metrics.grpcRequest(METHOD, code);
+    deps.metrics.grpcRequest(methodOf(stream), code);
     status(stream, code, `${body.code}: ${body.message}`, { 'sluice-error-code': body.code });
   };
 
   const serveCall = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
+    if (headers[':path'] === OUTCOMES_PATH) outcomeStreams.add(stream);
     let answered = false;
     let deadline: NodeJS.Timeout | undefined;
     /** Answers once: a late decision after a deadline or a refused body is dropped. */
@@ -167,7 +184,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
       deadline = setTimeout(
         () =>
           answer(() => {
-            deps.metrics.grpcRequest(METHOD, GrpcStatus.DEADLINE_EXCEEDED);
+            deps.metrics.grpcRequest(methodOf(stream), GrpcStatus.DEADLINE_EXCEEDED);
             status(stream, GrpcStatus.DEADLINE_EXCEEDED, 'Deadline exceeded');
           }),
         timeoutMs,
@@ -177,7 +194,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
     const reader = new UnaryReader(deps.maxMessageBytes);
     const refuse = (code: number, message: string, extra: OutgoingHttpHeaders = {}) =>
       answer(() => {
-        deps.metrics.grpcRequest(METHOD, code);
+        deps.metrics.grpcRequest(methodOf(stream), code);
         status(stream, code, message, extra);
       });
     stream.on('data', (chunk: Buffer) => {
@@ -219,6 +236,10 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
       answer(() => fail(stream, new ServerError(ServerErrorCodes.SHUTTING_DOWN, 'the server is shutting down')));
       return;
     }
+    if (deps.outcomes !== undefined && outcomeStreams.has(stream)) {
+      reportCall(message, answer, stream, deps.outcomes);
+      return;
+    }
     let request;
     try {
       request = decodeRlsRequest(decodeMessage(message), deps.bounds);
@@ -239,6 +260,39 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
           }),
         (err: unknown) => answer(() => fail(stream, err)),
       );
+  };
+
+  /** `Outcomes/Report`: each outcome is answered on its own, as `POST /v1/outcomes` answers. */
+  const reportCall = (
+    message: Buffer,
+    answer: (send: () => void) => void,
+    stream: ServerHttp2Stream,
+    outcome: (item: OutcomeItem) => Promise<unknown>,
+  ) => {
+    let items;
+    try {
+      items = decodeOutcomes(message, deps.outcomesBounds ?? { maxBatch: 100, maxKeyLength: deps.bounds.maxKeyLength });
+    } catch (err) {
+      answer(() => fail(stream, err));
+      return;
+    }
+    void Promise.all(
+      items.map((d) =>
+        d.ok
+          ? outcome(d.item).then(
+              () => ({ recorded: true as const }),
+              (error: unknown) => ({ error }),
+            )
+          : Promise.resolve({ error: d.error }),
+      ),
+    ).then((results) =>
+      answer(() => {
+        deps.metrics.grpcRequest(OUTCOMES_METHOD, GrpcStatus.OK);
+        stream.respond({ ':status': 200, 'content-type': CONTENT_TYPE }, { waitForTrailers: true });
+        stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' }));
+        stream.end(frameMessage(encodeOutcomeResults(results)));
+      }),
+    );
   };
 
   /** The request as proto-loader presents it (read by ./wire.ts); throws a ServerError for bytes that are not one. */

@@ -184,6 +184,14 @@ export function registerApi(
     single: decisionSingle,
   });
   route({ path: '/v1/cancel', schema: schemas.cancel, query: plainQuery, run: (item) => service.cancel(item), encode: (r) => r });
+  // Outcomes of calls to downstreams, for breakers and tallies (a batch answers per item).
+  route({
+    path: '/v1/outcomes',
+    schema: schemas.outcome,
+    query: plainQuery,
+    run: (item) => service.outcome(item),
+    encode: (r) => r,
+  });
   // Public and read-only, as /v1/stats (the dashboard reads both): names and limits only, no
   // secrets; bounded by MAX_LISTED_RESOURCES.
   app.get('/v1/resources', async (request, reply) => {

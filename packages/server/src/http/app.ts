@@ -172,6 +172,9 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     clockSkew: clockSkewView(clock),
   }));
   registerTime(app, clock, logger);
+  // Public and read-only, as /v1/stats: the fleet-wide breakers' states (the dashboard and
+  // `sluice status` show them).
+  app.get('/v1/breakers', async () => ({ at: Date.now(), breakers: await deps.service.breakers() }));
   return app;
 }
 

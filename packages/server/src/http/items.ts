@@ -7,6 +7,7 @@ import type {
   BookItem,
   CancelItem,
   CheckItem,
+  OutcomeItem,
   ReleaseItem,
   RenewItem,
   ReserveItem,
@@ -107,8 +108,21 @@ export function itemSchemas(b: ItemBounds) {
       .strictObject({ resource, key: key.optional(), ...permit, ttlMs: int(1, 24 * 3600 * 1000).optional() })
       .superRefine(checkPermit)
       .transform(namedPermit) satisfies z.ZodType<RenewItem>,
+    outcome: z.strictObject({
+      resource,
+      key: key.optional(),
+      ok: z.boolean({ error: 'must be true or false' }),
+      durationMs: z
+        .number({ error: 'must be a number' })
+        .min(0, 'must be at least 0')
+        .max(86_400_000, 'must be at most 86400000'),
+      count: int(1, MAX_OUTCOME_COUNT).optional(),
+    }) satisfies z.ZodType<OutcomeItem>,
   };
 }
+
+/** Most like calls one outcome item may stand for. */
+export const MAX_OUTCOME_COUNT = 10_000;
 
 /** One decoded item: its value, or the error that is its answer. */
 export type Decoded<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown };

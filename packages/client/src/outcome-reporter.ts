@@ -1,0 +1,103 @@
+import { ErrorCodes, SluiceError, type Clock, type OutcomeReport, type TimerHandle } from '@sluice/core';
+import { errorFromBody, type Transport } from './transport.js';
+
+/** Settings of an {@link OutcomeReporter}. */
+export interface OutcomeReporterSettings {
+  readonly transport: Transport;
+  readonly clock: Clock;
+  /** Most reports in one request (the service's batch bound). */
+  readonly maxBatch: number;
+  /** Longest time a report waits before being sent, in ms. */
+  readonly flushMs: number;
+  /** Most reports queued; more are dropped (and counted). */
+  readonly maxQueued: number;
+  /** Timeout of one request, in ms. */
+  readonly timeoutMs: () => number;
+}
+
+/** What a reporter did, for metrics. */
+export interface OutcomeReporterStats {
+  /** Reports the service took. */
+  readonly sent: number;
+  /** Reports dropped: the queue was full, or their request failed. */
+  readonly dropped: number;
+  /** Reports the service refused one by one (a bad item, an unknown resource). */
+  readonly refused: number;
+}
+
+/**
+ * Sends outcomes of downstream calls to the service (`POST /v1/outcomes`) in batches: a report
+ * waits at most `flushMs`, a full batch goes at once, at most `maxQueued` wait (more are dropped
+ * and counted: outcomes are observations, never worth holding a caller for). `close()` sends
+ * what is queued.
+ */
+export class OutcomeReporter {
+  readonly #s: OutcomeReporterSettings;
+  #queue: OutcomeReport[] = [];
+  #timer: TimerHandle | undefined;
+  readonly #inFlight = new Set<Promise<void>>();
+  #closed = false;
+  #sent = 0;
+  #dropped = 0;
+  #refused = 0;
+
+  constructor(settings: OutcomeReporterSettings) {
+    this.#s = settings;
+  }
+
+  /** Counters for metrics. */
+  get stats(): OutcomeReporterStats {
+    return { sent: this.#sent, dropped: this.#dropped, refused: this.#refused };
+  }
+
+  /** Queues a report; false when it was dropped (the queue is full or the reporter closed). */
+  report(report: OutcomeReport): boolean {
+    if (this.#closed || this.#queue.length >= this.#s.maxQueued) {
+      this.#dropped++;
+      return false;
+    }
+    this.#queue.push(report);
+    if (this.#queue.length >= this.#s.maxBatch) this.#flush();
+    else this.#timer ??= this.#s.clock.setTimer(() => this.#flush(), this.#s.flushMs, true);
+    return true;
+  }
+
+  /** Sends everything queued and waits for every request in flight. */
+  async flush(): Promise<void> {
+    this.#flush();
+    await Promise.allSettled([...this.#inFlight]);
+  }
+
+  /** Sends what is queued, then takes no more reports. */
+  async close(): Promise<void> {
+    await this.flush();
+    this.#closed = true;
+  }
+
+  #flush(): void {
+    if (this.#timer !== undefined) this.#s.clock.clearTimer(this.#timer);
+    this.#timer = undefined;
+    while (this.#queue.length > 0) {
+      const batch = this.#queue.splice(0, this.#s.maxBatch);
+      const sent = this.#send(batch).finally(() => this.#inFlight.delete(sent));
+      this.#inFlight.add(sent);
+    }
+  }
+
+  async #send(batch: readonly OutcomeReport[]): Promise<void> {
+    try {
+      const answer = await this.#s.transport.call('/v1/outcomes', { body: { items: batch }, timeoutMs: this.#s.timeoutMs() });
+      if (answer.status !== 200) throw errorFromBody(answer.body, answer.status);
+      const results = (answer.body as { results?: unknown } | null)?.results;
+      if (!Array.isArray(results) || results.length !== batch.length) {
+        throw new SluiceError(ErrorCodes.STORE_PROTOCOL, 'the service answered a batch with the wrong number of results');
+      }
+      for (const r of results) {
+        if (typeof r === 'object' && r !== null && 'error' in r) this.#refused++;
+        else this.#sent++;
+      }
+    } catch {
+      this.#dropped += batch.length;
+    }
+  }
+}

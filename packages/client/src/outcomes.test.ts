@@ -1,0 +1,60 @@
+import { ManualClock } from '@sluice/core';
+import { afterEach, describe, expect, it } from 'vitest';
+import { RemoteLimiter } from './remote-limiter.js';
+import { FakeService } from './testing/fake-service.js';
+
+const RESOURCES = { 'api:x': { limits: { algorithm: 'fixed-window' as const, limit: 100, windowMs: 60_000 } } };
+const open: RemoteLimiter[] = [];
+function setup(options: Partial<ConstructorParameters<typeof RemoteLimiter>[0]> = {}) {
+  const clock = new ManualClock(1_000_000);
+  const service = new FakeService(RESOURCES, clock);
+  const limiter = new RemoteLimiter({ url: 'http://sluice.test', transport: service, clock, ...options });
+  open.push(limiter);
+  return { clock, service, limiter };
+}
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((l) => l.close()));
+});
+
+describe('RemoteLimiter outcome reports', () => {
+  it('call() reports each outcome; reports go out in batches after outcomeFlushMs', async () => {
+    const { clock, service, limiter } = setup({ outcomeFlushMs: 200, maxBatch: 3 });
+    await limiter.ready();
+    expect(await limiter.call('api:x', async () => 7, { key: 'k1' })).toBe(7);
+    await expect(limiter.call('api:x', () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
+    expect(service.count('/v1/outcomes')).toBe(0);
+    await clock.advanceAsync(200);
+    expect(service.count('/v1/outcomes')).toBe(1);
+    expect(service.outcomes).toMatchObject([
+      { resource: 'api:x', key: 'k1', ok: true },
+      { resource: 'api:x', ok: false },
+    ]);
+    // A full batch goes at once.
+    for (let i = 0; i < 3; i++) limiter.reportOutcome({ resource: 'api:x', ok: true, durationMs: 1 });
+    await limiter.close();
+    expect(service.count('/v1/outcomes')).toBe(2);
+    expect(limiter.outcomeStats).toEqual({ sent: 5, dropped: 0, refused: 0 });
+  });
+
+  it('drops (and counts) reports past the queue bound, refused items and failed requests', async () => {
+    const { clock, service, limiter } = setup({ maxQueuedOutcomes: 2, outcomeFlushMs: 100 });
+    await limiter.ready();
+    const queued = [1, 2, 3].map(() => limiter.reportOutcome({ resource: 'api:x', ok: true, durationMs: 1 }));
+    expect(queued).toEqual([true, true, false]);
+    await clock.advanceAsync(100);
+    limiter.reportOutcome({ resource: 'nope', ok: true, durationMs: 1 });
+    await clock.advanceAsync(100);
+    limiter.reportOutcome({ resource: 'api:x', ok: true, durationMs: 1 });
+    service.down = true;
+    await clock.advanceAsync(100);
+    expect(limiter.outcomeStats).toEqual({ sent: 2, dropped: 2, refused: 1 });
+    await limiter.close();
+  });
+
+  it('sends what is queued on close', async () => {
+    const { service, limiter } = setup({ outcomeFlushMs: 60_000 });
+    limiter.reportOutcome({ resource: 'api:x', ok: false, durationMs: 3 });
+    await limiter.close();
+    expect(service.outcomes).toHaveLength(1);
+  });
+});

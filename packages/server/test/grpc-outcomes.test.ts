@@ -1,0 +1,70 @@
+/* eslint-disable @typescript-eslint/no-explicit-any, @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-return --
+   the assertions read protobuf answers dynamically */
+import * as grpc from '@grpc/grpc-js';
+import { loadOutcomesDefinition, type RunningServer } from '@sluice/server';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { call, scratch, startTestServer, writeRules } from './support.js';
+
+const RULES = `
+resources:
+  db:
+    limits: { algorithm: gcra, limit: 1000, windowMs: 1000 }
+    breaker: { scope: fleet, minimumCalls: 4, failureRateThreshold: 0.5, openDurationMs: 600000, syncMs: 50 }
+`;
+
+describe('gRPC Outcomes/Report', () => {
+  const tmp = scratch();
+  let server: RunningServer;
+  let client: grpc.Client;
+  const method = loadOutcomesDefinition().Report!;
+  const report = (outcomes: object[]): Promise<any> =>
+    new Promise((resolve) => {
+      client.makeUnaryRequest(
+        method.path,
+        (b: object) => method.requestSerialize(b),
+        (b: Buffer) => method.responseDeserialize(b),
+        { outcomes },
+        new grpc.Metadata(),
+        (err: grpc.ServiceError | null, res?: unknown) =>
+          resolve(err ? { error: { code: err.code, details: err.details } } : res),
+      );
+    });
+
+  beforeAll(async () => {
+    server = await startTestServer({ rules: [writeRules(tmp.dir, RULES)], maxBatch: '5' });
+    client = new grpc.Client(`127.0.0.1:${server.grpcPort}`, grpc.credentials.createInsecure());
+  });
+  afterAll(async () => {
+    client?.close();
+    await server?.close();
+    tmp.remove();
+  });
+
+  it('records outcomes one by one and opens the fleet breaker', async () => {
+    const failed = { resource: 'db', ok: false, duration_ms: 7.5 };
+    const r = await report([
+      failed,
+      { ...failed, count: 3 },
+      { resource: 'nope', ok: true, duration_ms: 1 },
+      { resource: 'db', ok: true, duration_ms: -1 },
+    ]);
+    expect(r.results.map((x: any) => x.recorded)).toEqual([true, true, false, false]);
+    expect(r.results[2].error_code).toBe('SLUICE_ERR_UNKNOWN_RESOURCE');
+    expect(r.results[3].error_code).toBe('SLUICE_ERR_INVALID_REQUEST');
+    let open = false;
+    for (let i = 0; i < 200 && !open; i++) {
+      const b = await call(server.url, '/v1/breakers');
+      open = b.json.breakers[0]?.state === 'open';
+      if (!open) await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    expect(open).toBe(true);
+    const b = await call(server.url, '/v1/breakers');
+    expect(b.json.breakers[0].window).toMatchObject({ calls: 4, failures: 4 });
+  });
+
+  it('refuses a report over the batch bound', async () => {
+    const r = await report(Array.from({ length: 6 }, () => ({ resource: 'db', ok: true, duration_ms: 1 })));
+    expect(r.error.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(r.error.details).toContain('SLUICE_ERR_BATCH_TOO_LARGE');
+  });
+});
