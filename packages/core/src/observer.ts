@@ -22,4 +22,9 @@ export interface LimiterObserver {
    * the store does not know which resource a key belongs to.
    */
   keyTableFull?(event: { outcome: 'evicted' | 'refused' }): void;
+  /**
+   * A hot key's mitigation started (`active`) or ended (see `ResourceOptions.hotKeys`). The key
+   * is a caller's: keep it out of metric labels.
+   */
+  hotKey?(event: { resource: string; key: string; mitigation: 'lease'; active: boolean }): void;
 }
