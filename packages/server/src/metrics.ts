@@ -49,6 +49,8 @@ export class ServerMetrics {
   readonly #cuts: Counter<'listener' | 'reason'>;
   readonly #warnings: Counter<'event'>;
   readonly #tallies = new Map<string, Tally>();
+  readonly #hotMitigated: Gauge<'resource' | 'action'>;
+  readonly #hotMitigations: Counter<'resource' | 'action'>;
 
   constructor() {
     const registers = [this.registry];
@@ -114,6 +116,19 @@ export class ServerMetrics {
       labelNames: ['event'] as const,
       registers,
     });
+    // Hot keys are counted per resource and action, never labelled by key (callers choose keys).
+    this.#hotMitigated = new Gauge({
+      name: 'sluice_hot_keys_mitigated',
+      help: 'Keys mitigated now as hot (their calls leased), by resource and action',
+      labelNames: ['resource', 'action'] as const,
+      registers,
+    });
+    this.#hotMitigations = new Counter({
+      name: 'sluice_hot_key_mitigations_total',
+      help: 'Hot-key mitigations started, by resource and action',
+      labelNames: ['resource', 'action'] as const,
+      registers,
+    });
     const core = createPrometheusObserver({ registry: this.registry });
     this.observer = {
       decided: (e) => {
@@ -124,6 +139,16 @@ export class ServerMetrics {
       storeSwitched: (e) => core.storeSwitched?.(e),
       waited: (e) => core.waited?.(e),
       keyTableFull: (e) => core.keyTableFull?.(e),
+      hotKey: (e) => {
+        const labels = {
+          resource: e.resource.startsWith(OVERRIDE_RESOURCE_PREFIX) ? OVERRIDES : e.resource,
+          action: e.mitigation,
+        };
+        if (e.active) {
+          this.#hotMitigated.inc(labels);
+          this.#hotMitigations.inc(labels);
+        } else this.#hotMitigated.dec(labels);
+      },
     };
   }
 

@@ -1,4 +1,5 @@
 import { ErrorCodes, SluiceError, type Decision, type Limiter, type CompiledLimit, type TryOptions } from '@sluice/core';
+import type { HotKeyReport } from '@sluice/core';
 import { ClientCounter } from './http/clients.js';
 import type { LiveRules } from './live-rules.js';
 
@@ -201,6 +202,11 @@ export class RateLimitService {
       ...(item.at === undefined ? {} : { at: item.at }),
     });
     return { adjusted: true };
+  }
+
+  /** The hot keys of the active rules' resources that track them (see `Limiter.hotKeys`). */
+  hotKeys(): HotKeyReport[] {
+    return this.#limiter.hotKeys().filter((r) => this.#rules.has(r.resource));
   }
 
   #active(resource: string): void {

@@ -1,6 +1,7 @@
 import { request } from './client.js';
 import type { Out } from './rules.js';
 import { formatRate as fmt, statusRows, type StatsSnapshot } from '../stats/rates.js';
+import { hotKeyLines } from '../stats/hot-keys.js';
 
 /** One frame of the status view as text. */
 export function renderStatus(server: string, prev: StatsSnapshot, cur: StatsSnapshot, top: number): string {
@@ -20,7 +21,7 @@ export function renderStatus(server: string, prev: StatsSnapshot, cur: StatsSnap
   const widths = header.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
   const lines = table.map((row) => row.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  '));
   const title = `sluice status  ${server}  rules v${cur.version}  ${new Date(cur.at).toISOString()}`;
-  return [title, '', ...lines, ...(rows.length === 0 ? ['(no decisions yet)'] : [])].join('\n');
+  return [title, '', ...lines, ...(rows.length === 0 ? ['(no decisions yet)'] : []), ...hotKeyLines(cur.hotKeys, top)].join('\n');
 }
 
 /** Options of {@link runStatus}. */

@@ -161,6 +161,8 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     at: Date.now(),
     version: deps.rules.version?.version ?? 0,
     resources: metrics.stats((r) => deps.rules.has(r)),
+    // The heaviest keys of resources configuring `hotKeys` (see docs/control-plane.md, "Hot keys").
+    hotKeys: deps.service.hotKeys(),
   }));
   return app;
 }

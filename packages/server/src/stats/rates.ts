@@ -6,6 +6,7 @@
  * This module runs in the browser too (the dashboard loads its compiled form as an ES module):
  * it must import nothing at run time and use nothing of Node.
  */
+import type { HotKeyReport } from '@sluice/core';
 import type { ResourceStats } from '../metrics.js';
 
 /** What `GET /v1/stats` answers. */
@@ -14,6 +15,8 @@ export interface StatsSnapshot {
   readonly at: number;
   readonly version: number;
   readonly resources: readonly ResourceStats[];
+  /** The heaviest keys of resources that track them (absent from servers before hot keys). */
+  readonly hotKeys?: readonly HotKeyReport[];
 }
 
 /** One row of the status view. */
