@@ -122,3 +122,17 @@ describe('hot keys in the limiter', () => {
     }
   });
 });
+
+describe('hot keys of a leased resource', () => {
+  it('counts the calls trySync answers from the lease, and those left to try once', async () => {
+    const clock = new ManualClock();
+    const limiter = new Limiter({ resources: { pay: { limits: window, lease: true, hotKeys: true } }, clock });
+    let calls = 0;
+    for (let i = 0; i < 50; i++) {
+      if (limiter.trySync('pay', { key: 'k' }) === undefined) await limiter.try('pay', { key: 'k' });
+      calls++;
+    }
+    expect(limiter.hotKeys('pay')[0]?.keys[0]).toMatchObject({ key: 'k', calls, mitigation: undefined });
+    await limiter.close();
+  });
+});

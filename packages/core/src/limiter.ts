@@ -387,6 +387,7 @@ export class Limiter implements RateLimiter {
       checkKey(sub, this.#maxKeyLength);
       return undefined;
     }
+    if (r.hotKeys !== undefined) this.#hot.get(r.name)?.record(sub, this.#clock.now());
     return this.#observe(r.name, 'try', local);
   }
 
