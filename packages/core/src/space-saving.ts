@@ -5,13 +5,16 @@
  * exceeds `total / capacity` is guaranteed to hold a counter, and each counter's `count` is an
  * over-estimate by at most its `error` (`count - error` is a lower bound).
  *
- * Trade-offs: memory is `capacity` entries whatever the number of distinct keys; a hit costs one
- * map update, a miss on a full summary a scan of the counters for the smallest (64 comparisons at
- * the default). Pure: no clock, no I/O.
+ * Trade-offs: memory is `capacity` entries whatever the number of distinct keys. The counters are
+ * a binary min-heap indexed by key, so a hit costs a map lookup and a sift over at most
+ * `log2(capacity)` levels (6 at 64 counters), and so does a miss that replaces the smallest. Pure:
+ * no clock, no I/O.
  */
 export class SpaceSaving {
   readonly #capacity: number;
-  readonly #counters = new Map<string, Counter>();
+  /** The entry of each key held; entries know their heap position, so moving one touches no map. */
+  readonly #byKey = new Map<string, Entry>();
+  readonly #heap: Entry[] = [];
   #total = 0;
 
   constructor(capacity: number) {
@@ -25,47 +28,93 @@ export class SpaceSaving {
 
   /** Keys holding a counter. */
   get size(): number {
-    return this.#counters.size;
+    return this.#heap.length;
   }
 
-  /** Counts `weight` more for `key`. */
+  /** Counts `weight` (at least 0) more for `key`. */
   add(key: string, weight: number): void {
     this.#total += weight;
-    const c = this.#counters.get(key);
-    if (c !== undefined) {
-      c.count += weight;
+    const found = this.#byKey.get(key);
+    if (found !== undefined) {
+      found.count += weight;
+      this.#siftDown(found);
       return;
     }
-    if (this.#counters.size < this.#capacity) {
-      this.#counters.set(key, { count: weight, error: 0 });
+    const heap = this.#heap;
+    if (heap.length < this.#capacity) {
+      const entry: Entry = { key, count: weight, error: 0, pos: heap.length };
+      heap.push(entry);
+      this.#byKey.set(key, entry);
+      this.#siftUp(entry);
       return;
     }
-    let minKey = '';
-    let min: Counter | undefined;
-    for (const [k, v] of this.#counters) {
-      if (min === undefined || v.count < min.count) {
-        min = v;
-        minKey = k;
-      }
-    }
-    this.#counters.delete(minKey);
-    this.#counters.set(key, { count: min!.count + weight, error: min!.count });
+    // Full: the smallest counter (the heap's root) goes to the new key, with its count as error.
+    const root = heap[0]!;
+    this.#byKey.delete(root.key);
+    root.key = key;
+    root.error = root.count;
+    root.count += weight;
+    this.#byKey.set(key, root);
+    this.#siftDown(root);
   }
 
   /** The counter of `key`, if it holds one. */
   get(key: string): Readonly<Counter> | undefined {
-    return this.#counters.get(key);
+    const e = this.#byKey.get(key);
+    return e === undefined ? undefined : { count: e.count, error: e.error };
   }
 
   /** Every counter held, in no particular order. */
-  entries(): IterableIterator<[string, Readonly<Counter>]> {
-    return this.#counters.entries();
+  *entries(): IterableIterator<[string, Readonly<Counter>]> {
+    for (const e of this.#heap) yield [e.key, { count: e.count, error: e.error }];
   }
 
   clear(): void {
-    this.#counters.clear();
+    this.#byKey.clear();
+    this.#heap.length = 0;
     this.#total = 0;
   }
+
+  #siftUp(e: Entry): void {
+    const heap = this.#heap;
+    let i = e.pos;
+    while (i > 0) {
+      const parent = heap[(i - 1) >> 1]!;
+      if (parent.count <= e.count) break;
+      heap[i] = parent;
+      parent.pos = i;
+      i = (i - 1) >> 1;
+    }
+    heap[i] = e;
+    e.pos = i;
+  }
+
+  #siftDown(e: Entry): void {
+    const heap = this.#heap;
+    const n = heap.length;
+    let i = e.pos;
+    for (;;) {
+      const left = 2 * i + 1;
+      if (left >= n) break;
+      const right = left + 1;
+      const c = right < n && heap[right]!.count < heap[left]!.count ? right : left;
+      const child = heap[c]!;
+      if (e.count <= child.count) break;
+      heap[i] = child;
+      child.pos = i;
+      i = c;
+    }
+    heap[i] = e;
+    e.pos = i;
+  }
+}
+
+/** A counter in the heap. */
+interface Entry {
+  key: string;
+  count: number;
+  error: number;
+  pos: number;
 }
 
 /** One key's counter: its estimated count, over-estimated by at most `error`. */
