@@ -184,3 +184,14 @@ export type {
 export { requestPermitId, isOutcomeStore } from './store.js';
 export type { CohortTotals, OutcomeStore, OutcomesRequest, OutcomesResult } from './store.js';
 export { NO_OUTCOMES, type OutcomeReport, type OutcomeSource, type OutcomeTotals } from './outcomes.js';
+export {
+  HotKeys,
+  compileHotKeyOptions,
+  type CompiledHotKeyOptions,
+  type HotKey,
+  type HotKeyChange,
+  type HotKeyOptions,
+  type HotKeyReport,
+  type HotKeyThreshold,
+} from './hot-keys.js';
+export { SpaceSaving, WindowedSpaceSaving, type Counter, type WindowEstimate } from './space-saving.js';

@@ -22,7 +22,8 @@ import {
   maxCost,
   type CompiledLimit,
 } from './policy.js';
-import { LeaseCache } from './lease-cache.js';
+import { HotKeys, type HotKeyReport } from './hot-keys.js';
+import { LeaseCache, type CompiledLeaseSettings } from './lease-cache.js';
 import { Prefilter, filterKey } from './prefilter.js';
 import type {
   AcquireOptions,
@@ -144,6 +145,8 @@ export class Limiter implements RateLimiter {
   readonly #prefilter: Prefilter;
   readonly #leases: LeaseCache;
   readonly #waiting: Waiting;
+  /** Hot-key trackers of the resources that configure `hotKeys`. */
+  readonly #hot = new Map<string, HotKeys>();
   /** Where an admitted decision charged its permits, to give them back if nobody takes them. */
   readonly #charges = new WeakMap<Decision, Charge[]>();
   /** Outcomes on their way to the store, and fleet breakers' states (set once the store is). */
@@ -223,6 +226,7 @@ export class Limiter implements RateLimiter {
     // Keep a running breaker's history when only the limits change.
     const breaker = this.#resources.get(resource)?.breaker;
     this.#resources.set(resource, breaker && compiled.breaker ? { ...compiled, breaker } : compiled);
+    this.#syncHot(compiled);
     this.#prefilter.clear();
   }
 
@@ -244,6 +248,8 @@ export class Limiter implements RateLimiter {
     for (const name of this.#resources.keys()) if (!next.has(name)) this.#outcomes?.remove(name);
     this.#resources.clear();
     for (const [name, r] of next) this.#resources.set(name, r);
+    for (const name of [...this.#hot.keys()]) if (!next.has(name)) this.#dropHot(name);
+    for (const r of next.values()) this.#syncHot(r);
     this.#prefilter.clear();
   }
 
@@ -254,7 +260,53 @@ export class Limiter implements RateLimiter {
    */
   removeLimits(resource: string): boolean {
     this.#outcomes?.remove(resource);
+    this.#dropHot(resource);
     return this.#resources.delete(resource);
+  }
+
+  /**
+   * The heaviest keys of every resource that tracks them (`ResourceOptions.hotKeys`), or of
+   * `resource` alone, as this process counted them, by resource name.
+   */
+  hotKeys(resource?: string): HotKeyReport[] {
+    const now = this.#clock.now();
+    const trackers = resource === undefined ? [...this.#hot.values()] : [this.#hot.get(resource)].filter((h) => h !== undefined);
+    return trackers.map((h) => h.report(now)).sort((a, b) => (a.resource < b.resource ? -1 : 1));
+  }
+
+  /** Keeps the resource's hot-key tracker in step with its options (what was counted carries on). */
+  #syncHot(r: CompiledResource): void {
+    const options = r.hotKeys;
+    const h = this.#hot.get(r.name);
+    if (options === undefined) {
+      if (h !== undefined) this.#dropHot(r.name);
+      return;
+    }
+    if (h !== undefined && h.fits(options)) {
+      h.reconfigure(options);
+      return;
+    }
+    h?.clear();
+    const resource = r.name;
+    this.#hot.set(resource, new HotKeys(resource, options, (change) => this.#observer?.hotKey?.({ resource, ...change })));
+  }
+
+  #dropHot(resource: string): void {
+    this.#hot.get(resource)?.clear();
+    this.#hot.delete(resource);
+  }
+
+  /** Counts a call for its resource's hot keys (calls of cost 0 ask nothing of a key). */
+  #noteHot(call: Call): void {
+    if (call.cost === 0 || call.resource.hotKeys === undefined) return;
+    this.#hot.get(call.resource.name)?.record(call.sub, this.#clock.now());
+  }
+
+  /** The lease settings a call on a storage key is served with while its key is hot, if any. */
+  #hotLease(resource: CompiledResource, parts: StorageKeyParts): CompiledLeaseSettings | undefined {
+    const lease = resource.hotKeys?.lease;
+    if (lease === undefined || parts.tenant !== undefined || parts.part !== undefined) return undefined;
+    return this.#hot.get(resource.name)?.mitigated(parts.key) === true ? lease : undefined;
   }
 
   /** True if the resource has limits configured. */
@@ -378,12 +430,15 @@ export class Limiter implements RateLimiter {
     // `try` takes them in order and gives the first back if the second denies.
     if (r.lease !== undefined && this.#tenantLimits(call) !== undefined) return undefined;
     const local =
-      r.lease !== undefined
+      r.lease !== undefined || (call.tenant === undefined && this.#hotLease(r, call.parts) !== undefined)
         ? this.#leases.takeLocal(call.key, call.limits, call.cost)
         : r.prefilter
           ? this.#prefilter.check(call.key, call.cost, this.#clock.now())
           : undefined;
-    return local === undefined ? undefined : this.#observe(resource, 'try', local);
+    if (local === undefined) return undefined;
+    // Counted only when answered here: a call left to `try` is counted there.
+    this.#noteHot(call);
+    return this.#observe(resource, 'try', local);
   }
 
   /**
@@ -402,6 +457,7 @@ export class Limiter implements RateLimiter {
       checkKey(sub, this.#maxKeyLength);
       return undefined;
     }
+    if (r.hotKeys !== undefined) this.#hot.get(r.name)?.record(sub, this.#clock.now());
     return this.#observe(r.name, 'try', local);
   }
 
@@ -410,6 +466,7 @@ export class Limiter implements RateLimiter {
     let decided: Promise<Decision>;
     try {
       const call = this.#prepare(resource, options);
+      this.#noteHot(call);
       const r = call.resource;
       // The common call (one key, no breaker, tenant or shadow mode) goes straight to its key;
       // #consume would decide it the same way, with bookkeeping only `acquire` needs.
@@ -435,6 +492,7 @@ export class Limiter implements RateLimiter {
    */
   async acquire(resource: string, options: AcquireOptions = {}): Promise<Decision> {
     const call = this.#prepare(resource, options);
+    this.#noteHot(call);
     const { key, cost } = call;
     const maxWaitMs = intOption(options.maxWaitMs, 'maxWaitMs', this.#maxWaitMs, 0, MAX_WAIT_BOUND_MS);
     const signal = options.signal;
@@ -508,6 +566,8 @@ export class Limiter implements RateLimiter {
     const call = this.#prepare(resource, options);
     const id = checkBookingId(options.id, 'id');
     const r = call.resource;
+    // A plain call is counted by `try` below.
+    if (bookable(r, call.tenant, call.priority)) this.#noteHot(call);
     const plain = (d: Decision): Decision => ({ ...d, booking: info(d.allowed ? 'admitted' : 'denied', id) });
     if (!bookable(r, call.tenant, call.priority)) {
       // Nothing of it can have been booked: a claim finds nothing, a booking is a plain call.
@@ -762,9 +822,8 @@ export class Limiter implements RateLimiter {
       const local = prefilter.check(entry, cost, this.#clock.now());
       if (local !== undefined) return Promise.resolve(local);
     }
-    if (resource.lease !== undefined) {
-      return this.#leases.take(key, parts, limits, cost, resource.lease, resource.onStoreFailure);
-    }
+    const lease = resource.lease ?? (resource.hotKeys?.lease === undefined ? undefined : this.#hotLease(resource, parts));
+    if (lease !== undefined) return this.#leases.take(key, parts, limits, cost, lease, resource.onStoreFailure);
     const permitId = hasConcurrency(limits) ? randomUUID() : '';
     const request = { key, parts, limits, cost, permitId, coreShare };
     return this.#failover.consume(request, resource.onStoreFailure).then((result) => {

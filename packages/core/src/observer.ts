@@ -27,4 +27,9 @@ export interface LimiterObserver {
   fleetBreakerChanged?(event: { resource: string; from: CircuitState; to: CircuitState }): void;
   /** A report of outcomes failed (its outcomes were dropped). */
   outcomesFailed?(event: { resource: string; error: unknown }): void;
+  /**
+   * A hot key's mitigation started (`active`) or ended (see `ResourceOptions.hotKeys`). The key
+   * is a caller's: keep it out of metric labels.
+   */
+  hotKey?(event: { resource: string; key: string; mitigation: 'lease'; active: boolean }): void;
 }

@@ -2,6 +2,7 @@ import { CircuitBreaker, compileFleetBreaker, type CircuitBreakerOptions, type C
 import type { Clock } from './clock.js';
 import { ErrorCodes, invalid } from './errors.js';
 import { STORE_FAILURE_POLICIES, type StoreFailurePolicy } from './failover-state.js';
+import { compileHotKeyOptions, type CompiledHotKeyOptions, type HotKeyOptions } from './hot-keys.js';
 import { compileLeaseSettings, type CompiledLeaseSettings, type LeaseSettings } from './lease-cache.js';
 import { BOOKING_BOUNDS, DEFAULT_BOOKING, type BookingBounds } from './booking.js';
 import { intOption } from './options.js';
@@ -48,6 +49,11 @@ export interface ResourceOptions {
   tenants?: Record<string, LimitPolicy | readonly LimitPolicy[]>;
   /** Bounds of deferred admission (`Limiter.book`) on this resource's keys. */
   booking?: BookingOptions;
+  /**
+   * Track the resource's heaviest keys (`true` for the defaults), and optionally lease a key's
+   * calls while it is hot (see {@link HotKeyOptions}). @default off
+   */
+  hotKeys?: HotKeyOptions | true;
 }
 
 /** Bounds of deferred admission on a resource's keys (see `Limiter.book`). */
@@ -87,6 +93,8 @@ export interface CompiledResource {
   readonly reserved: number;
   readonly tenants: ReadonlyMap<string, readonly CompiledLimit[]>;
   readonly booking: BookingBounds;
+  /** Hot-key detection, when configured. */
+  readonly hotKeys?: CompiledHotKeyOptions | undefined;
 }
 
 /** Largest share of a limit a resource may keep for core traffic (`priority.coreShare`). */
@@ -189,6 +197,7 @@ export function compileResource(
         'priority',
         'tenants',
         'booking',
+        'hotKeys',
       ].includes(k)
     )
       throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.${k}`, 'unknown field');
@@ -228,8 +237,11 @@ export function compileResource(
     }
     tenants.set(tenant, compileLimits(policies, `${path}.tenants.${tenant}`));
   }
+  const hotKeys = config.hotKeys === undefined ? undefined : compileHotKeyOptions(config.hotKeys, `${path}.hotKeys`);
+  if (hotKeys?.action === 'lease') checkHotKeyLease(limits, config, split, coreShare, `${path}.hotKeys.action`);
   return Object.freeze({
     name,
+    hotKeys,
     booking: compileBooking(config.booking, `${path}.booking`),
     split,
     shadow: config.shadow ?? false,
@@ -267,4 +279,24 @@ function compiledBreaker(
   return fleet === undefined
     ? { breaker: new CircuitBreaker({ clock, ...options }) }
     : { breaker: undefined, fleetBreaker: fleet };
+}
+
+/** Leasing hot keys needs what leasing every key needs, and a key that is not leased already. */
+function checkHotKeyLease(
+  limits: readonly CompiledLimit[],
+  config: ResourceOptions,
+  split: number,
+  coreShare: number,
+  path: string,
+): void {
+  const why = limits.some((l) => l.algorithm === 'concurrency')
+    ? 'concurrency limits cannot be leased'
+    : config.lease !== undefined
+      ? 'the resource leases every key already'
+      : split > 1
+        ? 'split keys cannot be leased'
+        : coreShare > 0
+          ? 'a core share cannot be combined with leases'
+          : undefined;
+  if (why !== undefined) throw invalid(ErrorCodes.INVALID_OPTIONS, path, why);
 }

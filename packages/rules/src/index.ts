@@ -85,6 +85,7 @@ export {
   type RuleBookingSettings,
   type RuleBreakerOptions,
   type RuleLeaseSettings,
+  type RuleHotKeySettings,
 } from './native.js';
 export { MAX_RULES_BYTES, type RuleFormat } from './parse.js';
 export {

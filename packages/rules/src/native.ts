@@ -84,6 +84,24 @@ const booking = z.strictObject({
   maxBookings: z.number().optional(),
 });
 
+// Hot-key detection (see core's `HotKeyOptions`): bounds are core's, only the shape is checked here.
+const hotKeyThreshold = z.strictObject({ rate: z.number().optional(), share: z.number().optional() });
+const hotKeys = z.union([
+  z.literal(true),
+  z.strictObject({
+    capacity: z.number().optional(),
+    report: z.number().optional(),
+    windowMs: z.number().optional(),
+    threshold: hotKeyThreshold.optional(),
+    action: z.literal('lease').optional(),
+    lease: lease.optional(),
+    coolAfterMs: z.number().optional(),
+  }),
+]);
+
+/** Hot-key settings in a rule file, as core's `ResourceOptions.hotKeys`. */
+export type RuleHotKeySettings = NonNullable<ResourceOptions['hotKeys']>;
+
 // Compile-time checks that the schema names exactly core's fields: a field added to core
 // fails the build here instead of being rejected as unknown at run time.
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
@@ -92,7 +110,8 @@ const fieldsMatch: [
   Same<keyof z.infer<typeof breaker>, keyof RuleBreakerOptions>,
   Same<keyof Exclude<z.infer<typeof lease>, true>, keyof Exclude<RuleLeaseSettings, true>>,
   Same<keyof z.infer<typeof booking>, keyof RuleBookingSettings>,
-] = [true, true, true, true];
+  Same<keyof Exclude<z.infer<typeof hotKeys>, true>, keyof Exclude<RuleHotKeySettings, true>>,
+] = [true, true, true, true, true];
 void fieldsMatch;
 
 // Bounds of the core share and tenant names are core's; only shapes are checked here. `reserved`
@@ -124,6 +143,7 @@ const resource = z
     split: z.number().optional(),
     prefilter: z.boolean().optional(),
     booking: booking.optional(),
+    hotKeys: hotKeys.optional(),
   })
   .superRefine((r, ctx) => {
     for (const issue of coreChecks(r)) ctx.addIssue({ code: 'custom', path: [...issue.path], message: issue.message });
@@ -143,6 +163,7 @@ function coreChecks(r: ResourceInput): PathIssue[] {
   }
   const tenants = issues.length > 0 || r.tenants === undefined ? undefined : tenantLimits(r.tenants);
   const { limits: policies, onStoreFailure, lease: leaseOptions, split, prefilter, shadow, priority: p, booking: b } = r;
+  const { hotKeys: hk } = r;
   // The breaker is checked apart: core names its fields without the resource's path.
   const options: ResourceOptions = {
     limits: policies,
@@ -154,6 +175,7 @@ function coreChecks(r: ResourceInput): PathIssue[] {
     priority: p,
     tenants,
     booking: b,
+    hotKeys: hk,
   };
   const base = coreIssue(() => compileResource(PLACEHOLDER, options, clock), `resources.${PLACEHOLDER}`, []);
   if (base)
@@ -216,5 +238,13 @@ export function toResourceRule(r: ResourceInput): ResourceRule {
   if (r.split !== undefined) out.split = r.split;
   if (r.prefilter !== undefined) out.prefilter = r.prefilter;
   if (r.booking !== undefined) out.booking = Object.freeze({ ...r.booking });
+  if (r.hotKeys !== undefined) out.hotKeys = r.hotKeys === true ? true : freezeHotKeys(r.hotKeys);
   return Object.freeze(out) as ResourceRule;
+}
+
+function freezeHotKeys(h: Exclude<NonNullable<ResourceInput['hotKeys']>, true>): RuleHotKeySettings {
+  const out: Record<string, unknown> = { ...h };
+  if (h.threshold !== undefined) out.threshold = Object.freeze({ ...h.threshold });
+  if (h.lease !== undefined && h.lease !== true) out.lease = Object.freeze({ ...h.lease });
+  return Object.freeze(out);
 }

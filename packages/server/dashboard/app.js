@@ -6,6 +6,7 @@ import { byId } from './dom.js';
 import { RateHistory, limitPerSecond } from './lib/rates.js';
 import { RulesPanel } from './rules.js';
 import { BreakersPanel } from './breakers.js';
+import { HotKeysPanel } from './hot-keys.js';
 
 /** How often `/v1/stats` is read; rates are the differences between consecutive reads. */
 const POLL_MS = 1000;
@@ -15,6 +16,7 @@ const charts = new Charts(byId('charts'), byId('charts-empty'));
 const rules = new RulesPanel();
 const adaptive = new AdaptivePanel(byId('adaptive-panel'), byId('adaptive').querySelector('tbody'));
 const breakers = new BreakersPanel(byId('breakers'), byId('breakers-empty'));
+const hotKeys = new HotKeysPanel(byId('hot-keys'), byId('hot-keys-empty'));
 const connection = byId('connection');
 const statsVersion = byId('stats-version');
 /** Limit per second per key, by resource, from `/v1/resources` (read again when the rules change). */
@@ -46,6 +48,7 @@ async function poll() {
     connection.setAttribute('data-state', 'live');
     rules.onVersion(snapshot.version);
     breakers.render(await getJson('/v1/breakers'));
+    hotKeys.render(snapshot.hotKeys);
   } catch (err) {
     connection.textContent = `server unreachable (${err instanceof Error ? err.message : String(err)})`;
     connection.setAttribute('data-state', 'down');

@@ -53,6 +53,8 @@ export class ServerMetrics {
   readonly #adaptiveLimit: Gauge<'resource'>;
   /** The clock-skew monitor's hooks: `sluice_clock_skew_ms` and its companions. */
   readonly clockSkew: ClockSkewObserver;
+  readonly #hotMitigated: Gauge<'resource' | 'action'>;
+  readonly #hotMitigations: Counter<'resource' | 'action'>;
 
   constructor() {
     const registers = [this.registry];
@@ -131,6 +133,19 @@ export class ServerMetrics {
       registers,
     });
     this.clockSkew = createClockSkewObserver({ registry: this.registry });
+    // Hot keys are counted per resource and action, never labelled by key (callers choose keys).
+    this.#hotMitigated = new Gauge({
+      name: 'sluice_hot_keys_mitigated',
+      help: 'Keys mitigated now as hot (their calls leased), by resource and action',
+      labelNames: ['resource', 'action'] as const,
+      registers,
+    });
+    this.#hotMitigations = new Counter({
+      name: 'sluice_hot_key_mitigations_total',
+      help: 'Hot-key mitigations started, by resource and action',
+      labelNames: ['resource', 'action'] as const,
+      registers,
+    });
     const core = createPrometheusObserver({ registry: this.registry });
     this.observer = {
       decided: (e) => {
@@ -143,6 +158,16 @@ export class ServerMetrics {
       keyTableFull: (e) => core.keyTableFull?.(e),
       fleetBreakerChanged: (e) => core.fleetBreakerChanged?.(e),
       outcomesFailed: (e) => core.outcomesFailed?.(e),
+      hotKey: (e) => {
+        const labels = {
+          resource: e.resource.startsWith(OVERRIDE_RESOURCE_PREFIX) ? OVERRIDES : e.resource,
+          action: e.mitigation,
+        };
+        if (e.active) {
+          this.#hotMitigated.inc(labels);
+          this.#hotMitigations.inc(labels);
+        } else this.#hotMitigated.dec(labels);
+      },
     };
   }
 

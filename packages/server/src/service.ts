@@ -10,6 +10,7 @@ import {
   type OutcomeReport,
   type OutcomeTotals,
   type TryOptions,
+  type HotKeyReport,
 } from '@sluice/core';
 import { ClientCounter } from './http/clients.js';
 import type { LiveRules } from './live-rules.js';
@@ -289,6 +290,11 @@ export class RateLimitService {
       views.push({ resource, state: b.state, policy: b.policy, window, probes: b.probes, errors: b.errors });
     }
     return views;
+  }
+
+  /** The hot keys of the active rules' resources that track them (see `Limiter.hotKeys`). */
+  hotKeys(): HotKeyReport[] {
+    return this.#limiter.hotKeys().filter((r) => this.#rules.has(r.resource));
   }
 
   #active(resource: string): void {

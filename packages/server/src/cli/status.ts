@@ -1,6 +1,7 @@
 import { request } from './client.js';
 import type { Out } from './rules.js';
 import { formatRate as fmt, statusRows, type StatsSnapshot } from '../stats/rates.js';
+import { hotKeyLines } from '../stats/hot-keys.js';
 import { clockSkewSummary, type ClockSkewView } from '../stats/clock.js';
 
 /** A `/v1/stats` snapshot with the server's clock skew (servers before it answer none). */
@@ -78,6 +79,7 @@ export function renderStatus(
     ...(rows.length === 0 ? ['(no decisions yet)'] : []),
     ...adaptiveLines(cur),
     ...renderBreakers(breakers),
+    ...hotKeyLines(cur.hotKeys, top),
     ...clock,
   ].join('\n');
 }

@@ -170,6 +170,8 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     resources: metrics.stats((r) => deps.rules.has(r)),
     ...(deps.adaptive === undefined ? {} : { adaptive: await deps.adaptive() }),
     clockSkew: clockSkewView(clock),
+    // The heaviest keys of resources configuring `hotKeys` (see docs/control-plane.md, "Hot keys").
+    hotKeys: deps.service.hotKeys(),
   }));
   registerTime(app, clock, logger);
   // Public and read-only, as /v1/stats: the fleet-wide breakers' states (the dashboard and

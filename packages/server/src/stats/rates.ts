@@ -7,6 +7,7 @@ import type { AdaptiveStatus } from '../control/adaptive/controller.js';
  * This module runs in the browser too (the dashboard loads its compiled form as an ES module):
  * it must import nothing at run time and use nothing of Node.
  */
+import type { HotKeyReport } from '@sluice/core';
 import type { ResourceStats } from '../metrics.js';
 
 /** What `GET /v1/stats` answers. */
@@ -17,6 +18,8 @@ export interface StatsSnapshot {
   readonly resources: readonly ResourceStats[];
   /** The adaptive limits of the active rules (servers that predate them leave it out). */
   readonly adaptive?: readonly AdaptiveStatus[];
+  /** The heaviest keys of resources that track them (absent from servers before hot keys). */
+  readonly hotKeys?: readonly HotKeyReport[];
 }
 
 /** One row of the status view. */
