@@ -11,6 +11,8 @@ import {
   optionsPermitId,
   invalid,
   isLocalPermit,
+  isTierName,
+  TIER_NAME,
   type AcquireOptions,
   type AdjustOptions,
   type BookOptions,
@@ -440,8 +442,9 @@ export class RemoteLimiter implements RateLimiter {
     if (options.tenant !== undefined && (typeof options.tenant !== 'string' || !TENANT_PATTERN.test(options.tenant))) {
       throw invalid(ErrorCodes.INVALID_OPTIONS, 'tenant', "must be 1 to 128 characters without '|'");
     }
-    if (options.priority !== undefined && options.priority !== 'core' && options.priority !== 'normal') {
-      throw invalid(ErrorCodes.INVALID_OPTIONS, 'priority', 'must be one of core, normal');
+    // Which tiers a resource has is the service's to say (SLUICE_ERR_UNKNOWN_TIER); the shape is checked here.
+    if (options.priority !== undefined && !isTierName(options.priority)) {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'priority', `must be a tier name (${TIER_NAME})`);
     }
     const item: CheckItem = {
       resource,
