@@ -3,6 +3,7 @@ import { Charts } from './charts.js';
 import { byId } from './dom.js';
 import { RateHistory, limitPerSecond } from './lib/rates.js';
 import { RulesPanel } from './rules.js';
+import { TiersPanel } from './tiers.js';
 
 /** How often `/v1/stats` is read; rates are the differences between consecutive reads. */
 const POLL_MS = 1000;
@@ -10,6 +11,8 @@ const POLL_MS = 1000;
 const history = new RateHistory({ windowMs: 5 * 60_000, maxResources: 200 });
 const charts = new Charts(byId('charts'), byId('charts-empty'));
 const rules = new RulesPanel();
+const tiersTable = byId('tiers');
+const tiers = new TiersPanel(byId('tiers-panel'), tiersTable.querySelector('tbody') ?? tiersTable);
 const connection = byId('connection');
 const statsVersion = byId('stats-version');
 /** Limit per second per key, by resource, from `/v1/resources` (read again when the rules change). */
@@ -34,6 +37,7 @@ async function poll() {
     if (snapshot.version !== limitsVersion) await refreshLimits(snapshot.version);
     history.add(snapshot);
     charts.render(history, limitRates);
+    tiers.render(snapshot);
     statsVersion.textContent = `v${snapshot.version}`;
     connection.textContent = 'live';
     connection.setAttribute('data-state', 'live');

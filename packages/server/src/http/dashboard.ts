@@ -20,6 +20,7 @@ export const DASHBOARD_FILES: Readonly<Record<string, { readonly path: string; r
   'charts.js': { path: 'dashboard/charts.js', type: 'text/javascript; charset=utf-8' },
   'rules.js': { path: 'dashboard/rules.js', type: 'text/javascript; charset=utf-8' },
   'dom.js': { path: 'dashboard/dom.js', type: 'text/javascript; charset=utf-8' },
+  'tiers.js': { path: 'dashboard/tiers.js', type: 'text/javascript; charset=utf-8' },
   'style.css': { path: 'dashboard/style.css', type: 'text/css; charset=utf-8' },
   'favicon.svg': { path: 'dashboard/favicon.svg', type: 'image/svg+xml' },
   'lib/rates.js': { path: 'dist/stats/rates.js', type: 'text/javascript; charset=utf-8' },
