@@ -108,6 +108,34 @@ describe('priority tiers', () => {
   });
 });
 
+describe('the worked example of docs/control-plane.md', () => {
+  it('answers as the section says', async () => {
+    const limiter = new Limiter({
+      resources: {
+        payments: {
+          limits: { algorithm: 'token-bucket', limit: 10, windowMs: minute },
+          priority: { tiers, default: 'standard' },
+          boost: { limit: 3, windowMs: minute, tiers: ['vip'] },
+        },
+      },
+      clock: new ManualClock(),
+    });
+    expect(await take(limiter, 'payments', 12)).toBe(8);
+    expect(await take(limiter, 'payments', 3, { priority: 'bulk' })).toBe(0);
+    const vip = [];
+    for (let i = 0; i < 6; i++) vip.push(await limiter.try('payments', { priority: 'vip' }));
+    expect(vip.map((d) => (d.boosted === true ? 'boosted' : d.allowed ? 'allowed' : 'denied'))).toEqual([
+      'allowed',
+      'allowed',
+      'boosted',
+      'boosted',
+      'boosted',
+      'denied',
+    ]);
+    await limiter.close();
+  });
+});
+
 describe('the boost pool', () => {
   const resource = (boost: ResourceOptions['boost']): ResourceOptions => ({
     limits: fixed,
@@ -181,6 +209,19 @@ describe('the boost pool', () => {
     expect(() => limiter.setLimits('api', resource(boost as ResourceOptions['boost']))).toThrow(
       expect.objectContaining({ code: ErrorCodes.INVALID_OPTIONS, field, message: expect.stringContaining(message) as string }),
     );
+  });
+
+  it('is never reserved in batches, nor booked: both would bypass the pool', async () => {
+    const limiter = new Limiter({
+      resources: { api: resource({ limit: 1, windowMs: minute, algorithm: 'fixed-window', tiers: ['standard'] }) },
+      clock: new ManualClock(),
+    });
+    expect(limiter.settingsOf('api').reservable).toBe(false);
+    await expect(limiter.reserve('api', { min: 1, max: 5 })).rejects.toMatchObject({ code: ErrorCodes.INVALID_OPTIONS });
+    expect(await take(limiter, 'api', 8)).toBe(8);
+    const d = await limiter.book('api', { id: 'b-1' });
+    expect(d).toMatchObject({ allowed: true, boosted: true, booking: { outcome: 'admitted' } });
+    await limiter.close();
   });
 
   it('checks the pool limit as a policy and refuses leases with a pool', () => {
