@@ -443,7 +443,8 @@ export class RemoteLimiter implements RateLimiter {
       throw invalid(ErrorCodes.INVALID_OPTIONS, 'tenant', "must be 1 to 128 characters without '|'");
     }
     // Which tiers a resource has is the service's to say (SLUICE_ERR_UNKNOWN_TIER); the shape is checked here.
-    if (options.priority !== undefined && !isTierName(options.priority)) {
+    const priority = options.priority ?? this.#o.priority;
+    if (priority !== undefined && !isTierName(priority)) {
       throw invalid(ErrorCodes.INVALID_OPTIONS, 'priority', `must be a tier name (${TIER_NAME})`);
     }
     const item: CheckItem = {
@@ -451,7 +452,7 @@ export class RemoteLimiter implements RateLimiter {
       ...(key === '' ? {} : { key }),
       ...(cost === 1 ? {} : { cost }),
       ...(options.tenant === undefined ? {} : { tenant: options.tenant }),
-      ...(options.priority === undefined ? {} : { priority: options.priority }),
+      ...(priority === undefined ? {} : { priority }),
     };
     // A tenant's quota lives on the service: its calls are decided there, never from the lease.
     return { resource, view, leased: this.#leased(view) && options.tenant === undefined, key, cost, item };

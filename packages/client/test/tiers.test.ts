@@ -63,4 +63,21 @@ describe('tiers through remote clients of two services sharing one Redis', () =>
       field: 'priority',
     });
   });
+
+  it('take a client-wide default tier for calls that name none', async () => {
+    expect(() => new RemoteLimiter({ url: a.url, priority: 'not a tier' })).toThrow(
+      expect.objectContaining({ code: ErrorCodes.INVALID_OPTIONS, field: 'priority' }),
+    );
+    const vipClient = new RemoteLimiter({ url: b.url, checkTimeoutMs: 2000, priority: 'vip' });
+    try {
+      expect(await vipClient.ready()).toBe(true);
+      const standard = await Promise.all(Array.from({ length: 31 }, () => ca.try('payments', { key: 'solo' })));
+      expect(standard.filter((d) => d.allowed)).toHaveLength(30);
+      // Past standard's part: this client's calls are vip, and vip may use the rest.
+      expect(await vipClient.try('payments', { key: 'solo' })).toMatchObject({ allowed: true });
+      expect(await vipClient.try('payments', { key: 'solo', priority: 'standard' })).toMatchObject({ allowed: false });
+    } finally {
+      await vipClient.close();
+    }
+  });
 });
