@@ -8,7 +8,8 @@ export interface CheckItem {
   readonly key?: string;
   readonly cost?: number;
   readonly tenant?: string;
-  readonly priority?: 'core' | 'normal';
+  /** A tier name: `core`, `normal` or a tier the resource declares (the service checks which). */
+  readonly priority?: string;
 }
 
 /** One booking call as the service takes it (`/v1/book`, `/v1/claim`). */

@@ -5,7 +5,9 @@ import {
   compileResource,
   intOption,
   invalid,
+  isTierName,
   resolveLogger,
+  TIER_NAME,
   systemClock,
   type Clock,
   type LimiterObserver,
@@ -30,6 +32,12 @@ export interface RemoteLimiterOptions {
   token?: string;
   /** Most keep-alive connections to the service. @default 16 */
   connections?: number;
+  /**
+   * The tier of this client's calls that name none (`TryOptions.priority`), e.g. `vip` for a
+   * process that serves only VIP traffic. A tier name; the service says which tiers a resource
+   * has (`SLUICE_ERR_UNKNOWN_TIER`). @default unset: each resource's default tier
+   */
+  priority?: string;
   /**
    * A fixed timeout of a check (and of book, claim, release, renew, adjust, reserve and cancel), in ms.
    * @default adaptive: 3 x the p99.9 of the last 1000 answers, between 100 ms and 1 s, doubled
@@ -126,6 +134,7 @@ export interface CompiledRemoteOptions {
   readonly observer: LimiterObserver | undefined;
   readonly clock: Clock;
   readonly transport: Transport | undefined;
+  readonly priority: string | undefined;
 }
 
 export { intOption };
@@ -157,6 +166,9 @@ export function compileRemoteOptions(o: RemoteLimiterOptions): CompiledRemoteOpt
     // Checked the way a rule's lease settings are.
     compileResource('client', { limits: { algorithm: 'fixed-window', limit: 1 }, lease: o.lease }, systemClock);
   }
+  if (o.priority !== undefined && !isTierName(o.priority)) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'priority', `must be a tier name (${TIER_NAME})`);
+  }
   const probeIntervalMs = intOption(o.probeIntervalMs, 'probeIntervalMs', 50, 1, 60_000);
   return Object.freeze({
     url: url.origin,
@@ -182,5 +194,6 @@ export function compileRemoteOptions(o: RemoteLimiterOptions): CompiledRemoteOpt
     observer: o.observer,
     clock: o.clock ?? systemClock,
     transport: o.transport,
+    priority: o.priority,
   });
 }

@@ -11,6 +11,8 @@ import {
   optionsPermitId,
   invalid,
   isLocalPermit,
+  isTierName,
+  TIER_NAME,
   type AcquireOptions,
   type AdjustOptions,
   type BookOptions,
@@ -505,15 +507,17 @@ export class RemoteLimiter implements RateLimiter {
     if (options.tenant !== undefined && (typeof options.tenant !== 'string' || !TENANT_PATTERN.test(options.tenant))) {
       throw invalid(ErrorCodes.INVALID_OPTIONS, 'tenant', "must be 1 to 128 characters without '|'");
     }
-    if (options.priority !== undefined && options.priority !== 'core' && options.priority !== 'normal') {
-      throw invalid(ErrorCodes.INVALID_OPTIONS, 'priority', 'must be one of core, normal');
+    // Which tiers a resource has is the service's to say (SLUICE_ERR_UNKNOWN_TIER); the shape is checked here.
+    const priority = options.priority ?? this.#o.priority;
+    if (priority !== undefined && !isTierName(priority)) {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'priority', `must be a tier name (${TIER_NAME})`);
     }
     const item: CheckItem = {
       resource,
       ...(key === '' ? {} : { key }),
       ...(cost === 1 ? {} : { cost }),
       ...(options.tenant === undefined ? {} : { tenant: options.tenant }),
-      ...(options.priority === undefined ? {} : { priority: options.priority }),
+      ...(priority === undefined ? {} : { priority }),
     };
     // A tenant's quota lives on the service: its calls are decided there, never from the lease.
     return { resource, view, leased: this.#leased(view) && options.tenant === undefined, key, cost, item };

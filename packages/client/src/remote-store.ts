@@ -25,7 +25,7 @@ function split(request: { readonly parts?: StorageKeyParts }): { resource: strin
   if (parts === undefined) {
     throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'a request to the service must name its resource and key (parts)');
   }
-  if (parts.tenant !== undefined || parts.part !== undefined) {
+  if (parts.tenant !== undefined || parts.part !== undefined || parts.pool !== undefined) {
     throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'tenant quotas and split resources are not leased by the client');
   }
   return parts.key === '' ? { resource: parts.resource } : { resource: parts.resource, key: parts.key };

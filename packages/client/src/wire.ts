@@ -42,6 +42,7 @@ export function decisionFromBody(body: unknown): Decision {
     ...(num(body.waitedMs) ? { waitedMs: body.waitedMs } : {}),
     ...(isObject(body.shadow) ? { shadow: body.shadow as unknown as NonNullable<Decision['shadow']> } : {}),
     ...(body.booking === undefined ? {} : { booking: bookingFromBody(body.booking) }),
+    ...(body.boosted === true ? { boosted: true as const } : {}),
   };
 }
 

@@ -94,6 +94,11 @@ export interface Decision {
   readonly shadow?: { readonly reason: DecisionReason; readonly retryAfterMs: number };
   /** For `Limiter.book` and `claim`: the booking this call made, holds or used. */
   readonly booking?: BookingInfo;
+  /**
+   * Set when the resource's limits denied the call and its boost pool admitted it (the call's
+   * tier may draw on the pool): the figures are the pool's.
+   */
+  readonly boosted?: true;
 }
 
 /**

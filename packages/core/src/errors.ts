@@ -18,6 +18,8 @@ export const ErrorCodes = {
   INVALID_OPTIONS: 'SLUICE_ERR_INVALID_OPTIONS',
   /** A resource name was used that no policy is configured for. */
   UNKNOWN_RESOURCE: 'SLUICE_ERR_UNKNOWN_RESOURCE',
+  /** A call names a priority tier its resource does not declare (`priority.tiers`). */
+  UNKNOWN_TIER: 'SLUICE_ERR_UNKNOWN_TIER',
   /** The backing store did not answer within its command timeout. */
   STORE_TIMEOUT: 'SLUICE_ERR_STORE_TIMEOUT',
   /** The backing store is unreachable or refused the command. */

@@ -158,6 +158,18 @@ export {
   type ResourceOptions,
 } from './resource.js';
 export {
+  MAX_TIERS,
+  MAX_TIER_HOLDBACK,
+  TIER_NAME,
+  isTierName,
+  type BoostOptions,
+  type CompiledBoost,
+  type CompiledPriority,
+  type CompiledTier,
+  type TierOptions,
+} from './tiers.js';
+export {
+  boostKey,
   escapeKey,
   hasLoneSurrogate,
   parseStorageKey,

@@ -31,13 +31,13 @@ import type {
   BookOptions,
   CancelOptions,
   PermitOptions,
-  Priority,
   RateLimiter,
   TryOptions,
 } from './rate-limiter.js';
 
 import { compileResource, isTenantName, type CompiledResource, type ResourceConfig } from './resource.js';
 import { resourceKey, storageKey, type StorageKeyParts } from './storage-key.js';
+import { tierOf, type CompiledTier } from './tiers.js';
 import type { LimitStore } from './store.js';
 import { Waiting, type WaitCall } from './wait-queue.js';
 import type { FleetBreakerPolicy } from './fleet-breaker-state.js';
@@ -113,8 +113,6 @@ export interface LimiterOptions {
    */
   tallyOutcomes?: boolean;
 }
-
-const PRIORITIES: readonly Priority[] = ['core', 'normal'];
 
 /** The options of a call that gives none (shared, so such a call allocates nothing for them). */
 const NO_OPTIONS: TryOptions = Object.freeze({});
@@ -438,7 +436,7 @@ export class Limiter implements RateLimiter {
     if (local === undefined) return undefined;
     // Counted only when answered here: a call left to `try` is counted there.
     this.#noteHot(call);
-    return this.#observe(resource, 'try', local);
+    return this.#observe(resource, 'try', local, call.tier);
   }
 
   /**
@@ -449,7 +447,7 @@ export class Limiter implements RateLimiter {
   #tryLease(r: CompiledResource, options: TryOptions): Decision | undefined {
     if (r.breaker !== undefined && r.breaker.state === 'open') return undefined;
     if (r.fleetBreaker !== undefined && this.#outcomes?.of(r)?.stateForAdmission() !== 'closed') return undefined;
-    if (options.priority !== undefined) checkPriority(options.priority);
+    const tier = tierOf(r.priority, options.priority, r.name);
     const cost = options.cost === undefined ? 1 : checkCost(options.cost, r.limits);
     const sub = options.key ?? '';
     const local = this.#leases.takeLocalOf(r.name, sub, r.limits, cost);
@@ -458,15 +456,17 @@ export class Limiter implements RateLimiter {
       return undefined;
     }
     if (r.hotKeys !== undefined) this.#hot.get(r.name)?.record(sub, this.#clock.now());
-    return this.#observe(r.name, 'try', local);
+    return this.#observe(r.name, 'try', local, tier);
   }
 
   /** Decides now, without waiting. Being limited resolves to a denied decision. */
   try(resource: string, options: TryOptions = {}): Promise<Decision> {
     let decided: Promise<Decision>;
+    let tier: CompiledTier;
     try {
       const call = this.#prepare(resource, options);
       this.#noteHot(call);
+      tier = call.tier;
       const r = call.resource;
       // The common call (one key, no breaker, tenant or shadow mode) goes straight to its key;
       // #consume would decide it the same way, with bookkeeping only `acquire` needs.
@@ -475,13 +475,14 @@ export class Limiter implements RateLimiter {
         r.fleetBreaker === undefined &&
         r.split === 1 &&
         !r.shadow &&
+        r.boost === undefined &&
         this.#tenantLimits(call) === undefined
-          ? this.#consumeKey(r, call.key, call.parts, call.limits, call.cost, call.priority === 'core' ? 0 : r.coreShare)
+          ? this.#consumeKey(r, call.key, call.parts, call.limits, call.cost, call.tier.holdback)
           : this.#consume(call);
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
-    return decided.then((d) => this.#observe(resource, 'try', d));
+    return decided.then((d) => this.#observe(resource, 'try', d, tier));
   }
 
   /**
@@ -509,15 +510,15 @@ export class Limiter implements RateLimiter {
           await this.#giveBack(this.#charges.get(last) ?? [], cost);
           throwIfAborted(signal);
         }
-        return this.#observe(resource, 'acquire', last);
+        return this.#observe(resource, 'acquire', last, call.tier);
       }
       // A rate limit's retry-after is exact, so a wait that cannot fit is refused at once. A
       // concurrency limit's is only the worst case (leases may be released sooner): queue.
       if (last.reason === 'rate_limited' && last.retryAfterMs > maxWaitMs) {
-        return this.#observe(resource, 'acquire', { ...withReason(last, 'wait_timeout', false), waitedMs: 0 });
+        return this.#observe(resource, 'acquire', { ...withReason(last, 'wait_timeout', false), waitedMs: 0 }, call.tier);
       }
       if (last.reason !== 'rate_limited' && last.reason !== 'concurrency_limited')
-        return this.#observe(resource, 'acquire', last);
+        return this.#observe(resource, 'acquire', last, call.tier);
     } else {
       last = queue.last;
     }
@@ -553,7 +554,7 @@ export class Limiter implements RateLimiter {
   async cancel(resource: string, options: CancelOptions): Promise<boolean> {
     const { key, limits, resource: r } = this.#prepare(resource, { key: options.key, cost: 0 });
     const id = checkBookingId(options.id, 'id');
-    if (!bookable(r, undefined, 'core')) return false;
+    if (!bookable(r, undefined, 0)) return false;
     const found = await this.#failover.cancel({ key, limits, id });
     if (found) {
       this.#prefilter.forget(filterKey(key, false));
@@ -567,16 +568,16 @@ export class Limiter implements RateLimiter {
     const id = checkBookingId(options.id, 'id');
     const r = call.resource;
     // A plain call is counted by `try` below.
-    if (bookable(r, call.tenant, call.priority)) this.#noteHot(call);
+    if (bookable(r, call.tenant, call.tier.holdback)) this.#noteHot(call);
     const plain = (d: Decision): Decision => ({ ...d, booking: info(d.allowed ? 'admitted' : 'denied', id) });
-    if (!bookable(r, call.tenant, call.priority)) {
+    if (!bookable(r, call.tenant, call.tier.holdback)) {
       // Nothing of it can have been booked: a claim finds nothing, a booking is a plain call.
-      if (!create) return this.#observe(resource, 'book', nothingToClaim(r.limits, id));
+      if (!create) return this.#observe(resource, 'book', nothingToClaim(r.limits, id), call.tier);
       return plain(await this.try(resource, options));
     }
     if (r.breaker !== undefined) {
       const pass = r.breaker.tryPass();
-      if (!pass.allowed) return this.#observe(resource, 'book', plain(breakerDecision(r.limits, pass.retryAfterMs)));
+      if (!pass.allowed) return this.#observe(resource, 'book', plain(breakerDecision(r.limits, pass.retryAfterMs)), call.tier);
     }
     const fleet = r.fleetBreaker === undefined ? undefined : await this.#outcomes?.of(r)?.admit();
     if (fleet?.allowed === false) {
@@ -600,7 +601,7 @@ export class Limiter implements RateLimiter {
       decision = { ...decision, allowed: false, reason: 'rate_limited', retryAfterMs: 0 };
     }
     if (result.fallback === true) decision = fallbackDecision(decision, result.unavailable === true);
-    return this.#observe(resource, 'book', { ...decision, booking });
+    return this.#observe(resource, 'book', { ...decision, booking }, call.tier);
   }
 
   /** Frees a concurrency permit. False if it had already expired or been released. */
@@ -653,8 +654,9 @@ export class Limiter implements RateLimiter {
     }
     if (delta < 0) {
       // Refunded here: what the pre-filter learnt of these keys no longer holds.
-      this.#prefilter.forget(key);
-      if (tenantKey !== undefined) this.#prefilter.forget(tenantKey);
+      const holdbacks = call.resource.priority.tiers.map((t) => t.holdback);
+      this.#prefilter.forget(key, holdbacks);
+      if (tenantKey !== undefined) this.#prefilter.forget(tenantKey, holdbacks);
       this.#waiting.wake(key);
     }
   }
@@ -682,6 +684,8 @@ export class Limiter implements RateLimiter {
     if (r.split > 1) throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', 'split resources cannot be reserved');
     // A batch taken at once cannot keep the share kept for core traffic.
     if (r.coreShare > 0) throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', 'resources with a core share cannot be reserved');
+    if (r.boost !== undefined)
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', 'resources with a boost pool cannot be reserved');
     const min = checkCost(options.min, r.limits, 'min');
     const rawMax: unknown = options.max;
     if (typeof rawMax !== 'number' || !Number.isInteger(rawMax) || rawMax < min || rawMax > MAX_COST || min < 1) {
@@ -702,8 +706,9 @@ export class Limiter implements RateLimiter {
    * policy, and whether {@link reserve} accepts it.
    */
   settingsOf(resource: string): Pick<CompiledResource, 'limits' | 'lease' | 'onStoreFailure'> & { reservable: boolean } {
-    const { limits, lease, onStoreFailure, split, coreShare } = this.#resource(resource);
-    const reservable = split === 1 && coreShare === 0 && !hasConcurrency(limits);
+    const { limits, lease, onStoreFailure, split, coreShare, boost } = this.#resource(resource);
+    // A batch served locally would neither keep the tiers' shares nor reach the boost pool.
+    const reservable = split === 1 && coreShare === 0 && boost === undefined && !hasConcurrency(limits);
     return { limits, lease, onStoreFailure, reservable };
   }
 
@@ -728,9 +733,19 @@ export class Limiter implements RateLimiter {
     // A split key's call must fit in one sub-key's share.
     const cost = checkCost(options.cost ?? 1, r.split > 1 ? r.splitLimits[r.split - 1]! : r.limits);
     const tenant = options.tenant === undefined ? undefined : checkTenant(options.tenant);
-    const priority = checkPriority(options.priority ?? 'normal');
+    const tier = tierOf(r.priority, options.priority, resource);
     const parts = { resource, key: sub };
-    return { resource: r, sub, key: resourceKey(resource, sub), parts, limits: r.limits, cost, tenant, priority };
+    return {
+      resource: r,
+      sub,
+      key: resourceKey(resource, sub),
+      parts,
+      limits: r.limits,
+      cost,
+      tenant,
+      priority: tier.name,
+      tier,
+    };
   }
 
   /** One decision: breaker, tenant quota, the resource's limits, shadow mode. */
@@ -744,7 +759,7 @@ export class Limiter implements RateLimiter {
       const pass = await this.#outcomes?.of(resource)?.admit();
       if (pass?.allowed === false) return breakerDecision(limits, pass.retryAfterMs);
     }
-    const coreShare = call.priority === 'core' ? 0 : resource.coreShare;
+    const coreShare = call.tier.holdback;
     const tenantLimits = this.#tenantLimits(call);
     let decision: Decision;
     const charges: Charge[] = [];
@@ -764,6 +779,9 @@ export class Limiter implements RateLimiter {
         if (!decision.allowed) await this.#giveBack(charges.splice(0), cost);
       }
     }
+    if (call.tier.boost && !decision.allowed && decision.reason === 'rate_limited') {
+      decision = await this.#boost(call, decision, charges);
+    }
     if (resource.shadow && !decision.allowed) {
       // Shadow mode: decide and count, never block.
       const shadow = { reason: decision.reason, retryAfterMs: decision.retryAfterMs };
@@ -771,6 +789,23 @@ export class Limiter implements RateLimiter {
     }
     if (decision.allowed && charges.length > 0) this.#charges.set(decision, charges);
     return decision;
+  }
+
+  /**
+   * A denied call of a tier that may draw on the boost pool: one consume on the pool's own key.
+   * Admitted: the call is charged to the pool alone (`charges` names it) and marked `boosted`.
+   * Denied: the resource's denial, retrying when either the limits or the pool have room again.
+   */
+  async #boost(call: Call, denied: Decision, charges: Charge[]): Promise<Decision> {
+    const limits = call.resource.boost!.limits;
+    const parts = { resource: call.resource.name, key: call.sub, pool: 'boost' as const };
+    const key = storageKey(parts);
+    const d = await this.#consumeKey(call.resource, key, parts, limits, call.cost, 0);
+    if (d.allowed) {
+      charges.push({ key, parts, limits, permitId: undefined });
+      return { ...d, boosted: true };
+    }
+    return d.reason === 'rate_limited' ? { ...denied, retryAfterMs: Math.min(denied.retryAfterMs, d.retryAfterMs) } : denied;
   }
 
   /** The resource's own limits, on its key or spread over its sub-keys. */
@@ -815,7 +850,7 @@ export class Limiter implements RateLimiter {
     coreShare: number,
   ): Promise<Decision> {
     // Normal and core traffic see different limits when a core share is kept: separate entries.
-    const entry = filterKey(key, coreShare > 0);
+    const entry = filterKey(key, coreShare);
     // An empty pre-filter (the usual state) has nothing to say: skip the lookup and the clock.
     const prefilter = resource.prefilter ? this.#prefilter : undefined;
     if (prefilter !== undefined && prefilter.size > 0) {
@@ -856,9 +891,9 @@ export class Limiter implements RateLimiter {
       decide: (cost) => this.#consume({ ...call, cost }),
       giveBack: (d, cost) => this.#giveBack(this.#charges.get(d) ?? [], cost),
       answer: (d, waitedMs) => {
-        if (waitedMs === undefined) return this.#observe(resource, 'acquire', d);
+        if (waitedMs === undefined) return this.#observe(resource, 'acquire', d, call.tier);
         this.#observer?.waited?.({ resource, waitedMs, outcome: d.allowed ? 'granted' : 'timeout' });
-        return this.#observe(resource, 'acquire', { ...d, waitedMs });
+        return this.#observe(resource, 'acquire', { ...d, waitedMs }, call.tier);
       },
       failed: (e, waitedMs) => {
         const outcome = e instanceof SluiceError && e.code === ErrorCodes.ABORTED ? 'aborted' : 'error';
@@ -873,8 +908,10 @@ export class Limiter implements RateLimiter {
     return tenant === undefined ? undefined : (resource.tenants.get(tenant) ?? resource.tenants.get('*'));
   }
 
-  #observe(resource: string, mode: DecisionMode, decision: Decision): Decision {
-    this.#observer?.decided?.({ resource, mode, decision });
+  /** Tells the observer; `tier` is named only on resources that declare tiers (bounded label values). */
+  #observe(resource: string, mode: DecisionMode, decision: Decision, tier?: CompiledTier): Decision {
+    const label = tier?.label;
+    this.#observer?.decided?.(label === undefined ? { resource, mode, decision } : { resource, mode, decision, tier: label });
     return decision;
   }
 }
@@ -904,7 +941,9 @@ interface Call {
   readonly limits: readonly CompiledLimit[];
   readonly cost: number;
   readonly tenant: string | undefined;
-  readonly priority: Priority;
+  /** The tier's name. */
+  readonly priority: string;
+  readonly tier: CompiledTier;
 }
 
 /** Permits taken on one storage key (and the concurrency permit, if any). */
@@ -914,13 +953,6 @@ interface Charge {
   readonly limits: readonly CompiledLimit[];
   /** The concurrency permit taken, if any (a decision's `permitId`). */
   readonly permitId: string | undefined;
-}
-
-function checkPriority(priority: unknown): Priority {
-  if (!PRIORITIES.includes(priority as Priority)) {
-    throw invalid(ErrorCodes.INVALID_OPTIONS, 'priority', `must be one of ${PRIORITIES.join(', ')}`);
-  }
-  return priority as Priority;
 }
 
 function checkTenant(tenant: unknown): string {
@@ -934,13 +966,14 @@ function checkTenant(tenant: unknown): string {
  * True when a call on the resource can be booked: its limits are rate limits on one key, with
  * nothing that decides across several keys or outside the store (see {@link Limiter.book}).
  */
-function bookable(r: CompiledResource, tenant: string | undefined, priority: Priority): boolean {
+function bookable(r: CompiledResource, tenant: string | undefined, holdback: number): boolean {
   return (
     r.split === 1 &&
     !r.shadow &&
     r.lease === undefined &&
     tenant === undefined &&
-    (r.coreShare === 0 || priority === 'core') &&
+    holdback === 0 &&
+    r.boost === undefined &&
     !hasConcurrency(r.limits)
   );
 }
@@ -971,6 +1004,6 @@ function breakerDecision(limits: readonly CompiledLimit[], retryAfterMs: number)
 
 /** Which of a key's wait queues a call waits in: its priority and tenant (see {@link WaitQueues}). */
 function waitKind(call: Call): string {
-  // Priorities are a fixed set without '|', so the tenant after it is read unambiguously.
+  // Tier names have no '|' (TIER_NAME), so the tenant after it is read unambiguously.
   return `${call.priority}|${call.tenant ?? ''}`;
 }

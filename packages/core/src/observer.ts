@@ -9,8 +9,11 @@ export type DecisionMode = 'try' | 'acquire' | 'book';
  * implement them. Hooks must be cheap and must not throw.
  */
 export interface LimiterObserver {
-  /** Every decision returned to a caller. */
-  decided?(event: { resource: string; mode: DecisionMode; decision: Decision }): void;
+  /**
+   * Every decision returned to a caller; `tier` names the call's tier when the resource declares
+   * `priority.tiers` (else it is absent).
+   */
+  decided?(event: { resource: string; mode: DecisionMode; decision: Decision; tier?: string }): void;
   /** A lease refill: one round trip that took `granted` permits (0 when denied). */
   leaseRefilled?(event: { resource: string; granted: number }): void;
   /** The store became unavailable (`healthy: false`) or answered again. */

@@ -15,12 +15,15 @@ interface Blocked {
  * past `maxKeys`, the oldest entry goes (found in O(1) amortised, see {@link OldestFirst}).
  */
 /**
- * The pre-filter's entry of a storage key: normal and core traffic see different limits when a
- * share is reserved, so normal traffic's entry has a namespace of its own. A storage key starts
- * with its resource name (`RESOURCE_PATTERN`: printable ASCII), so none starts with NUL.
+ * The pre-filter's entry of a storage key: tiers see different limits when shares are kept, so
+ * each hold-back (the share of every limit a tier may not use, see tiers.ts) has a namespace of
+ * its own: `true` or a number above 0. A storage key starts with its resource name
+ * (`RESOURCE_PATTERN`: printable ASCII), so none starts with NUL, and a resource name is
+ * followed by `|` or nothing, so the hold-back between two NULs is read unambiguously.
  */
-export function filterKey(key: string, reserved: boolean): string {
-  return reserved ? `\u0000${key}` : key;
+export function filterKey(key: string, holdback: boolean | number): string {
+  if (holdback === false || holdback === 0) return key;
+  return holdback === true ? `\u0000${key}` : `\u0000${holdback}\u0000${key}`;
 }
 
 export class Prefilter {
@@ -55,10 +58,14 @@ export class Prefilter {
     this.#blocked.set(key, { until: now + decision.retryAfterMs, cost, decision: { ...decision, source: 'prefilter' } });
   }
 
-  /** Forgets what was learnt of `key` (both entries: see `filterKey`), e.g. after a refund made here. */
-  forget(key: string): void {
+  /**
+   * Forgets what was learnt of `key` (every entry: see `filterKey`; `holdbacks` are those of the
+   * resource's tiers), e.g. after a refund made here.
+   */
+  forget(key: string, holdbacks: readonly number[] = []): void {
     this.#blocked.delete(key);
     this.#blocked.delete(filterKey(key, true));
+    for (const h of holdbacks) if (h > 0) this.#blocked.delete(filterKey(key, h));
   }
 
   /** Forgets everything, e.g. after a rule change. */

@@ -58,15 +58,19 @@ export interface TryOptions {
    */
   tenant?: string;
   /**
-   * `core` traffic may use the whole limit; `normal` traffic cannot touch the share the
-   * resource keeps for core (`priority.coreShare`), so it is shed first.
-   * @default 'normal'
+   * The call's tier. On a resource with `priority.coreShare`: `core` traffic may use the whole
+   * limit; `normal` traffic cannot touch the share kept for core, so it is shed first. On a
+   * resource with `priority.tiers`: one of its tier names (another is `SLUICE_ERR_UNKNOWN_TIER`).
+   * @default the resource's default tier (`normal` without declared tiers)
    */
   priority?: Priority;
 }
 
-/** Traffic classes: `core` may use the core share, `normal` is shed first. */
-export type Priority = 'core' | 'normal';
+/**
+ * A tier name: `core` or `normal` (`core` may use the core share, `normal` is shed first), or a
+ * tier the resource declares in `priority.tiers`.
+ */
+export type Priority = 'core' | 'normal' | (string & NonNullable<unknown>);
 
 /** Options of `acquire`. */
 export interface AcquireOptions extends TryOptions {

@@ -8,6 +8,17 @@ import { BOOKING_BOUNDS, DEFAULT_BOOKING, type BookingBounds } from './booking.j
 import { intOption } from './options.js';
 import { compileLimits, type CompiledLimit, type LimitPolicy } from './policy.js';
 import { hasLoneSurrogate } from './storage-key.js';
+import {
+  compileBoost,
+  compilePriority,
+  twoTiers,
+  type BoostOptions,
+  type CompiledBoost,
+  type CompiledPriority,
+  type PriorityOptions,
+} from './tiers.js';
+
+export type { PriorityOptions } from './tiers.js';
 
 /** Everything configured for one downstream resource. */
 export interface ResourceOptions {
@@ -40,8 +51,15 @@ export interface ResourceOptions {
   /**
    * `coreShare`: a share of every limit (0..0.9) that only `core` traffic may use; `normal` is
    * shed first. `reserved` is its former name, still accepted (giving both is an error).
+   * `tiers` (instead of `coreShare`): ordered tiers, highest first, each keeping a share of every
+   * limit from the tiers below it; `default` names the tier of calls that give none (see tiers.ts).
    */
   priority?: PriorityOptions;
+  /**
+   * A bounded pool that calls of the listed tiers draw on when the resource's limits deny them
+   * (see tiers.ts). Not with concurrency limits or leases.
+   */
+  boost?: BoostOptions;
   /**
    * Quotas per tenant, inside the resource's limits: a call for a tenant must fit both. The
    * `'*'` entry applies to tenants without their own.
@@ -87,8 +105,15 @@ export interface CompiledResource {
   /** With `split > 1`: the limits of each sub-key (shares summing to the whole). */
   readonly splitLimits: readonly (readonly CompiledLimit[])[];
   readonly shadow: boolean;
-  /** Share of every limit kept for core traffic (0 when none). */
+  /**
+   * Share of every limit kept for core traffic (0 when none); with tiers, the share the lowest
+   * tier may not use (the largest hold-back).
+   */
   readonly coreShare: number;
+  /** The resource's tiers (`core` and `normal` unless it declares its own). */
+  readonly priority: CompiledPriority;
+  /** The boost pool, if any. */
+  readonly boost: CompiledBoost | undefined;
   /** @deprecated Use {@link coreShare} (the same value). */
   readonly reserved: number;
   readonly tenants: ReadonlyMap<string, readonly CompiledLimit[]>;
@@ -102,12 +127,26 @@ export const MAX_CORE_SHARE = 0.9;
 /** @deprecated Use {@link MAX_CORE_SHARE}. */
 export const MAX_RESERVED_SHARE = MAX_CORE_SHARE;
 
-/** A resource's traffic classes (see {@link ResourceOptions.priority}). */
-export interface PriorityOptions {
-  /** A share of every limit (0..0.9) that only `core` traffic may use. */
-  coreShare?: number;
-  /** @deprecated Use {@link coreShare} (giving both is `SLUICE_ERR_INVALID_OPTIONS`). */
-  reserved?: number;
+/** The tiers of a resource without `priority` options: `core` and `normal`, nothing kept. */
+const NO_TIERS = twoTiers(0);
+
+/** A resource's tiers and boost pool (the pool's tiers must be tiers of the resource). */
+function compileTiers(config: ResourceOptions, path: string): { priority: CompiledPriority; boost: CompiledBoost | undefined } {
+  const p = config.priority;
+  if (p !== undefined && (typeof p !== 'object' || p === null)) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.priority`, 'must be an object');
+  }
+  for (const k of Object.keys(p ?? {})) {
+    if (!['coreShare', 'reserved', 'tiers', 'default'].includes(k)) {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.priority.${k}`, 'unknown field');
+    }
+  }
+  const coreShare = p?.tiers === undefined ? compileCoreShare(p, `${path}.priority`) : 0;
+  const names = compilePriority(p, coreShare, `${path}.priority`).tiers.map((t) => t.name);
+  const boost = compileBoost(config.boost, names, `${path}.boost`);
+  if (boost === undefined)
+    return { priority: p === undefined ? NO_TIERS : compilePriority(p, coreShare, `${path}.priority`), boost };
+  return { priority: compilePriority(p, coreShare, `${path}.priority`, boost.tiers), boost };
 }
 
 /** The core share of `priority` options, checked (`path` names them in errors). */
@@ -180,6 +219,8 @@ export function compileResource(
       shadow: false,
       coreShare: 0,
       reserved: 0,
+      priority: NO_TIERS,
+      boost: undefined,
       tenants: new Map(),
       booking: DEFAULT_BOOKING,
     });
@@ -198,6 +239,7 @@ export function compileResource(
         'tenants',
         'booking',
         'hotKeys',
+        'boost',
       ].includes(k)
     )
       throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.${k}`, 'unknown field');
@@ -222,9 +264,16 @@ export function compileResource(
   if (config.shadow !== undefined && typeof config.shadow !== 'boolean') {
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.shadow`, 'must be a boolean');
   }
-  const coreShare = compileCoreShare(config.priority, `${path}.priority`);
+  const { priority, boost } = compileTiers(config, `${path}`);
+  const coreShare = priority.tiers[priority.tiers.length - 1]!.holdback;
   if (coreShare > 0 && config.lease !== undefined) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.priority`, 'a core share cannot be combined with leases');
+  }
+  if (boost !== undefined && config.lease !== undefined) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.boost`, 'a boost pool cannot be combined with leases');
+  }
+  if (boost !== undefined && limits.some((l) => l.algorithm === 'concurrency')) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.boost`, 'resources with a concurrency limit cannot have a boost pool');
   }
   const tenants = new Map<string, readonly CompiledLimit[]>();
   for (const [tenant, policies] of Object.entries(config.tenants ?? {})) {
@@ -247,6 +296,8 @@ export function compileResource(
     shadow: config.shadow ?? false,
     coreShare,
     reserved: coreShare,
+    priority,
+    boost,
     tenants,
     splitLimits: split > 1 ? splitLimits(limits, split) : [],
     onStoreFailure: config.onStoreFailure ?? onStoreFailure,

@@ -12,6 +12,8 @@ import { ErrorCodes, SluiceError } from './errors.js';
  * | a tenant's quota                      | `resource\|@tenant`     |
  * | share `i` of a split resource         | `resource\|#i`          |
  * | share `i` of a split caller key       | `resource\|#i\|key`     |
+ * | the boost pool (no key)               | `resource\|#b`          |
+ * | the boost pool of a caller key        | `resource\|#b\|key`     |
  *
  * Resource names cannot contain `|` (`RESOURCE_PATTERN`), so the first `|` ends the resource, and
  * the character after it names the kind: `@` a tenant, `#` a share, anything else a caller key.
@@ -48,6 +50,14 @@ export function splitKey(resource: string, key: string, part: number): string {
   return key === '' ? `${resource}|#${part}` : `${resource}|#${part}|${escapeKey(key)}`;
 }
 
+/**
+ * Where the boost pool of `resource` is kept for caller key `key`. `#` followed by a letter is a
+ * namespace no share uses (their `#` is followed by digits).
+ */
+export function boostKey(resource: string, key: string): string {
+  return key === '' ? `${resource}|#b` : `${resource}|#b|${escapeKey(key)}`;
+}
+
 /** The parts a storage key was made of (the inverse of the functions above). */
 export interface StorageKeyParts {
   readonly resource: string;
@@ -56,12 +66,15 @@ export interface StorageKeyParts {
   readonly tenant?: string;
   /** The share of a split resource. */
   readonly part?: number;
+  /** `boost`: the resource's boost pool for the caller key. */
+  readonly pool?: 'boost';
 }
 
 /** The storage key `parts` name: the encoder of the kind they describe (see the table above). */
 export function storageKey(parts: StorageKeyParts): string {
   if (parts.tenant !== undefined) return tenantKey(parts.resource, parts.tenant);
   if (parts.part !== undefined) return splitKey(parts.resource, parts.key, parts.part);
+  if (parts.pool === 'boost') return boostKey(parts.resource, parts.key);
   return resourceKey(parts.resource, parts.key);
 }
 
@@ -79,6 +92,8 @@ export function parseStorageKey(storageKey: string): StorageKeyParts {
   const rest = storageKey.slice(bar + 1);
   if (rest.startsWith('@')) return { resource, key: '', tenant: rest.slice(1) };
   if (!rest.startsWith('#')) return { resource, key: callerKey(rest, storageKey) };
+  if (rest === '#b') return { resource, key: '', pool: 'boost' };
+  if (rest.startsWith('#b|')) return { resource, key: callerKey(rest.slice(3), storageKey), pool: 'boost' };
   const share = /^#(0|[1-9][0-9]{0,5})(?:\|(.*))?$/s.exec(rest);
   if (share === null) throw notAStorageKey(storageKey);
   const key = share[2] === undefined ? '' : callerKey(share[2], storageKey);

@@ -116,7 +116,21 @@ void fieldsMatch;
 
 // Bounds of the core share and tenant names are core's; only shapes are checked here. `reserved`
 // is the former name of `coreShare`, still accepted (both given: core's error).
-const priority = z.strictObject({ coreShare: z.number().optional(), reserved: z.number().optional() });
+// Tiers (instead of `coreShare`): names, shares, their sum and the default are core's to check.
+const priority = z.strictObject({
+  coreShare: z.number().optional(),
+  reserved: z.number().optional(),
+  tiers: z.array(z.strictObject({ name: z.string(), share: z.number().optional() })).optional(),
+  default: z.string().optional(),
+});
+
+// The boost pool: its limit is a policy (core's bounds), its tiers must be the resource's.
+const boost = z.strictObject({
+  limit: z.number(),
+  windowMs: z.number().optional(),
+  algorithm: z.enum(['token-bucket', 'gcra', 'sliding-window', 'sliding-log', 'fixed-window']).optional(),
+  tiers: z.array(z.string()),
+});
 
 const resourceName = z.string().refine((n) => RESOURCE_PATTERN.test(n), {
   error: `is not a valid resource name: must match ${String(RESOURCE_PATTERN)}`,
@@ -144,6 +158,7 @@ const resource = z
     prefilter: z.boolean().optional(),
     booking: booking.optional(),
     hotKeys: hotKeys.optional(),
+    boost: boost.optional(),
   })
   .superRefine((r, ctx) => {
     for (const issue of coreChecks(r)) ctx.addIssue({ code: 'custom', path: [...issue.path], message: issue.message });
@@ -162,7 +177,17 @@ function coreChecks(r: ResourceInput): PathIssue[] {
     if (t) issues.push({ ...t, path: Array.isArray(tenant.limits) ? t.path : unlistLimits(t.path, 2) });
   }
   const tenants = issues.length > 0 || r.tenants === undefined ? undefined : tenantLimits(r.tenants);
-  const { limits: policies, onStoreFailure, lease: leaseOptions, split, prefilter, shadow, priority: p, booking: b } = r;
+  const {
+    limits: policies,
+    onStoreFailure,
+    lease: leaseOptions,
+    split,
+    prefilter,
+    shadow,
+    priority: p,
+    booking: b,
+    boost: bp,
+  } = r;
   const { hotKeys: hk } = r;
   // The breaker is checked apart: core names its fields without the resource's path.
   const options: ResourceOptions = {
@@ -176,6 +201,7 @@ function coreChecks(r: ResourceInput): PathIssue[] {
     tenants,
     booking: b,
     hotKeys: hk,
+    boost: bp,
   };
   const base = coreIssue(() => compileResource(PLACEHOLDER, options, clock), `resources.${PLACEHOLDER}`, []);
   if (base)
@@ -239,6 +265,10 @@ export function toResourceRule(r: ResourceInput): ResourceRule {
   if (r.prefilter !== undefined) out.prefilter = r.prefilter;
   if (r.booking !== undefined) out.booking = Object.freeze({ ...r.booking });
   if (r.hotKeys !== undefined) out.hotKeys = r.hotKeys === true ? true : freezeHotKeys(r.hotKeys);
+  if (r.priority?.tiers !== undefined) {
+    out.priority = Object.freeze({ ...r.priority, tiers: Object.freeze(r.priority.tiers.map((t) => Object.freeze({ ...t }))) });
+  }
+  if (r.boost !== undefined) out.boost = Object.freeze({ ...r.boost, tiers: Object.freeze([...r.boost.tiers]) });
   return Object.freeze(out) as ResourceRule;
 }
 

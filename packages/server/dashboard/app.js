@@ -7,6 +7,7 @@ import { RateHistory, limitPerSecond } from './lib/rates.js';
 import { RulesPanel } from './rules.js';
 import { BreakersPanel } from './breakers.js';
 import { HotKeysPanel } from './hot-keys.js';
+import { TiersPanel } from './tiers.js';
 
 /** How often `/v1/stats` is read; rates are the differences between consecutive reads. */
 const POLL_MS = 1000;
@@ -17,6 +18,8 @@ const rules = new RulesPanel();
 const adaptive = new AdaptivePanel(byId('adaptive-panel'), byId('adaptive').querySelector('tbody'));
 const breakers = new BreakersPanel(byId('breakers'), byId('breakers-empty'));
 const hotKeys = new HotKeysPanel(byId('hot-keys'), byId('hot-keys-empty'));
+const tiersTable = byId('tiers');
+const tiers = new TiersPanel(byId('tiers-panel'), tiersTable.querySelector('tbody') ?? tiersTable);
 const connection = byId('connection');
 const statsVersion = byId('stats-version');
 /** Limit per second per key, by resource, from `/v1/resources` (read again when the rules change). */
@@ -42,6 +45,7 @@ async function poll() {
     history.add(snapshot);
     charts.render(history, limitRates);
     adaptive.render(snapshot.adaptive);
+    tiers.render(snapshot);
     statsVersion.textContent = `v${snapshot.version}`;
     showClockSkew(snapshot.clockSkew);
     connection.textContent = 'live';

@@ -97,6 +97,7 @@ const TRANSPORT: Readonly<Record<AnyErrorCode, Transport>> = Object.freeze({
   [ErrorCodes.INVALID_KEY]: { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT },
   [ErrorCodes.INVALID_OPTIONS]: { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT },
   [ErrorCodes.UNKNOWN_RESOURCE]: { http: 404, grpc: GrpcStatus.NOT_FOUND },
+  [ErrorCodes.UNKNOWN_TIER]: { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT },
   [ErrorCodes.STORE_TIMEOUT]: { http: 503, grpc: GrpcStatus.UNAVAILABLE },
   [ErrorCodes.STORE_UNAVAILABLE]: { http: 503, grpc: GrpcStatus.UNAVAILABLE },
   [ErrorCodes.STORE_PROTOCOL]: { http: 503, grpc: GrpcStatus.UNAVAILABLE },

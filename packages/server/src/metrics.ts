@@ -15,6 +15,19 @@ export interface ResourceStats {
   /** From the latest decision: the deciding limit and what was left of it. */
   readonly limit: number;
   readonly remaining: number;
+  /** Admitted by the boost pool after the limits denied (present once there was one). */
+  readonly boosted?: number;
+  /** Decisions by tier, on resources that declare `priority.tiers` (present once there was one). */
+  readonly tiers?: readonly TierStats[];
+}
+
+/** Decisions of one tier of a resource since start (see {@link ResourceStats.tiers}). */
+export interface TierStats {
+  readonly tier: string;
+  readonly allowed: number;
+  readonly denied: number;
+  /** Of `allowed`, those the boost pool admitted. */
+  readonly boosted: number;
 }
 
 interface Tally {
@@ -23,6 +36,8 @@ interface Tally {
   shadowDenied: number;
   limit: number;
   remaining: number;
+  boosted?: number;
+  tiers?: Map<string, { allowed: number; denied: number; boosted: number }>;
 }
 
 /** The resource label of every Envoy limit override's decisions. */
@@ -48,6 +63,8 @@ export class ServerMetrics {
   readonly #overridesRefused: Counter;
   readonly #cuts: Counter<'listener' | 'reason'>;
   readonly #warnings: Counter<'event'>;
+  readonly #boosted: Counter<'resource' | 'tier'>;
+  readonly #tierDecisions: Counter<'resource' | 'tier' | 'outcome'>;
   readonly #tallies = new Map<string, Tally>();
   readonly #adaptiveMoves: Counter<'resource' | 'direction'>;
   readonly #adaptiveLimit: Gauge<'resource'>;
@@ -146,12 +163,25 @@ export class ServerMetrics {
       labelNames: ['resource', 'action'] as const,
       registers,
     });
+    this.#boosted = new Counter({
+      name: 'sluice_boosted_decisions_total',
+      help: "Calls the boost pool admitted after the resource's limits denied them, by tier ('' on resources without declared tiers)",
+      labelNames: ['resource', 'tier'] as const,
+      registers,
+    });
+    this.#tierDecisions = new Counter({
+      name: 'sluice_tier_decisions_total',
+      help: 'Decisions on resources that declare priority tiers, by tier and outcome (allowed, boosted, denied)',
+      labelNames: ['resource', 'tier', 'outcome'] as const,
+      registers,
+    });
     const core = createPrometheusObserver({ registry: this.registry });
     this.observer = {
       decided: (e) => {
         const resource = e.resource.startsWith(OVERRIDE_RESOURCE_PREFIX) ? OVERRIDES : e.resource;
         core.decided?.(resource === e.resource ? e : { ...e, resource });
         this.#decided(resource, e.decision);
+        if (e.tier !== undefined || e.decision.boosted === true) this.#tiered(resource, e.decision, e.tier);
       },
       storeSwitched: (e) => core.storeSwitched?.(e),
       waited: (e) => core.waited?.(e),
@@ -188,6 +218,29 @@ export class ServerMetrics {
     if (d.booking !== undefined) this.#bookings.inc({ resource, outcome: d.booking.outcome });
   }
 
+  /** A decision of a tiered resource, or a boosted one (tier labels come from the rules: bounded). */
+  #tiered(resource: string, d: Decision, tier: string | undefined): void {
+    const t = this.#tallies.get(resource)!;
+    const boosted = d.boosted === true;
+    if (boosted) {
+      this.#boosted.inc({ resource, tier: tier ?? '' });
+      t.boosted = (t.boosted ?? 0) + 1;
+    }
+    if (tier === undefined) return;
+    const outcome = boosted ? 'boosted' : d.allowed ? 'allowed' : 'denied';
+    this.#tierDecisions.inc({ resource, tier, outcome });
+    t.tiers ??= new Map();
+    let n = t.tiers.get(tier);
+    if (n === undefined) {
+      // Bounded: a resource declares at most MAX_TIERS tiers, and unknown tiers are refused.
+      n = { allowed: 0, denied: 0, boosted: 0 };
+      t.tiers.set(tier, n);
+    }
+    if (d.allowed) n.allowed++;
+    else n.denied++;
+    if (boosted) n.boosted++;
+  }
+
   httpRequest(route: string, method: string, status: number): void {
     this.#http.inc({ route, method, status: String(status) });
   }
@@ -221,7 +274,11 @@ export class ServerMetrics {
   stats(active: (resource: string) => boolean): ResourceStats[] {
     return [...this.#tallies]
       .filter(([resource]) => active(resource))
-      .map(([resource, t]) => ({ resource, ...t }))
+      .map(([resource, { tiers, ...t }]) => ({
+        resource,
+        ...t,
+        ...(tiers === undefined ? {} : { tiers: [...tiers].map(([tier, n]) => ({ tier, ...n })) }),
+      }))
       .sort((a, b) => a.resource.localeCompare(b.resource));
   }
 

@@ -14,6 +14,7 @@ export const INPUT_ERROR_CODES: ReadonlySet<string> = new Set([
   ErrorCodes.COST_EXCEEDS_LIMIT,
   ErrorCodes.INVALID_KEY,
   ErrorCodes.INVALID_OPTIONS,
+  ErrorCodes.UNKNOWN_TIER,
 ]);
 
 /** The details attached to a `SluiceRateLimited` failure (its `details[0]`). */

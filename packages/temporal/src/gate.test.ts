@@ -353,6 +353,15 @@ describe('limiter faults', () => {
     expect(f.nonRetryable).toBe(true);
   });
 
+  it('a tier the resource does not declare fails for good', async () => {
+    const { limiter, run } = setup({ mode: 'non-blocking', activities: { call: { resource: 'api:a', priority: 'gold' } } });
+    limiter.answers.push(new SluiceError(ErrorCodes.UNKNOWN_TIER, 'priority: resource "api:a" has no tier "gold"'));
+    const f = await failureOf(run());
+    expect(f.type).toBe('SluiceInvalidRequest');
+    expect(f.nonRetryable).toBe(true);
+    expect(limiter.calls[0]!.options).toMatchObject({ priority: 'gold' });
+  });
+
   it('a decision made by the store-failure policy is counted and heartbeated', async () => {
     const { limiter, run, events, heartbeats } = setup({ mode: 'non-blocking' });
     limiter.answers.push(allow({ source: 'fallback' }));

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { PRIORITY_HEADER, TENANT_HEADER, readContextHeaders, withContextHeaders } from './headers.js';
+import { TIER_NAME } from '@sluice/core';
+import { PRIORITY_HEADER, TENANT_HEADER, TIER_NAME_PATTERN, readContextHeaders, withContextHeaders } from './headers.js';
 
 describe('priority and tenant headers', () => {
   it('round-trip through activity headers, keeping other headers', () => {
@@ -17,11 +18,17 @@ describe('priority and tenant headers', () => {
 
   it('ignores invalid or undecodable values instead of failing the activity', () => {
     const headers = {
-      [PRIORITY_HEADER]: defaultPayloadConverter.toPayload('urgent'),
+      [PRIORITY_HEADER]: defaultPayloadConverter.toPayload('not a tier'),
       [TENANT_HEADER]: { metadata: { encoding: new TextEncoder().encode('binary/unknown') }, data: new Uint8Array([1]) },
     };
     expect(readContextHeaders(headers)).toEqual({});
     expect(readContextHeaders({ [TENANT_HEADER]: defaultPayloadConverter.toPayload('a|b') })).toEqual({});
     expect(readContextHeaders({ [TENANT_HEADER]: defaultPayloadConverter.toPayload('x'.repeat(129)) })).toEqual({});
+  });
+
+  it('carries any tier name, checked as core checks them', () => {
+    expect(TIER_NAME_PATTERN.source).toBe(TIER_NAME.source);
+    const headers = withContextHeaders({}, { priority: 'vip' });
+    expect(readContextHeaders(headers)).toEqual({ priority: 'vip' });
   });
 });

@@ -5,17 +5,27 @@
  */
 import { defaultPayloadConverter, type Headers } from '@temporalio/common';
 
-/** Header with the call's priority (`core` or `normal`). */
+/** Header with the call's priority: its tier (`core`, `normal` or a tier the resource declares). */
 export const PRIORITY_HEADER = 'sluice-priority';
 /** Header with the tenant the call is made for. */
 export const TENANT_HEADER = 'sluice-tenant';
 
-/** Traffic classes, as the limiter knows them: `core` may use the core share, `normal` is shed first. */
-export type SluicePriority = 'core' | 'normal';
+/**
+ * A tier name, as the limiter knows them: `core` (may use the core share) or `normal` (shed
+ * first), or a tier the resource declares in `priority.tiers` (e.g. `vip`). Which tiers a
+ * resource has is the limiter's to say (`SLUICE_ERR_UNKNOWN_TIER`).
+ */
+export type SluicePriority = 'core' | 'normal' | (string & NonNullable<unknown>);
+
+/**
+ * The shape of a tier name: core's `TIER_NAME`, repeated here because this module runs in the
+ * workflow sandbox and imports nothing from core (a test checks that the two agree).
+ */
+export const TIER_NAME_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
 
 /** What workflow code says about the calls it makes: who they are for and how much they matter. */
 export interface SluiceCallContext {
-  /** @default unset: the limiter's default ('normal') */
+  /** @default unset: the resource's default tier ('normal' without declared tiers) */
   readonly priority?: SluicePriority;
   /** @default unset: no tenant quota applies */
   readonly tenant?: string;
@@ -24,9 +34,9 @@ export interface SluiceCallContext {
 /** Longest tenant name accepted from a header (the limiter's own bound). */
 export const MAX_TENANT_LENGTH = 128;
 
-/** True for a valid priority. */
+/** True for a well-formed tier name (see {@link TIER_NAME_PATTERN}). */
 export function isPriority(value: unknown): value is SluicePriority {
-  return value === 'core' || value === 'normal';
+  return typeof value === 'string' && TIER_NAME_PATTERN.test(value);
 }
 
 /** True for a valid tenant name: 1 to 128 characters without '|'. */

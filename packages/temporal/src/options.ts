@@ -9,7 +9,7 @@ import {
   type CompiledLimit,
   type RateLimiter,
 } from '@sluice/core';
-import type { SluicePriority } from './headers.js';
+import { isPriority, type SluicePriority } from './headers.js';
 import type { SluiceTemporalObserver } from './observer.js';
 
 /**
@@ -357,13 +357,12 @@ export function compilePermit(
   if (!FAULT_POLICIES.includes(onLimiterFault)) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.onLimiterFault`, `${where}: must be one of ${FAULT_POLICIES.join(', ')}`);
   }
-  if (
-    permit.priority !== undefined &&
-    typeof permit.priority !== 'function' &&
-    permit.priority !== 'core' &&
-    permit.priority !== 'normal'
-  ) {
-    throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.priority`, `${where}: must be 'core', 'normal' or a function`);
+  if (permit.priority !== undefined && typeof permit.priority !== 'function' && !isPriority(permit.priority)) {
+    throw invalid(
+      ErrorCodes.INVALID_OPTIONS,
+      `${path}.priority`,
+      `${where}: must be a tier name ('core', 'normal', 'vip', ...) or a function`,
+    );
   }
   if (permit.tenant !== undefined && typeof permit.tenant !== 'function' && typeof permit.tenant !== 'string') {
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.tenant`, `${where}: must be a string or a function`);

@@ -48,7 +48,7 @@ export function createSluicePermitActivities(limiter: RateLimiter): SluicePermit
         throw badRequest('a permit request needs a resource');
       }
       if (request.priority !== undefined && !isPriority(request.priority))
-        throw badRequest("priority must be 'core' or 'normal'");
+        throw badRequest('priority must be a tier name (1 to 64 of A-Z a-z 0-9 _ . : -)');
       if (request.tenant !== undefined && !isTenant(request.tenant))
         throw badRequest('tenant must be 1 to 128 characters without |');
       try {

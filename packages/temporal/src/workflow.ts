@@ -79,7 +79,7 @@ export function currentSluiceContext(): SluiceCallContext {
  */
 export function withSluiceContext<T>(context: SluiceCallContext, fn: () => Promise<T>): Promise<T> {
   if (context.priority !== undefined && !isPriority(context.priority)) {
-    throw new TypeError("withSluiceContext: priority must be 'core' or 'normal'");
+    throw new TypeError('withSluiceContext: priority must be a tier name (1 to 64 of A-Z a-z 0-9 _ . : -)');
   }
   if (context.tenant !== undefined && !isTenant(context.tenant)) {
     throw new TypeError("withSluiceContext: tenant must be 1 to 128 characters without '|'");

@@ -106,3 +106,30 @@ describe('status view', () => {
     expect(renderStatus('http://x', prev, cur, 2, { breakers: [] }).split('\n')).toHaveLength(5);
   });
 });
+
+describe('status view of priority tiers', () => {
+  const tiered = (allowed: number, denied: number, boosted: number) => ({
+    resource: 'payments',
+    allowed: allowed + 10,
+    denied,
+    shadowDenied: 0,
+    limit: 10,
+    remaining: 0,
+    boosted,
+    tiers: [
+      { tier: 'vip', allowed, denied, boosted },
+      { tier: 'standard', allowed: 10, denied: 0, boosted: 0 },
+    ],
+  });
+
+  it('adds a block per tier with its rates and boosts, only when there are tiers', () => {
+    const prev: StatsSnapshot = { at: 1000, version: 1, resources: [tiered(2, 0, 0)] };
+    const cur: StatsSnapshot = { at: 3000, version: 1, resources: [tiered(8, 4, 3)] };
+    const lines = renderStatus('http://x', prev, cur, 5).split('\n');
+    const at = lines.findIndex((l) => l.startsWith('RESOURCE  TIER'));
+    expect(at).toBeGreaterThan(3);
+    expect(lines[at]).toMatch(/^RESOURCE\s+TIER\s+ALLOWED\/s\s+DENIED\/s\s+BOOSTED$/);
+    expect(lines[at + 1]).toMatch(/^payments\s+vip\s+3\.00\s+2\.00\s+3$/);
+    expect(lines[at + 2]).toMatch(/^payments\s+standard\s+0\.00\s+0\.00\s+0$/);
+  });
+});

@@ -80,6 +80,7 @@ export function renderStatus(
     ...adaptiveLines(cur),
     ...renderBreakers(breakers),
     ...hotKeyLines(cur.hotKeys, top),
+    ...renderTiers(prev, cur),
     ...clock,
   ].join('\n');
 }
@@ -94,6 +95,30 @@ function adaptiveLines(cur: StatsSnapshot): string[] {
   ];
   const widths = table[0]!.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
   return ['', ...table.map((row) => row.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  '))];
+}
+
+/**
+ * The tiers block, below the table when a resource declares priority tiers or has boosted
+ * calls: per tier, its rates between the snapshots and its boosted calls since start.
+ */
+export function renderTiers(prev: StatsSnapshot, cur: StatsSnapshot): string[] {
+  const seconds = Math.max(0.001, (cur.at - prev.at) / 1000);
+  const before = new Map(prev.resources.map((r) => [r.resource, r]));
+  const rows: string[][] = [];
+  for (const r of cur.resources) {
+    const then = new Map((before.get(r.resource)?.tiers ?? []).map((t) => [t.tier, t]));
+    for (const t of r.tiers ?? []) {
+      const p = then.get(t.tier);
+      const rate = (now: number, old: number | undefined) => fmt(Math.max(0, now - (old ?? 0)) / seconds);
+      rows.push([r.resource, t.tier, rate(t.allowed, p?.allowed), rate(t.denied, p?.denied), String(t.boosted)]);
+    }
+    if ((r.tiers ?? []).length === 0 && (r.boosted ?? 0) > 0) rows.push([r.resource, '-', '-', '-', String(r.boosted)]);
+  }
+  if (rows.length === 0) return [];
+  const table = [['RESOURCE', 'TIER', 'ALLOWED/s', 'DENIED/s', 'BOOSTED'], ...rows];
+  const widths = table[0]!.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
+  const lines = table.map((row) => row.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  '));
+  return ['', ...lines];
 }
 
 /** Options of {@link runStatus}. */

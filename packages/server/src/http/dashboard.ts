@@ -23,6 +23,7 @@ export const DASHBOARD_FILES: Readonly<Record<string, { readonly path: string; r
   'adaptive.js': { path: 'dashboard/adaptive.js', type: 'text/javascript; charset=utf-8' },
   'clock.js': { path: 'dashboard/clock.js', type: 'text/javascript; charset=utf-8' },
   'hot-keys.js': { path: 'dashboard/hot-keys.js', type: 'text/javascript; charset=utf-8' },
+  'tiers.js': { path: 'dashboard/tiers.js', type: 'text/javascript; charset=utf-8' },
   'style.css': { path: 'dashboard/style.css', type: 'text/css; charset=utf-8' },
   'favicon.svg': { path: 'dashboard/favicon.svg', type: 'image/svg+xml' },
   'breakers.js': { path: 'dashboard/breakers.js', type: 'text/javascript; charset=utf-8' },

@@ -37,7 +37,7 @@ describe('decodeBody', () => {
       { resource: 'a', key: '123456789' },
       { resource: 'a', cost: 1.5 },
       { resource: 'a', cost: 1e300 },
-      { resource: 'a', priority: 'urgent' },
+      { resource: 'a', priority: 'not a tier' },
       { resource: 'a', tenant: '' },
     ];
     for (const body of bad) {

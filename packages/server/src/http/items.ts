@@ -1,4 +1,4 @@
-import { MAX_BOOKING_ID_LENGTH, MAX_COST, POLICY_BOUNDS } from '@sluice/core';
+import { MAX_BOOKING_ID_LENGTH, MAX_COST, POLICY_BOUNDS, TIER_NAME } from '@sluice/core';
 import { z } from 'zod';
 import { ServerError, ServerErrorCodes, fromZod } from '../errors.js';
 import type {
@@ -65,7 +65,8 @@ export function itemSchemas(b: ItemBounds) {
     key: key.optional(),
     cost: int(0, MAX_COST).optional(),
     tenant: name.optional(),
-    priority: z.enum(['core', 'normal'], { error: 'must be "core" or "normal"' }).optional(),
+    // A tier name (`core`, `normal` or one the resource declares): which ones exist is the limiter's to say.
+    priority: z.string({ error: 'must be a string' }).regex(TIER_NAME, `must be a tier name (${TIER_NAME})`).optional(),
   };
   // Booking ids are the core's (`checkBookingId`): refused here with the request's own code.
   const bookingId = z

@@ -21,6 +21,8 @@ export interface DecisionBody {
   readonly statuses?: Decision['statuses'];
   /** For `/v1/book`, `/v1/claim` and checks with `book`: the booking the call made, holds or used. */
   readonly booking?: NonNullable<Decision['booking']>;
+  /** Set when the resource's boost pool admitted a call its limits denied. */
+  readonly boosted?: true;
 }
 
 /** The fields of a decision a client needs (per-limit statuses only when asked for). */
@@ -39,6 +41,7 @@ export function encodeDecision(d: Decision, statuses = false): DecisionBody {
     ...(d.shadow === undefined ? {} : { shadow: d.shadow }),
     ...(statuses ? { statuses: d.statuses } : {}),
     ...(d.booking === undefined ? {} : { booking: d.booking }),
+    ...(d.boosted === true ? { boosted: true as const } : {}),
   };
 }
 

@@ -1,0 +1,86 @@
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rulesFile, spawnServe, type Serve } from '../../../test/sluice-serve.js';
+import { launchChromium, type PageGlobals } from './browser.js';
+import { call } from './support.js';
+
+// A day-long bucket: nothing comes back during the test, so the counts are exact.
+const RULES = `
+resources:
+  payments:
+    limits: { algorithm: token-bucket, limit: 10, windowMs: 86400000 }
+    priority:
+      tiers: [{ name: vip, share: 0.2 }, { name: standard }]
+    boost: { limit: 3, windowMs: 86400000, algorithm: token-bucket, tiers: [vip] }
+  plain: { limits: { algorithm: gcra, limit: 5, windowMs: 1000 } }
+`;
+
+// Bounds on a hang, not timed assertions: the page polls /v1/stats every second.
+const WAIT = { timeout: 30_000 };
+
+/** The figures of one row of the tiers table (rows are found by data attributes). */
+function tierRow(page: Page, resource: string, tier: string): Promise<Record<string, string> | undefined> {
+  return page.evaluate(
+    ([r, t]) => {
+      const { document } = globalThis as unknown as PageGlobals;
+      const row = [...document.querySelectorAll('#tiers tbody tr')].find((x) => x.dataset.resource === r && x.dataset.tier === t);
+      if (row === undefined) return undefined;
+      const text = (cls: string) => row.querySelector(`.${cls}`)?.textContent ?? '';
+      return { allowed: text('allowed'), boosted: text('boosted'), denied: text('denied') };
+    },
+    [resource, tier] as const,
+  );
+}
+
+describe('the dashboard shows priority tiers and boosts', () => {
+  const rules = rulesFile(RULES);
+  let server: Serve;
+  let browser: Browser;
+  let page: Page;
+  const consoleErrors: string[] = [];
+
+  beforeAll(async () => {
+    [server, browser] = await Promise.all([spawnServe({ rules: rules.path }), launchChromium()]);
+    page = await browser.newPage();
+    page.on('console', (msg) => {
+      if (msg.type() === 'error') consoleErrors.push(msg.text());
+    });
+    page.on('pageerror', (err) => consoleErrors.push(String(err)));
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await server?.stop();
+    rules.remove();
+  });
+
+  it('hides the table while no resource with tiers has decided', async () => {
+    await call(server.url, '/v1/check', { resource: 'plain' });
+    await page.goto(`${server.url}/dashboard`);
+    await page.waitForFunction(
+      () => (globalThis as unknown as PageGlobals).document.querySelector('#connection')?.textContent === 'live',
+      undefined,
+      WAIT,
+    );
+    expect(await page.locator('#tiers-panel').isHidden()).toBe(true);
+  });
+
+  it('lists each tier with its allowed, boosted and denied decisions', async () => {
+    for (let i = 0; i < 10; i++) await call(server.url, '/v1/check', { resource: 'payments' });
+    for (let i = 0; i < 6; i++) await call(server.url, '/v1/check', { resource: 'payments', priority: 'vip' });
+    // Until a snapshot taken after the last call is shown (an earlier one may hold part of them).
+    await page.waitForFunction(
+      () => {
+        const rows = [...(globalThis as unknown as PageGlobals).document.querySelectorAll('#tiers tbody tr')];
+        const vip = rows.find((r) => r.dataset.tier === 'vip');
+        return vip?.querySelector('.denied')?.textContent === '1';
+      },
+      undefined,
+      WAIT,
+    );
+    expect(await page.locator('#tiers-panel').isVisible()).toBe(true);
+    expect(await tierRow(page, 'payments', 'standard')).toEqual({ allowed: '8', boosted: '0', denied: '2' });
+    expect(await tierRow(page, 'payments', 'vip')).toEqual({ allowed: '5', boosted: '3', denied: '1' });
+    expect(await tierRow(page, 'plain', 'normal')).toBeUndefined();
+    expect(consoleErrors).toEqual([]);
+  });
+});
