@@ -142,4 +142,5 @@ export type {
   ReserveResult,
 } from './store.js';
 export { requestPermitId } from './store.js';
+export { COHORT_BUCKETS, cohortAt, cohortBucket, type Cohort } from './cohort.js';
 export { NO_OUTCOMES, type OutcomeReport, type OutcomeSource, type OutcomeTotals } from './outcomes.js';

@@ -11,6 +11,8 @@ import { bindGrpc, buildGrpcServer, shutdownGrpc, type GrpcListener } from './gr
 import { WarningThrottle, createLogger, redactingLogger } from './logging.js';
 import { seedRuleStore } from './seed.js';
 import { RateLimitService } from './service.js';
+import { RolloutRunner } from './rollout/runner.js';
+import { RolloutMetrics } from './metrics.js';
 import { SettingsError, type Settings } from './settings.js';
 
 /** A running `sluice serve`. */
@@ -159,7 +161,8 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     throw err;
   }
 
-  const service = new RateLimitService(limiter, rules);
+  const rollout = startRollouts(stores.ruleStore, limiter, rules, metrics, settings, logger);
+  const service = new RateLimitService(limiter, rules, undefined, rollout);
   const readiness = async () => {
     const checks: Record<string, string> = {};
     checks.rules = rules.version === undefined ? 'no rule version' : `version ${rules.version.version}`;
@@ -190,6 +193,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     readiness,
     closing: () => closing,
     dashboard: settings.dashboard,
+    ...(rollout === undefined ? {} : { rollout }),
   });
   const overrides = new OverrideTable({
     limiter,
@@ -220,6 +224,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   } catch (err) {
     await shutdownGrpc(grpcServer, 0);
     await app.close();
+    await rollout?.close();
     await cleanup();
     throw err;
   }
@@ -265,6 +270,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
       await drained;
       clearTimeout(cut);
       stopWatch?.();
+      await rollout?.close();
       await stores.close();
       warnings.close();
       logger.info('shut down');
@@ -272,6 +278,36 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     return closed;
   };
   return { url, httpPort, grpcPort, limiter, rules, metrics, logger, close };
+}
+
+/** Follows the fleet's rollout when the rule store keeps one (both built-in stores do). */
+function startRollouts(
+  ruleStore: RuleStore,
+  limiter: Limiter,
+  rules: LiveRules,
+  metrics: ServerMetrics,
+  settings: Settings,
+  logger: Logger,
+): RolloutRunner | undefined {
+  if (ruleStore.rolloutStore === undefined) return undefined;
+  const figures = new RolloutMetrics(metrics);
+  const runner: RolloutRunner = new RolloutRunner({
+    store: ruleStore.rolloutStore(),
+    ruleStore,
+    limiter,
+    rules,
+    logger,
+    pollIntervalMs: settings.rolloutPollMs,
+    leaseTtlMs: settings.rolloutLeaseMs,
+    onChange: (state, rolledBack) => {
+      const baseline = rules.version?.version ?? 0;
+      const splitting = state !== undefined && (state.status === 'running' || state.status === 'paused');
+      figures.cohorts(baseline, splitting ? state.baseline + 1 : undefined, runner.percent);
+      if (rolledBack !== undefined) figures.rolledBack();
+    },
+  });
+  runner.start();
+  return runner;
 }
 
 /** Whether `host` only accepts connections from this machine. */
