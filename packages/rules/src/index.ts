@@ -117,5 +117,6 @@ export {
   type RolloutStep,
   type RolloutThresholds,
 } from './rollout/plan.js';
+export { MemoryRolloutStore } from './rollout/memory.js';
 export { RedisRolloutStore } from './rollout/redis.js';
 export { MAX_ROLLOUT_RESOURCES, tallyField, type RolloutStore } from './rollout/store.js';
