@@ -1,5 +1,6 @@
 /* eslint-disable @typescript-eslint/no-unsafe-call --
    the assertions read parsed JSON answers dynamically */
+import { RemoteLimiter } from '@sluice/client';
 import { cohortAt } from '@sluice/core';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -155,6 +156,22 @@ describe('gradual rollout across sluice serve processes on one Redis', () => {
     const metrics = (await call(servers[0]!.url, '/metrics')).json as string;
     expect(metrics).toMatch(new RegExp(`^sluice_rules_version\\{cohort="baseline"\\} ${before}$`, 'm'));
     expect(metrics).toMatch(new RegExp(`^sluice_rules_version\\{cohort="candidate"\\} ${before + 1}$`, 'm'));
+
+    // A remote client's checks are split by the service the same way.
+    const id = (await admin(servers[0]!, '/rollout')).json.rollout.id as string;
+    const remote = new RemoteLimiter({ url: servers[0]!.url });
+    try {
+      const cand = Array.from({ length: 1000 }, (_, i) => `remote-${i}`).find(
+        (k) => cohortAt(10, id, 'orders', k) === 'candidate',
+      )!;
+      const base = 'remote-base';
+      expect(cohortAt(10, id, 'orders', base)).toBe('baseline');
+      const seen: boolean[] = [];
+      for (const key of [cand, cand, base, base]) seen.push((await remote.try('orders', { key })).allowed);
+      expect(seen).toEqual([true, false, true, true]);
+    } finally {
+      await remote.close();
+    }
 
     const paused = await runCli(['rules', 'rollout', 'pause', '--reason', 'look at the graphs'], env);
     expect(paused.stdout).toMatch(/paused .* step 2\/2 at 10%/s);
