@@ -3,6 +3,7 @@ import { Charts } from './charts.js';
 import { byId } from './dom.js';
 import { RateHistory, limitPerSecond } from './lib/rates.js';
 import { RulesPanel } from './rules.js';
+import { RolloutPanel } from './rollout.js';
 
 /** How often `/v1/stats` is read; rates are the differences between consecutive reads. */
 const POLL_MS = 1000;
@@ -10,6 +11,7 @@ const POLL_MS = 1000;
 const history = new RateHistory({ windowMs: 5 * 60_000, maxResources: 200 });
 const charts = new Charts(byId('charts'), byId('charts-empty'));
 const rules = new RulesPanel();
+const rollout = new RolloutPanel();
 const connection = byId('connection');
 const statsVersion = byId('stats-version');
 /** Limit per second per key, by resource, from `/v1/resources` (read again when the rules change). */
@@ -38,6 +40,8 @@ async function poll() {
     connection.textContent = 'live';
     connection.setAttribute('data-state', 'live');
     rules.onVersion(snapshot.version);
+    // A server without a rollout store has no /v1/rollout: the panel then says there is none.
+    rollout.update(await getJson('/v1/rollout').catch(() => ({ rollout: null })));
   } catch (err) {
     connection.textContent = `server unreachable (${err instanceof Error ? err.message : String(err)})`;
     connection.setAttribute('data-state', 'down');

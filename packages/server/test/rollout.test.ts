@@ -121,6 +121,10 @@ describe('gradual rollout across sluice serve processes on one Redis', () => {
       const a = await call(s.url, '/v1/check', { resource: 'orders', key: denied[0] });
       expect(a.json.allowed).toBe(true);
     }
+    const status = await runCli(['status', '--once', '--interval', '100', '--server', servers[0]!.url]);
+    expect(status.stdout.split('\n')[1]).toMatch(
+      /^rollout \S{8} rolled_back: v1 -> not applied {2}\(orders: candidate rejection ratio/,
+    );
     const metrics = await Promise.all(servers.map((s) => call(s.url, '/metrics')));
     const rollbacks = metrics.map((m) => Number(/^sluice_rollout_rollbacks_total (\d+)$/m.exec(m.json as string)?.[1] ?? 0));
     // Decided once, by the server holding the lease.
