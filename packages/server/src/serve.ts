@@ -1,5 +1,5 @@
 import type { AddressInfo } from 'node:net';
-import { Limiter, compileLimits, type LimitStore } from '@sluice/core';
+import { Limiter, compileLimits, type LimitStore, type OutcomeSource } from '@sluice/core';
 import { RedisStore } from '@sluice/redis';
 import { FileRuleStore, RedisRuleStore, type RuleStore } from '@sluice/rules';
 import type { Logger } from 'pino';
@@ -26,6 +26,11 @@ export interface RunningServer {
   readonly metrics: ServerMetrics;
   readonly logger: Logger;
   /**
+   * The fleet's rule rollout as this server follows it (both built-in rule stores keep one):
+   * `cohortOf(resource, key)` tags outcome reports with a key's cohort.
+   */
+  readonly rollout: RolloutRunner | undefined;
+  /**
    * Graceful shutdown: stops accepting, lets in-flight calls finish within the grace period,
    * then ends remaining waits (answered `SLUICE_ERR_CLOSED`) and closes stores.
    */
@@ -39,6 +44,8 @@ export interface StartOptions {
    * (either way, credentials are redacted)
    */
   logger?: Logger;
+  /** Downstream outcomes per cohort, judged by rollouts; without it only rejection ratios are. */
+  outcomes?: OutcomeSource;
 }
 
 async function waitFor(probe: () => Promise<unknown>, timeoutMs: number, what: string): Promise<void> {
@@ -161,7 +168,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     throw err;
   }
 
-  const rollout = startRollouts(stores.ruleStore, limiter, rules, metrics, settings, logger);
+  const rollout = startRollouts(stores.ruleStore, limiter, rules, metrics, settings, logger, options.outcomes);
   const service = new RateLimitService(limiter, rules, undefined, rollout);
   const readiness = async () => {
     const checks: Record<string, string> = {};
@@ -277,7 +284,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     })();
     return closed;
   };
-  return { url, httpPort, grpcPort, limiter, rules, metrics, logger, close };
+  return { url, httpPort, grpcPort, limiter, rules, metrics, logger, rollout, close };
 }
 
 /** Follows the fleet's rollout when the rule store keeps one (both built-in stores do). */
@@ -288,6 +295,7 @@ function startRollouts(
   metrics: ServerMetrics,
   settings: Settings,
   logger: Logger,
+  outcomes: OutcomeSource | undefined,
 ): RolloutRunner | undefined {
   if (ruleStore.rolloutStore === undefined) return undefined;
   const figures = new RolloutMetrics(metrics);
@@ -297,6 +305,7 @@ function startRollouts(
     limiter,
     rules,
     logger,
+    ...(outcomes === undefined ? {} : { outcomes }),
     pollIntervalMs: settings.rolloutPollMs,
     leaseTtlMs: settings.rolloutLeaseMs,
     onChange: (state, rolledBack) => {

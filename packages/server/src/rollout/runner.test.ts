@@ -188,6 +188,35 @@ describe('RolloutRunner', () => {
     expect(f.ruleStore.versions.at(-1)!.author).toBe('auto-rollback');
   });
 
+  it('keeps judging a promoted candidate while it is watched, and rolls it back to the baseline', async () => {
+    const f = fleet(1);
+    const [a] = f.servers;
+    await a!.runner.begin({
+      text: RULES(1),
+      author: 'ana',
+      reason: 'r',
+      steps: [{ percent: 100, holdMs: 0 }],
+      watchMs: 60_000,
+      thresholds: { minCalls: 10 },
+    });
+    await f.tick();
+    expect((await f.store.read())!).toMatchObject({ status: 'watching', version: 2 });
+    for (const k of keys.slice(0, 20)) {
+      for (let i = 0; i < 2; i++) {
+        const d = await a!.limiter.try(a!.runner.route('orders', k), { key: k });
+        a!.runner.observe('orders', k, d.allowed);
+      }
+    }
+    await f.tick();
+    const s = (await f.store.read())!;
+    expect(s.status).toBe('rolled_back');
+    expect(s.note).toMatch(/^orders: candidate rejection ratio 50\.0% \(20\/40\) against 0\.0% for the baseline/);
+    // Version 3 restores version 1: the limit in force is the baseline's again.
+    expect(f.ruleStore.versions.at(-1)).toMatchObject({ version: 3, rolledBackFrom: 1, author: 'auto-rollback' });
+    expect(a!.rules.version?.version).toBe(3);
+    expect(a!.limiter.limitsOf('orders')[0]!.limit).toBe(100);
+  });
+
   it('is paused, resumed and aborted by operators; a version applied meanwhile aborts it', async () => {
     const f = fleet(1);
     const [a] = f.servers;
