@@ -40,8 +40,7 @@ async function poll() {
     connection.textContent = 'live';
     connection.setAttribute('data-state', 'live');
     rules.onVersion(snapshot.version);
-    // A server without a rollout store has no /v1/rollout: the panel then says there is none.
-    rollout.update(await getJson('/v1/rollout').catch(() => ({ rollout: null })));
+    await rollout.refresh(getJson);
   } catch (err) {
     connection.textContent = `server unreachable (${err instanceof Error ? err.message : String(err)})`;
     connection.setAttribute('data-state', 'down');

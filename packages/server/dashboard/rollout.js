@@ -20,6 +20,27 @@ export class RolloutPanel {
     this.form.addEventListener('submit', (event) => event.preventDefault());
   }
 
+  /**
+   * Reads the rollout: through the admin API with the token (who started it and why, the
+   * notes), else the public summary.
+   * @param {(path: string) => Promise<any>} getJson
+   */
+  async refresh(getJson) {
+    const token = sessionStorage.getItem(TOKEN_KEY) ?? undefined;
+    let answer;
+    if (token !== undefined) {
+      try {
+        const a = await admin(token, '/rollout');
+        answer = { rollout: a.rollout === null ? null : { ...a.rollout, percent: a.percent } };
+      } catch {
+        answer = undefined;
+      }
+    }
+    // A server without a rollout store has no /v1/rollout: the panel then says there is none.
+    answer ??= await getJson('/v1/rollout').catch(() => ({ rollout: null }));
+    this.update(answer);
+  }
+
   /** @param {{ rollout: null | Record<string, any> }} answer what `/v1/rollout` answered */
   update(answer) {
     const r = answer?.rollout ?? null;
@@ -39,7 +60,7 @@ export class RolloutPanel {
     const rows = [
       ['Resources', (r.resources ?? []).join(', ')],
       ['Step', `${Number(r.step) + 1} of ${(r.steps ?? []).length}`],
-      ['Started by', `${r.author}: ${r.reason}`],
+      ...(r.author === undefined ? [] : [['Started by', `${r.author}: ${r.reason}`]]),
       ['Note', r.note ?? ''],
     ];
     this.details.replaceChildren(...rows.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, String(v))]));

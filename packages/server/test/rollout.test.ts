@@ -121,6 +121,10 @@ describe('gradual rollout across sluice serve processes on one Redis', () => {
       const a = await call(s.url, '/v1/check', { resource: 'orders', key: denied[0] });
       expect(a.json.allowed).toBe(true);
     }
+    // The public summary tells the measured reason, not who started the rollout or why.
+    const summary = (await call(servers[0]!.url, '/v1/rollout')).json.rollout;
+    expect(summary).toMatchObject({ status: 'rolled_back', note: state.note });
+    expect(summary.author ?? summary.reason ?? summary.candidate).toBeUndefined();
     const status = await runCli(['status', '--once', '--interval', '100', '--server', servers[0]!.url]);
     expect(status.stdout.split('\n')[1]).toMatch(
       /^rollout \S{8} rolled_back: v1 -> not applied {2}\(orders: candidate rejection ratio/,

@@ -24,13 +24,18 @@ function parse<T>(schema: z.ZodType<T>, value: unknown): T {
   return r.data;
 }
 
-/** A rollout without its candidate text, as the public summary (`GET /v1/rollout`) shows it. */
+/**
+ * A rollout as the public summary (`GET /v1/rollout`) shows it: no candidate text, and neither
+ * who started or acted on it nor why (the admin API has those); a rollback's measured reason is
+ * kept, it names only resources and figures.
+ */
 export function rolloutSummary(s: RolloutState | undefined, percent: number) {
   if (s === undefined) return { rollout: null };
-  const { candidate, ...rest } = s;
+  const { candidate, author: _a, reason: _r, note, ...rest } = s;
   return {
     rollout: {
       ...rest,
+      ...(s.status === 'rolled_back' && note !== undefined ? { note } : {}),
       candidateHash: candidate.hash,
       // What this server applies now (0 while it does not yet follow the rollout's baseline).
       percent,
