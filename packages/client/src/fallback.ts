@@ -14,6 +14,7 @@ import {
   type PeerCount,
   type ResourceConfig,
   type StoreFailurePolicy,
+  cohortAt,
 } from '@sluice/core';
 import type { RulesView, ViewResource } from './wire.js';
 
@@ -35,7 +36,9 @@ export class PolicyFallback {
   readonly #limiter: Limiter;
   #peers = 0;
   #known = false;
-  #version = -1;
+  #version = '';
+  /** Candidate limits of a rollout: split resource -> local name (and the split). */
+  #rollout: { id: string; percent: number; names: Map<string, string> } | undefined;
 
   constructor(
     clock: Clock,
@@ -49,14 +52,35 @@ export class PolicyFallback {
   /** Keeps the fair shares in step with the rules and the number of clients. */
   sync(view: RulesView | undefined, peers: PeerCount): void {
     this.#known = peers.known !== false;
-    if (view === undefined || (peers.count === this.#peers && this.#version === view.version)) return;
+    const version = view === undefined ? '' : `${view.version}/${view.rollout?.id ?? ''}/${view.rollout?.percent ?? 0}`;
+    if (view === undefined || (peers.count === this.#peers && this.#version === version)) return;
     const resources: Record<string, ResourceConfig> = {};
     for (const [name, r] of view.resources) {
       resources[name] = { limits: r.policies.map((p) => fairShareOf(p, peers.count)), prefilter: false };
     }
+    // A rollout's candidate limits under local names of their own: the same split as the service's.
+    this.#rollout = undefined;
+    if (view.rollout !== undefined) {
+      const names = new Map<string, string>();
+      let i = 0;
+      for (const [name, r] of view.rollout.resources) {
+        const local = `rollout@${i++}`;
+        resources[local] = { limits: r.policies.map((p) => fairShareOf(p, peers.count)), prefilter: false };
+        names.set(name, local);
+      }
+      this.#rollout = { id: view.rollout.id, percent: view.rollout.percent, names };
+    }
     this.#limiter.setResources(resources);
     this.#peers = peers.count;
-    this.#version = view.version;
+    this.#version = version;
+  }
+
+  /** The local resource deciding `key` of `resource`: the rollout candidate's for its cohort. */
+  #route(resource: string, key: string): string {
+    const r = this.#rollout;
+    const local = r?.names.get(resource);
+    if (r === undefined || local === undefined || cohortAt(r.percent, r.id, resource, key) !== 'candidate') return resource;
+    return local;
   }
 
   /**
@@ -75,10 +99,11 @@ export class PolicyFallback {
     const policy = answeringPolicy(call.view.compiled.onStoreFailure, !switched, this.#known);
     if (policy !== 'local') return this.byPolicy(call.view, policy);
     const opts = { key: call.key, cost: call.cost };
+    const resource = this.#route(call.resource, call.key);
     const d =
       mode === 'try'
-        ? await this.#limiter.try(call.resource, opts)
-        : await this.#limiter.acquire(call.resource, { ...opts, maxWaitMs, ...(signal ? { signal } : {}) });
+        ? await this.#limiter.try(resource, opts)
+        : await this.#limiter.acquire(resource, { ...opts, maxWaitMs, ...(signal ? { signal } : {}) });
     return fallbackDecision(d, false);
   }
 
@@ -93,13 +118,14 @@ export class PolicyFallback {
   /** Frees or renews a permit taken from the fallback (`local:` id). */
   permit(op: 'release' | 'renew', resource: string, permit: { key: string; permitId: string; ttlMs?: number }): Promise<boolean> {
     const permitId = isLocalPermit(permit.permitId) ? permit.permitId.slice(LOCAL_PERMIT_PREFIX.length) : permit.permitId;
+    const local = this.#route(resource, permit.key);
     return op === 'release'
-      ? this.#limiter.release(resource, { ...permit, permitId })
-      : this.#limiter.renew(resource, { ...permit, permitId });
+      ? this.#limiter.release(local, { ...permit, permitId })
+      : this.#limiter.renew(local, { ...permit, permitId });
   }
 
   adjust(resource: string, key: string, delta: number): Promise<void> {
-    return this.#limiter.adjust(resource, { key, delta });
+    return this.#limiter.adjust(this.#route(resource, key), { key, delta });
   }
 
   close(): Promise<void> {

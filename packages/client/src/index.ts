@@ -12,6 +12,7 @@
 export { RemoteLimiter } from './remote-limiter.js';
 export type { ClientLeaseSettings, RemoteLimiterOptions } from './options.js';
 export { serviceTimeSource, type ClientClockSkewOptions } from './clock-skew.js';
+export type { RolloutView, RulesView } from './wire.js';
 export {
   CLIENT_ID_HEADER,
   HttpTransport,

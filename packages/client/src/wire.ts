@@ -76,6 +76,19 @@ export interface RulesView {
   /** Distinct clients the service saw in the last minute (0 when it reports none). */
   readonly clients: number;
   readonly resources: ReadonlyMap<string, ViewResource>;
+  /** A rule rollout in progress: keys of its cohort are decided by its candidate's limits. */
+  readonly rollout?: RolloutView;
+}
+
+/**
+ * A rollout as the service reports it: its id (the salt of the cohort hash, `cohortAt` in
+ * `@sluice/core`), the share of keys on the candidate, and the candidate's limits of each split
+ * resource.
+ */
+export interface RolloutView {
+  readonly id: string;
+  readonly percent: number;
+  readonly resources: ReadonlyMap<string, ViewResource>;
 }
 
 /** One resource of the view: its limits as policies (to rebuild locally) and compiled. */
@@ -92,8 +105,19 @@ export interface ViewResource {
  */
 export function viewFromBody(body: unknown, logger?: Logger): RulesView {
   if (!isObject(body) || !num(body.version) || !isObject(body.resources)) throw protocol('a malformed resource list');
+  const resources = resourcesOf(body.resources, logger);
+  const rollout = rolloutOf(body.rollout, logger);
+  return {
+    version: body.version,
+    clients: num(body.clients) ? Math.max(0, Math.floor(body.clients)) : 0,
+    resources,
+    ...(rollout === undefined ? {} : { rollout }),
+  };
+}
+
+function resourcesOf(raws: Record<string, unknown>, logger?: Logger): Map<string, ViewResource> {
   const resources = new Map<string, ViewResource>();
-  for (const [name, raw] of Object.entries(body.resources)) {
+  for (const [name, raw] of Object.entries(raws)) {
     if (!isObject(raw) || !Array.isArray(raw.limits)) continue;
     try {
       const policies = raw.limits.map((l: unknown) => {
@@ -117,5 +141,15 @@ export function viewFromBody(body: unknown, logger?: Logger): RulesView {
       logger?.warn({ err, resource: name }, 'resource from the service left out: the client cannot compile it');
     }
   }
-  return { version: body.version, clients: num(body.clients) ? Math.max(0, Math.floor(body.clients)) : 0, resources };
+  return resources;
+}
+
+/** A rollout the service reports; a malformed one is left out (the client then splits nothing). */
+function rolloutOf(raw: unknown, logger?: Logger): RolloutView | undefined {
+  if (raw === undefined) return undefined;
+  if (!isObject(raw) || typeof raw.id !== 'string' || !num(raw.percent) || !isObject(raw.resources)) {
+    logger?.warn({ rollout: raw }, 'rollout from the service left out: malformed');
+    return undefined;
+  }
+  return { id: raw.id, percent: Math.min(100, Math.max(0, raw.percent)), resources: resourcesOf(raw.resources, logger) };
 }

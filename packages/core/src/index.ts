@@ -195,6 +195,7 @@ export type {
 } from './store.js';
 export { requestPermitId, isOutcomeStore } from './store.js';
 export type { CohortTotals, OutcomeStore, OutcomesRequest, OutcomesResult } from './store.js';
+export { COHORT_BUCKETS, cohortAt, cohortBucket, type Cohort } from './cohort.js';
 export { NO_OUTCOMES, type OutcomeReport, type OutcomeSource, type OutcomeTotals } from './outcomes.js';
 export {
   HotKeys,

@@ -15,6 +15,10 @@ export const RulesErrorCodes = {
   RULE_STORE_UNAVAILABLE: 'SLUICE_ERR_RULE_STORE_UNAVAILABLE',
   /** The rule store holds data this package did not write or cannot read. */
   RULE_STORE_CORRUPT: 'SLUICE_ERR_RULE_STORE_CORRUPT',
+  /** A rollout changed meanwhile, or an action does not fit where the rollout is (start while one runs, pause a finished one). */
+  ROLLOUT_CONFLICT: 'SLUICE_ERR_ROLLOUT_CONFLICT',
+  /** A rollout action found no rollout, or the rule store keeps none. */
+  ROLLOUT_NOT_FOUND: 'SLUICE_ERR_ROLLOUT_NOT_FOUND',
 } as const;
 
 /** A stable rules error code, e.g. `SLUICE_ERR_INVALID_RULES`. */

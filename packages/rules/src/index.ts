@@ -110,3 +110,25 @@ export type {
   RuleVersion,
   RuleVersionMeta,
 } from './store/types.js';
+export { FileRolloutStore } from './rollout/file.js';
+export { judgeRollout, type CohortMeasure, type DecisionTally, type Verdict } from './rollout/judge.js';
+export {
+  DEFAULT_ROLLOUT_THRESHOLDS,
+  FINISHED_STATUSES,
+  MAX_ROLLOUT_STEPS,
+  compileRolloutPlan,
+  rampAction,
+  rolloutPercent,
+  rolloutPhase,
+  type RampAction,
+  type RolloutCandidate,
+  type RolloutPlan,
+  type RolloutPlanOptions,
+  type RolloutState,
+  type RolloutStatus,
+  type RolloutStep,
+  type RolloutThresholds,
+} from './rollout/plan.js';
+export { MemoryRolloutStore } from './rollout/memory.js';
+export { RedisRolloutStore } from './rollout/redis.js';
+export { MAX_ROLLOUT_RESOURCES, tallyField, type RolloutStore } from './rollout/store.js';

@@ -8,6 +8,7 @@ import { RulesPanel } from './rules.js';
 import { BreakersPanel } from './breakers.js';
 import { HotKeysPanel } from './hot-keys.js';
 import { TiersPanel } from './tiers.js';
+import { RolloutPanel } from './rollout.js';
 
 /** How often `/v1/stats` is read; rates are the differences between consecutive reads. */
 const POLL_MS = 1000;
@@ -20,6 +21,7 @@ const breakers = new BreakersPanel(byId('breakers'), byId('breakers-empty'));
 const hotKeys = new HotKeysPanel(byId('hot-keys'), byId('hot-keys-empty'));
 const tiersTable = byId('tiers');
 const tiers = new TiersPanel(byId('tiers-panel'), tiersTable.querySelector('tbody') ?? tiersTable);
+const rollout = new RolloutPanel();
 const connection = byId('connection');
 const statsVersion = byId('stats-version');
 /** Limit per second per key, by resource, from `/v1/resources` (read again when the rules change). */
@@ -53,6 +55,7 @@ async function poll() {
     rules.onVersion(snapshot.version);
     breakers.render(await getJson('/v1/breakers'));
     hotKeys.render(snapshot.hotKeys);
+    await rollout.refresh(getJson);
   } catch (err) {
     connection.textContent = `server unreachable (${err instanceof Error ? err.message : String(err)})`;
     connection.setAttribute('data-state', 'down');

@@ -23,7 +23,7 @@ class ApiError extends Error {
  * @param {string} path
  * @param {unknown} [body]
  */
-async function admin(token, path, body) {
+export async function admin(token, path, body) {
   const headers = { authorization: `Bearer ${token}` };
   if (body !== undefined) headers['content-type'] = 'application/json';
   const res = await fetch(`/v1/admin${path}`, {

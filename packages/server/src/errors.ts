@@ -110,6 +110,8 @@ const TRANSPORT: Readonly<Record<AnyErrorCode, Transport>> = Object.freeze({
   [RulesErrorCodes.RULE_CONFLICT]: { http: 409, grpc: GrpcStatus.FAILED_PRECONDITION },
   [RulesErrorCodes.RULE_STORE_UNAVAILABLE]: { http: 503, grpc: GrpcStatus.UNAVAILABLE },
   [RulesErrorCodes.RULE_STORE_CORRUPT]: { http: 500, grpc: GrpcStatus.INTERNAL },
+  [RulesErrorCodes.ROLLOUT_CONFLICT]: { http: 409, grpc: GrpcStatus.FAILED_PRECONDITION },
+  [RulesErrorCodes.ROLLOUT_NOT_FOUND]: { http: 404, grpc: GrpcStatus.NOT_FOUND },
 });
 
 /** Every code a client can receive. */

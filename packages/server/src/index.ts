@@ -31,8 +31,18 @@ export {
 } from './envoy/rls.js';
 export { OUTCOMES_PATH, PROTO_DIR, PROTO_LOADER_OPTIONS, loadOutcomesDefinition, loadRlsDefinition } from './grpc/proto.js';
 export { LiveRules, limiterResourceName, type LiveRulesOptions, type RulesAppliedEvent } from './live-rules.js';
-export { ServerMetrics, type ResourceStats } from './metrics.js';
+export { RolloutMetrics, ServerMetrics, type ResourceStats } from './metrics.js';
+export { AUTO_ROLLBACK_AUTHOR, RolloutRunner, candidateResourceName, type RolloutRunnerOptions } from './rollout/runner.js';
+export { startRollout, type StartRolloutInput } from './rollout/start.js';
 export { startServer, type RunningServer, type StartOptions } from './serve.js';
-export { RateLimitService, type AcquireItem, type AdjustItem, type CheckItem, type ReleaseItem } from './service.js';
+export {
+  RateLimitService,
+  type RolloutRouting,
+  type RolloutView,
+  type AcquireItem,
+  type AdjustItem,
+  type CheckItem,
+  type ReleaseItem,
+} from './service.js';
 export { SETTINGS, SettingsError, loadSettings, type SettingFlags, type Settings } from './settings.js';
 export { type CohortOf, type OutcomeItem, type RateLimitServiceOptions } from './service.js';

@@ -88,7 +88,12 @@ export class ServerMetrics {
       labelNames: ['method', 'code'] as const,
       registers,
     });
-    this.#version = new Gauge({ name: 'sluice_rules_version', help: 'The active rule version (0: none yet)', registers });
+    this.#version = new Gauge({
+      name: 'sluice_rules_version',
+      help: 'The active rule version (0: none yet); during a rollout also one per cohort',
+      labelNames: ['cohort'] as const,
+      registers,
+    });
     this.#version.set(0);
     this.#ruleChanges = new Counter({
       name: 'sluice_rule_resources_changed_total',
@@ -291,5 +296,48 @@ export class ServerMetrics {
   adaptiveLimits(limits: ReadonlyMap<string, number>): void {
     this.#adaptiveLimit.reset();
     for (const [resource, value] of limits) this.#adaptiveLimit.set({ resource }, value);
+  }
+}
+
+/**
+ * The rollout's figures: the rule version each cohort is decided by
+ * (`sluice_rules_version{cohort}`, beside the unlabelled active version), the share of keys on
+ * the candidate, and the automatic rollbacks.
+ */
+export class RolloutMetrics {
+  readonly #version: Gauge<'cohort'>;
+  readonly #percent: Gauge;
+  readonly #rollbacks: Counter;
+
+  constructor(metrics: ServerMetrics) {
+    const registers = [metrics.registry];
+    // The same metric as the unlabelled active version: a series per cohort beside it.
+    this.#version = metrics.registry.getSingleMetric('sluice_rules_version') as Gauge<'cohort'>;
+    this.#percent = new Gauge({
+      name: 'sluice_rollout_percent',
+      help: 'Share of keys on the candidate rule version (0: no rollout)',
+      registers,
+    });
+    this.#rollbacks = new Counter({
+      name: 'sluice_rollout_rollbacks_total',
+      help: 'Rollouts rolled back automatically by this server',
+      registers,
+    });
+    this.#percent.set(0);
+  }
+
+  /**
+   * The versions in force: `baseline` for the baseline cohort, and during a rollout `candidate`,
+   * the version the candidate is recorded as when promoted (baseline + 1).
+   */
+  cohorts(baseline: number, candidate: number | undefined, percent: number): void {
+    this.#version.set({ cohort: 'baseline' }, baseline);
+    if (candidate === undefined) this.#version.remove({ cohort: 'candidate' });
+    else this.#version.set({ cohort: 'candidate' }, candidate);
+    this.#percent.set(percent);
+  }
+
+  rolledBack(): void {
+    this.#rollbacks.inc();
   }
 }

@@ -1,5 +1,5 @@
 import type { AddressInfo } from 'node:net';
-import { Limiter, compileLimits, isOutcomeStore, type LimitStore } from '@sluice/core';
+import { Limiter, compileLimits, isOutcomeStore, type LimitStore, type OutcomeSource } from '@sluice/core';
 import { RedisStore } from '@sluice/redis';
 import { FileRuleStore, RedisRuleStore, type RuleStore } from '@sluice/rules';
 import type { Logger } from 'pino';
@@ -13,6 +13,8 @@ import { bindGrpc, buildGrpcServer, shutdownGrpc, type GrpcListener } from './gr
 import { WarningThrottle, createLogger, redactingLogger } from './logging.js';
 import { seedRuleStore } from './seed.js';
 import { RateLimitService, type CohortOf } from './service.js';
+import { RolloutRunner } from './rollout/runner.js';
+import { RolloutMetrics } from './metrics.js';
 import { SettingsError, type Settings } from './settings.js';
 
 /** A running `sluice serve`. */
@@ -25,6 +27,11 @@ export interface RunningServer {
   readonly rules: LiveRules;
   readonly metrics: ServerMetrics;
   readonly logger: Logger;
+  /**
+   * The fleet's rule rollout as this server follows it (both built-in rule stores keep one):
+   * `cohortOf(resource, key)` tags outcome reports with a key's cohort.
+   */
+  readonly rollout: RolloutRunner | undefined;
   /**
    * Graceful shutdown: stops accepting, lets in-flight calls finish within the grace period,
    * then ends remaining waits (answered `SLUICE_ERR_CLOSED`) and closes stores.
@@ -41,6 +48,8 @@ export interface StartOptions {
   logger?: Logger;
   /** Places keys in cohorts: reported outcomes are tallied by cohort too (see `RateLimitService`). */
   cohortOf?: CohortOf;
+  /** Downstream outcomes per cohort, judged by rollouts; without it only rejection ratios are. */
+  outcomes?: OutcomeSource;
 }
 
 async function waitFor(probe: () => Promise<unknown>, timeoutMs: number, what: string): Promise<void> {
@@ -185,8 +194,15 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     throw err;
   }
 
+  // The fleet's reported outcomes as the store tallies them, unless the caller gives its own.
+  const storeOutcomes: OutcomeSource = { outcomeTotals: (r, windowMs, cohort) => limiter.outcomeTotals(r, windowMs, cohort) };
+  const rollout = startRollouts(stores.ruleStore, limiter, rules, metrics, settings, logger, options.outcomes ?? storeOutcomes);
+  // Reported outcomes are tallied under the key's rollout cohort too, for the rollout's judge.
+  const cohortOf: CohortOf | undefined =
+    options.cohortOf ?? (rollout === undefined ? undefined : (resource, key) => rollout.cohortOf(resource, key));
   const service = new RateLimitService(limiter, rules, undefined, {
-    ...(options.cohortOf === undefined ? {} : { cohortOf: options.cohortOf }),
+    ...(cohortOf === undefined ? {} : { cohortOf }),
+    ...(rollout === undefined ? {} : { rollout }),
   });
   const readiness = async () => {
     const checks: Record<string, string> = {};
@@ -220,6 +236,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     adaptive: () => adaptive.status(),
     dashboard: settings.dashboard,
     clock,
+    ...(rollout === undefined ? {} : { rollout }),
   });
   const overrides = new OverrideTable({
     limiter,
@@ -252,6 +269,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   } catch (err) {
     await shutdownGrpc(grpcServer, 0);
     await app.close();
+    await rollout?.close();
     await cleanup();
     throw err;
   }
@@ -299,13 +317,46 @@ export async function startServer(settings: Settings, options: StartOptions = {}
       stopWatch?.();
       await adaptive.close();
       await clock.monitor?.close();
+      await rollout?.close();
       await stores.close();
       warnings.close();
       logger.info('shut down');
     })();
     return closed;
   };
-  return { url, httpPort, grpcPort, limiter, rules, metrics, logger, close };
+  return { url, httpPort, grpcPort, limiter, rules, metrics, logger, rollout, close };
+}
+
+/** Follows the fleet's rollout when the rule store keeps one (both built-in stores do). */
+function startRollouts(
+  ruleStore: RuleStore,
+  limiter: Limiter,
+  rules: LiveRules,
+  metrics: ServerMetrics,
+  settings: Settings,
+  logger: Logger,
+  outcomes: OutcomeSource | undefined,
+): RolloutRunner | undefined {
+  if (ruleStore.rolloutStore === undefined) return undefined;
+  const figures = new RolloutMetrics(metrics);
+  const runner: RolloutRunner = new RolloutRunner({
+    store: ruleStore.rolloutStore(),
+    ruleStore,
+    limiter,
+    rules,
+    logger,
+    ...(outcomes === undefined ? {} : { outcomes }),
+    pollIntervalMs: settings.rolloutPollMs,
+    leaseTtlMs: settings.rolloutLeaseMs,
+    onChange: (state, rolledBack) => {
+      const baseline = rules.version?.version ?? 0;
+      const splitting = state !== undefined && (state.status === 'running' || state.status === 'paused');
+      figures.cohorts(baseline, splitting ? state.baseline + 1 : undefined, runner.percent);
+      if (rolledBack !== undefined) figures.rolledBack();
+    },
+  });
+  runner.start();
+  return runner;
 }
 
 /** Whether `host` only accepts connections from this machine. */

@@ -112,6 +112,8 @@ export type CohortOf = (resource: string, key: string) => string | undefined;
 export interface RateLimitServiceOptions {
   /** Tally reported outcomes by cohort too. @default none */
   readonly cohortOf?: CohortOf;
+  /** How a running rollout splits keys between rule versions. @default no split */
+  readonly rollout?: RolloutRouting;
 }
 
 /** A fleet-wide breaker as `GET /v1/breakers` shows it. */
@@ -130,6 +132,24 @@ export interface BreakerView {
 
 /** Most fleet-wide breakers `GET /v1/breakers` lists (each is read from the store). */
 export const MAX_LISTED_BREAKERS = 100;
+/** How a running rollout splits keys between rule versions (see `RolloutRunner`). */
+export interface RolloutRouting {
+  /** The limiter resource deciding `key` of `resource`. */
+  route(resource: string, key?: string): string;
+  /** Counts a decision for the key's cohort. */
+  observe(resource: string, key: string | undefined, allowed: boolean): void;
+  /** The split in force: the rollout's id (the hash's salt), share, and candidate limiter names. */
+  split?(): { id: string; percent: number; names: ReadonlyMap<string, string> } | undefined;
+}
+
+/** A running rollout as remote clients see it: the split and the candidate's limits. */
+export interface RolloutView {
+  readonly id: string;
+  readonly percent: number;
+  readonly resources: Record<string, ResourceView>;
+}
+
+const NO_ROLLOUT: RolloutRouting = { route: (resource) => resource, observe: () => undefined };
 
 /** Most resources `GET /v1/resources` lists; rule files are bounded too, this bounds the answer. */
 export const MAX_LISTED_RESOURCES = 10_000;
@@ -144,6 +164,7 @@ export class RateLimitService {
   /** Distinct remote clients seen recently, for their fair shares while the service is away. */
   readonly clients: ClientCounter;
   readonly #cohortOf: CohortOf | undefined;
+  readonly #rollout: RolloutRouting;
 
   constructor(
     limiter: Limiter,
@@ -155,6 +176,7 @@ export class RateLimitService {
     this.#rules = rules;
     this.clients = clients;
     this.#cohortOf = options.cohortOf;
+    this.#rollout = options.rollout ?? NO_ROLLOUT;
   }
 
   /**
@@ -177,14 +199,14 @@ export class RateLimitService {
 
   async reserve(item: ReserveItem): Promise<ReserveAnswer> {
     this.#active(item.resource);
-    const r = await this.#limiter.reserve(item.resource, { key: item.key, min: item.min, max: item.max, holdMs: item.holdMs });
+    const r = await this.#limiter.reserve(this.#name(item), { key: item.key, min: item.min, max: item.max, holdMs: item.holdMs });
     return { granted: r.granted, decision: r.decision, at: r.at };
   }
 
   async renew(item: RenewItem): Promise<{ renewed: boolean }> {
     this.#active(item.resource);
     return {
-      renewed: await this.#limiter.renew(item.resource, {
+      renewed: await this.#limiter.renew(this.#name(item), {
         key: item.key,
         permitId: item.permitId,
         ...(item.ttlMs === undefined ? {} : { ttlMs: item.ttlMs }),
@@ -196,70 +218,99 @@ export class RateLimitService {
    * The active resources with what remote clients need: limits, lease settings, store-failure
    * policy; the rule version; how many clients were seen in the last minute. No secrets.
    */
-  resources(): { version: number; clients: number; truncated: boolean; resources: Record<string, ResourceView> } {
+  resources(): {
+    version: number;
+    clients: number;
+    truncated: boolean;
+    resources: Record<string, ResourceView>;
+    rollout?: RolloutView;
+  } {
     const names = this.#rules.resourceNames().filter((n) => this.#limiter.has(n));
     const resources: Record<string, ResourceView> = {};
-    for (const name of names.slice(0, MAX_LISTED_RESOURCES)) {
-      const s = this.#limiter.settingsOf(name);
-      resources[name] = {
-        limits: s.limits.map(({ code: _code, ...limit }) => limit),
-        onStoreFailure: s.onStoreFailure,
-        reservable: s.reservable,
-        ...(s.lease === undefined ? {} : { lease: { ...s.lease } }),
-      };
-    }
+    for (const name of names.slice(0, MAX_LISTED_RESOURCES)) resources[name] = this.#view(name);
+    const split = this.#rollout.split?.();
+    const rollout: RolloutView | undefined =
+      split === undefined
+        ? undefined
+        : {
+            id: split.id,
+            percent: split.percent,
+            resources: Object.fromEntries(
+              [...split.names].filter(([, n]) => this.#limiter.has(n)).map(([r, n]) => [r, this.#view(n)]),
+            ),
+          };
     return {
       version: this.rulesVersion,
       clients: this.clients.count(),
       truncated: names.length > MAX_LISTED_RESOURCES,
       resources,
+      ...(rollout === undefined ? {} : { rollout }),
+    };
+  }
+
+  #view(name: string): ResourceView {
+    const s = this.#limiter.settingsOf(name);
+    return {
+      limits: s.limits.map(({ code: _code, ...limit }) => limit),
+      onStoreFailure: s.onStoreFailure,
+      reservable: s.reservable,
+      ...(s.lease === undefined ? {} : { lease: { ...s.lease } }),
     };
   }
 
   async check(item: CheckItem): Promise<Decision> {
     this.#active(item.resource);
-    if (item.book !== undefined) return this.#limiter.book(item.resource, { ...opts(item), id: item.book });
-    return this.#limiter.try(item.resource, opts(item));
+    const d =
+      item.book !== undefined
+        ? await this.#limiter.book(this.#name(item), { ...opts(item), id: item.book })
+        : await this.#limiter.try(this.#name(item), opts(item));
+    this.#rollout.observe(item.resource, item.key, d.allowed);
+    return d;
   }
 
   /** Admits now, or books the earliest slot under `id` (the same id later claims it; see `Limiter.book`). */
   async book(item: BookItem): Promise<Decision> {
     this.#active(item.resource);
-    return this.#limiter.book(item.resource, { ...opts(item), id: item.id });
+    return this.#limiter.book(this.#name(item), { ...opts(item), id: item.id });
   }
 
   /** Claims a booking, never making one (`Limiter.claim`). */
   async claim(item: BookItem): Promise<Decision> {
     this.#active(item.resource);
-    return this.#limiter.claim(item.resource, { ...opts(item), id: item.id });
+    return this.#limiter.claim(this.#name(item), { ...opts(item), id: item.id });
   }
 
   async cancel(item: CancelItem): Promise<{ cancelled: boolean }> {
     this.#active(item.resource);
     return {
-      cancelled: await this.#limiter.cancel(item.resource, { ...(item.key === undefined ? {} : { key: item.key }), id: item.id }),
+      cancelled: await this.#limiter.cancel(this.#name(item), {
+        ...(item.key === undefined ? {} : { key: item.key }),
+        id: item.id,
+      }),
     };
   }
 
   /** Waits for `client` (its waits are bounded and take turns with other clients', see `AcquireOptions.client`). */
   async acquire(item: AcquireItem, signal: AbortSignal, client?: string): Promise<Decision> {
     this.#active(item.resource);
-    return this.#limiter.acquire(item.resource, {
+    const d = await this.#limiter.acquire(this.#name(item), {
       ...opts(item),
       signal,
       ...(client === undefined ? {} : { client }),
       ...(item.maxWaitMs === undefined ? {} : { maxWaitMs: item.maxWaitMs }),
     });
+    this.#rollout.observe(item.resource, item.key, d.allowed);
+    return d;
   }
 
   async release(item: ReleaseItem): Promise<{ released: boolean }> {
     this.#active(item.resource);
-    return { released: await this.#limiter.release(item.resource, { key: item.key, permitId: item.permitId }) };
+    return { released: await this.#limiter.release(this.#name(item), { key: item.key, permitId: item.permitId }) };
   }
 
   async adjust(item: AdjustItem): Promise<{ adjusted: true }> {
     this.#active(item.resource);
-    await this.#limiter.adjust(item.resource, {
+    await this.#limiter.adjust(this.#name(item), {
       key: item.key,
       delta: item.delta,
       ...(item.tenant === undefined ? {} : { tenant: item.tenant }),
@@ -295,6 +346,11 @@ export class RateLimitService {
   /** The hot keys of the active rules' resources that track them (see `Limiter.hotKeys`). */
   hotKeys(): HotKeyReport[] {
     return this.#limiter.hotKeys().filter((r) => this.#rules.has(r.resource));
+  }
+
+  /** The limiter resource of an item: its candidate's during a rollout, for the candidate cohort. */
+  #name(item: { readonly resource: string; readonly key?: string | undefined }): string {
+    return this.#rollout.route(item.resource, item.key);
   }
 
   #active(resource: string): void {

@@ -48,6 +48,10 @@ export interface Settings {
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** How the log is written: JSON lines, pretty lines, or `auto` (pretty on a terminal, else JSON). */
   readonly logFormat: LogFormat;
+  /** How often the rollout is read and, by the decider, advanced and judged (ms). */
+  readonly rolloutPollMs: number;
+  /** The rollout decider's lease (ms): another server takes over this long after it stops. */
+  readonly rolloutLeaseMs: number;
 }
 
 const int = (min: number, max: number) => z.coerce.number().int('must be an integer').min(min).max(max);
@@ -285,6 +289,20 @@ export const SETTINGS = {
     default: 'auto',
     schema: z.enum(LOG_FORMATS, { error: 'must be auto, json or pretty' }),
     doc: 'How the log is written: `json` (one JSON object a line), `pretty` (pino-pretty, for reading by hand) or `auto`: pretty when stdout is a terminal, JSON otherwise (pipes, files, CI)',
+  },
+  rolloutPollMs: {
+    flag: '--rollout-poll-ms',
+    env: 'SLUICE_ROLLOUT_POLL_MS',
+    default: '1000',
+    schema: int(50, 60_000),
+    doc: 'How often the rule rollout is read and counts are flushed; the decider then advances and judges it (see docs/control-plane.md)',
+  },
+  rolloutLeaseMs: {
+    flag: '--rollout-lease-ms',
+    env: 'SLUICE_ROLLOUT_LEASE_MS',
+    default: '10000',
+    schema: int(200, 600_000),
+    doc: "The rollout decider's lease: if the deciding server stops, another takes over after this long",
   },
 } as const satisfies Record<keyof Settings, SettingSpec>;
 

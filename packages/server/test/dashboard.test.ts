@@ -197,6 +197,30 @@ describe('the web dashboard in headless Chromium', () => {
     expect(await page.locator('#history tbody tr').count()).toBe(3);
   });
 
+  it('shows a rollout with the version of each cohort and its share, and pauses and aborts it', async () => {
+    const started = await call(
+      server.url,
+      '/v1/admin/rollout',
+      { text: V2, author: XSS_AUTHOR, reason: XSS_REASON, steps: [{ percent: 25, holdMs: 3_600_000 }] },
+      { token: TOKEN },
+    );
+    expect(started.status).toBe(201);
+    await page.waitForSelector('#rollout-summary[data-status="running"]', WAIT);
+    expect(await page.textContent('#rollout-summary')).toBe('running: baseline v3 · candidate on 25% of keys');
+    const details = await page.$$eval('#rollout-details dd', (xs) => xs.map((x) => x.textContent));
+    expect(details.slice(0, 3)).toEqual(['api', '1 of 1', `${XSS_AUTHOR}: ${XSS_REASON}`]);
+    await page.fill('#rollout-author', 'dashboard-test');
+    await page.fill('#rollout-reason', 'hold it');
+    await page.click('#rollout-form button[data-action="pause"]');
+    await page.waitForSelector('#rollout-summary[data-status="paused"]', WAIT);
+    await page.click('#rollout-form button[data-action="abort"]');
+    await page.waitForSelector('#rollout-summary[data-status="aborted"]', WAIT);
+    expect(await page.textContent('#rollout-summary')).toBe('aborted: v3 → not applied');
+    const state = await call(server.url, '/v1/admin/rollout', undefined, { token: TOKEN });
+    expect(state.json.rollout).toMatchObject({ status: 'aborted', note: 'aborted by dashboard-test: hold it' });
+    expect(await page.locator('#rollout-panel img, #rollout-panel script, #rollout-panel b').count()).toBe(0);
+  });
+
   it('never ran script from user-controlled text', async () => {
     // Resource names cannot carry markup at all: the service refuses such a name.
     const odd = await call(server.url, '/v1/check', { resource: XSS_AUTHOR, key: 'k' });

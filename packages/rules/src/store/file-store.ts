@@ -32,6 +32,8 @@ import type {
   RuleVersion,
   RuleVersionMeta,
 } from './types.js';
+import { FileRolloutStore } from '../rollout/file.js';
+import type { RolloutStore } from '../rollout/store.js';
 import { VersionWatch } from './watch.js';
 
 /** Options of {@link FileRuleStore}. */
@@ -146,6 +148,7 @@ export class FileRuleStore implements RuleStore {
   readonly #watch: VersionWatch;
   /** Changes from this instance, one at a time (other processes wait on the lock file). */
   #queue: Promise<unknown> = Promise.resolve();
+  #rollouts: FileRolloutStore | undefined;
   #closed = false;
 
   constructor(options: FileRuleStoreOptions) {
@@ -227,6 +230,13 @@ export class FileRuleStore implements RuleStore {
   watch(listener: RuleListener): () => void {
     this.#open();
     return this.#watch.add(listener);
+  }
+
+  /** The rollout kept in this store's directory (`rollout.json`). */
+  rolloutStore(): RolloutStore {
+    this.#open();
+    this.#rollouts ??= new FileRolloutStore(this.#dir, this.#options.now);
+    return this.#rollouts;
   }
 
   async close(): Promise<void> {

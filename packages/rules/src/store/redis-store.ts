@@ -31,6 +31,8 @@ import type {
   RuleVersion,
   RuleVersionMeta,
 } from './types.js';
+import { RedisRolloutStore } from '../rollout/redis.js';
+import type { RolloutStore } from '../rollout/store.js';
 import { VersionWatch } from './watch.js';
 
 /** A Redis Cluster seed node: `"host:port"` or `{ host, port }`. */
@@ -135,6 +137,8 @@ export class RedisRuleStore implements RuleStore {
   readonly #owned: boolean;
   readonly #options: z.output<typeof optionsSchema>;
   readonly #keys: { seq: string; current: string; meta: string; source: string; index: string; channel: string };
+  readonly #base: string;
+  #rollouts: RedisRolloutStore | undefined;
   readonly #cache = new VersionCache();
   readonly #watch: VersionWatch;
   #subscriber: Redis | Cluster | undefined;
@@ -163,6 +167,7 @@ export class RedisRuleStore implements RuleStore {
       this.#owned = true;
     }
     const base = /\{[^}]*\}/.test(o.prefix) ? o.prefix : `${o.prefix}{rules}:`;
+    this.#base = base;
     this.#keys = {
       seq: `${base}seq`,
       current: `${base}current`,
@@ -241,6 +246,13 @@ export class RedisRuleStore implements RuleStore {
     this.#open();
     this.#subscribe();
     return this.#watch.add(listener);
+  }
+
+  /** The rollout kept under this store's prefix, on its connection. */
+  rolloutStore(): RolloutStore {
+    this.#open();
+    this.#rollouts ??= new RedisRolloutStore(this.#client, this.#base);
+    return this.#rollouts;
   }
 
   async close(): Promise<void> {

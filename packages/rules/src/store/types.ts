@@ -1,4 +1,5 @@
 import type { RuleSetDiff } from '../diff.js';
+import type { RolloutStore } from '../rollout/store.js';
 import type { RuleSet } from '../ruleset.js';
 
 /** What is recorded about a rule version, without its text. */
@@ -97,4 +98,9 @@ export interface RuleStore {
   watch(listener: RuleListener): () => void;
   /** Stops watching and releases connections the store opened. */
   close(): Promise<void>;
+  /**
+   * Where this store keeps rollouts, next to its versions (on its connection, or in its
+   * directory). Stores without one cannot roll versions out gradually.
+   */
+  rolloutStore?(): RolloutStore;
 }

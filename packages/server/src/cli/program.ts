@@ -13,6 +13,7 @@ import {
   type AdminTarget,
 } from './rules.js';
 import { runStatus } from './status.js';
+import { addRolloutCommands } from './rollout.js';
 import { startServer } from '../serve.js';
 import { SETTINGS, SettingsError, loadSettings, type SettingFlags, type Settings } from '../settings.js';
 
@@ -147,6 +148,7 @@ export function buildCli(): Command {
   adminOptions(rules.command('show').description("print a version's rule text (default: the current one)"))
     .option('--version <n>', 'the version', positiveInt)
     .action(async (o: { server: string; token?: string; version?: number }) => showRules(target(o), o.version, out));
+  addRolloutCommands(rules, out);
 
   program
     .command('status')

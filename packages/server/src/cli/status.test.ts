@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { statusRows, type StatsSnapshot } from '../stats/rates.js';
 import { clockSkewSummary, type ClockSkewView } from '../stats/clock.js';
-import { renderStatus } from './status.js';
+import { renderRollout, renderStatus } from './status.js';
 
 const r = (resource: string, allowed: number, denied: number, limit = 10, remaining = 5) => ({
   resource,
@@ -104,6 +104,26 @@ describe('status view', () => {
       'api:payments  CLOSED      ?       ?     ?      5s       1',
     ]);
     expect(renderStatus('http://x', prev, cur, 2, { breakers: [] }).split('\n')).toHaveLength(5);
+  });
+  it('shows a rollout under the title: the version of each cohort and the share', () => {
+    const rollout = {
+      id: '0123456789abcdef',
+      status: 'running',
+      baseline: 3,
+      percent: 10,
+      step: 1,
+      steps: [{}, {}, {}],
+      resources: ['orders'],
+      note: 'step 2 of 3',
+    };
+    const lines = renderStatus('http://x', prev, cur, 2, undefined, rollout).split('\n');
+    expect(lines[1]).toBe('rollout 01234567 running: baseline v3 / candidate 10% of keys of orders  step 2/3  (step 2 of 3)');
+    expect(lines[3]).toMatch(/^RESOURCE/);
+    expect(renderRollout({ ...rollout, status: 'rolled_back', note: 'orders: too many rejections' })).toBe(
+      'rollout 01234567 rolled_back: v3 -> not applied  (orders: too many rejections)',
+    );
+    expect(renderRollout({ ...rollout, status: 'completed', version: 4 })).toMatch(/completed: v3 -> v4/);
+    expect(renderRollout(null)).toBeUndefined();
   });
 });
 

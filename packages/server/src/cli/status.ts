@@ -46,6 +46,30 @@ export function renderBreakers(snapshot: BreakersSnapshot | undefined): string[]
   ];
 }
 
+/** A rollout as `GET /v1/rollout` summarizes it (what the status view shows of it). */
+export interface RolloutLine {
+  readonly id: string;
+  readonly status: string;
+  readonly baseline: number;
+  readonly version?: number;
+  readonly percent: number;
+  readonly step: number;
+  readonly steps: readonly unknown[];
+  readonly resources: readonly string[];
+  readonly note?: string;
+}
+
+/** The status view's rollout line: which version each cohort is decided by, and the share. */
+export function renderRollout(r: RolloutLine | null | undefined): string | undefined {
+  if (r === null || r === undefined) return undefined;
+  const live = r.status === 'running' || r.status === 'paused';
+  const cohorts = live
+    ? `baseline v${r.baseline} / candidate ${r.percent}% of keys of ${r.resources.join(', ')}`
+    : `v${r.baseline} -> ${r.version === undefined ? 'not applied' : `v${r.version}`}`;
+  const step = live ? `  step ${r.step + 1}/${r.steps.length}` : '';
+  return `rollout ${r.id.slice(0, 8)} ${r.status}: ${cohorts}${step}${r.note === undefined ? '' : `  (${r.note})`}`;
+}
+
 /** One frame of the status view as text. */
 export function renderStatus(
   server: string,
@@ -53,6 +77,7 @@ export function renderStatus(
   cur: StatusSnapshot,
   top: number,
   breakers?: BreakersSnapshot,
+  rollout?: RolloutLine | null,
 ): string {
   const rows = statusRows(prev, cur, top);
   const header = ['RESOURCE', 'RATE/s', 'DENIED/s', 'LIMIT', 'REMAINING', 'REJECTED'];
@@ -72,8 +97,10 @@ export function renderStatus(
   const title = `sluice status  ${server}  rules v${cur.version}  ${new Date(cur.at).toISOString()}`;
   // The server's clock against its store's, under the table (servers before it report none).
   const clock = cur.clockSkew === undefined ? [] : ['', clockSkewSummary(cur.clockSkew).text];
+  const rolloutLine = renderRollout(rollout);
   return [
     title,
+    ...(rolloutLine === undefined ? [] : [rolloutLine]),
     '',
     ...lines,
     ...(rows.length === 0 ? ['(no decisions yet)'] : []),
@@ -154,7 +181,12 @@ export async function runStatus(o: StatusOptions, out: Out): Promise<void> {
     const cur = await fetchStats();
     // A server without fleet breakers' endpoint (an older version) shows none.
     const breakers = await request<BreakersSnapshot>(o.server, '/v1/breakers').catch(() => undefined);
-    const frame = renderStatus(o.server, prev, cur, o.top, breakers);
+    // A server without a rollout store (or an older one) has no /v1/rollout.
+    const rollout = await request<{ rollout: RolloutLine | null }>(o.server, '/v1/rollout').then(
+      (r) => r.rollout,
+      () => null,
+    );
+    const frame = renderStatus(o.server, prev, cur, o.top, breakers, rollout);
     if (o.once) {
       out.log(frame);
       return;

@@ -7,6 +7,8 @@ import type { LiveRules } from '../live-rules.js';
 import { authorized } from './auth.js';
 import { redactUrl, type WarningThrottle } from '../logging.js';
 import { sendError } from './reply.js';
+import type { RolloutRunner } from '../rollout/runner.js';
+import { registerRolloutAdmin } from './rollout.js';
 
 /** What the admin API needs. */
 export interface AdminDeps {
@@ -17,6 +19,8 @@ export interface AdminDeps {
   readonly logger: Logger;
   /** Refused calls are logged through it (an outsider can repeat them at will). */
   readonly warnings: WarningThrottle;
+  /** The fleet's rollout, when the rule store keeps one. */
+  readonly rollout?: RolloutRunner | undefined;
 }
 
 const label = z.string({ error: 'must be a string' }).min(1, 'must not be empty').max(256, 'must be at most 256 characters');
@@ -157,6 +161,7 @@ export function registerAdmin(app: FastifyInstance, deps: AdminDeps): void {
           return { status: 201, body: encodeVersion(v) };
         }),
       );
+      if (deps.rollout !== undefined) registerRolloutAdmin(admin, handle, deps.rollout, logger);
     },
     { prefix: '/v1/admin' },
   );

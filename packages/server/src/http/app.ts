@@ -16,6 +16,8 @@ import { registerAdmin } from './admin.js';
 import { registerApi } from './api.js';
 import { answerClientError, trackResponse } from './client-errors.js';
 import { registerDashboard } from './dashboard.js';
+import type { RolloutRunner } from '../rollout/runner.js';
+import { registerRolloutSummary } from './rollout.js';
 import { fromFastifyError, sendError } from './reply.js';
 
 /** Bounds of the HTTP listener's connections (their defaults are the settings' defaults). */
@@ -55,6 +57,8 @@ export interface HttpDeps {
   readonly dashboard?: boolean;
   /** The clock-skew check (`clockSkew` of `/v1/stats`, `/v1/time`). @default the embedded store's: nothing to measure */
   readonly clock?: ServerClock;
+  /** The fleet's rollout: `GET /v1/rollout` and the admin API's `/v1/admin/rollout` routes. */
+  readonly rollout?: RolloutRunner;
 }
 
 /**
@@ -151,7 +155,15 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
   });
 
   registerApi(app, deps.service, settings, faults, settings.apiToken);
-  registerAdmin(app, { store: deps.ruleStore, rules: deps.rules, token: settings.adminToken, logger, warnings });
+  registerAdmin(app, {
+    store: deps.ruleStore,
+    rules: deps.rules,
+    token: settings.adminToken,
+    logger,
+    warnings,
+    rollout: deps.rollout,
+  });
+  if (deps.rollout !== undefined) registerRolloutSummary(app, deps.rollout);
   if (deps.dashboard === true) registerDashboard(app, logger);
 
   app.get('/healthz', async () => ({ status: 'ok' }));

@@ -19,6 +19,7 @@ export const DASHBOARD_FILES: Readonly<Record<string, { readonly path: string; r
   'app.js': { path: 'dashboard/app.js', type: 'text/javascript; charset=utf-8' },
   'charts.js': { path: 'dashboard/charts.js', type: 'text/javascript; charset=utf-8' },
   'rules.js': { path: 'dashboard/rules.js', type: 'text/javascript; charset=utf-8' },
+  'rollout.js': { path: 'dashboard/rollout.js', type: 'text/javascript; charset=utf-8' },
   'dom.js': { path: 'dashboard/dom.js', type: 'text/javascript; charset=utf-8' },
   'adaptive.js': { path: 'dashboard/adaptive.js', type: 'text/javascript; charset=utf-8' },
   'clock.js': { path: 'dashboard/clock.js', type: 'text/javascript; charset=utf-8' },

@@ -1,0 +1,118 @@
+import { readFileSync } from 'node:fs';
+import { evalScript, plainScript, type PlainScript } from '@sluice/redis/kit';
+import type { Cluster, Redis } from 'ioredis';
+import { RulesError, RulesErrorCodes } from '../errors.js';
+import type { RolloutState } from './plan.js';
+import { parseRollout, rolloutConflict, type RolloutStore } from './store.js';
+
+const scripts = new Map<string, PlainScript>();
+
+function script(name: 'rollout-write' | 'rollout-lease'): PlainScript {
+  let s = scripts.get(name);
+  if (!s) {
+    // lua/ is a sibling of both src/ and dist/.
+    s = plainScript(readFileSync(new URL(`../../lua/${name}.lua`, import.meta.url), 'utf8'));
+    scripts.set(name, s);
+  }
+  return s;
+}
+
+function unavailable(what: string, e: unknown): RulesError {
+  if (e instanceof RulesError) return e;
+  return new RulesError(
+    RulesErrorCodes.RULE_STORE_UNAVAILABLE,
+    `the rule store cannot ${what}: ${e instanceof Error ? e.message : String(e)}`,
+    { cause: e },
+  );
+}
+
+/** How long tallies of a phase are kept after their last write, in ms. */
+const TALLY_TTL_MS = 86_400_000;
+
+/**
+ * The rollout of a {@link RedisRuleStore}, on its connection and under its hash tag: the state
+ * is one hash written by compare-and-set (`lua/rollout-write.lua`), the lease one key taken with
+ * NX and a time-to-live (`lua/rollout-lease.lua`), the tallies one hash per phase that every
+ * server adds its counts to.
+ */
+export class RedisRolloutStore implements RolloutStore {
+  readonly #client: Redis | Cluster;
+  readonly #keys: { state: string; lease: string; tally: string };
+
+  /** `base` is the rule store's key base (its prefix and hash tag). */
+  constructor(client: Redis | Cluster, base: string) {
+    this.#client = client;
+    this.#keys = { state: `${base}rollout`, lease: `${base}rollout:lease`, tally: `${base}rollout:tally:` };
+  }
+
+  async read(): Promise<RolloutState | undefined> {
+    let raw: string | null;
+    try {
+      raw = await this.#client.hget(this.#keys.state, 'state');
+    } catch (e) {
+      throw unavailable('read the rollout', e);
+    }
+    return raw === null ? undefined : parseRollout(raw, this.#keys.state);
+  }
+
+  async write(next: RolloutState, expectedRevision: number): Promise<RolloutState> {
+    const state = Object.freeze({ ...next, revision: expectedRevision + 1 });
+    let reply: unknown;
+    try {
+      reply = await evalScript(
+        this.#client,
+        script('rollout-write'),
+        [this.#keys.state],
+        ['1', String(expectedRevision), JSON.stringify(state)],
+      );
+    } catch (e) {
+      throw unavailable('write the rollout', e);
+    }
+    const [code, stored] = reply as [number, number | undefined];
+    if (code !== 0) throw rolloutConflict(expectedRevision, Number(stored));
+    return state;
+  }
+
+  async lead(owner: string, ttlMs: number): Promise<boolean> {
+    try {
+      return (await evalScript(this.#client, script('rollout-lease'), [this.#keys.lease], ['1', owner, String(ttlMs)])) === 1;
+    } catch (e) {
+      throw unavailable('take the rollout lease', e);
+    }
+  }
+
+  async resign(owner: string): Promise<void> {
+    try {
+      await evalScript(this.#client, script('rollout-lease'), [this.#keys.lease], ['1', owner, '0']);
+    } catch (e) {
+      throw unavailable('give the rollout lease up', e);
+    }
+  }
+
+  async addTallies(id: string, phase: number, counts: ReadonlyMap<string, number>): Promise<void> {
+    if (counts.size === 0) return;
+    const key = `${this.#keys.tally}${id}:${phase}`;
+    const multi = this.#client.multi();
+    for (const [field, n] of counts) multi.hincrby(key, field, n);
+    multi.pexpire(key, TALLY_TTL_MS);
+    try {
+      await multi.exec();
+    } catch (e) {
+      throw unavailable('count rollout decisions', e);
+    }
+  }
+
+  async tallies(id: string, phase: number): Promise<Map<string, number>> {
+    let raw: Record<string, string>;
+    try {
+      raw = await this.#client.hgetall(`${this.#keys.tally}${id}:${phase}`);
+    } catch (e) {
+      throw unavailable('read rollout decision counts', e);
+    }
+    return new Map(Object.entries(raw).map(([k, v]) => [k, Number(v)]));
+  }
+
+  async close(): Promise<void> {
+    // The connection is the rule store's.
+  }
+}
