@@ -30,6 +30,11 @@ export interface AdaptiveControllerOptions {
   readonly logger?: Logger;
   /** Called after each move is applied. */
   readonly onMove?: (resource: string, move: AdaptiveMove, version: number) => void;
+  /**
+   * While it returns true, no limit moves: a rollout is under way, and a version applied in the
+   * middle of one would end it (and the rollout's judge compares cohorts under fixed limits).
+   */
+  readonly hold?: () => boolean;
 }
 
 /** A resource's adaptive limit as the dashboard and `sluice status` show it. */
@@ -82,7 +87,7 @@ export class AdaptiveController {
   /** One round: every adaptive resource this server decides is judged, and moved if need be. */
   async tick(): Promise<void> {
     const v = this.#version;
-    if (this.#closed || v === undefined) return;
+    if (this.#closed || v === undefined || this.#o.hold?.() === true) return;
     for (const rule of Object.values(v.ruleSet.adaptive)) {
       try {
         await this.#judge(rule);

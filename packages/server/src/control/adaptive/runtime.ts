@@ -28,6 +28,8 @@ export interface AdaptiveRuntimeOptions {
   readonly outcomes?: OutcomeSource;
   /** How often counts are added and rules judged, in ms. @default 1000 */
   readonly tickMs?: number;
+  /** While true, no limit moves (see `AdaptiveControllerOptions.hold`). */
+  readonly hold?: () => boolean;
 }
 
 /** The adaptive limits of one server: its recorder, its decider and what they hold. */
@@ -87,6 +89,7 @@ export function startAdaptive(options: AdaptiveRuntimeOptions): AdaptiveRuntime 
     tickMs,
     logger,
     onMove: (resource, move) => metrics.adaptiveMoved(resource, move.direction),
+    ...(options.hold === undefined ? {} : { hold: options.hold }),
   });
   const counts = recorder.observer;
   return {
