@@ -140,7 +140,8 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   const metrics = new ServerMetrics();
   const warnings = new WarningThrottle(logger, (event) => metrics.warning(event));
   const stores = await openStores(settings, logger);
-  let rollout: RolloutRunner | undefined;
+  // The rollout starts after the limiter, which needs the adaptive hooks first.
+  const running: { rollout?: RolloutRunner | undefined } = {};
   const adaptive = startAdaptive({
     ruleStore: stores.ruleStore,
     ...(settings.redisUrl === undefined && settings.redisCluster === undefined
@@ -151,7 +152,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     // The fleet's reported outcomes, as the store tallies them (read once the limiter exists).
     outcomes: { outcomeTotals: (resource, windowMs, cohort) => limiter.outcomeTotals(resource, windowMs, cohort) },
     // Limits stay put while a rollout runs or its promoted candidate is watched.
-    hold: () => ['running', 'paused', 'watching'].includes(rollout?.state?.status ?? ''),
+    hold: () => ['running', 'paused', 'watching'].includes(running.rollout?.state?.status ?? ''),
   });
   const clock = await startServerClock(stores.limitStore, settings, logger, metrics.clockSkew);
   const limiter = new Limiter({
@@ -199,7 +200,8 @@ export async function startServer(settings: Settings, options: StartOptions = {}
 
   // The fleet's reported outcomes as the store tallies them, unless the caller gives its own.
   const storeOutcomes: OutcomeSource = { outcomeTotals: (r, windowMs, cohort) => limiter.outcomeTotals(r, windowMs, cohort) };
-  rollout = startRollouts(stores.ruleStore, limiter, rules, metrics, settings, logger, options.outcomes ?? storeOutcomes);
+  const rollout = startRollouts(stores.ruleStore, limiter, rules, metrics, settings, logger, options.outcomes ?? storeOutcomes);
+  running.rollout = rollout;
   // Reported outcomes are tallied under the key's rollout cohort too, for the rollout's judge.
   const cohortOf: CohortOf | undefined =
     options.cohortOf ?? (rollout === undefined ? undefined : (resource, key) => rollout.cohortOf(resource, key));
