@@ -41,8 +41,10 @@ class VersionList {
 class FakeOutcomes implements OutcomeSource {
   readonly totals = new Map<string, OutcomeTotals>();
   readonly asked: { resource: string; cohort: string | undefined }[] = [];
-  outcomeTotals(resource: string, _windowMs: number, cohort?: string): Promise<OutcomeTotals> {
+  readonly windows: number[] = [];
+  outcomeTotals(resource: string, windowMs: number, cohort?: string): Promise<OutcomeTotals> {
     this.asked.push({ resource, cohort });
+    this.windows.push(windowMs);
     return Promise.resolve(this.totals.get(`${resource}/${cohort}`) ?? { calls: 0, failures: 0, slow: 0, totalDurationMs: 0 });
   }
 }
@@ -250,5 +252,22 @@ describe('RolloutRunner', () => {
       a!.runner.begin({ text: RULES(1), author: 'ana', reason: 'r', steps: [{ percent: 200, holdMs: 0 }] }),
     ).rejects.toMatchObject({ code: 'SLUICE_ERR_INVALID_OPTIONS' });
     await expect(a!.runner.promote('ana', 'r')).rejects.toMatchObject({ code: 'SLUICE_ERR_ROLLOUT_NOT_FOUND' });
+  });
+
+  it('judges a step longer than the outcome tallies keep on their latest part', async () => {
+    const outcomes = new FakeOutcomes();
+    const f = fleet(1, outcomes);
+    await f.servers[0]!.runner.begin({
+      text: RULES(200),
+      author: 'ana',
+      reason: 'more',
+      steps: [{ percent: 50, holdMs: 3_600_000 }],
+    });
+    await f.tick();
+    f.clock.advance(20 * 60_000);
+    await f.tick();
+    expect(outcomes.windows.length).toBeGreaterThan(0);
+    // The stores keep 600 one-second buckets; a longer window is refused by them.
+    expect(Math.max(...outcomes.windows)).toBe(600_000);
   });
 });

@@ -1,5 +1,13 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { cohortAt, type Cohort, type Limiter, type Logger, type OutcomeSource } from '@sluice/core';
+import {
+  OUTCOME_BUCKETS,
+  OUTCOME_BUCKET_MS,
+  cohortAt,
+  type Cohort,
+  type Limiter,
+  type Logger,
+  type OutcomeSource,
+} from '@sluice/core';
 import {
   FINISHED_STATUSES,
   RulesError,
@@ -306,7 +314,8 @@ export class RolloutRunner {
 
   async #measure(s: RolloutState, now: number): Promise<CohortMeasure[]> {
     const tallies = await this.#o.store.tallies(s.id, rolloutPhase(s));
-    const windowMs = Math.max(1000, now - s.stepStartedAtMs);
+    // The store keeps outcome tallies for a bounded span: a longer step is judged on its latest part.
+    const windowMs = Math.min(OUTCOME_BUCKETS * OUTCOME_BUCKET_MS, Math.max(1000, Math.round(now - s.stepStartedAtMs)));
     const n = (f: string) => tallies.get(f) ?? 0;
     const out: CohortMeasure[] = [];
     for (const resource of s.resources) {

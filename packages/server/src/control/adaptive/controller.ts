@@ -1,4 +1,4 @@
-import type { Logger, OutcomeSource } from '@sluice/core';
+import { OUTCOME_BUCKETS, OUTCOME_BUCKET_MS, type Logger, type OutcomeSource } from '@sluice/core';
 import {
   adaptiveLimitIndex,
   isRulesError,
@@ -112,7 +112,9 @@ export class AdaptiveController {
     const lastMoveAt = await demand.lastMove(rule.resource);
     const span = Math.max(rule.demand.rejectForMs, rule.demand.idleForMs) + rule.intervalMs;
     const intervals = await demand.read(rule.resource, rule.intervalMs, now - span, now - rule.intervalMs);
-    const outcomes = rule.policy === 'aimd' ? await this.#o.outcomes?.outcomeTotals(rule.resource, rule.intervalMs) : undefined;
+    // The store keeps outcome tallies for a bounded span: a longer interval is judged on its latest part.
+    const outcomeWindowMs = Math.min(rule.intervalMs, OUTCOME_BUCKETS * OUTCOME_BUCKET_MS);
+    const outcomes = rule.policy === 'aimd' ? await this.#o.outcomes?.outcomeTotals(rule.resource, outcomeWindowMs) : undefined;
     const state = { limit: resource.limits[index]!.limit, ...(lastMoveAt === undefined ? {} : { lastMoveAt }) };
     const move = judgeAdaptive(rule, state, { intervals, ...(outcomes === undefined ? {} : { outcomes }) }, now);
     if (move === undefined) return;
