@@ -7,8 +7,8 @@
 import { RemoteLimiter } from '@sluice/client';
 import { isSluiceError } from '@sluice/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { randomPrefix, redisUrl } from '../../../test/env.js';
-import { eventually, rulesFile, spawnServe, type Serve } from './support.js';
+import { randomPrefix } from '../../../test/env.js';
+import { eventually, rulesFile, startServicePair, type ServicePair } from './support.js';
 
 const RULES = `
 resources:
@@ -20,23 +20,16 @@ resources:
 describe('a fleet breaker fed by remote clients', () => {
   const rules = rulesFile(RULES);
   const prefix = randomPrefix('client-breaker');
-  let a: Serve;
-  let b: Serve;
   let ca: RemoteLimiter;
   let cb: RemoteLimiter;
+  let pair: ServicePair | undefined;
 
   beforeAll(async () => {
-    a = await spawnServe({ rules: rules.path, redis: redisUrl(), prefix });
-    b = await spawnServe({ rules: rules.path, redis: redisUrl(), prefix });
-    ca = new RemoteLimiter({ url: a.url, checkTimeoutMs: 2000, outcomeFlushMs: 20, logger: false });
-    cb = new RemoteLimiter({ url: b.url, checkTimeoutMs: 2000, outcomeFlushMs: 20, logger: false });
-    expect(await ca.ready()).toBe(true);
-    expect(await cb.ready()).toBe(true);
+    pair = await startServicePair(rules.path, prefix, { outcomeFlushMs: 20, logger: false });
+    ({ ca, cb } = pair);
   });
   afterAll(async () => {
-    await ca?.close();
-    await cb?.close();
-    await Promise.all([a?.stop(), b?.stop()]);
+    await pair?.close();
     rules.remove();
   });
 

@@ -1,8 +1,8 @@
 import { RemoteLimiter } from '@sluice/client';
 import { isSluiceError, type Decision } from '@sluice/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { randomPrefix, redisUrl } from '../../../test/env.js';
-import { applyRules, eventually, rulesFile, spawnServe, type Serve } from './support.js';
+import { randomPrefix } from '../../../test/env.js';
+import { applyRules, eventually, rulesFile, startServicePair, type Serve, type ServicePair } from './support.js';
 
 const RULES = `
 resources:
@@ -18,23 +18,16 @@ describe('two clients against two services sharing one Redis', () => {
   const rules = rulesFile(RULES);
   const prefix = randomPrefix('client');
   let a: Serve;
-  let b: Serve;
   let ca: RemoteLimiter;
   let cb: RemoteLimiter;
+  let pair: ServicePair | undefined;
 
   beforeAll(async () => {
-    // One after the other: the first seeds the shared rule store.
-    a = await spawnServe({ rules: rules.path, redis: redisUrl(), prefix });
-    b = await spawnServe({ rules: rules.path, redis: redisUrl(), prefix });
-    ca = new RemoteLimiter({ url: a.url, checkTimeoutMs: 2000 });
-    cb = new RemoteLimiter({ url: b.url, checkTimeoutMs: 2000 });
-    expect(await ca.ready()).toBe(true);
-    expect(await cb.ready()).toBe(true);
+    pair = await startServicePair(rules.path, prefix);
+    ({ a, ca, cb } = pair);
   });
   afterAll(async () => {
-    await ca?.close();
-    await cb?.close();
-    await Promise.all([a?.stop(), b?.stop()]);
+    await pair?.close();
     rules.remove();
   });
 

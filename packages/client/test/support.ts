@@ -1,4 +1,6 @@
-import { TOKEN } from '../../../test/sluice-serve.js';
+import { RemoteLimiter, type RemoteLimiterOptions } from '@sluice/client';
+import { redisUrl } from '../../../test/env.js';
+import { TOKEN, spawnServe, type Serve } from '../../../test/sluice-serve.js';
 
 export { SLUICE_BIN, TOKEN, rulesFile, spawnServe, type Serve } from '../../../test/sluice-serve.js';
 
@@ -29,4 +31,38 @@ export function liveHandles(): Record<string, number> {
   const counts: Record<string, number> = {};
   for (const kind of process.getActiveResourcesInfo()) counts[kind] = (counts[kind] ?? 0) + 1;
   return counts;
+}
+
+/** Two `sluice serve` processes sharing one Redis, each with a remote client of its own. */
+export interface ServicePair {
+  readonly a: Serve;
+  readonly b: Serve;
+  readonly ca: RemoteLimiter;
+  readonly cb: RemoteLimiter;
+  /** Closes both clients, then stops both services. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts two services on the rule file at `rules`, under `prefix` on the tests' Redis, one
+ * after the other (the first seeds the shared rule store), and a ready client of each.
+ */
+export async function startServicePair(
+  rules: string,
+  prefix: string,
+  client: Omit<RemoteLimiterOptions, 'url'> = {},
+): Promise<ServicePair> {
+  const a = await spawnServe({ rules, redis: redisUrl(), prefix });
+  const b = await spawnServe({ rules, redis: redisUrl(), prefix });
+  const ca = new RemoteLimiter({ url: a.url, checkTimeoutMs: 2000, ...client });
+  const cb = new RemoteLimiter({ url: b.url, checkTimeoutMs: 2000, ...client });
+  const close = async () => {
+    await Promise.all([ca.close(), cb.close()]);
+    await Promise.all([a.stop(), b.stop()]);
+  };
+  if (!(await ca.ready()) || !(await cb.ready())) {
+    await close();
+    throw new Error('the remote clients did not become ready');
+  }
+  return { a, b, ca, cb, close };
 }

@@ -1,8 +1,8 @@
 import { RemoteLimiter } from '@sluice/client';
 import { ErrorCodes } from '@sluice/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { randomPrefix, redisUrl } from '../../../test/env.js';
-import { rulesFile, spawnServe, type Serve } from './support.js';
+import { randomPrefix } from '../../../test/env.js';
+import { rulesFile, startServicePair, type Serve, type ServicePair } from './support.js';
 
 // A day-long bucket: nothing comes back during the test, so the counts are exact.
 const RULES = `
@@ -21,19 +21,14 @@ describe('tiers through remote clients of two services sharing one Redis', () =>
   let b: Serve;
   let ca: RemoteLimiter;
   let cb: RemoteLimiter;
+  let pair: ServicePair | undefined;
 
   beforeAll(async () => {
-    a = await spawnServe({ rules: rules.path, redis: redisUrl(), prefix });
-    b = await spawnServe({ rules: rules.path, redis: redisUrl(), prefix });
-    ca = new RemoteLimiter({ url: a.url, checkTimeoutMs: 2000 });
-    cb = new RemoteLimiter({ url: b.url, checkTimeoutMs: 2000 });
-    expect(await ca.ready()).toBe(true);
-    expect(await cb.ready()).toBe(true);
+    pair = await startServicePair(rules.path, prefix);
+    ({ a, b, ca, cb } = pair);
   });
   afterAll(async () => {
-    await ca?.close();
-    await cb?.close();
-    await Promise.all([a?.stop(), b?.stop()]);
+    await pair?.close();
     rules.remove();
   });
 
