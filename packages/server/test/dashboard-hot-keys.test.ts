@@ -1,7 +1,7 @@
-import type { Browser, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rulesFile, spawnServe, type Serve } from '../../../test/sluice-serve.js';
-import { launchChromium, type PageGlobals } from './browser.js';
+import { rulesFile, type Serve } from '../../../test/sluice-serve.js';
+import { openDashboard, type DashboardRun, type PageGlobals } from './browser.js';
 import { call } from './support.js';
 
 // A caller key that would run script if it were ever parsed as HTML.
@@ -20,22 +20,17 @@ const WAIT = { timeout: 30_000 };
 
 describe('hot keys on the web dashboard in headless Chromium', () => {
   const rules = rulesFile(RULES);
+  let run: DashboardRun | undefined;
   let server: Serve;
-  let browser: Browser;
   let page: Page;
-  const consoleErrors: string[] = [];
+  let consoleErrors: string[] = [];
 
   beforeAll(async () => {
-    [server, browser] = await Promise.all([spawnServe({ rules: rules.path }), launchChromium()]);
-    page = await browser.newPage();
-    page.on('console', (msg) => {
-      if (msg.type() === 'error') consoleErrors.push(msg.text());
-    });
-    page.on('pageerror', (err) => consoleErrors.push(String(err)));
+    run = await openDashboard(rules.path);
+    ({ server, page, consoleErrors } = run);
   });
   afterAll(async () => {
-    await browser?.close();
-    await server?.stop();
+    await run?.close();
     rules.remove();
   });
 

@@ -4,7 +4,7 @@ import { request as httpRequest } from 'node:http';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TOKEN, rulesFile, spawnServe, spawnSluice, type Serve } from '../../../test/sluice-serve.js';
-import { launchChromium, type PageGlobals } from './browser.js';
+import { launchChromium, openDashboard, type DashboardRun, type PageGlobals } from './browser.js';
 import { call, runCli } from './support.js';
 
 // User-controlled text that would run script if it were ever parsed as HTML.
@@ -54,22 +54,17 @@ function figure(page: Page, resource: string, cls: string): Promise<number> {
 
 describe('the web dashboard in headless Chromium', () => {
   const rules = rulesFile(V1);
+  let run: DashboardRun | undefined;
   let server: Serve;
-  let browser: Browser;
   let page: Page;
-  const consoleErrors: string[] = [];
+  let consoleErrors: string[] = [];
 
   beforeAll(async () => {
-    [server, browser] = await Promise.all([spawnServe({ rules: rules.path }), launchChromium()]);
-    page = await browser.newPage();
-    page.on('console', (msg) => {
-      if (msg.type() === 'error') consoleErrors.push(msg.text());
-    });
-    page.on('pageerror', (err) => consoleErrors.push(String(err)));
+    run = await openDashboard(rules.path);
+    ({ server, page, consoleErrors } = run);
   });
   afterAll(async () => {
-    await browser?.close();
-    await server?.stop();
+    await run?.close();
     rules.remove();
   });
 
