@@ -303,7 +303,10 @@ export class Limiter implements RateLimiter {
   /** The lease settings a call on a storage key is served with while its key is hot, if any. */
   #hotLease(resource: CompiledResource, parts: StorageKeyParts): CompiledLeaseSettings | undefined {
     const lease = resource.hotKeys?.lease;
-    if (lease === undefined || parts.tenant !== undefined || parts.part !== undefined) return undefined;
+    // Tenant quotas, split sub-keys and the boost pool are keys of their own, never leased.
+    if (lease === undefined || parts.tenant !== undefined || parts.part !== undefined || parts.pool !== undefined) {
+      return undefined;
+    }
     return this.#hot.get(resource.name)?.mitigated(parts.key) === true ? lease : undefined;
   }
 
