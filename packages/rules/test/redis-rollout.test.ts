@@ -1,24 +1,9 @@
 /** A RedisRuleStore's rollout against real standalone Redis and Redis Cluster. */
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { RedisRuleStore, compileRolloutPlan, type RolloutState } from '../src/index.js';
+import { RedisRuleStore } from '../src/index.js';
 import { randomPrefix, redisClusterNodes, redisUrl } from '../../../test/env.js';
-
-const state: RolloutState = {
-  id: 'r1',
-  revision: 0,
-  status: 'running',
-  baseline: 1,
-  candidate: { source: 'resources: {}', file: 'rules.yaml', hash: 'h' },
-  resources: ['orders'],
-  author: 'ana',
-  reason: 'test',
-  ...compileRolloutPlan(),
-  step: 0,
-  stepStartedAtMs: 0,
-  startedAtMs: 0,
-  updatedAtMs: 0,
-};
+import { RUNNING_ROLLOUT as state } from './rollout-state.js';
 
 function suite(name: string, connect: () => Redis | Cluster) {
   describe(name, () => {

@@ -1,7 +1,7 @@
-import type { Browser, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rulesFile, spawnServe, type Serve } from '../../../test/sluice-serve.js';
-import { launchChromium, type PageGlobals } from './browser.js';
+import { rulesFile, type Serve } from '../../../test/sluice-serve.js';
+import { openDashboard, type DashboardRun, type PageGlobals } from './browser.js';
 import { call } from './support.js';
 
 // Shortened spans so a move happens within seconds of traffic (see docs/control-plane.md).
@@ -37,17 +37,16 @@ function rows(page: Page): Promise<string[][]> {
 
 describe('adaptive limits on the dashboard (embedded store, headless Chromium)', () => {
   const rules = rulesFile(RULES);
+  let run: DashboardRun | undefined;
   let server: Serve;
-  let browser: Browser;
   let page: Page;
 
   beforeAll(async () => {
-    [server, browser] = await Promise.all([spawnServe({ rules: rules.path }), launchChromium()]);
-    page = await browser.newPage();
+    run = await openDashboard(rules.path);
+    ({ server, page } = run);
   });
   afterAll(async () => {
-    await browser?.close();
-    await server?.stop();
+    await run?.close();
     rules.remove();
   });
 

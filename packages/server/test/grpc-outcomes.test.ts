@@ -3,7 +3,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { loadOutcomesDefinition, type RunningServer } from '@sluice/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, scratch, startTestServer, writeRules } from './support.js';
+import { call, eventually, scratch, startTestServer, writeRules } from './support.js';
 
 const RULES = `
 resources:
@@ -51,13 +51,7 @@ describe('gRPC Outcomes/Report', () => {
     expect(r.results.map((x: any) => x.recorded)).toEqual([true, true, false, false]);
     expect(r.results[2].error_code).toBe('SLUICE_ERR_UNKNOWN_RESOURCE');
     expect(r.results[3].error_code).toBe('SLUICE_ERR_INVALID_REQUEST');
-    let open = false;
-    for (let i = 0; i < 200 && !open; i++) {
-      const b = await call(server.url, '/v1/breakers');
-      open = b.json.breakers[0]?.state === 'open';
-      if (!open) await new Promise((resolve) => setTimeout(resolve, 25));
-    }
-    expect(open).toBe(true);
+    await eventually(async () => (await call(server.url, '/v1/breakers')).json.breakers[0]?.state === 'open');
     const b = await call(server.url, '/v1/breakers');
     expect(b.json.breakers[0].window).toMatchObject({ calls: 4, failures: 4 });
   });

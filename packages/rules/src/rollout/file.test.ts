@@ -3,28 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FileRuleStore } from '../store/file-store.js';
-import { compileRolloutPlan, type RolloutState } from './plan.js';
+import { RUNNING_ROLLOUT as state } from '../../test/rollout-state.js';
 
 const dirs: string[] = [];
 afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
-
-const state: RolloutState = {
-  id: 'r1',
-  revision: 0,
-  status: 'running',
-  baseline: 1,
-  candidate: { source: 'resources: {}', file: 'rules.yaml', hash: 'h' },
-  resources: ['orders'],
-  author: 'ana',
-  reason: 'test',
-  ...compileRolloutPlan(),
-  step: 0,
-  stepStartedAtMs: 0,
-  startedAtMs: 0,
-  updatedAtMs: 0,
-};
 
 function stores() {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-rollout-'));

@@ -1,9 +1,8 @@
-import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { RolloutState, RolloutStep } from '@sluice/rules';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { CliError, request } from './client.js';
-import { defaultAuthor, type AdminTarget, type Out } from './rules.js';
+import { request } from './client.js';
+import { defaultAuthor, readRuleFile, type AdminTarget, type Out } from './rules.js';
 
 /** `1:60000,10:60000,100:0` -> steps (percent:holdMs). */
 export function parseSteps(value: string): RolloutStep[] {
@@ -60,12 +59,7 @@ export async function startRolloutCli(
   o: { author: string; reason: string; steps?: RolloutStep[]; watchMs?: number },
   out: Out,
 ): Promise<void> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (err) {
-    throw new CliError(`${file}: cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
-  }
+  const text = await readRuleFile(file);
   const r = await request<{ rollout: RolloutState }>(t.server, '/v1/admin/rollout', {
     method: 'POST',
     token: t.token,

@@ -44,6 +44,15 @@ function describe(v: RuleVersionMeta): string {
   return `v${v.version}  ${v.createdAt}  ${v.author}  ${v.reason}${back}`;
 }
 
+/** The text of a rule file, or a CliError naming it and why it could not be read. */
+export async function readRuleFile(file: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (err) {
+    throw new CliError(`${file}: cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+  }
+}
+
 /** Applies a rule file through a running server's admin API. */
 export async function applyRules(
   t: AdminTarget,
@@ -51,12 +60,7 @@ export async function applyRules(
   o: { author: string; reason: string; expectedVersion?: number },
   out: Out,
 ): Promise<void> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (err) {
-    throw new CliError(`${file}: cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
-  }
+  const text = await readRuleFile(file);
   const v = await request<RuleVersionMeta>(t.server, '/v1/admin/rules', {
     method: 'POST',
     token: t.token,
