@@ -100,6 +100,24 @@ describe('KeyTable', () => {
     expect(table.evicted).toBe(19 * 20_000);
     expect(table.refused).toBe(0);
   });
+  it('keeps a live key\'s state however many policies pass through, and frees the numbers of those gone', () => {
+    const table = new KeyTable(100);
+    const mine = [[limits[0]!.code, 7]];
+    table.write('held', limits, mine, 60_000, 0);
+    // A client making a new policy per call (an Envoy limit override each time), its keys at rest soon.
+    for (let i = 0; i < 25_000; i++) {
+      const own = compileLimits({ algorithm: 'gcra', limit: 1 + i, windowMs: 1000 });
+      table.write(`flood${i}`, own, [[own[0]!.code, 0]], i + 1, i);
+      expect(table.size).toBeLessThanOrEqual(100);
+    }
+    expect(table.read('held', limits, 25_000)).toEqual({ expiresAt: 60_000, states: mine });
+    expect(table.policies).toBeLessThanOrEqual(100);
+    // Rewriting a key under one policy keeps one number.
+    for (let i = 0; i < 10; i++) table.write('held', limits, mine, 60_000, 25_000);
+    table.sweep(70_000, 1000);
+    expect(table.size).toBe(0);
+    expect(table.policies).toBe(0);
+  });
 });
 
 describe('ExpiryWheel', () => {

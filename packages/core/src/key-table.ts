@@ -31,9 +31,6 @@ type Packed = number[];
 
 type Slot = Entry | Packed;
 
-/** Policies are numbered so a packed slot can say which one wrote it. */
-const MAX_POLICIES = 10_000;
-
 /**
  * Where the in-memory store keeps keys: a Map of slots, bounded in size. Accesses do not reorder
  * the Map (a hot key costs the same however many keys there are). Only state at rest leaves the
@@ -50,8 +47,14 @@ export class KeyTable {
   readonly #slots = new Map<string, Slot>();
   /** Every key of `#slots`, filed by when its state comes to rest. */
   readonly #wheel = new ExpiryWheel();
+  /**
+   * Policies are numbered so a packed slot can say which one wrote it. A number lives while a
+   * packed slot carries it (counted in `refs`), so there are never more than keys, however many
+   * policies clients make (each Envoy limit override is one), and a live key never loses its
+   * policy.
+   */
   #policyIds = new WeakMap<readonly CompiledLimit[], number>();
-  readonly #policies = new Map<number, readonly CompiledLimit[]>();
+  readonly #policies = new Map<number, { readonly limits: readonly CompiledLimit[]; refs: number }>();
   #nextPolicy = 1;
   /** Keys at rest removed to make room for a new key. */
   evicted = 0;
@@ -75,11 +78,10 @@ export class KeyTable {
     if (slot === undefined) return undefined;
     const expiresAt = expiryOf(slot);
     if (expiresAt <= now) return undefined;
-    const written = Array.isArray(slot) ? this.#policies.get(slot[1]!) : slot.limits;
+    const written = Array.isArray(slot) ? this.#policies.get(slot[1]!)!.limits : slot.limits;
     const states: (LimitState | undefined)[] = Array.isArray(slot) ? [slot.slice(2)] : slot.states;
     const ledger = Array.isArray(slot) ? undefined : slot.ledger;
     if (written === limits) return ledger === undefined ? { expiresAt, states } : { expiresAt, states, ledger };
-    if (written === undefined) return undefined;
     // The key's policy changed: align states by limit id so each limit finds its own state
     // (the algorithms convert what they find).
     const aligned = limits.map((l) => {
@@ -90,7 +92,7 @@ export class KeyTable {
     });
     // Keep the alignment, as the Redis script does: a limit that was removed and comes back
     // later starts afresh instead of finding its old state.
-    this.#slots.set(key, this.#slot(expiresAt, limits, aligned, ledger));
+    this.#set(key, slot, this.#slot(expiresAt, limits, aligned, ledger));
     return ledger === undefined ? { expiresAt, states: aligned } : { expiresAt, states: aligned, ledger };
   }
 
@@ -133,7 +135,7 @@ export class KeyTable {
     if (isNew && !this.makeRoom(key, now)) return false;
     const kept =
       ledger === undefined ? (old === undefined || Array.isArray(old) ? undefined : old.ledger) : (ledger ?? undefined);
-    this.#slots.set(key, this.#slot(expiresAt, limits, states, kept));
+    this.#set(key, old, this.#slot(expiresAt, limits, states, kept));
     if (isNew) this.#wheel.add(key, expiresAt, now);
     return true;
   }
@@ -148,6 +150,27 @@ export class KeyTable {
     const only =
       limits.length === 1 && limits[0]!.algorithm !== 'concurrency' ? (states[0] as readonly number[] | undefined) : undefined;
     return only !== undefined ? this.#pack(expiresAt, limits, only) : { expiresAt, limits, states };
+  }
+
+  /** Puts `next` in `key`'s slot, in place of `old` (undefined: none). */
+  #set(key: string, old: Slot | undefined, next: Slot): void {
+    this.#slots.set(key, next);
+    if (old !== undefined) this.#release(old);
+  }
+
+  /** A slot left the table: its policy number is freed when no packed slot carries it any more. */
+  #release(slot: Slot): void {
+    if (!Array.isArray(slot)) return;
+    const id = slot[1]!;
+    const policy = this.#policies.get(id)!;
+    if (--policy.refs > 0) return;
+    this.#policies.delete(id);
+    this.#policyIds.delete(policy.limits);
+  }
+
+  /** How many policy numbers are in use (at most one per key). */
+  get policies(): number {
+    return this.#policies.size;
   }
 
   clear(): void {
@@ -184,6 +207,7 @@ export class KeyTable {
     const expiresAt = expiryOf(slot);
     if (expiresAt <= now) {
       this.#slots.delete(key);
+      this.#release(slot);
       return true;
     }
     this.#wheel.add(key, expiresAt, now);
@@ -199,19 +223,16 @@ export class KeyTable {
     return packed;
   }
 
+  /** The policy's number, counted once more (the caller packs it into a slot). */
   #policyId(limits: readonly CompiledLimit[]): number {
-    let id = this.#policyIds.get(limits);
-    if (id === undefined) {
-      // Rule updates make new policies; a table that saw too many forgets them (their keys then
-      // start afresh) rather than grow without bound.
-      if (this.#policies.size >= MAX_POLICIES) {
-        this.#policies.clear();
-        this.#policyIds = new WeakMap();
-      }
-      id = this.#nextPolicy++;
-      this.#policyIds.set(limits, id);
-      this.#policies.set(id, limits);
+    const known = this.#policyIds.get(limits);
+    if (known !== undefined) {
+      this.#policies.get(known)!.refs++;
+      return known;
     }
+    const id = this.#nextPolicy++;
+    this.#policyIds.set(limits, id);
+    this.#policies.set(id, { limits, refs: 1 });
     return id;
   }
 }

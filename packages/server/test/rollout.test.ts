@@ -102,7 +102,11 @@ describe('gradual rollout across sluice serve processes on one Redis', () => {
     const search = await twice(servers, keys.slice(0, 20), 'search');
     for (const a of search.values()) expect(a).toEqual([true, true]);
 
-    await eventually(async () => (await admin(servers[1]!, '/rollout')).json.rollout?.status === 'rolled_back', 30_000);
+    // Each server reads the rollout every 100 ms: wait until both have seen the rollback.
+    await eventually(async () => {
+      const r = await Promise.all(servers.map((s) => admin(s, '/rollout')));
+      return r.every((x) => x.json.rollout?.status === 'rolled_back');
+    }, 30_000);
     const state = (await admin(servers[0]!, '/rollout')).json.rollout;
     expect(state.note).toMatch(
       /^orders: candidate rejection ratio \d+\.\d% \(\d+\/\d+\) against 0\.0% for the baseline, over the allowed rise of 10\.0%$/,
@@ -169,11 +173,10 @@ describe('gradual rollout across sluice serve processes on one Redis', () => {
     const id = (await admin(servers[0]!, '/rollout')).json.rollout.id as string;
     const remote = new RemoteLimiter({ url: servers[0]!.url });
     try {
-      const cand = Array.from({ length: 1000 }, (_, i) => `remote-${i}`).find(
-        (k) => cohortAt(10, id, 'orders', k) === 'candidate',
-      )!;
-      const base = 'remote-base';
-      expect(cohortAt(10, id, 'orders', base)).toBe('baseline');
+      // The rollout id is random, so the keys on each side are picked by the servers' own hash.
+      const pool = Array.from({ length: 1000 }, (_, i) => `remote-${i}`);
+      const cand = pool.find((k) => cohortAt(10, id, 'orders', k) === 'candidate')!;
+      const base = pool.find((k) => cohortAt(10, id, 'orders', k) === 'baseline')!;
       const seen: boolean[] = [];
       for (const key of [cand, cand, base, base]) seen.push((await remote.try('orders', { key })).allowed);
       expect(seen).toEqual([true, false, true, true]);

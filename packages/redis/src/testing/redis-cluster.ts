@@ -25,12 +25,14 @@ export interface RedisClusterOptions {
   readonly startTimeoutMs?: number;
 }
 
-/** True if nothing listens on the port (binding it succeeds). */
+/** True if nothing listens on the port (binding it succeeds); false on any bind error. */
 async function portFree(port: number): Promise<boolean> {
   const server = createServer();
-  server.on('error', () => undefined);
-  server.listen(port, '127.0.0.1');
-  const ok = await Promise.race([once(server, 'listening').then(() => true), once(server, 'error').then(() => false)]);
+  const ok = await new Promise<boolean>((resolve) => {
+    server.once('error', () => resolve(false));
+    server.once('listening', () => resolve(true));
+    server.listen(port, '127.0.0.1');
+  });
   if (ok) {
     server.close();
     await once(server, 'close');
@@ -38,10 +40,14 @@ async function portFree(port: number): Promise<boolean> {
   return ok;
 }
 
-/** A free port whose cluster bus port (port + 10000) is free too. */
+/**
+ * A free port whose cluster bus port (port + 10000) is free too. Both lie below the kernel's
+ * ephemeral range (32768 and up on Linux), so an outgoing connection cannot take either between
+ * this check and the server binding it.
+ */
 async function freeClusterPort(taken: readonly number[]): Promise<number> {
   for (let i = 0; i < 100; i++) {
-    const port = 20_000 + Math.floor(Math.random() * 30_000);
+    const port = 11_000 + Math.floor(Math.random() * 11_000);
     if (taken.includes(port) || taken.includes(port + 10_000) || taken.includes(port - 10_000)) continue;
     if ((await portFree(port)) && (await portFree(port + 10_000))) return port;
   }
