@@ -111,8 +111,10 @@ export type TestStore = 'memory' | 'redis';
  * The flags that put a spawned service on `store`: none for the embedded store; for Redis the
  * tests' server under `prefix` (a fresh one by default), with a store timeout a busy machine keeps.
  */
-export function storeFlags(store: TestStore, prefix = randomPrefix('serve')): string[] {
-  return store === 'memory' ? [] : ['--redis', redisUrl(), '--redis-prefix', prefix, '--store-timeout-ms', '2000'];
+export function storeFlags(store: TestStore, prefix = randomPrefix('serve'), storeTimeoutMs = 2000): string[] {
+  return store === 'memory'
+    ? []
+    : ['--redis', redisUrl(), '--redis-prefix', prefix, '--store-timeout-ms', String(storeTimeoutMs)];
 }
 
 /** Deletes the keys under `prefix` on the tests' standalone Redis. */
