@@ -100,7 +100,7 @@ describe('KeyTable', () => {
     expect(table.evicted).toBe(19 * 20_000);
     expect(table.refused).toBe(0);
   });
-  it('keeps a live key\'s state however many policies pass through, and frees the numbers of those gone', () => {
+  it("keeps a live key's state however many policies pass through, and frees the numbers of those gone", () => {
     const table = new KeyTable(100);
     const mine = [[limits[0]!.code, 7]];
     table.write('held', limits, mine, 60_000, 0);

@@ -59,6 +59,7 @@ export class RolloutPanel {
     this.summary.textContent = `${status}: ${cohorts}`;
     const rows = [
       ['Resources', (r.resources ?? []).join(', ')],
+      ...(r.domains === undefined ? [] : [['Envoy domains', r.domains.join(', ')]]),
       ['Step', `${Number(r.step) + 1} of ${(r.steps ?? []).length}`],
       ...(r.author === undefined ? [] : [['Started by', `${r.author}: ${r.reason}`]]),
       ['Note', r.note ?? ''],

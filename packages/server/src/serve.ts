@@ -254,6 +254,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     limiter,
     rules,
     overrides,
+    ...(rollout === undefined ? {} : { envoySplit: (domain: string) => rollout.envoyDomain(domain) }),
     metrics,
     warnings,
     bounds: { maxDescriptors: settings.maxDescriptors, maxKeyLength: settings.maxKeyLength },

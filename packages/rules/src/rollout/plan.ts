@@ -61,6 +61,11 @@ export interface RolloutState {
   readonly candidate: RolloutCandidate;
   /** Native resources the candidate adds or changes: only their keys are split. */
   readonly resources: readonly string[];
+  /**
+   * Envoy domains the candidate adds or changes: their descriptors are split too, each by its
+   * entries (see {@link rolloutDomainLabel}). Absent in rollouts that split none.
+   */
+  readonly domains?: readonly string[];
   readonly author: string;
   readonly reason: string;
   readonly steps: readonly RolloutStep[];
@@ -78,6 +83,19 @@ export interface RolloutState {
   readonly rollbackVersion?: number;
   /** Why the rollout is where it is (the last action's author and reason, or the measured reason). */
   readonly note?: string;
+}
+
+/**
+ * The name Envoy domain `domain` goes by in a rollout's cohort hash, tallies and verdicts:
+ * `domain <name>`. No resource name holds a space, so the two never meet.
+ */
+export function rolloutDomainLabel(domain: string): string {
+  return `domain ${domain}`;
+}
+
+/** Every name a rollout splits: its resources, then its domains' labels. */
+export function rolloutSplitNames(state: RolloutState): string[] {
+  return [...state.resources, ...(state.domains ?? []).map(rolloutDomainLabel)];
 }
 
 /** Options of a new rollout (see {@link compileRolloutPlan}). */

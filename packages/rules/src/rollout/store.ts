@@ -26,7 +26,7 @@ export interface RolloutStore {
   close(): Promise<void>;
 }
 
-/** Most resources a rollout splits (the bound of its tallies). */
+/** Most resources a rollout splits, Envoy domains included (the bound of its tallies). */
 export const MAX_ROLLOUT_RESOURCES = 1000;
 
 const thresholds = z.strictObject({
@@ -44,6 +44,7 @@ export const storedRolloutSchema = z.strictObject({
   baseline: z.number().int().min(1),
   candidate: z.strictObject({ source: z.string(), file: z.string(), hash: z.string() }),
   resources: z.array(z.string()).max(MAX_ROLLOUT_RESOURCES),
+  domains: z.array(z.string()).max(MAX_ROLLOUT_RESOURCES).optional(),
   author: z.string(),
   reason: z.string(),
   steps: z.array(z.strictObject({ percent: z.number(), holdMs: z.number().int() })).min(1),

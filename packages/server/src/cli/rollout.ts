@@ -23,7 +23,8 @@ export function describeRollout(s: RolloutState | null, percent?: number): strin
   const applied = percent === undefined ? '' : ` (this server: ${percent}%)`;
   return [
     `rollout ${s.id}  ${s.status}  ${versions}  step ${s.step + 1}/${s.steps.length} at ${share}${applied}`,
-    `  resources: ${s.resources.join(', ')}`,
+    `  resources: ${s.resources.length === 0 ? '-' : s.resources.join(', ')}`,
+    ...(s.domains === undefined ? [] : [`  envoy domains: ${s.domains.join(', ')}`]),
     `  by ${s.author}: ${s.reason}`,
     ...(s.note === undefined ? [] : [`  ${s.note}`]),
     ...(s.rollbackVersion === undefined ? [] : [`  rolled back as v${s.rollbackVersion}`]),

@@ -56,6 +56,7 @@ export interface RolloutLine {
   readonly step: number;
   readonly steps: readonly unknown[];
   readonly resources: readonly string[];
+  readonly domains?: readonly string[];
   readonly note?: string;
 }
 
@@ -64,7 +65,7 @@ export function renderRollout(r: RolloutLine | null | undefined): string | undef
   if (r === null || r === undefined) return undefined;
   const live = r.status === 'running' || r.status === 'paused';
   const cohorts = live
-    ? `baseline v${r.baseline} / candidate ${r.percent}% of keys of ${r.resources.join(', ')}`
+    ? `baseline v${r.baseline} / candidate ${r.percent}% of keys of ${[...r.resources, ...(r.domains ?? []).map((d) => `domain ${d}`)].join(', ')}`
     : `v${r.baseline} -> ${r.version === undefined ? 'not applied' : `v${r.version}`}`;
   const step = live ? `  step ${r.step + 1}/${r.steps.length}` : '';
   return `rollout ${r.id.slice(0, 8)} ${r.status}: ${cohorts}${step}${r.note === undefined ? '' : `  (${r.note})`}`;

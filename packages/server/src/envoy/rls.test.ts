@@ -3,7 +3,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LiveRules } from '../live-rules.js';
 import { ruleVersion } from '../../test/rule-version.js';
 import { OverrideTable } from './overrides.js';
-import { shouldRateLimit, type RlsDescriptor, type RlsRequest } from './rls.js';
+import { compileRules } from '@sluice/rules';
+import type { EnvoyDomainSplit } from '../rollout/runner.js';
+import { descriptorCohortKey, shouldRateLimit, type RlsDescriptor, type RlsRequest } from './rls.js';
 
 const RULES = `
 domain: rl
@@ -258,6 +260,64 @@ describe('shouldRateLimit', () => {
     clock.advance(20_000);
     expect((await ask(req([o(4)]))).statuses[0]!.currentLimit).toMatchObject({ requestsPerUnit: 4, unit: 'hour' });
     expect(overrides.size).toBe(4);
+  });
+
+  it("decides each descriptor of a split domain by its cohort's version, and counts it for that cohort", async () => {
+    // The candidate: remote_address 3 a second instead of 1; a new `tenant` limit of 1 a second.
+    const candidate = compileRules(
+      `
+domain: rl
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: second, requests_per_unit: 3 }
+  - key: tenant
+    rate_limit: { unit: second, requests_per_unit: 1 }
+`,
+      { file: 'rl.yaml' },
+    ).domains.rl!;
+    const names = new Map(Object.keys(candidate.resources()).map((r) => [r, `cand/${r}`]));
+    for (const [r, config] of Object.entries(candidate.resources())) limiter.setLimits(names.get(r)!, config);
+    const seen: [string, boolean][] = [];
+    const onCandidate = new Set([descriptorCohortKey([{ key: 'remote_address', value: 'c' }])]);
+    onCandidate.add(descriptorCohortKey([{ key: 'tenant', value: 't' }]));
+    const split: EnvoyDomainSplit = {
+      candidate,
+      names,
+      cohortOf: (key) => (onCandidate.has(key) ? 'candidate' : 'baseline'),
+      observe: (key, allowed) => seen.push([key, allowed]),
+    };
+    const asks = (r: RlsRequest) => shouldRateLimit(r, limiter, rules, overrides, () => split);
+    const codes = async (r: RlsRequest) => {
+      const a = await asks(r);
+      return [a.overallCode, ...a.statuses.map((x) => x.code)];
+    };
+    // Baseline address: 1 a second; candidate address: 3 a second, in the same request.
+    const both = req([d(['remote_address', 'b']), d(['remote_address', 'c'])]);
+    expect(await codes(both)).toEqual(['OK', 'OK', 'OK']);
+    expect(await codes(req([d(['remote_address', 'c'])]))).toEqual(['OK', 'OK']);
+    expect(await codes(req([d(['remote_address', 'c'])]))).toEqual(['OK', 'OK']);
+    expect(await codes(req([d(['remote_address', 'c'])]))).toEqual(['OVER_LIMIT', 'OVER_LIMIT']);
+    expect(await codes(req([d(['remote_address', 'b'])]))).toEqual(['OVER_LIMIT', 'OVER_LIMIT']);
+    // The candidate's new limit holds for its cohort; the baseline has no such limit.
+    expect(await codes(req([d(['tenant', 't'])]))).toEqual(['OK', 'OK']);
+    expect(await codes(req([d(['tenant', 't'])]))).toEqual(['OVER_LIMIT', 'OVER_LIMIT']);
+    expect(await codes(req([d(['tenant', 'u'])]))).toEqual(['OK', 'OK']);
+    expect(await codes(req([d(['tenant', 'u'])]))).toEqual(['OK', 'OK']);
+    // The candidate's counts live under its own names: the baseline address's bucket is apart.
+    expect(limiter.resources()).toEqual(expect.arrayContaining([...names.values()]));
+    const b = descriptorCohortKey([{ key: 'remote_address', value: 'b' }]);
+    const c = descriptorCohortKey([{ key: 'remote_address', value: 'c' }]);
+    const t = descriptorCohortKey([{ key: 'tenant', value: 't' }]);
+    expect(seen).toEqual([
+      [b, true],
+      [c, true],
+      [c, true],
+      [c, true],
+      [c, false],
+      [b, false],
+      [t, true],
+      [t, false],
+    ]);
   });
 
   it('refuses empty domains and descriptor lists', async () => {

@@ -9,6 +9,7 @@ import {
 } from '@sluice/rules';
 import { ServerError, ServerErrorCodes } from '../errors.js';
 import { limiterResourceName, type LiveRules } from '../live-rules.js';
+import type { EnvoyDomainSplit } from '../rollout/runner.js';
 import type { OverrideTable } from './overrides.js';
 
 /** One descriptor of a ShouldRateLimit request, decoded. */
@@ -46,7 +47,7 @@ const MAX_UINT32 = 0xffff_ffff;
 /** What the limit of one descriptor decided. */
 interface Outcome {
   readonly match: MatchedLimit;
-  /** The limiter's name of the match's resource. */
+  /** The limiter's name of the match's resource (the candidate's, for a descriptor on it). */
   readonly resource: string;
   readonly cost: number;
   readonly decision: Decision | undefined;
@@ -58,7 +59,7 @@ function over(o: Outcome): boolean {
   return o.refused || (o.decision !== undefined && !o.decision.allowed);
 }
 
-/** The limits of a request's descriptors, and which of them are overrides the server cannot count. */
+/** The limits of a request's descriptors, their limiter names, and which are overrides the server cannot count. */
 interface Matched {
   readonly matches: readonly (MatchedLimit | undefined)[];
   readonly untracked: ReadonlySet<number>;
@@ -95,6 +96,84 @@ function matchLimits(
 }
 
 /**
+ * The key a descriptor is placed in a rollout cohort by: its entries, in order. The same
+ * entries land on the same side on every server, whatever else the request carries.
+ */
+export function descriptorCohortKey(entries: readonly { readonly key: string; readonly value: string }[]): string {
+  return JSON.stringify(entries.map((e) => [e.key, e.value]));
+}
+
+/** A share of a request's descriptors decided by one version of its domain. */
+interface Side {
+  /** The version's domain (undefined: the version has no such domain, so no limits). */
+  readonly domain: EnvoyDomain | undefined;
+  /** The descriptors' places in the request. */
+  readonly places: readonly number[];
+  /** The limiter's name of a rule resource of this version. */
+  readonly nameOf: (resource: string) => string;
+}
+
+/** One request's descriptors matched on every side, in request order. */
+interface Placed {
+  readonly matches: (MatchedLimit | undefined)[];
+  readonly names: (string | undefined)[];
+  readonly untracked: Set<number>;
+}
+
+function place(request: RlsRequest, sides: readonly Side[], overrides: OverrideTable, held: (() => void)[]): Placed {
+  const n = request.descriptors.length;
+  const out: Placed = {
+    matches: Array.from({ length: n }, () => undefined),
+    names: Array.from({ length: n }, () => undefined),
+    untracked: new Set(),
+  };
+  for (const side of sides) {
+    if (side.domain === undefined || side.places.length === 0) continue;
+    const { matches, untracked } = matchLimits(
+      side.domain,
+      side.places.map((i) => request.descriptors[i]!),
+      overrides,
+      held,
+    );
+    side.places.forEach((place, j) => {
+      const m = matches[j];
+      out.matches[place] = m;
+      out.names[place] = m === undefined ? undefined : side.nameOf(m.resource);
+      if (untracked.has(j)) out.untracked.add(place);
+    });
+  }
+  return out;
+}
+
+/**
+ * The sides of a request: the whole of it on the domain in force, or, while a rollout splits
+ * the domain, each descriptor on its cohort's version. `replaces` then act within a side.
+ */
+function sidesOf(
+  request: RlsRequest,
+  domain: EnvoyDomain | undefined,
+  split: EnvoyDomainSplit | undefined,
+): { sides: Side[]; keys?: string[] } {
+  const all = request.descriptors.map((_, i) => i);
+  if (split === undefined) return { sides: [{ domain, places: all, nameOf: limiterResourceName }] };
+  const keys = request.descriptors.map((d) => descriptorCohortKey(d.entries));
+  // A promoted candidate being watched: the version in force decides, and is counted.
+  if (split.candidate === undefined) return { keys, sides: [{ domain, places: all, nameOf: limiterResourceName }] };
+  const onCandidate = keys.map((k) => split.cohortOf(k) === 'candidate');
+  return {
+    keys,
+    sides: [
+      { domain, places: all.filter((i) => !onCandidate[i]), nameOf: limiterResourceName },
+      {
+        domain: split.candidate,
+        places: all.filter((i) => onCandidate[i]),
+        nameOf: (r) => split.names.get(r) ?? limiterResourceName(r),
+      },
+    ],
+  };
+}
+
+/**
  * Answers a ShouldRateLimit request as envoyproxy/ratelimit does (src/service/ratelimit.go):
  * each descriptor is matched in the request's domain (`replaces` drop the named limits;
  * unmatched descriptors are OK without a limit; unlimited ones OK with the largest remaining);
@@ -103,12 +182,14 @@ function matchLimits(
  * answer OK. Unlike envoyproxy/ratelimit's default, a request answered OVER_LIMIT is charged
  * nowhere: the permits its admitted descriptors took are given back. Limit overrides count in
  * `overrides`; one the table cannot admit never fails the request (see {@link matchLimits}).
+ * While a rollout splits the domain, `splitOf` places each descriptor on a version.
  */
 export async function shouldRateLimit(
   request: RlsRequest,
   limiter: Limiter,
   rules: LiveRules,
   overrides: OverrideTable,
+  splitOf?: (domain: string) => EnvoyDomainSplit | undefined,
 ): Promise<RlsResponse> {
   if (request.domain === '')
     throw new ServerError(ServerErrorCodes.INVALID_REQUEST, 'domain: must not be empty', { field: 'domain' });
@@ -117,25 +198,38 @@ export async function shouldRateLimit(
   }
   // Own properties only: a domain named "constructor" or "__proto__" is just unknown.
   const domain = Object.hasOwn(rules.domains, request.domain) ? rules.domains[request.domain] : undefined;
+  const split = splitOf?.(request.domain);
   // An unknown domain has no limits: every descriptor passes, as in envoyproxy/ratelimit.
-  if (domain === undefined)
+  if (domain === undefined && split === undefined)
     return { overallCode: 'OK', statuses: request.descriptors.map(() => ({ code: 'OK', limitRemaining: 0 })) };
   const held: (() => void)[] = [];
   try {
-    return await decide(request, limiter, matchLimits(domain, request.descriptors, overrides, held));
+    const { sides, keys } = sidesOf(request, domain, split);
+    const placed = place(request, sides, overrides, held);
+    const outcomes = await decideEach(request, limiter, placed);
+    if (split !== undefined) {
+      outcomes.forEach((o, i) => {
+        if (o !== undefined) split.observe(keys![i]!, !over(o));
+      });
+    }
+    return await answer(limiter, placed.matches, outcomes);
   } finally {
     for (const release of held) release();
   }
 }
 
-/** Decides every matched limit, then the request as a whole. */
-async function decide(request: RlsRequest, limiter: Limiter, { matches, untracked }: Matched): Promise<RlsResponse> {
+/** Decides every matched limit. */
+async function decideEach(
+  request: RlsRequest,
+  limiter: Limiter,
+  { matches, names, untracked }: Placed,
+): Promise<(Outcome | undefined)[]> {
   const requestHits = Math.max(1, request.hitsAddend);
-  const outcomes = await Promise.all(
+  return Promise.all(
     matches.map(async (match, i): Promise<Outcome | undefined> => {
       if (match === undefined || match.unlimited || match.policy === undefined) return undefined;
       const cost = request.descriptors[i]!.hitsAddend ?? requestHits;
-      const resource = limiterResourceName(match.resource);
+      const resource = names[i]!;
       if (untracked.has(i)) return { match, resource, cost, decision: undefined, refused: true };
       try {
         return { match, resource, cost, decision: await limiter.try(resource, { key: match.key, cost }), refused: false };
@@ -148,6 +242,14 @@ async function decide(request: RlsRequest, limiter: Limiter, { matches, untracke
       }
     }),
   );
+}
+
+/** The request's answer from its descriptors' outcomes (a refused request gives its permits back). */
+async function answer(
+  limiter: Limiter,
+  matches: readonly (MatchedLimit | undefined)[],
+  outcomes: readonly (Outcome | undefined)[],
+): Promise<RlsResponse> {
   let failedRate = 0;
   let failedQuota = 0;
   let quotas = 0;

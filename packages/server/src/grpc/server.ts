@@ -13,6 +13,7 @@ import { limitConnections, type ConnectionCut, type ConnectionLimits } from '../
 import { GrpcStatus, ServerError, ServerErrorCodes, describeError, grpcStatusOf } from '../errors.js';
 import type { OverrideTable } from '../envoy/overrides.js';
 import { shouldRateLimit } from '../envoy/rls.js';
+import type { EnvoyDomainSplit } from '../rollout/runner.js';
 import { TurnBatch } from '../turn-batch.js';
 import { authorized } from '../http/auth.js';
 import type { LiveRules } from '../live-rules.js';
@@ -34,6 +35,8 @@ export interface GrpcDeps {
   readonly rules: LiveRules;
   /** The limits of the overrides requests carry. */
   readonly overrides: OverrideTable;
+  /** How a rollout splits a domain's descriptors now (see `RolloutRunner.envoyDomain`); none: never. */
+  readonly envoySplit?: (domain: string) => EnvoyDomainSplit | undefined;
   readonly metrics: ServerMetrics;
   /** Internal faults are logged through it (a client can repeat the calls causing them). */
   readonly warnings: WarningThrottle;
@@ -248,7 +251,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
       return;
     }
     turns
-      .defer(() => shouldRateLimit(request, deps.limiter, deps.rules, deps.overrides))
+      .defer(() => shouldRateLimit(request, deps.limiter, deps.rules, deps.overrides, deps.envoySplit))
       .then(
         (response) =>
           answer(() => {

@@ -15,10 +15,13 @@ import {
   compileRules,
   judgeRollout,
   rampAction,
+  rolloutDomainLabel,
   rolloutPercent,
   rolloutPhase,
+  rolloutSplitNames,
   tallyField,
   type CohortMeasure,
+  type EnvoyDomain,
   type RolloutState,
   type RolloutStore,
   type RuleSet,
@@ -58,6 +61,34 @@ export function candidateResourceName(id: string, resource: string): string {
   return `rollout@${createHash('sha256').update(`${id}\n${resource}`).digest('hex').slice(0, 40)}`;
 }
 
+/**
+ * How the gRPC rate-limit service splits one Envoy domain during a rollout: each descriptor
+ * goes by the cohort of its entries (see `descriptorCohortKey`), a candidate descriptor is
+ * matched in the candidate's domain and counted under the candidate's names.
+ */
+export interface EnvoyDomainSplit {
+  /**
+   * The candidate's version of the domain; undefined while a promoted candidate is watched:
+   * the version in force then decides every descriptor, each counted for the candidate.
+   */
+  readonly candidate: EnvoyDomain | undefined;
+  /** The limiter's names of the candidate's limits, by rule resource name. */
+  readonly names: ReadonlyMap<string, string>;
+  /** The cohort of a descriptor, by its cohort key. */
+  cohortOf(key: string): Cohort;
+  /** Counts one decided descriptor for its cohort. */
+  observe(key: string, allowed: boolean): void;
+}
+
+/** The candidate's limits the runner put into the limiter. */
+interface Installed {
+  readonly id: string;
+  /** Limiter name of each split resource's candidate limits. */
+  readonly names: Map<string, string>;
+  /** Each split Envoy domain: the candidate's version and its limits' limiter names by rule name. */
+  readonly domains: Map<string, { readonly domain: EnvoyDomain; readonly names: Map<string, string> }>;
+}
+
 /** The author automatic rollbacks are recorded under. */
 export const AUTO_ROLLBACK_AUTHOR = 'auto-rollback';
 
@@ -76,7 +107,9 @@ export class RolloutRunner {
   readonly #leaseMs: number;
   #state: RolloutState | undefined;
   /** The rollout whose candidate limits are in the limiter, and their names. */
-  #installed: { id: string; names: Map<string, string> } | undefined;
+  #installed: Installed | undefined;
+  /** The names the rollout followed splits ({@link rolloutSplitNames}). */
+  #splitNames: ReadonlySet<string> = new Set();
   #candidate: { id: string; ruleSet: RuleSet } | undefined;
   /** Decisions not yet flushed: rollout id + phase -> field -> count. */
   #counts = new Map<string, { id: string; phase: number; fields: Map<string, number> }>();
@@ -132,7 +165,7 @@ export class RolloutRunner {
    */
   cohortOf(resource: string, key?: string): Cohort | undefined {
     const s = this.#state;
-    if (s === undefined || !s.resources.includes(resource)) return undefined;
+    if (s === undefined || !this.#splitNames.has(resource)) return undefined;
     if (s.status === 'watching') return 'candidate';
     if (!this.#splitting()) return undefined;
     return cohortAt(rolloutPercent(s), s.id, resource, key);
@@ -142,6 +175,29 @@ export class RolloutRunner {
   route(resource: string, key?: string): string {
     if (this.#installed === undefined || this.cohortOf(resource, key) !== 'candidate') return resource;
     return this.#installed.names.get(resource) ?? resource;
+  }
+
+  /** How descriptors of Envoy domain `domain` are split now, or undefined when they are not. */
+  envoyDomain(domain: string): EnvoyDomainSplit | undefined {
+    const label = rolloutDomainLabel(domain);
+    if (this.#state?.status === 'watching' && this.#splitNames.has(label)) {
+      return {
+        candidate: undefined,
+        names: new Map(),
+        cohortOf: () => 'candidate',
+        observe: (key, allowed) => this.observe(label, key, allowed),
+      };
+    }
+    const installed = this.#installed?.domains.get(domain);
+    if (installed === undefined || !this.#splitting()) return undefined;
+    const percent = rolloutPercent(this.#state);
+    const id = this.#installed!.id;
+    return {
+      candidate: installed.domain,
+      names: installed.names,
+      cohortOf: (key) => cohortAt(percent, id, label, key),
+      observe: (key, allowed) => this.observe(label, key, allowed),
+    };
   }
 
   /** The split in force here, for remote clients (their fallback splits keys the same way). */
@@ -235,6 +291,7 @@ export class RolloutRunner {
     const before = this.#state;
     if (before !== undefined && state !== undefined && before.id === state.id && before.revision > state.revision) return;
     this.#state = state;
+    this.#splitNames = new Set(state === undefined ? [] : rolloutSplitNames(state));
     const split = state !== undefined && (state.status === 'running' || state.status === 'paused');
     if (split && this.#installed?.id !== state.id) this.#install(state);
     if (!split) this.#uninstall();
@@ -252,13 +309,29 @@ export class RolloutRunner {
       this.#o.limiter.setLimits(name, config);
       names.set(resource, name);
     }
-    this.#installed = { id: s.id, names };
-    this.#o.logger?.info({ rollout: s.id, baseline: s.baseline, resources: s.resources }, 'rollout candidate limits loaded');
+    const domains: Installed['domains'] = new Map();
+    for (const name of s.domains ?? []) {
+      const domain = ruleSet.domains[name];
+      if (domain === undefined) continue;
+      const limits = new Map<string, string>();
+      for (const [rule, config] of Object.entries(domain.resources())) {
+        const limiterName = candidateResourceName(s.id, rule);
+        this.#o.limiter.setLimits(limiterName, config);
+        limits.set(rule, limiterName);
+      }
+      domains.set(name, { domain, names: limits });
+    }
+    this.#installed = { id: s.id, names, domains };
+    this.#o.logger?.info(
+      { rollout: s.id, baseline: s.baseline, resources: s.resources, domains: s.domains ?? [] },
+      'rollout candidate limits loaded',
+    );
   }
 
   #uninstall(): void {
     if (this.#installed === undefined) return;
     for (const name of this.#installed.names.values()) this.#o.limiter.removeLimits(name);
+    for (const d of this.#installed.domains.values()) for (const name of d.names.values()) this.#o.limiter.removeLimits(name);
     this.#installed = undefined;
   }
 
@@ -318,12 +391,13 @@ export class RolloutRunner {
     const windowMs = Math.min(OUTCOME_BUCKETS * OUTCOME_BUCKET_MS, Math.max(1000, Math.round(now - s.stepStartedAtMs)));
     const n = (f: string) => tallies.get(f) ?? 0;
     const out: CohortMeasure[] = [];
-    for (const resource of s.resources) {
+    for (const resource of rolloutSplitNames(s)) {
       const tally = (c: Cohort) => ({
         decided: n(tallyField(c, resource, 'decided')),
         denied: n(tallyField(c, resource, 'denied')),
       });
-      const outcomes = this.#o.outcomes;
+      // Downstream outcomes are reported per resource; a domain is judged on its rejections.
+      const outcomes = s.resources.includes(resource) ? this.#o.outcomes : undefined;
       out.push({
         resource,
         baseline: tally('baseline'),

@@ -32,11 +32,11 @@ function label(value: unknown, field: string): string {
 }
 
 /**
- * Writes a new rollout of `input.text` over the current version. Only native resources the
- * candidate adds or changes are split; anything else the candidate changes (Envoy domains,
- * removed resources, governance) takes effect when it is promoted. Refused while another
+ * Writes a new rollout of `input.text` over the current version. The native resources and the
+ * Envoy domains the candidate adds or changes are split; anything else it changes (removed
+ * resources and domains, governance) takes effect when it is promoted. Refused while another
  * rollout runs (`SLUICE_ERR_ROLLOUT_CONFLICT`), without a current version
- * (`SLUICE_ERR_RULE_VERSION_NOT_FOUND`) and for a candidate that changes no resource.
+ * (`SLUICE_ERR_RULE_VERSION_NOT_FOUND`) and for a candidate that changes no resource or domain.
  */
 export async function startRollout(
   store: RolloutStore,
@@ -69,17 +69,20 @@ export async function startRollout(
   }
   const diff = diffRuleSets(baseline.ruleSet, candidate);
   const resources = [...diff.resources.added, ...diff.resources.changed.map((c) => c.name)].sort();
-  if (resources.length === 0) {
+  const domains = [...diff.domains.added, ...diff.domains.changed.map((c) => c.name)].sort();
+  if (resources.length + domains.length === 0) {
     throw new SluiceError(
       ErrorCodes.INVALID_OPTIONS,
-      'text: the candidate adds or changes no resource, so there are no keys to split; apply it directly',
+      'text: the candidate adds or changes no resource or Envoy domain, so there are no keys to split; apply it directly',
       { field: 'text' },
     );
   }
-  if (resources.length > MAX_ROLLOUT_RESOURCES) {
-    throw new SluiceError(ErrorCodes.INVALID_OPTIONS, `text: a rollout splits at most ${MAX_ROLLOUT_RESOURCES} resources`, {
-      field: 'text',
-    });
+  if (resources.length + domains.length > MAX_ROLLOUT_RESOURCES) {
+    throw new SluiceError(
+      ErrorCodes.INVALID_OPTIONS,
+      `text: a rollout splits at most ${MAX_ROLLOUT_RESOURCES} resources and domains`,
+      { field: 'text' },
+    );
   }
   const state: RolloutState = {
     id: randomUUID(),
@@ -88,6 +91,7 @@ export async function startRollout(
     baseline: baseline.version,
     candidate: { source: input.text, file, hash: candidate.hash },
     resources,
+    ...(domains.length === 0 ? {} : { domains }),
     author,
     reason,
     steps: plan.steps,
