@@ -47,21 +47,27 @@ export interface CompiledFleetBreaker {
 
 /** Validates breaker options and, for `scope: 'fleet'`, compiles what the store judges by. */
 export function compileFleetBreaker(options: CircuitBreakerOptions): CompiledFleetBreaker | undefined {
-  new CircuitBreaker(options); // the same bounds as a process's breaker
+  const { syncMs, slowCallDurationMs, ...policy } = breakerSettings(options);
   if (options.scope !== 'fleet') return undefined;
-  return Object.freeze({
-    policy: Object.freeze({
-      windowMs: options.windowMs ?? 10_000,
-      buckets: options.buckets ?? 10,
-      minimumCalls: options.minimumCalls ?? 20,
-      failureRateThreshold: options.failureRateThreshold ?? 0.5,
-      slowCallRateThreshold: options.slowCallRateThreshold ?? 1,
-      openDurationMs: options.openDurationMs ?? 5000,
-      halfOpenProbes: options.halfOpenProbes ?? 3,
-    }),
-    syncMs: options.syncMs ?? 500,
-    slowCallDurationMs: options.slowCallDurationMs ?? 1000,
-  });
+  return Object.freeze({ policy: Object.freeze(policy), syncMs, slowCallDurationMs });
+}
+
+/** Every setting of a breaker, validated, defaults filled in (one place for both scopes). */
+function breakerSettings(options: CircuitBreakerOptions): FleetBreakerPolicy & { syncMs: number; slowCallDurationMs: number } {
+  if (options.scope !== undefined && options.scope !== 'process' && options.scope !== 'fleet') {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'scope', "must be 'process' or 'fleet'");
+  }
+  return {
+    windowMs: num(options.windowMs, 'windowMs', 10_000, 100, 3_600_000),
+    buckets: num(options.buckets, 'buckets', 10, 1, 1000),
+    minimumCalls: num(options.minimumCalls, 'minimumCalls', 20, 1, 1_000_000),
+    failureRateThreshold: num(options.failureRateThreshold, 'failureRateThreshold', 0.5, 0.01, 1, false),
+    slowCallRateThreshold: num(options.slowCallRateThreshold, 'slowCallRateThreshold', 1, 0.01, 1, false),
+    openDurationMs: num(options.openDurationMs, 'openDurationMs', 5000, 1, 3_600_000),
+    halfOpenProbes: num(options.halfOpenProbes, 'halfOpenProbes', 3, 1, 1000),
+    syncMs: num(options.syncMs, 'syncMs', 500, 10, 60_000),
+    slowCallDurationMs: num(options.slowCallDurationMs, 'slowCallDurationMs', 1000, 1, 3_600_000),
+  };
 }
 
 /** `closed`: calls pass; `open`: calls are rejected; `half_open`: a few probes pass. */
@@ -125,20 +131,15 @@ export class CircuitBreaker {
 
   constructor(options: CircuitBreakerOptions = {}) {
     this.#clock = options.clock ?? systemClock;
-    const windowMs = num(options.windowMs, 'windowMs', 10_000, 100, 3_600_000);
-    const buckets = num(options.buckets, 'buckets', 10, 1, 1000);
-    this.#bucketMs = windowMs / buckets;
-    this.#buckets = Array.from({ length: buckets }, () => ({ index: -1, calls: 0, failures: 0, slow: 0 }));
-    this.#minimumCalls = num(options.minimumCalls, 'minimumCalls', 20, 1, 1_000_000);
-    this.#failureRate = num(options.failureRateThreshold, 'failureRateThreshold', 0.5, 0.01, 1, false);
-    this.#slowMs = num(options.slowCallDurationMs, 'slowCallDurationMs', 1000, 1, 3_600_000);
-    this.#slowRate = num(options.slowCallRateThreshold, 'slowCallRateThreshold', 1, 0.01, 1, false);
-    this.#openMs = num(options.openDurationMs, 'openDurationMs', 5000, 1, 3_600_000);
-    this.#probes = num(options.halfOpenProbes, 'halfOpenProbes', 3, 1, 1000);
-    if (options.scope !== undefined && options.scope !== 'process' && options.scope !== 'fleet') {
-      throw invalid(ErrorCodes.INVALID_OPTIONS, 'scope', "must be 'process' or 'fleet'");
-    }
-    num(options.syncMs, 'syncMs', 500, 10, 60_000);
+    const s = breakerSettings(options);
+    this.#bucketMs = s.windowMs / s.buckets;
+    this.#buckets = Array.from({ length: s.buckets }, () => ({ index: -1, calls: 0, failures: 0, slow: 0 }));
+    this.#minimumCalls = s.minimumCalls;
+    this.#failureRate = s.failureRateThreshold;
+    this.#slowMs = s.slowCallDurationMs;
+    this.#slowRate = s.slowCallRateThreshold;
+    this.#openMs = s.openDurationMs;
+    this.#probes = s.halfOpenProbes;
   }
 
   /** The current state (an open breaker past its open duration reports `half_open`). */

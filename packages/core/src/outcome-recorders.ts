@@ -29,7 +29,8 @@ export interface OutcomeRecordersSettings {
 export class OutcomeRecorders {
   readonly #s: OutcomeRecordersSettings;
   readonly #store: OutcomeStore | undefined;
-  readonly #recorders = new Map<string, OutcomeRecorder>();
+  /** Each resource's recorder, with the fleet-breaker settings it was made for (as compiled). */
+  readonly #recorders = new Map<string, { recorder: OutcomeRecorder; made: CompiledResource['fleetBreaker'] }>();
   readonly #closing = new Set<Promise<void>>();
 
   constructor(settings: OutcomeRecordersSettings) {
@@ -62,8 +63,14 @@ export class OutcomeRecorders {
     const store = this.#store;
     if (store === undefined || (r.fleetBreaker === undefined && !this.#s.tallyAll)) return undefined;
     const had = this.#recorders.get(r.name);
-    if (had !== undefined && JSON.stringify(had.breaker) === JSON.stringify(r.fleetBreaker?.policy)) return had;
-    if (had !== undefined) this.#retire(had);
+    // Every admission asks: the settings compiled with the resource are compared by identity,
+    // and by value only once after a rule update recompiled them.
+    if (had !== undefined && had.made === r.fleetBreaker) return had.recorder;
+    if (had !== undefined && JSON.stringify(had.recorder.breaker) === JSON.stringify(r.fleetBreaker?.policy)) {
+      had.made = r.fleetBreaker;
+      return had.recorder;
+    }
+    if (had !== undefined) this.#retire(had.recorder);
     const recorder = new OutcomeRecorder({
       store,
       resource: r.name,
@@ -74,19 +81,19 @@ export class OutcomeRecorders {
       onStateChange: (from, to) => this.#s.onStateChange?.(r.name, from, to),
       onError: (e) => this.#s.onError?.(r.name, e),
     });
-    this.#recorders.set(r.name, recorder);
+    this.#recorders.set(r.name, { recorder, made: r.fleetBreaker });
     return recorder;
   }
 
   /** The fleet breaker of `resource` as this process sees it (undefined before its first use). */
   stats(resource: string): OutcomeRecorderStats | undefined {
-    return this.#recorders.get(resource)?.stats;
+    return this.#recorders.get(resource)?.recorder.stats;
   }
 
   /** Forgets a removed resource (what its recorder holds is sent). */
   remove(resource: string): void {
     const had = this.#recorders.get(resource);
-    if (had !== undefined) this.#retire(had);
+    if (had !== undefined) this.#retire(had.recorder);
     this.#recorders.delete(resource);
   }
 
@@ -102,7 +109,7 @@ export class OutcomeRecorders {
 
   /** Sends everything pending and stops every recorder. */
   async close(): Promise<void> {
-    for (const r of this.#recorders.values()) this.#retire(r);
+    for (const r of this.#recorders.values()) this.#retire(r.recorder);
     this.#recorders.clear();
     while (this.#closing.size > 0) await Promise.all(this.#closing);
   }

@@ -1,14 +1,16 @@
 /**
  * What every Sluice package that talks to Redis shares (`@sluice/redis/kit`): opening a
  * connection, telling Redis' error replies apart, and running a plain Lua script by EVALSHA
- * with the EVAL fallback in one place. Loads nothing but ioredis and `node:crypto`: the rule
- * store and the stream package use it without the limit store.
+ * with the EVAL fallback in one place, and the fleet's leases (`lua/lease.lua`). Loads nothing
+ * but ioredis and Node's own modules: the rule store and the stream package use it without the
+ * limit store.
  *
  * @example
  * const script = plainScript(readFileSync(new URL('./apply.lua', import.meta.url), 'utf8'));
  * const reply = await evalScript(client, script, [key], ['1']);
  */
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 
 /** How to open a connection (see {@link openRedisClient}). */
@@ -118,4 +120,33 @@ export async function evalScript(
     if (!isReply(error, 'NOSCRIPT')) throw error;
     return client.eval(script.source, keys.length, ...keys, ...args);
   }
+}
+
+let leaseScript: PlainScript | undefined;
+
+/** lua/lease.lua, read once (lua/ is a sibling of both src/ and dist/). */
+function lease(): PlainScript {
+  leaseScript ??= plainScript(readFileSync(new URL('../lua/lease.lua', import.meta.url), 'utf8'));
+  return leaseScript;
+}
+
+async function runLease(client: Redis | Cluster, key: string, owner: string, ttlMs: number): Promise<boolean> {
+  const reply = await evalScript(client, lease(), [key], ['1', owner, ttlMs]);
+  if (reply !== 0 && reply !== 1) throw new Error(`the lease script refused its arguments (reply ${String(reply)})`);
+  return reply === 1;
+}
+
+/**
+ * Takes the lease `key` for `owner` (1..128 characters) when it is free, or extends it when
+ * `owner` holds it, for `ttlMs` (rounded up to a whole ms): true when `owner` holds it
+ * afterwards. One lease per duty that one process at a time must do for the fleet (a rollout's
+ * ramp, an adaptive limit's moves); a holder that stops renewing loses it when the TTL ends.
+ */
+export function takeLease(client: Redis | Cluster, key: string, owner: string, ttlMs: number): Promise<boolean> {
+  return runLease(client, key, owner, Math.max(1, Math.ceil(ttlMs)));
+}
+
+/** Gives the lease `key` up when `owner` holds it (so another can take it at once): true when it did. */
+export function giveLeaseUp(client: Redis | Cluster, key: string, owner: string): Promise<boolean> {
+  return runLease(client, key, owner, 0);
 }

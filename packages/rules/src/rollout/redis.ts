@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { evalScript, plainScript, type PlainScript } from '@sluice/redis/kit';
+import { evalScript, giveLeaseUp, plainScript, takeLease, type PlainScript } from '@sluice/redis/kit';
 import type { Cluster, Redis } from 'ioredis';
 import { RulesError, RulesErrorCodes } from '../errors.js';
 import type { RolloutState } from './plan.js';
@@ -7,7 +7,7 @@ import { parseRollout, rolloutConflict, type RolloutStore } from './store.js';
 
 const scripts = new Map<string, PlainScript>();
 
-function script(name: 'rollout-write' | 'rollout-lease'): PlainScript {
+function script(name: 'rollout-write'): PlainScript {
   let s = scripts.get(name);
   if (!s) {
     // lua/ is a sibling of both src/ and dist/.
@@ -31,9 +31,9 @@ const TALLY_TTL_MS = 86_400_000;
 
 /**
  * The rollout of a {@link RedisRuleStore}, on its connection and under its hash tag: the state
- * is one hash written by compare-and-set (`lua/rollout-write.lua`), the lease one key taken with
- * NX and a time-to-live (`lua/rollout-lease.lua`), the tallies one hash per phase that every
- * server adds its counts to.
+ * is one hash written by compare-and-set (`lua/rollout-write.lua`), the decider's lease one key
+ * with a time-to-live (`takeLease` of `@sluice/redis/kit`), the tallies one hash per phase that
+ * every server adds its counts to.
  */
 export class RedisRolloutStore implements RolloutStore {
   readonly #client: Redis | Cluster;
@@ -75,7 +75,7 @@ export class RedisRolloutStore implements RolloutStore {
 
   async lead(owner: string, ttlMs: number): Promise<boolean> {
     try {
-      return (await evalScript(this.#client, script('rollout-lease'), [this.#keys.lease], ['1', owner, String(ttlMs)])) === 1;
+      return await takeLease(this.#client, this.#keys.lease, owner, ttlMs);
     } catch (e) {
       throw unavailable('take the rollout lease', e);
     }
@@ -83,7 +83,7 @@ export class RedisRolloutStore implements RolloutStore {
 
   async resign(owner: string): Promise<void> {
     try {
-      await evalScript(this.#client, script('rollout-lease'), [this.#keys.lease], ['1', owner, '0']);
+      await giveLeaseUp(this.#client, this.#keys.lease, owner);
     } catch (e) {
       throw unavailable('give the rollout lease up', e);
     }

@@ -241,6 +241,25 @@ describe('RolloutRunner', () => {
     expect((await f.store.read())!).toMatchObject({ status: 'aborted', note: 'version 2 was applied during the rollout' });
   });
 
+  it('keeps the counts the store did not take, and adds them with the next poll', async () => {
+    const f = fleet(1);
+    const [a] = f.servers;
+    const s = await a!.runner.begin({ text: RULES(1), author: 'ana', reason: 'r', steps: [{ percent: 50, holdMs: 60_000 }] });
+    await f.tick();
+    const cand = keys.find((k) => a!.runner.cohortOf('orders', k) === 'candidate')!;
+    const real = f.store.addTallies.bind(f.store);
+    let fail = true;
+    f.store.addTallies = (id, phase, counts) => (fail ? Promise.reject(new Error('store away')) : real(id, phase, counts));
+    a!.runner.observe('orders', cand, false);
+    await expect(a!.runner.tick()).rejects.toThrow('store away');
+    a!.runner.observe('orders', cand, true);
+    fail = false;
+    await a!.runner.tick();
+    const tallies = await f.store.tallies(s.id, 0);
+    expect(tallies.get('candidate|orders|decided')).toBe(2);
+    expect(tallies.get('candidate|orders|denied')).toBe(1);
+  });
+
   it('refuses a candidate that changes no resource, and bad plans', async () => {
     const f = fleet(1);
     const [a] = f.servers;

@@ -342,10 +342,21 @@ export class RolloutRunner {
     return this.#candidate.ruleSet;
   }
 
+  /** Adds the counts to the store; counts it did not take are kept for the next poll. */
   async #flush(): Promise<void> {
-    const pending = [...this.#counts.values()];
+    const pending = [...this.#counts.entries()];
     this.#counts = new Map();
-    for (const c of pending) await this.#o.store.addTallies(c.id, c.phase, c.fields);
+    const results = await Promise.allSettled(pending.map(([, c]) => this.#o.store.addTallies(c.id, c.phase, c.fields)));
+    const failed = results.findIndex((r) => r.status === 'rejected');
+    if (failed < 0) return;
+    results.forEach((r, i) => {
+      if (r.status === 'fulfilled') return;
+      const [k, c] = pending[i]!;
+      const now = this.#counts.get(k);
+      if (now === undefined) this.#counts.set(k, c);
+      else for (const [f, n] of c.fields) now.fields.set(f, (now.fields.get(f) ?? 0) + n);
+    });
+    throw (results[failed] as PromiseRejectedResult).reason;
   }
 
   async #lead(): Promise<boolean> {
@@ -390,27 +401,23 @@ export class RolloutRunner {
     // The store keeps outcome tallies for a bounded span: a longer step is judged on its latest part.
     const windowMs = Math.min(OUTCOME_BUCKETS * OUTCOME_BUCKET_MS, Math.max(1000, Math.round(now - s.stepStartedAtMs)));
     const n = (f: string) => tallies.get(f) ?? 0;
-    const out: CohortMeasure[] = [];
-    for (const resource of rolloutSplitNames(s)) {
-      const tally = (c: Cohort) => ({
-        decided: n(tallyField(c, resource, 'decided')),
-        denied: n(tallyField(c, resource, 'denied')),
-      });
-      // Downstream outcomes are reported per resource; a domain is judged on its rejections.
-      const outcomes = s.resources.includes(resource) ? this.#o.outcomes : undefined;
-      out.push({
-        resource,
-        baseline: tally('baseline'),
-        candidate: tally('candidate'),
-        ...(outcomes === undefined
-          ? {}
-          : {
-              baselineOutcomes: await outcomes.outcomeTotals(resource, windowMs, 'baseline'),
-              candidateOutcomes: await outcomes.outcomeTotals(resource, windowMs, 'candidate'),
-            }),
-      });
-    }
-    return out;
+    return Promise.all(
+      rolloutSplitNames(s).map(async (resource): Promise<CohortMeasure> => {
+        const tally = (c: Cohort) => ({
+          decided: n(tallyField(c, resource, 'decided')),
+          denied: n(tallyField(c, resource, 'denied')),
+        });
+        const measure = { resource, baseline: tally('baseline'), candidate: tally('candidate') };
+        // Downstream outcomes are reported per resource; a domain is judged on its rejections.
+        const outcomes = s.resources.includes(resource) ? this.#o.outcomes : undefined;
+        if (outcomes === undefined) return measure;
+        const [baselineOutcomes, candidateOutcomes] = await Promise.all([
+          outcomes.outcomeTotals(resource, windowMs, 'baseline'),
+          outcomes.outcomeTotals(resource, windowMs, 'candidate'),
+        ]);
+        return { ...measure, baselineOutcomes, candidateOutcomes };
+      }),
+    );
   }
 
   async #rollBack(s: RolloutState, reason: string): Promise<void> {

@@ -51,6 +51,11 @@ export interface AdaptiveStatus {
   readonly deciding: boolean;
 }
 
+/** What one round of {@link AdaptiveController.tick} shares between resources. */
+interface Round {
+  current?: Promise<RuleVersion | undefined>;
+}
+
 /**
  * Moves adaptive limits. Every server runs one; for each adaptive resource, the one holding
  * the resource's decider lease judges the fleet's demand (and downstream outcomes) by the rule's
@@ -88,23 +93,27 @@ export class AdaptiveController {
   async tick(): Promise<void> {
     const v = this.#version;
     if (this.#closed || v === undefined || this.#o.hold?.() === true) return;
+    // The store's current version, read once a round (when this server decides any resource)
+    // and replaced by each version a move applies.
+    const round: Round = {};
     for (const rule of Object.values(v.ruleSet.adaptive)) {
       try {
-        await this.#judge(rule);
+        await this.#judge(rule, round);
       } catch (err) {
         this.#o.logger?.warn({ err, resource: rule.resource }, 'adaptive limit not judged');
       }
     }
   }
 
-  async #judge(rule: AdaptiveRule): Promise<void> {
+  async #judge(rule: AdaptiveRule, round: Round): Promise<void> {
     const { demand, owner } = this.#o;
     // The lease outlives a few rounds, so a slow round does not hand the resource over.
     const leads = await demand.lead(rule.resource, owner, Math.max(3 * this.#tickMs, 1000));
     if (leads) this.#deciding.add(rule.resource);
     else this.#deciding.delete(rule.resource);
     if (!leads) return;
-    const current = await this.#o.ruleStore.current();
+    round.current ??= this.#o.ruleStore.current();
+    const current = await round.current;
     const resource = current?.ruleSet.resources[rule.resource];
     const index = resource === undefined ? -1 : adaptiveLimitIndex(resource.limits, rule.limit);
     if (current === undefined || resource === undefined || index < 0) return;
@@ -130,9 +139,12 @@ export class AdaptiveController {
         expectedVersion: current.version,
       });
     } catch (err) {
+      // Someone else changed the rules meanwhile: the next resource reads them again.
+      delete round.current;
       if (isRulesError(err, 'SLUICE_ERR_RULE_CONFLICT')) return;
       throw err;
     }
+    round.current = Promise.resolve(applied);
     this.update(applied);
     this.#o.logger?.info(
       { resource: rule.resource, from: move.from, to: move.to, version: applied.version, reason: move.reason },

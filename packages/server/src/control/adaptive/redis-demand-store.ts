@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { evalScript, plainScript, type PlainScript } from '@sluice/redis/kit';
+import { evalScript, giveLeaseUp, plainScript, takeLease, type PlainScript } from '@sluice/redis/kit';
 import type { Cluster, Redis } from 'ioredis';
 import type { DemandCounts, DemandStore } from './demand-store.js';
 import type { IntervalDemand } from './policy.js';
@@ -12,11 +12,10 @@ function script(): PlainScript {
   return adaptiveScript;
 }
 
-/** The script's reply, checked: it answers -1 only to arguments it refuses. */
-async function run(client: Redis | Cluster, key: string, args: (string | number)[]): Promise<boolean> {
-  const reply = await evalScript(client, script(), [key], ['1', ...args]);
-  if (reply !== 0 && reply !== 1) throw new Error(`the adaptive script refused its arguments (reply ${String(reply)})`);
-  return reply === 1;
+/** Adds counts by the script; it answers -1 only to arguments it refuses. */
+async function add(client: Redis | Cluster, key: string, args: (string | number)[]): Promise<void> {
+  const reply = await evalScript(client, script(), [key], ['2', ...args]);
+  if (reply !== 1) throw new Error(`the adaptive script refused its arguments (reply ${String(reply)})`);
 }
 
 /** Most intervals one read asks for (a week of minutes is 10,080). */
@@ -33,7 +32,7 @@ const FIELDS = ['d', 'r', 'p', 'w', 'wm'] as const;
  * | --------------------------------------------- | ------ | ----------------------------------- |
  * | `<prefix>{adapt:<resource>}:d:<interval>:<start>` | HASH | one interval's counts, with a TTL |
  * | `<prefix>{adapt:<resource>}:move`            | STRING | when the limit last moved (ms)      |
- * | `<prefix>{adapt:<resource>}:lead`            | STRING | the decider's id, with a TTL        |
+ * | `<prefix>{adapt:<resource>}:lead`            | STRING | the decider's lease (`takeLease`)   |
  */
 export class RedisDemandStore implements DemandStore {
   readonly #client: Redis | Cluster;
@@ -51,7 +50,7 @@ export class RedisDemandStore implements DemandStore {
 
   async add(resource: string, intervalMs: number, start: number, c: DemandCounts, retainMs: number): Promise<void> {
     const key = this.#key(resource, `d:${intervalMs}:${start}`);
-    await run(this.#client, key, ['add', c.decided, c.rejected, c.waits, c.waitedMs, c.peakShare, Math.ceil(retainMs)]);
+    await add(this.#client, key, [c.decided, c.rejected, c.waits, c.waitedMs, c.peakShare, Math.ceil(retainMs)]);
   }
 
   async read(resource: string, intervalMs: number, from: number, to: number): Promise<IntervalDemand[]> {
@@ -82,11 +81,11 @@ export class RedisDemandStore implements DemandStore {
   }
 
   async lead(resource: string, owner: string, ttlMs: number): Promise<boolean> {
-    return run(this.#client, this.#key(resource, 'lead'), ['lead', owner, Math.ceil(ttlMs)]);
+    return takeLease(this.#client, this.#key(resource, 'lead'), owner, ttlMs);
   }
 
   async resign(resource: string, owner: string): Promise<void> {
-    await run(this.#client, this.#key(resource, 'lead'), ['resign', owner, 0]);
+    await giveLeaseUp(this.#client, this.#key(resource, 'lead'), owner);
   }
 
   close(): Promise<void> {
