@@ -1,3 +1,4 @@
+import type { Clock } from './clock.js';
 import { ErrorCodes, invalid } from './errors.js';
 import { compileLeaseSettings, type CompiledLeaseSettings, type LeaseSettings } from './lease-cache.js';
 import { intOption } from './options.js';
@@ -258,4 +259,63 @@ export class HotKeys {
 
 function round(x: number): number {
   return Math.round(x * 1000) / 1000;
+}
+
+/**
+ * A limiter's hot-key trackers, one per resource that configures `hotKeys`, kept in step with
+ * the resources' options as rules change (what was counted carries on while the sketch's shape
+ * stays).
+ */
+export class HotKeyTrackers {
+  readonly #trackers = new Map<string, HotKeys>();
+  readonly #clock: Clock;
+  readonly #onChange: (resource: string, change: HotKeyChange) => void;
+
+  constructor(clock: Clock, onChange: (resource: string, change: HotKeyChange) => void) {
+    this.#clock = clock;
+    this.#onChange = onChange;
+  }
+
+  /** Makes, reconfigures or drops the tracker of resource `name` for its options (undefined: none). */
+  sync(name: string, options: CompiledHotKeyOptions | undefined): void {
+    const h = this.#trackers.get(name);
+    if (options === undefined) {
+      if (h !== undefined) this.drop(name);
+      return;
+    }
+    if (h !== undefined && h.fits(options)) {
+      h.reconfigure(options);
+      return;
+    }
+    h?.clear();
+    this.#trackers.set(name, new HotKeys(name, options, (change) => this.#onChange(name, change)));
+  }
+
+  drop(name: string): void {
+    this.#trackers.get(name)?.clear();
+    this.#trackers.delete(name);
+  }
+
+  /** Drops the trackers of every resource not in `names`. */
+  keepOnly(names: ReadonlySet<string> | ReadonlyMap<string, unknown>): void {
+    for (const name of [...this.#trackers.keys()]) if (!names.has(name)) this.drop(name);
+  }
+
+  /** Counts a call of resource `name` on caller key `key`. */
+  record(name: string, key: string): void {
+    this.#trackers.get(name)?.record(key, this.#clock.now());
+  }
+
+  /** True while caller key `key` of resource `name` is mitigated (its calls are leased). */
+  mitigated(name: string, key: string): boolean {
+    return this.#trackers.get(name)?.mitigated(key) === true;
+  }
+
+  /** The heaviest keys of every tracked resource, or of `name` alone, sorted by resource name. */
+  report(name?: string): HotKeyReport[] {
+    const now = this.#clock.now();
+    const trackers =
+      name === undefined ? [...this.#trackers.values()] : [this.#trackers.get(name)].filter((h) => h !== undefined);
+    return trackers.map((h) => h.report(now)).sort((a, b) => (a.resource < b.resource ? -1 : 1));
+  }
 }

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { systemClock, type Clock } from './clock.js';
 import type { CircuitBreaker } from './circuit-breaker.js';
-import { combineStatuses, unjudgedStatuses, withReason, type BookingInfo, type Decision } from './decision.js';
+import { combineStatuses, withReason, type Decision } from './decision.js';
 import { checkBookingId } from './booking.js';
 import { ErrorCodes, SluiceError, invalid } from './errors.js';
-import { Failover, type FailoverOptions } from './failover.js';
+import { Failover } from './failover.js';
 import { STORE_FAILURE_POLICIES, fallbackDecision, type StoreFailurePolicy } from './failover-state.js';
 import { MemoryStore } from './memory-store.js';
 import { intOption } from './options.js';
@@ -22,7 +22,7 @@ import {
   maxCost,
   type CompiledLimit,
 } from './policy.js';
-import { HotKeys, type HotKeyReport } from './hot-keys.js';
+import { HotKeyTrackers, type HotKeyReport } from './hot-keys.js';
 import { LeaseCache, type CompiledLeaseSettings } from './lease-cache.js';
 import { Prefilter, filterKey } from './prefilter.js';
 import type {
@@ -35,84 +35,30 @@ import type {
   TryOptions,
 } from './rate-limiter.js';
 
-import { compileResource, isTenantName, type CompiledResource, type ResourceConfig } from './resource.js';
+import { compileResource, type CompiledResource, type ResourceConfig } from './resource.js';
 import { resourceKey, storageKey, type StorageKeyParts } from './storage-key.js';
 import { tierOf, type CompiledTier } from './tiers.js';
 import type { LimitStore } from './store.js';
 import { Waiting, type WaitCall } from './wait-queue.js';
+import type { LimiterOptions } from './limiter-options.js';
+import {
+  bookable,
+  breakerDecision,
+  checkClient,
+  checkTenant,
+  info,
+  nothingToClaim,
+  throwIfAborted,
+  waitKind,
+  type Call,
+  type Charge,
+} from './limiter-calls.js';
 import type { FleetBreakerPolicy } from './fleet-breaker-state.js';
 import type { OutcomeRecorderStats } from './outcome-recorder.js';
 import { OutcomeRecorders } from './outcome-recorders.js';
 import type { OutcomeReport, OutcomeTotals } from './outcomes.js';
 
-/** Options of {@link Limiter}. */
-export interface LimiterOptions {
-  /**
-   * Limits per resource (a downstream such as `db:users`): one policy, several, or
-   * `ResourceOptions` with a circuit breaker and pre-filter settings.
-   */
-  resources: Record<string, ResourceConfig>;
-  /**
-   * Where state lives. A store passed in stays the caller's to close (several limiters may
-   * share one), unless `closeStore` says the limiter owns it.
-   * @default a new MemoryStore owned (and closed) by the limiter
-   */
-  store?: LimitStore;
-  /**
-   * `limiter.close()` also closes `store` (a store made for this limiter alone, e.g. given
-   * inline). Without it, close the store yourself after the limiter.
-   * @default false (true for the limiter's own MemoryStore)
-   */
-  closeStore?: boolean;
-  /**
-   * Most keys the limiter's own MemoryStore holds (see `MemoryStoreOptions.maxKeys`); not
-   * allowed with `store`, whose bounds are its own.
-   * @default 1_000_000
-   */
-  maxKeys?: number;
-  /** @default systemClock */
-  clock?: Clock;
-  /** Randomness for pacing jitter. @default Math.random */
-  random?: () => number;
-  /** @default 256 */
-  maxKeyLength?: number;
-  /** Default wait bound of `acquire`, in ms. @default 30000 */
-  maxWaitMs?: number;
-  /** Most callers queued in `acquire` on one key; more are denied with `queue_full`. @default 1000 */
-  maxWaitersPerKey?: number;
-  /** Most keys with queued callers at once. @default 10000 */
-  maxWaitingKeys?: number;
-  /**
-   * Most callers of one `client` (see {@link AcquireOptions.client}) queued at once, over all
-   * keys; more are denied with `queue_full`. Callers naming no client are not counted.
-   * @default 1000
-   */
-  maxWaitersPerClient?: number;
-  /**
-   * How often a queue re-asks a concurrency limit: permits released by other processes are not
-   * announced, and a denial's retry-after only says when leases would expire.
-   * @default 50
-   */
-  concurrencyPollMs?: number;
-  /** Decision hooks, e.g. Prometheus metrics. */
-  observer?: LimiterObserver;
-  /** Most keys the local pre-filter remembers as over their limit. @default 100000 */
-  prefilterMaxKeys?: number;
-  /**
-   * What resources do while the store is unavailable (each may override it).
-   * @default 'local'
-   */
-  onStoreFailure?: StoreFailurePolicy;
-  /** Fair-share sizing, health probing and logging for store failures. */
-  failover?: FailoverOptions;
-  /**
-   * Send the outcomes of every resource's calls ({@link Limiter.record}, {@link Limiter.call},
-   * {@link Limiter.reportOutcome}) to the store's tallies, which `outcomeTotals` reads fleet-wide (the
-   * store must keep tallies). Resources with a fleet-wide breaker send theirs regardless.
-   * @default false
-   */
-  tallyOutcomes?: boolean;
-}
+export type { LimiterOptions } from './limiter-options.js';
 
 /** The options of a call that gives none (shared, so such a call allocates nothing for them). */
 const NO_OPTIONS: TryOptions = Object.freeze({});
@@ -144,7 +90,7 @@ export class Limiter implements RateLimiter {
   readonly #leases: LeaseCache;
   readonly #waiting: Waiting;
   /** Hot-key trackers of the resources that configure `hotKeys`. */
-  readonly #hot = new Map<string, HotKeys>();
+  readonly #hot: HotKeyTrackers;
   /** Where an admitted decision charged its permits, to give them back if nobody takes them. */
   readonly #charges = new WeakMap<Decision, Charge[]>();
   /** Outcomes on their way to the store, and fleet breakers' states (set once the store is). */
@@ -158,6 +104,7 @@ export class Limiter implements RateLimiter {
     this.#clock = options.clock ?? systemClock;
     this.#random = options.random ?? Math.random;
     this.#observer = options.observer;
+    this.#hot = new HotKeyTrackers(this.#clock, (resource, change) => this.#observer?.hotKey?.({ resource, ...change }));
     this.#maxKeyLength = intOption(options.maxKeyLength, 'maxKeyLength', DEFAULT_MAX_KEY_LENGTH, 1, 65_536);
     this.#maxWaitMs = intOption(options.maxWaitMs, 'maxWaitMs', 30_000, 0, MAX_WAIT_BOUND_MS);
     this.#waiting = new Waiting({
@@ -224,7 +171,7 @@ export class Limiter implements RateLimiter {
     // Keep a running breaker's history when only the limits change.
     const breaker = this.#resources.get(resource)?.breaker;
     this.#resources.set(resource, breaker && compiled.breaker ? { ...compiled, breaker } : compiled);
-    this.#syncHot(compiled);
+    this.#hot.sync(compiled.name, compiled.hotKeys);
     this.#prefilter.clear();
   }
 
@@ -246,8 +193,8 @@ export class Limiter implements RateLimiter {
     for (const name of this.#resources.keys()) if (!next.has(name)) this.#outcomes?.remove(name);
     this.#resources.clear();
     for (const [name, r] of next) this.#resources.set(name, r);
-    for (const name of [...this.#hot.keys()]) if (!next.has(name)) this.#dropHot(name);
-    for (const r of next.values()) this.#syncHot(r);
+    this.#hot.keepOnly(next);
+    for (const r of next.values()) this.#hot.sync(r.name, r.hotKeys);
     this.#prefilter.clear();
   }
 
@@ -258,7 +205,7 @@ export class Limiter implements RateLimiter {
    */
   removeLimits(resource: string): boolean {
     this.#outcomes?.remove(resource);
-    this.#dropHot(resource);
+    this.#hot.drop(resource);
     return this.#resources.delete(resource);
   }
 
@@ -267,37 +214,13 @@ export class Limiter implements RateLimiter {
    * `resource` alone, as this process counted them, by resource name.
    */
   hotKeys(resource?: string): HotKeyReport[] {
-    const now = this.#clock.now();
-    const trackers = resource === undefined ? [...this.#hot.values()] : [this.#hot.get(resource)].filter((h) => h !== undefined);
-    return trackers.map((h) => h.report(now)).sort((a, b) => (a.resource < b.resource ? -1 : 1));
-  }
-
-  /** Keeps the resource's hot-key tracker in step with its options (what was counted carries on). */
-  #syncHot(r: CompiledResource): void {
-    const options = r.hotKeys;
-    const h = this.#hot.get(r.name);
-    if (options === undefined) {
-      if (h !== undefined) this.#dropHot(r.name);
-      return;
-    }
-    if (h !== undefined && h.fits(options)) {
-      h.reconfigure(options);
-      return;
-    }
-    h?.clear();
-    const resource = r.name;
-    this.#hot.set(resource, new HotKeys(resource, options, (change) => this.#observer?.hotKey?.({ resource, ...change })));
-  }
-
-  #dropHot(resource: string): void {
-    this.#hot.get(resource)?.clear();
-    this.#hot.delete(resource);
+    return this.#hot.report(resource);
   }
 
   /** Counts a call for its resource's hot keys (calls of cost 0 ask nothing of a key). */
   #noteHot(call: Call): void {
     if (call.cost === 0 || call.resource.hotKeys === undefined) return;
-    this.#hot.get(call.resource.name)?.record(call.sub, this.#clock.now());
+    this.#hot.record(call.resource.name, call.sub);
   }
 
   /** The lease settings a call on a storage key is served with while its key is hot, if any. */
@@ -307,7 +230,7 @@ export class Limiter implements RateLimiter {
     if (lease === undefined || parts.tenant !== undefined || parts.part !== undefined || parts.pool !== undefined) {
       return undefined;
     }
-    return this.#hot.get(resource.name)?.mitigated(parts.key) === true ? lease : undefined;
+    return this.#hot.mitigated(resource.name, parts.key) ? lease : undefined;
   }
 
   /** True if the resource has limits configured. */
@@ -458,7 +381,7 @@ export class Limiter implements RateLimiter {
       checkKey(sub, this.#maxKeyLength);
       return undefined;
     }
-    if (r.hotKeys !== undefined) this.#hot.get(r.name)?.record(sub, this.#clock.now());
+    if (r.hotKeys !== undefined) this.#hot.record(r.name, sub);
     return this.#observe(r.name, 'try', local, tier);
   }
 
@@ -917,96 +840,4 @@ export class Limiter implements RateLimiter {
     this.#observer?.decided?.(label === undefined ? { resource, mode, decision } : { resource, mode, decision, tier: label });
     return decision;
   }
-}
-
-function throwIfAborted(signal: AbortSignal | undefined): void {
-  if (signal?.aborted) throw new SluiceError(ErrorCodes.ABORTED, 'the wait was aborted', { cause: signal.reason });
-}
-
-/** A client name for the wait queues: any string up to 256 characters ('' names nobody). */
-function checkClient(client: unknown): string {
-  if (client === undefined) return '';
-  if (typeof client !== 'string' || client.length > 256) {
-    throw invalid(ErrorCodes.INVALID_OPTIONS, 'client', 'must be a string of at most 256 characters');
-  }
-  return client;
-}
-
-/** A validated call: the resource, the caller key and its storage key, its limits and the cost. */
-interface Call {
-  readonly resource: CompiledResource;
-  /** The caller's key ('' for the resource as a whole). */
-  readonly sub: string;
-  /** Where the resource's limits are kept for the caller's key (see storage-key.ts). */
-  readonly key: string;
-  /** What `key` is made of, carried to the store so that nothing reads a storage key back. */
-  readonly parts: StorageKeyParts;
-  readonly limits: readonly CompiledLimit[];
-  readonly cost: number;
-  readonly tenant: string | undefined;
-  /** The tier's name. */
-  readonly priority: string;
-  readonly tier: CompiledTier;
-}
-
-/** Permits taken on one storage key (and the concurrency permit, if any). */
-interface Charge {
-  readonly key: string;
-  readonly parts: StorageKeyParts;
-  readonly limits: readonly CompiledLimit[];
-  /** The concurrency permit taken, if any (a decision's `permitId`). */
-  readonly permitId: string | undefined;
-}
-
-function checkTenant(tenant: unknown): string {
-  if (typeof tenant !== 'string' || !isTenantName(tenant)) {
-    throw invalid(ErrorCodes.INVALID_OPTIONS, 'tenant', "must be 1 to 128 characters without '|' or lone surrogates");
-  }
-  return tenant;
-}
-
-/**
- * True when a call on the resource can be booked: its limits are rate limits on one key, with
- * nothing that decides across several keys or outside the store (see {@link Limiter.book}).
- */
-function bookable(r: CompiledResource, tenant: string | undefined, holdback: number): boolean {
-  return (
-    r.split === 1 &&
-    !r.shadow &&
-    r.lease === undefined &&
-    tenant === undefined &&
-    holdback === 0 &&
-    r.boost === undefined &&
-    !hasConcurrency(r.limits)
-  );
-}
-
-function info(outcome: BookingInfo['outcome'], id: string): BookingInfo {
-  return { outcome, id, startsInMs: 0, expiresInMs: 0 };
-}
-
-/** The answer to a claim of a booking that cannot exist: denied, nothing judged or charged. */
-function nothingToClaim(limits: readonly CompiledLimit[], id: string): Decision {
-  return { ...combineStatuses(unjudgedStatuses(limits)), booking: info('missing', id) };
-}
-
-/** The decision of an open circuit breaker: no store call was made. */
-function breakerDecision(limits: readonly CompiledLimit[], retryAfterMs: number): Decision {
-  return {
-    allowed: false,
-    limit: limits[0]!.limit,
-    remaining: 0,
-    retryAfterMs,
-    resetAfterMs: retryAfterMs,
-    reason: 'circuit_open',
-    limitId: 'breaker',
-    statuses: [],
-    source: 'breaker',
-  };
-}
-
-/** Which of a key's wait queues a call waits in: its priority and tenant (see {@link WaitQueues}). */
-function waitKind(call: Call): string {
-  // Tier names have no '|' (TIER_NAME), so the tenant after it is read unambiguously.
-  return `${call.priority}|${call.tenant ?? ''}`;
 }

@@ -1,4 +1,4 @@
-/* eslint-disable @typescript-eslint/no-unsafe-argument, @typescript-eslint/no-explicit-any --
+/* eslint-disable @typescript-eslint/no-unsafe-argument, @typescript-eslint/no-explicit-any, @typescript-eslint/no-unsafe-return --
    the assertions read parsed JSON answers dynamically */
 /**
  * A `sluice serve` on Redis whose wall clock runs 5 s ahead (preloaded shift): it measures the
@@ -55,10 +55,15 @@ describe('a server whose clock is 5 s ahead of Redis', () => {
   });
 
   it('measures the skew within its uncertainty, warns once and exports it', async () => {
-    const { json: stats } = await getJson(`${server.url}/v1/stats`);
-    expect(stats.clockSkew).toMatchObject({ store: 'redis', measured: true, skewed: true, thresholdMs: 1000, warnings: 1 });
+    // The first reading is taken as the server starts, but not awaited by it: wait for it.
+    const stats = await vi.waitFor(async () => {
+      const { json } = await getJson(`${server.url}/v1/stats`);
+      expect(json.clockSkew).toMatchObject({ store: 'redis', measured: true, skewed: true, thresholdMs: 1000, warnings: 1 });
+      return json;
+    }, WAIT);
     // Date.now() is whole ms while Redis answers µs: 1 ms of rounding on top of the uncertainty.
     expect(Math.abs(stats.clockSkew.offsetMs + SHIFT_MS)).toBeLessThanOrEqual(stats.clockSkew.uncertaintyMs + 1);
+    await vi.waitFor(() => expect(server.logs.some((l) => l.includes("differs from the store's"))).toBe(true), WAIT);
     const warnings = server.logs.filter((l) => l.includes("differs from the store's"));
     expect(warnings).toHaveLength(1);
     expect(JSON.parse(warnings[0]!)).toMatchObject({ level: 40, store: 'redis', thresholdMs: 1000 });
