@@ -580,7 +580,7 @@ export class Limiter implements RateLimiter {
     }
     if (delta < 0) {
       // Refunded here: what the pre-filter learnt of these keys no longer holds.
-      const holdbacks = call.resource.priority.tiers.map((t) => t.holdback);
+      const holdbacks = call.resource.priority.holdbacks;
       this.#prefilter.forget(key, holdbacks);
       if (tenantKey !== undefined) this.#prefilter.forget(tenantKey, holdbacks);
       this.#waiting.wake(key);

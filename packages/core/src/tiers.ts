@@ -69,6 +69,8 @@ export interface CompiledPriority {
   readonly default: CompiledTier;
   /** True when the resource declares `priority.tiers` (else the tiers are `core` and `normal`). */
   readonly named: boolean;
+  /** Every tier's holdback, in tier order (what a refund makes the pre-filter forget). */
+  readonly holdbacks: readonly number[];
 }
 
 /** A resource's boost pool, compiled. */
@@ -191,7 +193,13 @@ function freezePriority(
     return tier;
   });
   const byName = new Map(tiers.map((t) => [t.name, t]));
-  return Object.freeze({ tiers: Object.freeze(tiers), byName, default: byName.get(fallback)!, named });
+  return Object.freeze({
+    tiers: Object.freeze(tiers),
+    byName,
+    default: byName.get(fallback)!,
+    named,
+    holdbacks: Object.freeze(tiers.map((t) => t.holdback)),
+  });
 }
 
 /** The boost pool of `boost` options, checked against the resource's tier names. */

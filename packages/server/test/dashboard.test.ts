@@ -196,14 +196,22 @@ describe('the web dashboard in headless Chromium', () => {
     const started = await call(
       server.url,
       '/v1/admin/rollout',
-      { text: V2, author: XSS_AUTHOR, reason: XSS_REASON, steps: [{ percent: 25, holdMs: 3_600_000 }] },
+      {
+        // The candidate also adds an Envoy domain, split as the resource is.
+        text: `${V2}domains:\n  - domain: edge\n    descriptors: [{ key: ip, rate_limit: { unit: second, requests_per_unit: 5 } }]\n`,
+        author: XSS_AUTHOR,
+        reason: XSS_REASON,
+        steps: [{ percent: 25, holdMs: 3_600_000 }],
+      },
       { token: TOKEN },
     );
     expect(started.status).toBe(201);
     await page.waitForSelector('#rollout-summary[data-status="running"]', WAIT);
     expect(await page.textContent('#rollout-summary')).toBe('running: baseline v3 · candidate on 25% of keys');
     const details = await page.$$eval('#rollout-details dd', (xs) => xs.map((x) => x.textContent));
-    expect(details.slice(0, 3)).toEqual(['api', '1 of 1', `${XSS_AUTHOR}: ${XSS_REASON}`]);
+    expect(details.slice(0, 4)).toEqual(['api', 'edge', '1 of 1', `${XSS_AUTHOR}: ${XSS_REASON}`]);
+    const terms = await page.$$eval('#rollout-details dt', (xs) => xs.map((x) => x.textContent));
+    expect(terms.slice(0, 2)).toEqual(['Resources', 'Envoy domains']);
     await page.fill('#rollout-author', 'dashboard-test');
     await page.fill('#rollout-reason', 'hold it');
     await page.click('#rollout-form button[data-action="pause"]');
