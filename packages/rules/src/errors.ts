@@ -96,3 +96,16 @@ export function isRulesError(err: unknown, code?: RulesErrorCode): err is RulesE
 export function invalidRules(issues: readonly RuleIssue[]): RulesError {
   return new RulesError(RulesErrorCodes.INVALID_RULES, issues.map(formatIssue).join('\n'), { issues });
 }
+
+/**
+ * `SLUICE_ERR_RULE_STORE_UNAVAILABLE`: the store could not `what` (e.g. "read rollout.json")
+ * because of `cause`; a RulesError is passed on as it is.
+ */
+export function storeUnavailable(what: string, cause: unknown): RulesError {
+  if (cause instanceof RulesError) return cause;
+  return new RulesError(
+    RulesErrorCodes.RULE_STORE_UNAVAILABLE,
+    `the rule store cannot ${what}: ${cause instanceof Error ? cause.message : String(cause)}`,
+    { cause },
+  );
+}

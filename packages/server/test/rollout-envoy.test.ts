@@ -10,7 +10,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomPrefix, redisUrl } from '../../../test/env.js';
 import { deleteRedisKeys } from '../../../test/sluice-serve.js';
 import { descriptorCohortKey } from '../src/envoy/rls.js';
-import { RlsClient, TOKEN, call, eventually, runCli, scratch, spawnServer, writeRules, type ServerProcess } from './support.js';
+import {
+  admin,
+  call,
+  FAST_ROLLOUT,
+  TOKEN,
+  RlsClient,
+  runCli,
+  scratch,
+  type ServerProcess,
+  spawnServer,
+  eventually,
+  writeRules,
+} from './support.js';
 
 // Per client address: 100 requests an hour in force; the candidate allows `limit`.
 const RULES = (limit: number) => `
@@ -23,10 +35,6 @@ domains:
       - key: remote_address
         rate_limit: { unit: hour, requests_per_unit: ${limit} }
 `;
-
-const FAST = ['--rollout-poll-ms', '100', '--rollout-lease-ms', '2000', '--store-timeout-ms', '2000'];
-
-const admin = (s: ServerProcess, path: string, body?: unknown) => call(s.url, `/v1/admin${path}`, body, { token: TOKEN });
 
 const address = (value: string) => [{ key: 'remote_address', value }];
 const cohort = (percent: number, id: string, value: string) =>
@@ -55,7 +63,7 @@ describe('gradual rollout of an Envoy domain across sluice serve processes on on
   beforeAll(async () => {
     const rules = writeRules(tmp.dir, RULES(100));
     servers = await Promise.all(
-      [0, 1].map(() => spawnServer(['--rules', rules, '--redis', redisUrl(), '--redis-prefix', prefix, ...FAST])),
+      [0, 1].map(() => spawnServer(['--rules', rules, '--redis', redisUrl(), '--redis-prefix', prefix, ...FAST_ROLLOUT])),
     );
     clients = servers.map((s) => new RlsClient(`127.0.0.1:${s.grpcPort}`));
   });

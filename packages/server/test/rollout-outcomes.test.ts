@@ -2,7 +2,7 @@ import { cohortAt } from '@sluice/core';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomPrefix, redisUrl } from '../../../test/env.js';
-import { TOKEN, call, eventually, scratch, spawnServer, writeRules, type ServerProcess } from './support.js';
+import { admin, call, FAST_ROLLOUT, scratch, type ServerProcess, spawnServer, eventually, writeRules } from './support.js';
 
 // A candidate no stricter by its limits: only the downstream can tell it is worse.
 const RULES = (limit: number) => `
@@ -10,9 +10,6 @@ resources:
   payments:
     limits: { algorithm: fixed-window, limit: ${limit}, windowMs: 3600000 }
 `;
-
-const FAST = ['--rollout-poll-ms', '100', '--rollout-lease-ms', '2000', '--store-timeout-ms', '2000'];
-const admin = (s: ServerProcess, path: string, body?: unknown) => call(s.url, `/v1/admin${path}`, body, { token: TOKEN });
 
 describe('automatic rollback on downstream outcomes reported to the service', () => {
   const tmp = scratch();
@@ -27,7 +24,7 @@ describe('automatic rollback on downstream outcomes reported to the service', ()
       redisUrl(),
       '--redis-prefix',
       prefix,
-      ...FAST,
+      ...FAST_ROLLOUT,
     ]);
   });
   afterAll(async () => {

@@ -2,10 +2,21 @@
    the assertions read parsed JSON answers dynamically */
 import { RemoteLimiter } from '@sluice/client';
 import { cohortAt } from '@sluice/core';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomPrefix, redisUrl } from '../../../test/env.js';
-import { TOKEN, call, eventually, runCli, scratch, spawnServer, writeRules, type ServerProcess } from './support.js';
+import { deleteRedisKeys } from '../../../test/sluice-serve.js';
+import {
+  admin,
+  call,
+  FAST_ROLLOUT,
+  TOKEN,
+  runCli,
+  scratch,
+  type ServerProcess,
+  spawnServer,
+  eventually,
+  writeRules,
+} from './support.js';
 
 // Per order key: 100 an hour in force, and a candidate that allows 1 (the too-tight limit).
 const RULES = (limit: number) => `
@@ -15,21 +26,6 @@ resources:
   search:
     limits: { algorithm: fixed-window, limit: 100, windowMs: 3600000 }
 `;
-
-const FAST = ['--rollout-poll-ms', '100', '--rollout-lease-ms', '2000', '--store-timeout-ms', '2000'];
-
-async function deleteKeys(prefix: string): Promise<void> {
-  const redis = new Redis(redisUrl());
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-    cursor = next;
-    for (const key of keys) await redis.del(key);
-  } while (cursor !== '0');
-  await redis.quit();
-}
-
-const admin = (s: ServerProcess, path: string, body?: unknown) => call(s.url, `/v1/admin${path}`, body, { token: TOKEN });
 
 /** Two checks of each key, spread over the servers; the answers by key. */
 async function twice(servers: readonly ServerProcess[], keys: readonly string[], resource = 'orders') {
@@ -56,13 +52,13 @@ describe('gradual rollout across sluice serve processes on one Redis', () => {
     const rules = writeRules(tmp.dir, RULES(100));
     candidate = writeRules(tmp.dir, RULES(1), 'candidate.yaml');
     servers = await Promise.all(
-      [0, 1].map(() => spawnServer(['--rules', rules, '--redis', redisUrl(), '--redis-prefix', prefix, ...FAST])),
+      [0, 1].map(() => spawnServer(['--rules', rules, '--redis', redisUrl(), '--redis-prefix', prefix, ...FAST_ROLLOUT])),
     );
   });
   afterAll(async () => {
     const codes = await Promise.all(servers.map((s) => s.stop()));
     expect(codes).toEqual(servers.map(() => 0));
-    await deleteKeys(prefix);
+    await deleteRedisKeys(prefix);
     tmp.remove();
   });
 

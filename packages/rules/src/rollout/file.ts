@@ -2,18 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, open, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { RulesError, RulesErrorCodes } from '../errors.js';
+import { storeUnavailable } from '../errors.js';
 import type { RolloutState } from './plan.js';
 import { parseRollout, rolloutConflict, type RolloutStore } from './store.js';
-
-function unavailable(what: string, e: unknown): RulesError {
-  if (e instanceof RulesError) return e;
-  return new RulesError(
-    RulesErrorCodes.RULE_STORE_UNAVAILABLE,
-    `the rule store cannot ${what}: ${e instanceof Error ? e.message : String(e)}`,
-    { cause: e },
-  );
-}
 
 const errno = (e: unknown) => (e as NodeJS.ErrnoException | undefined)?.code;
 
@@ -42,7 +33,7 @@ export class FileRolloutStore implements RolloutStore {
       return parseRollout(await readFile(path, 'utf8'), path);
     } catch (e) {
       if (errno(e) === 'ENOENT') return undefined;
-      throw unavailable(`read ${path}`, e);
+      throw storeUnavailable(`read ${path}`, e);
     }
   }
 
@@ -120,7 +111,7 @@ export class FileRolloutStore implements RolloutStore {
       await rename(tmp, path);
     } catch (e) {
       await unlink(tmp).catch(() => undefined);
-      throw unavailable(`write ${path}`, e);
+      throw storeUnavailable(`write ${path}`, e);
     }
   }
 
@@ -129,7 +120,7 @@ export class FileRolloutStore implements RolloutStore {
     try {
       await mkdir(this.#dir, { recursive: true });
     } catch (e) {
-      throw unavailable(`create ${this.#dir}`, e);
+      throw storeUnavailable(`create ${this.#dir}`, e);
     }
     const deadline = Date.now() + 5000;
     for (;;) {
@@ -137,14 +128,14 @@ export class FileRolloutStore implements RolloutStore {
         await (await open(lock, 'wx')).close();
         break;
       } catch (e) {
-        if (errno(e) !== 'EEXIST') throw unavailable(`lock ${lock}`, e);
+        if (errno(e) !== 'EEXIST') throw storeUnavailable(`lock ${lock}`, e);
       }
       const age = await stat(lock).then(
         (s) => Date.now() - s.mtimeMs,
         () => 0,
       );
       if (age > STALE_LOCK_MS) await unlink(lock).catch(() => undefined);
-      else if (Date.now() >= deadline) throw unavailable(`lock ${lock}`, new Error('another writer held it for 5000 ms'));
+      else if (Date.now() >= deadline) throw storeUnavailable(`lock ${lock}`, new Error('another writer held it for 5000 ms'));
       else await sleep(5 + Math.floor(Math.random() * 10));
     }
     try {

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { evalScript, giveLeaseUp, plainScript, takeLease, type PlainScript } from '@sluice/redis/kit';
 import type { Cluster, Redis } from 'ioredis';
-import { RulesError, RulesErrorCodes } from '../errors.js';
+import { storeUnavailable } from '../errors.js';
 import type { RolloutState } from './plan.js';
 import { parseRollout, rolloutConflict, type RolloutStore } from './store.js';
 
@@ -15,15 +15,6 @@ function script(name: 'rollout-write'): PlainScript {
     scripts.set(name, s);
   }
   return s;
-}
-
-function unavailable(what: string, e: unknown): RulesError {
-  if (e instanceof RulesError) return e;
-  return new RulesError(
-    RulesErrorCodes.RULE_STORE_UNAVAILABLE,
-    `the rule store cannot ${what}: ${e instanceof Error ? e.message : String(e)}`,
-    { cause: e },
-  );
 }
 
 /** How long tallies of a phase are kept after their last write, in ms. */
@@ -50,7 +41,7 @@ export class RedisRolloutStore implements RolloutStore {
     try {
       raw = await this.#client.hget(this.#keys.state, 'state');
     } catch (e) {
-      throw unavailable('read the rollout', e);
+      throw storeUnavailable('read the rollout', e);
     }
     return raw === null ? undefined : parseRollout(raw, this.#keys.state);
   }
@@ -66,7 +57,7 @@ export class RedisRolloutStore implements RolloutStore {
         ['1', String(expectedRevision), JSON.stringify(state)],
       );
     } catch (e) {
-      throw unavailable('write the rollout', e);
+      throw storeUnavailable('write the rollout', e);
     }
     const [code, stored] = reply as [number, number | undefined];
     if (code !== 0) throw rolloutConflict(expectedRevision, Number(stored));
@@ -77,7 +68,7 @@ export class RedisRolloutStore implements RolloutStore {
     try {
       return await takeLease(this.#client, this.#keys.lease, owner, ttlMs);
     } catch (e) {
-      throw unavailable('take the rollout lease', e);
+      throw storeUnavailable('take the rollout lease', e);
     }
   }
 
@@ -85,7 +76,7 @@ export class RedisRolloutStore implements RolloutStore {
     try {
       await giveLeaseUp(this.#client, this.#keys.lease, owner);
     } catch (e) {
-      throw unavailable('give the rollout lease up', e);
+      throw storeUnavailable('give the rollout lease up', e);
     }
   }
 
@@ -98,7 +89,7 @@ export class RedisRolloutStore implements RolloutStore {
     try {
       await multi.exec();
     } catch (e) {
-      throw unavailable('count rollout decisions', e);
+      throw storeUnavailable('count rollout decisions', e);
     }
   }
 
@@ -107,7 +98,7 @@ export class RedisRolloutStore implements RolloutStore {
     try {
       raw = await this.#client.hgetall(`${this.#keys.tally}${id}:${phase}`);
     } catch (e) {
-      throw unavailable('read rollout decision counts', e);
+      throw storeUnavailable('read rollout decision counts', e);
     }
     return new Map(Object.entries(raw).map(([k, v]) => [k, Number(v)]));
   }

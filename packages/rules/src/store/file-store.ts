@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '@sluice/core';
 import { z } from 'zod';
-import { RulesError, RulesErrorCodes } from '../errors.js';
+import { RulesError, RulesErrorCodes, storeUnavailable } from '../errors.js';
 import {
   DEFAULT_MAX_VERSIONS,
   VersionCache,
@@ -85,14 +85,6 @@ const fileName = (v: number) => `${String(v).padStart(10, '0')}.json`;
 
 function errno(e: unknown): string | undefined {
   return (e as NodeJS.ErrnoException | undefined)?.code;
-}
-
-function unavailable(what: string, cause: unknown): RulesError {
-  return new RulesError(
-    RulesErrorCodes.RULE_STORE_UNAVAILABLE,
-    `the rule store cannot ${what}: ${cause instanceof Error ? cause.message : String(cause)}`,
-    { cause },
-  );
 }
 
 /** Writes a file whole or not at all: a synced temporary file renamed over the target. */
@@ -260,7 +252,7 @@ export class FileRuleStore implements RuleStore {
     try {
       await mkdir(this.#versions, { recursive: true });
     } catch (e) {
-      throw unavailable(`create ${this.#versions}`, e);
+      throw storeUnavailable(`create ${this.#versions}`, e);
     }
     await this.#acquireLock();
     let made: RuleVersion;
@@ -290,7 +282,7 @@ export class FileRuleStore implements RuleStore {
         await writeAtomic(this.#pointer, `${JSON.stringify({ version })}\n`);
         await syncDir(this.#dir);
       } catch (e) {
-        throw unavailable(`record version ${version}`, e);
+        throw storeUnavailable(`record version ${version}`, e);
       }
       made = Object.freeze({ ...meta, source: change.source, ruleSet: change.ruleSet });
       this.#cache.set(made);
@@ -321,7 +313,7 @@ export class FileRuleStore implements RuleStore {
         await fh.close();
         return;
       } catch (e) {
-        if (errno(e) !== 'EEXIST') throw unavailable(`lock ${this.#lock}`, e);
+        if (errno(e) !== 'EEXIST') throw storeUnavailable(`lock ${this.#lock}`, e);
       }
       try {
         const { mtimeMs } = await stat(this.#lock);
@@ -331,10 +323,10 @@ export class FileRuleStore implements RuleStore {
         }
       } catch (e) {
         if (errno(e) === 'ENOENT') continue;
-        throw unavailable(`lock ${this.#lock}`, e);
+        throw storeUnavailable(`lock ${this.#lock}`, e);
       }
       if (Date.now() >= deadline) {
-        throw unavailable(`lock ${this.#lock}`, new Error(`another writer held it for ${this.#options.lockTimeoutMs} ms`));
+        throw storeUnavailable(`lock ${this.#lock}`, new Error(`another writer held it for ${this.#options.lockTimeoutMs} ms`));
       }
       await sleep(10 + Math.floor(Math.random() * 20));
     }
@@ -346,7 +338,7 @@ export class FileRuleStore implements RuleStore {
       text = await readFile(this.#pointer, 'utf8');
     } catch (e) {
       if (errno(e) === 'ENOENT') return 0;
-      throw unavailable(`read ${this.#pointer}`, e);
+      throw storeUnavailable(`read ${this.#pointer}`, e);
     }
     try {
       return pointerSchema.parse(JSON.parse(text)).version;
@@ -362,7 +354,7 @@ export class FileRuleStore implements RuleStore {
       text = await readFile(path, 'utf8');
     } catch (e) {
       if (errno(e) === 'ENOENT') throw notFound(version);
-      throw unavailable(`read ${path}`, e);
+      throw storeUnavailable(`read ${path}`, e);
     }
     try {
       const doc = versionFileSchema.parse(JSON.parse(text));
@@ -379,7 +371,7 @@ export class FileRuleStore implements RuleStore {
       names = await readdir(this.#versions);
     } catch (e) {
       if (errno(e) === 'ENOENT') return [];
-      throw unavailable(`list ${this.#versions}`, e);
+      throw storeUnavailable(`list ${this.#versions}`, e);
     }
     return names
       .map((n) => VERSION_FILE.exec(n)?.[1])

@@ -3,7 +3,7 @@ import type { Logger } from '@sluice/core';
 import { evalScript, isReply, openRedisClient, plainScript, type PlainScript } from '@sluice/redis/kit';
 import { Cluster, Redis } from 'ioredis';
 import { z } from 'zod';
-import { RulesError, RulesErrorCodes } from '../errors.js';
+import { RulesError, storeUnavailable } from '../errors.js';
 import {
   DEFAULT_MAX_VERSIONS,
   VersionCache,
@@ -112,12 +112,10 @@ function seedNode(s: string | { host: string; port: number }): { host: string; p
 
 /** The one place where Redis failures become rules errors. */
 function storeError(what: string, e: unknown): RulesError {
-  if (e instanceof RulesError) return e;
-  const message = e instanceof Error ? e.message : String(e);
   if (isReply(e, 'WRONGTYPE')) {
     return corrupt(`${what}: a rule key holds data of another type; is the prefix shared with another application?`, e);
   }
-  return new RulesError(RulesErrorCodes.RULE_STORE_UNAVAILABLE, `the rule store cannot ${what}: ${message}`, { cause: e });
+  return storeUnavailable(what, e);
 }
 
 const recordSchema = storedMetaSchema.omit({ createdAt: true }).extend({ createdAtMs: z.number().int().min(0) });
