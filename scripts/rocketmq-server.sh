@@ -6,6 +6,7 @@
 # NullPointerException. Cluster mode has one.)
 #
 # Usage: scripts/rocketmq-server.sh install|start|stop|status
+#        scripts/rocketmq-server.sh groups <name>[,<name>...]
 #
 #   install  fetches the 5.5.x jars from Maven Central (mvn dependency:copy-dependencies on
 #            scripts/rocketmq/pom.xml) into $SLUICE_TOOLS_DIR/rocketmq-<version>/lib, only if
@@ -13,6 +14,9 @@
 #   start    starts namesrv, broker and proxy, creates the topics and groups, waits until a topic route
 #            answers, writes $SLUICE_RUN_DIR/rocketmq.env
 #   stop     stops the three JVMs by pid and deletes their run directory
+#   groups   creates (or updates) lite consumer groups on the running broker: orderly, bound
+#            to the LITE parent topic, exclusive (a new subscriber of a lite topic takes it
+#            over from the group's previous one); what the transport's lite mode needs
 #
 # Environment:
 #   SLUICE_RUN_DIR                where rocketmq/ (logs, store, pids) and rocketmq.env go
@@ -25,7 +29,7 @@
 #                                 LITE parent topic <topic>      (default sluice-events)
 #   SLUICE_ROCKETMQ_PARTITIONS    partition topics to create     (default 16)
 #   SLUICE_ROCKETMQ_DECISIONS     normal topic for decisions     (default sluice-decisions)
-#   SLUICE_ROCKETMQ_GROUPS        comma-separated LiteTopic groups bound to the parent topic
+#   SLUICE_ROCKETMQ_GROUPS        comma-separated lite groups created at start (default sluice-aggregators)
 #   SLUICE_ROCKETMQ_START_TIMEOUT seconds to wait for ready (default 180)
 #
 # After `start`, $SLUICE_RUN_DIR/rocketmq.env holds:
@@ -53,8 +57,7 @@ BROKER_PORT="${SLUICE_ROCKETMQ_BROKER_PORT:-18085}"
 TOPIC="${SLUICE_ROCKETMQ_TOPIC:-sluice-events}"
 DECISIONS="${SLUICE_ROCKETMQ_DECISIONS:-sluice-decisions}"
 PARTITIONS="${SLUICE_ROCKETMQ_PARTITIONS:-16}"
-# LiteTopic groups (bound to the LITE parent topic). The transport itself uses normal topics
-# and auto-created groups; these exist so LiteTopic consumption can be tried on this server.
+# Lite consumer groups created at start (the aggregators' default group).
 GROUPS_CSV="${SLUICE_ROCKETMQ_GROUPS:-sluice-aggregators}"
 START_TIMEOUT="${SLUICE_ROCKETMQ_START_TIMEOUT:-180}"
 STOP_TIMEOUT=20
@@ -187,8 +190,10 @@ cmd_start() {
   [[ -f "$HOME_DIR/lib/rocketmq-proxy-$VERSION.jar" ]] ||
     die "RocketMQ $VERSION not installed; run: bash scripts/rocketmq-server.sh install"
   cmd_stop
-  local p
+  local p free_by=$((SECONDS + 15))
   for p in "$NAMESRV_PORT" "$PROXY_PORT" "$REMOTING_PORT" "$BROKER_PORT" "$((BROKER_PORT - 2))" "$((BROKER_PORT + 1))"; do
+    # A broker just killed by stop can hold a port for a moment longer.
+    while port_in_use "$p" && ((SECONDS < free_by)); do sleep 0.5; done
     port_in_use "$p" && die "port $p is in use by a process this script did not start; set SLUICE_ROCKETMQ_*_PORT"
   done
   mkdir -p "$MQ_DIR/home" "$MQ_DIR/store"
@@ -213,6 +218,8 @@ mappedFileSizeConsumeQueue=600000
 diskMaxUsedSpaceRatio=95
 autoCreateTopicEnable=false
 autoCreateSubscriptionGroup=true
+enableLmq=true
+enableMultiDispatch=true
 deleteWhen=04
 fileReservedTime=1
 EOT
@@ -257,13 +264,9 @@ EOT
   i=$((i + 1))
   admin updateTopic -b "$broker" -t "$TOPIC" -r 1 -w 1 -a +message.type=LITE >"$MQ_DIR/admin-$i.out" 2>&1 &
   pids+=($!)
-  IFS=, read -r -a groups <<<"$GROUPS_CSV"
-  for group in "${groups[@]}"; do
-    i=$((i + 1))
-    admin updateSubGroup -b "$broker" -g "$group" -o true --attributes "+lite.bind.topic=$TOPIC" \
-      >"$MQ_DIR/admin-$i.out" 2>&1 &
-    pids+=($!)
-  done
+  i=$((i + 1))
+  create_groups "$GROUPS_CSV" >"$MQ_DIR/admin-$i.out" 2>&1 &
+  pids+=($!)
   for p in "${pids[@]}"; do wait "$p" || failed=1; done
   if ((failed)); then
     cat "$MQ_DIR"/admin-*.out >&2
@@ -286,6 +289,38 @@ SLUICE_ROCKETMQ_PROXY_PID=$(live_pid proxy)
 EOT
 }
 
+# Lite groups: orderly (a lite topic's next messages come only after the earlier ones were
+# acknowledged: per-partition order), bound to the parent topic, and exclusive. Exclusive is
+# what makes ownership hand-over dependable: in the default shared model the broker hands each
+# arriving message's notice to one of the group's subscribers of that lite topic at random, and
+# a subscriber that stopped reading (an old owner, a killed process whose connection the proxy
+# has not yet seen close) keeps its notices until the broker writes it off 10-20 s later.
+create_groups() {
+  local group groups pids=() failed=0 p
+  IFS=, read -r -a groups <<<"$1"
+  for group in "${groups[@]}"; do
+    [[ "$group" =~ ^[A-Za-z0-9_-]{1,64}$ ]] || die "bad group name: $group"
+  done
+  # Each admin call is a JVM start that mostly waits, so they run in parallel.
+  for group in "${groups[@]}"; do
+    admin updateSubGroup -b "$HOST:$BROKER_PORT" -g "$group" -o true \
+      --attributes "+lite.bind.topic=$TOPIC,+lite.sub.model=Exclusive" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || failed=1; done
+  return "$failed"
+}
+
+cmd_groups() {
+  [[ $# -eq 1 && -n "$1" ]] || die "usage: $0 groups <name>[,<name>...]"
+  live_pid broker >/dev/null || die "the broker is not running; run: bash scripts/rocketmq-server.sh start"
+  create_groups "$1" >"$MQ_DIR/groups.out" 2>&1 || {
+    cat "$MQ_DIR/groups.out" >&2
+    die "creating groups $1 failed"
+  }
+  log "lite groups ready: $1"
+}
+
 cmd_status() {
   local role pid
   for role in namesrv broker proxy; do
@@ -294,4 +329,9 @@ cmd_status() {
   print_env_indented "$RUN_DIR/rocketmq.env"
 }
 
-daemon_main "$@"
+if [[ "${1:-}" == groups ]]; then
+  shift
+  cmd_groups "$@"
+else
+  daemon_main "$@"
+fi

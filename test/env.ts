@@ -1,3 +1,6 @@
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
 /**
  * Where the real servers started by scripts/test-all.sh listen. Integration tests fail loudly
  * when these are missing instead of skipping, so a misconfigured run cannot pass silently.
@@ -39,6 +42,16 @@ export function rocketMqEndpoints(): string {
  * outage drill stops the process (SIGSTOP) instead of cutting a connection. */
 export function rocketMqProxyPid(): number {
   return Number(required('SLUICE_ROCKETMQ_PROXY_PID'));
+}
+
+/**
+ * Creates lite consumer groups on the running RocketMQ broker (scripts/rocketmq-server.sh
+ * groups): the transport's lite mode reads only through groups bound to the LITE parent topic.
+ */
+export function createRocketMqGroups(groups: readonly string[]): void {
+  required('SLUICE_ROCKETMQ_ENDPOINTS');
+  const script = fileURLToPath(new URL('../scripts/rocketmq-server.sh', import.meta.url));
+  execFileSync('bash', [script, 'groups', groups.join(',')], { stdio: ['ignore', 'ignore', 'inherit'], timeout: 120_000 });
 }
 
 /** host:port of the Temporal frontend. */

@@ -268,6 +268,8 @@ async function governancePart(options: BenchOptions, redisUrl: string, runId: st
     bursts: options.mode.name === 'quick' ? 5 : 20,
     limit: 200,
     tickMs: 100,
+    natsUrl: process.env.SLUICE_NATS_URL,
+    rocketMqEndpoints: process.env.SLUICE_ROCKETMQ_ENDPOINTS,
   };
   print(governanceLatencyTable(await runGovernanceLatency(settings, progress), settings));
 }

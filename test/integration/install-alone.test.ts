@@ -54,7 +54,8 @@ function specifiers(p: Published): string[] {
 /** What @sluice/gateway must not bring: broker clients, Redis, the rule engine, the aggregators. */
 const NOT_FOR_THE_GATEWAY = [
   'nats',
-  'rocketmq-client-nodejs',
+  '@grpc/grpc-js',
+  '@grpc/proto-loader',
   'ioredis',
   '@marcbachmann/cel-js',
   '@sluice/governance',

@@ -3,13 +3,16 @@
  * blocks the burst's path, and how long from the burst's end until every gateway lifts it.
  * Gateways (probe + decision cache, each with its own connections), two aggregators and the
  * stream run in this process; the path goes probe -> batch -> stream -> aggregator window ->
- * rule tick -> broadcast -> every gateway's cache, over Redis Streams and, as the peer, the
- * in-process transport (the pipeline without a network).
+ * rule tick -> broadcast -> every gateway's cache, over Redis Streams (and NATS JetStream and
+ * RocketMQ's lite topics when their servers are given) and, as the peer, the in-process
+ * transport (the pipeline without a network).
  */
 import { Gateway } from '@sluice/gateway';
 import { Aggregator, MemoryOwnershipStore, RedisOwnershipStore, type OwnershipStore } from '@sluice/governance';
 import { EventOutcome, MemoryTransport, hashValue, type EventTransport } from '@sluice/stream';
+import { NatsTransport } from '@sluice/stream/nats';
 import { RedisStreamsTransport } from '@sluice/stream/redis';
+import { RocketMqTransport } from '@sluice/stream/rocketmq';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { percentile } from '../service/service-measure.js';
 import { fmt, fmtRatio, type Table } from '../report/table.js';
@@ -27,7 +30,19 @@ export interface GovernanceLatencySettings {
   readonly limit: number;
   /** Aggregator evaluation period, ms. */
   readonly tickMs: number;
+  /** NATS server URL (SLUICE_NATS_URL); the NATS row is skipped without it (and without Redis). */
+  readonly natsUrl?: string;
+  /** RocketMQ proxy endpoints (SLUICE_ROCKETMQ_ENDPOINTS); the RocketMQ (lite) row is skipped without it (and without Redis). */
+  readonly rocketMqEndpoints?: string;
 }
+
+type Kind = 'memory' | 'redis' | 'nats' | 'rocketmq';
+const NAMES: Record<Kind, string> = {
+  memory: 'in-process',
+  redis: 'Redis Streams',
+  nats: 'NATS JetStream',
+  rocketmq: 'RocketMQ (lite)',
+};
 
 /** Measured figures of one transport. */
 export interface GovernanceLatencyResult {
@@ -47,13 +62,26 @@ interface Fleet {
   close(): Promise<void>;
 }
 
-async function startFleet(s: GovernanceLatencySettings, kind: 'memory' | 'redis'): Promise<Fleet> {
+function brokerTransport(s: GovernanceLatencySettings, kind: Exclude<Kind, 'memory'>): EventTransport {
+  const prefix = `bench-gov-${s.runId}`;
+  switch (kind) {
+    case 'redis':
+      return new RedisStreamsTransport({ partitions: s.partitions, url: s.redisUrl!, prefix });
+    case 'nats':
+      return new NatsTransport({ partitions: s.partitions, servers: s.natsUrl!, prefix, storage: 'memory' });
+    case 'rocketmq':
+      // The aggregators' default group, which scripts/rocketmq-server.sh creates at start.
+      return new RocketMqTransport({ partitions: s.partitions, endpoints: s.rocketMqEndpoints!, prefix, awaitMs: 1_000 });
+  }
+}
+
+async function startFleet(s: GovernanceLatencySettings, kind: Kind): Promise<Fleet> {
   const opened: EventTransport[] = [];
   const ownershipStores: OwnershipStore[] = [];
   const shared = kind === 'memory' ? new MemoryTransport({ partitions: s.partitions, queueCapacity: 100_000 }) : undefined;
   const transport = (): EventTransport => {
     if (shared) return shared;
-    const t = new RedisStreamsTransport({ partitions: s.partitions, url: s.redisUrl!, prefix: `bench-gov-${s.runId}` });
+    const t = brokerTransport(s, kind as Exclude<Kind, 'memory'>);
     opened.push(t);
     return t;
   };
@@ -72,7 +100,7 @@ async function startFleet(s: GovernanceLatencySettings, kind: 'memory' | 'redis'
   };
   const aggregators = ['a', 'b'].map((id) => {
     let ownership: OwnershipStore = memoryOwnership;
-    if (kind === 'redis') {
+    if (kind !== 'memory') {
       ownership = new RedisOwnershipStore({ url: s.redisUrl!, prefix: `bench-gov-${s.runId}:agg:` });
       ownershipStores.push(ownership);
     }
@@ -86,7 +114,7 @@ async function startFleet(s: GovernanceLatencySettings, kind: 'memory' | 'redis'
   );
   for (const g of gateways) await g.start();
   return {
-    name: kind === 'memory' ? 'in-process' : 'Redis Streams',
+    name: NAMES[kind],
     gateways,
     aggregators,
     close: async () => {
@@ -143,15 +171,20 @@ async function measure(s: GovernanceLatencySettings, fleet: Fleet): Promise<Gove
   return { transport: fleet.name, blockMs, liftMs, missed };
 }
 
-/** Runs the part: the in-process transport, then Redis Streams when a Redis is given. */
+/** Runs the part: the in-process transport, then each broker transport whose server is given (all need Redis for ownership). */
 export async function runGovernanceLatency(
   settings: GovernanceLatencySettings,
   progress: (line: string) => void,
 ): Promise<GovernanceLatencyResult[]> {
   const results: GovernanceLatencyResult[] = [];
-  const kinds: ('memory' | 'redis')[] = settings.redisUrl === undefined ? ['memory'] : ['memory', 'redis'];
+  const kinds: Kind[] = ['memory'];
+  if (settings.redisUrl !== undefined) {
+    kinds.push('redis');
+    if (settings.natsUrl) kinds.push('nats');
+    if (settings.rocketMqEndpoints) kinds.push('rocketmq');
+  }
   for (const kind of kinds) {
-    progress(`  governance latency over ${kind}...`);
+    progress(`  governance latency over ${NAMES[kind]}...`);
     const fleet = await startFleet(settings, kind);
     try {
       results.push(await measure(settings, fleet));

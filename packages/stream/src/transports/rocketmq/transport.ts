@@ -1,17 +1,23 @@
 /**
- * Event stream on Apache RocketMQ 5 through its gRPC proxy: one normal topic per partition
- * (`<topicPrefix>-p-<n>`, one queue each, created by the operator), the logical stream name
- * (`prefix`) as the message tag, consumer groups named `<prefix>_<group>`, decisions on one
- * normal topic read by a fresh consumer group per subscriber (every group gets every message:
- * fan-out). See docs/transports.md for why partitions are not LiteTopics.
+ * Event stream on Apache RocketMQ 5 through its gRPC proxy, spoken over RocketMQ's published v2
+ * gRPC protocol (see docs/transports.md, "RocketMQ").
+ *
+ * - `mode: 'lite'` (default): partitions are lite topics `<prefix>-p-<n>` of one LITE parent
+ *   topic (`topicPrefix`); a consumer group holds one lite subscription per partition it reads,
+ *   and ownership moves with subscribe / unsubscribe. Groups must exist, bound to the parent and
+ *   exclusive (`scripts/rocketmq-server.sh groups <names>` creates them).
+ * - `mode: 'topics'`: one normal topic per partition (`<topicPrefix>-p-<n>`), groups
+ *   `<prefix>_<group>` that the broker creates on first use.
+ *
+ * Decisions go on one normal topic, read by a group of its own per subscriber (every group gets
+ * every message: fan-out).
  */
-import { format } from 'node:util';
-import type { MessageView, Producer, SimpleConsumer } from 'rocketmq-client-nodejs';
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
 import { TransportError, TransportErrorCodes } from '../../errors.js';
 import type { BatchHandler, EventTransport, Subscription } from '../../transport.js';
 import {
   DEFAULT_MAX_MESSAGE_BYTES,
-  backoffMs,
   checkBound,
   checkName,
   checkPartition,
@@ -21,24 +27,33 @@ import {
   deliverDecision,
   hooksOf,
   runHandler,
-  sleep,
   unavailable,
-  withTimeout,
   type TransportHooks,
 } from '../common.js';
-import { rocketmq } from './client.js';
+import { MessagingService, grpc, type MessagingClient } from './client.js';
+import { GroupConsumer, type ConsumerSettings } from './consumer.js';
+import { RocketMqSession } from './session.js';
+
+/** Longest lite topic name the proxy accepts (its `maxLiteTopicSize`). */
+const MAX_LITE_TOPIC = 64;
 
 /** Options for {@link RocketMqTransport}. */
 export interface RocketMqTransportOptions extends TransportHooks {
-  /** Number of partitions, 1..1024; topics `<topicPrefix>-p-0..partitions-1` must exist. */
+  /** Number of partitions, 1..1024. */
   partitions: number;
-  /** Proxy gRPC endpoints, e.g. `127.0.0.1:8081`. */
+  /** Proxy gRPC endpoint, `host:port`, e.g. `127.0.0.1:8081`. */
   endpoints: string;
-  /** Partition topics are `<topicPrefix>-p-<n>`. @default 'sluice-events' */
+  /**
+   * `lite`: partitions are lite topics `<prefix>-p-<n>` of the LITE topic `topicPrefix`.
+   * `topics`: partitions are normal topics `<topicPrefix>-p-<n>`.
+   * @default 'lite'
+   */
+  mode?: 'lite' | 'topics';
+  /** The LITE parent topic (lite), or the partition topics' prefix (topics). Must exist. @default 'sluice-events' */
   topicPrefix?: string;
   /** Topic for decisions. @default 'sluice-decisions' */
   decisionsTopic?: string;
-  /** Logical stream name: message tag and consumer group prefix. @default 'sluice' */
+  /** Logical stream name: message tag, lite topic prefix (lite), consumer group prefix (topics). @default 'sluice' */
   prefix?: string;
   /** Batches per receive call (RocketMQ allows at most 32). @default 32 */
   readCount?: number;
@@ -54,7 +69,7 @@ export interface RocketMqTransportOptions extends TransportHooks {
   commandTimeoutMs?: number;
   /** Publishes waiting for the proxy at once; more reject. @default 1024 */
   maxInFlight?: number;
-  /** Consumers at once (each is one client session). @default 64 */
+  /** Partition consumers and decision subscriptions at once. @default 64 */
   maxConsumers?: number;
   /** First / largest retry delay of a failing consumer, in ms. @default 100 / 5000 */
   retryBaseMs?: number;
@@ -67,18 +82,12 @@ export interface RocketMqTransportOptions extends TransportHooks {
 
 type Compiled = Required<Omit<RocketMqTransportOptions, keyof TransportHooks>>;
 
-/** How soon a stopping consumer makes the messages it received but did not handle visible again, in ms. */
-const HAND_BACK_MS = 1_000;
-
-/** The client logs through this: errors go to the consume hook, the rest is dropped. */
-function clientLogger(hooks: TransportHooks) {
-  const drop = (): void => {};
-  return {
-    info: drop,
-    debug: drop,
-    warn: drop,
-    error: (...args: unknown[]) => hooks.onConsumeError?.(new Error(format(...args)), -1),
-  };
+const HOST = hostname();
+let messages = 0;
+/** A message id unique to this process: host and pid hashed into random bytes, then a counter. */
+const ID_STEM = randomBytes(8).toString('hex').toUpperCase();
+function messageId(): string {
+  return `${ID_STEM}${(messages++).toString(16).toUpperCase().padStart(16, '0')}`;
 }
 
 /**
@@ -92,20 +101,30 @@ export class RocketMqTransport implements EventTransport {
   readonly partitions: number;
   private readonly o: Compiled;
   private readonly hooks: TransportHooks;
-  private producer: Promise<Producer> | undefined;
-  private readonly subs = new Set<RocketMqLoop>();
+  private client: MessagingClient | undefined;
+  private producer: Promise<RocketMqSession> | undefined;
+  /** Lite mode: one consumer per group, holding that group's partitions. */
+  private readonly lite = new Map<string, Promise<GroupConsumer>>();
+  /** Topics mode and decisions: one consumer per subscription. */
+  private readonly plain = new Set<GroupConsumer>();
+  private subscriptions = 0;
   private inFlight = 0;
   private closed = false;
 
   constructor(options: RocketMqTransportOptions) {
     this.partitions = checkPartitionCount(options.partitions);
-    if (typeof options.endpoints !== 'string' || options.endpoints === '') {
-      throw new TransportError(TransportErrorCodes.INVALID, 'endpoints is required, e.g. 127.0.0.1:8081');
+    if (typeof options.endpoints !== 'string' || !/^[^\s:]+:\d{1,5}$/.test(options.endpoints)) {
+      throw new TransportError(TransportErrorCodes.INVALID, 'endpoints must be host:port, e.g. 127.0.0.1:8081');
+    }
+    const mode = options.mode ?? 'lite';
+    if (mode !== 'lite' && mode !== 'topics') {
+      throw new TransportError(TransportErrorCodes.INVALID, `mode must be 'lite' or 'topics', got ${JSON.stringify(mode)}`);
     }
     const retryBaseMs = checkBound('retryBaseMs', options.retryBaseMs, 100, 1, 60_000);
     this.o = {
       partitions: this.partitions,
       endpoints: options.endpoints,
+      mode,
       topicPrefix: checkName('topicPrefix', options.topicPrefix ?? 'sluice-events'),
       decisionsTopic: checkName('decisionsTopic', options.decisionsTopic ?? 'sluice-decisions'),
       prefix: checkName('prefix', options.prefix ?? 'sluice'),
@@ -120,52 +139,90 @@ export class RocketMqTransport implements EventTransport {
       maxBatchBytes: checkBound('maxBatchBytes', options.maxBatchBytes, 1024 * 1024, 1, 4 * 1024 * 1024),
       maxMessageBytes: checkBound('maxMessageBytes', options.maxMessageBytes, DEFAULT_MAX_MESSAGE_BYTES, 1, 4 * 1024 * 1024),
     };
+    if (mode === 'lite' && this.liteTopic(this.partitions - 1).length > MAX_LITE_TOPIC) {
+      throw new TransportError(
+        TransportErrorCodes.INVALID,
+        `prefix is too long for lite mode: lite topic ${this.liteTopic(this.partitions - 1)} exceeds ${MAX_LITE_TOPIC} characters`,
+      );
+    }
     this.hooks = hooksOf(options);
   }
 
-  private topic(partition: number): string {
+  private liteTopic(partition: number): string {
+    return `${this.o.prefix}-p-${partition}`;
+  }
+
+  private partitionTopic(partition: number): string {
     return `${this.o.topicPrefix}-p-${partition}`;
   }
 
-  private clientOptions() {
-    return {
-      endpoints: this.o.endpoints,
-      namespace: '',
-      requestTimeout: this.o.commandTimeoutMs,
-      logger: clientLogger(this.hooks),
-    };
+  /** One gRPC channel (one HTTP/2 connection) for every session of the transport. */
+  private channel(): MessagingClient {
+    this.client ??= new MessagingService(this.o.endpoints, grpc.credentials.createInsecure(), {
+      // A proxy that went away is noticed within seconds, and reconnected to quickly after.
+      'grpc.keepalive_time_ms': 10_000,
+      'grpc.keepalive_timeout_ms': 5_000,
+      'grpc.initial_reconnect_backoff_ms': 200,
+      'grpc.max_reconnect_backoff_ms': 2_000,
+      'grpc.max_receive_message_length': 16 * 1024 * 1024,
+    });
+    return this.client;
   }
 
-  /** Starts the producer once; a failed start is retried by the next call. */
-  private started(): Promise<Producer> {
+  /** Registers the producer once; a failed start is retried by the next call. */
+  private started(): Promise<RocketMqSession> {
     this.producer ??= (async () => {
-      // No topics up front: routes are fetched on first send. With several topics, client
-      // 1.0.8 can receive the proxy's settings before it starts waiting for them, and its
-      // startup then never completes.
-      const producer = new rocketmq.Producer({ ...this.clientOptions(), topics: [], maxAttempts: 1 });
+      const topics = this.o.mode === 'lite' ? [this.o.topicPrefix] : [];
+      const session = new RocketMqSession(this.channel(), {
+        endpoints: this.o.endpoints,
+        clientType: 'PRODUCER',
+        topics: [...topics, this.o.decisionsTopic],
+        requestTimeoutMs: this.o.commandTimeoutMs,
+      });
       try {
-        await producer.startup();
+        await session.ready();
       } catch (err) {
-        await producer.shutdown().catch(() => undefined);
+        await session.close();
         throw err;
       }
-      return producer;
+      return session;
     })().catch((err: unknown) => {
       this.producer = undefined;
       throw err;
     });
-    return withTimeout(this.producer, this.o.commandTimeoutMs * 2, 'connect');
+    return this.producer;
   }
 
-  private async send(topic: string, body: Uint8Array, what: string): Promise<void> {
+  /**
+   * Sends one message. A lite message is always sent alone: the 5.5 broker does not dispatch the
+   * messages of a batch send to their lite topics (they are stored, and never delivered).
+   */
+  private async send(topic: string, body: Uint8Array, liteTopic: string | undefined, what: string): Promise<void> {
     if (this.inFlight >= this.o.maxInFlight) {
       throw new TransportError(TransportErrorCodes.UNAVAILABLE, `more than ${this.o.maxInFlight} publishes in flight`);
     }
     this.inFlight++;
     try {
       const producer = await this.started();
-      const buffer = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-      await withTimeout(producer.send({ topic, tag: this.o.prefix, body: buffer }), this.o.commandTimeoutMs, what);
+      const now = Date.now();
+      const message = {
+        topic: { name: topic },
+        systemProperties: {
+          messageId: messageId(),
+          tag: this.o.prefix,
+          messageType: liteTopic === undefined ? 'NORMAL' : 'LITE',
+          bodyEncoding: 'IDENTITY',
+          bornTimestamp: { seconds: Math.floor(now / 1_000), nanos: (now % 1_000) * 1_000_000 },
+          bornHost: HOST,
+          ...(liteTopic === undefined ? {} : { liteTopic }),
+        },
+        body: Buffer.from(body.buffer, body.byteOffset, body.byteLength),
+      };
+      const r = await producer.call<{ entries?: { status?: { code?: string; message?: string } }[] }>('SendMessage', {
+        messages: [message],
+      });
+      const status = r.entries?.[0]?.status;
+      if (status && status.code !== 'OK') throw new Error(`${status.code}${status.message ? ` (${status.message})` : ''}`);
     } catch (err) {
       throw this.closed ? closedError(this.name) : unavailable(what, err);
     } finally {
@@ -177,27 +234,39 @@ export class RocketMqTransport implements EventTransport {
     if (this.closed) throw closedError(this.name);
     checkPartition(partition, this.partitions);
     checkPayload('batch', batch, this.o.maxBatchBytes);
-    await this.send(this.topic(partition), batch, 'publish');
+    if (this.o.mode === 'lite') await this.send(this.o.topicPrefix, batch, this.liteTopic(partition), 'publish');
+    else await this.send(this.partitionTopic(partition), batch, undefined, 'publish');
   }
 
   async broadcast(message: Uint8Array): Promise<void> {
     if (this.closed) throw closedError(this.name);
     checkPayload('decision message', message, this.o.maxMessageBytes);
-    await this.send(this.o.decisionsTopic, message, 'broadcast');
+    await this.send(this.o.decisionsTopic, message, undefined, 'broadcast');
   }
 
   async consume(partition: number, group: string, handler: BatchHandler): Promise<Subscription> {
     if (this.closed) throw closedError(this.name);
     checkPartition(partition, this.partitions);
     checkName('group', group);
-    return this.startLoop(this.topic(partition), `${this.o.prefix}_${group}`, async (m) => {
-      await runHandler(
+    const onMessage = (m: { body: Uint8Array }, behind: number): Promise<void> =>
+      runHandler(
         handler,
         new Uint8Array(m.body.buffer, m.body.byteOffset, m.body.byteLength),
-        { partition },
+        { partition, lag: behind },
         this.hooks.onHandlerError,
       );
-    });
+    if (this.o.mode === 'topics') {
+      return this.plainSubscription(this.partitionTopic(partition), `${this.o.prefix}_${group}`, partition, onMessage);
+    }
+    this.reserve();
+    try {
+      const consumer = await this.liteConsumer(group);
+      const sub = await consumer.add(this.liteTopic(partition), partition, onMessage);
+      return this.counted(sub);
+    } catch (err) {
+      this.subscriptions--;
+      throw this.closed ? closedError(this.name) : unavailable('consume', err);
+    }
   }
 
   async subscribeDecisions(handler: (message: Uint8Array) => void): Promise<Subscription> {
@@ -205,123 +274,110 @@ export class RocketMqTransport implements EventTransport {
     // A group of its own gets every message; a new group may start at the topic's beginning,
     // so messages born before the subscription are skipped.
     const since = Date.now();
-    const group = `${this.o.prefix}_d_${since.toString(36)}${Math.random().toString(36).slice(2, 8)}`;
-    return this.startLoop(this.o.decisionsTopic, group, async (m) => {
-      if (m.bornTimestamp && m.bornTimestamp.getTime() < since) return;
+    const group = `${this.o.prefix}_d_${since.toString(36)}${randomBytes(3).toString('hex')}`;
+    return this.plainSubscription(this.o.decisionsTopic, group, -1, async (m) => {
+      const born = m.systemProperties.bornTimestamp;
+      if (born && born.seconds * 1_000 + Math.floor(born.nanos / 1_000_000) < since) return;
       deliverDecision(handler, new Uint8Array(m.body), this.hooks.onDecisionError);
     });
   }
 
-  private async startLoop(topic: string, group: string, onMessage: (m: MessageView) => Promise<void>): Promise<Subscription> {
-    if (this.subs.size >= this.o.maxConsumers) {
+  private reserve(): void {
+    if (this.subscriptions >= this.o.maxConsumers) {
       throw new TransportError(TransportErrorCodes.INVALID, `more than ${this.o.maxConsumers} consumers on one transport`);
     }
-    const consumer = new rocketmq.SimpleConsumer({
-      ...this.clientOptions(),
-      consumerGroup: group,
-      subscriptions: new Map([[topic, new rocketmq.FilterExpression(this.o.prefix)]]),
-      awaitDuration: this.o.awaitMs,
-    });
+    this.subscriptions++;
+  }
+
+  /** A subscription that gives its slot back when stopped. */
+  private counted(sub: Subscription, after?: () => Promise<void>): Subscription {
+    let stopping: Promise<void> | undefined;
+    return {
+      stop: () =>
+        (stopping ??= (async () => {
+          await sub.stop();
+          await after?.();
+          this.subscriptions--;
+        })()),
+    };
+  }
+
+  private settings(topic: string, group: string, lite: boolean): ConsumerSettings {
+    const o = this.o;
+    return {
+      endpoints: o.endpoints,
+      topic,
+      group,
+      lite,
+      // Normal topics are shared by every stream on the broker; a lite topic is the stream's own.
+      tag: lite ? '*' : o.prefix,
+      readCount: o.readCount,
+      awaitMs: o.awaitMs,
+      invisibleMs: o.invisibleMs,
+      commandTimeoutMs: o.commandTimeoutMs,
+      retryBaseMs: o.retryBaseMs,
+      retryMaxMs: o.retryMaxMs,
+      hooks: this.hooks,
+    };
+  }
+
+  /** The group's lite consumer, started once; a failed start is retried by the next call. */
+  private liteConsumer(group: string): Promise<GroupConsumer> {
+    let consumer = this.lite.get(group);
+    if (!consumer) {
+      const c = new GroupConsumer(this.channel(), this.settings(this.o.topicPrefix, group, true));
+      consumer = c.start().then(
+        () => c,
+        async (err: unknown) => {
+          this.lite.delete(group);
+          await c.close();
+          throw err;
+        },
+      );
+      this.lite.set(group, consumer);
+    }
+    return consumer;
+  }
+
+  private async plainSubscription(
+    topic: string,
+    group: string,
+    partition: number,
+    onMessage: Parameters<GroupConsumer['add']>[2],
+  ): Promise<Subscription> {
+    this.reserve();
+    const consumer = new GroupConsumer(this.channel(), this.settings(topic, group, false));
     try {
-      await withTimeout(consumer.startup(), this.o.commandTimeoutMs * 2, 'consume');
+      await consumer.start();
+      this.plain.add(consumer);
+      if (this.closed) throw closedError(this.name);
+      const sub = await consumer.add('', partition, onMessage);
+      return this.counted(sub, async () => {
+        this.plain.delete(consumer);
+        await consumer.close();
+      });
     } catch (err) {
-      await consumer.shutdown().catch(() => undefined);
+      this.subscriptions--;
+      this.plain.delete(consumer);
+      await consumer.close();
       throw this.closed ? closedError(this.name) : unavailable('consume', err);
     }
-    const loop = new RocketMqLoop(consumer, onMessage, this.o, this.hooks, () => this.subs.delete(loop));
-    this.subs.add(loop);
-    if (this.closed) {
-      await loop.stop();
-      throw closedError(this.name);
-    }
-    return loop;
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await Promise.all([...this.subs].map((s) => s.stop()));
+    const lite = await Promise.allSettled([...this.lite.values()]);
+    await Promise.all([
+      ...lite.flatMap((r) => (r.status === 'fulfilled' ? [r.value.close()] : [])),
+      ...[...this.plain].map((c) => c.close()),
+    ]);
+    this.lite.clear();
+    this.plain.clear();
     const producer = this.producer;
     this.producer = undefined;
-    if (producer) {
-      try {
-        await (await producer).shutdown();
-      } catch {
-        // Never started: nothing to shut down.
-      }
-    }
-  }
-}
-
-/** Receives, handles one message at a time in order, acknowledges; retries with backoff. */
-class RocketMqLoop implements Subscription {
-  private readonly abort = new AbortController();
-  private readonly running: Promise<void>;
-  private stopping: Promise<void> | undefined;
-
-  constructor(
-    private readonly consumer: SimpleConsumer,
-    private readonly onMessage: (m: MessageView) => Promise<void>,
-    private readonly o: Compiled,
-    private readonly hooks: TransportHooks,
-    private readonly onStopped: () => void,
-  ) {
-    this.running = this.loop();
-  }
-
-  async stop(): Promise<void> {
-    this.stopping ??= (async () => {
-      this.abort.abort();
-      // A receive ends by itself within `awaitMs`; what it brought is handled or left to
-      // become visible again after `invisibleMs`.
-      await this.running;
-      await withTimeout(this.consumer.shutdown(), this.o.commandTimeoutMs, 'shutdown').catch(() => undefined);
-      this.onStopped();
-    })();
-    return this.stopping;
-  }
-
-  /** Makes a received message visible again soon; best effort (it becomes so by itself later). */
-  private async handBack(m: MessageView): Promise<void> {
-    try {
-      await withTimeout(this.consumer.changeInvisibleDuration(m, HAND_BACK_MS), this.o.commandTimeoutMs, 'hand back');
-    } catch {
-      // It becomes visible after `invisibleMs` anyway.
-    }
-  }
-
-  private async loop(): Promise<void> {
-    const signal = this.abort.signal;
-    let attempt = 0;
-    while (!signal.aborted) {
-      try {
-        const messages = await withTimeout(
-          this.consumer.receive(this.o.readCount, this.o.invisibleMs),
-          this.o.awaitMs + this.o.commandTimeoutMs,
-          'receive',
-        );
-        attempt = 0;
-        // Each ack leaves as soon as its handler resolved; the next handler does not wait for
-        // the round trip, the next receive does.
-        const acks: Promise<void>[] = [];
-        let handled = 0;
-        for (const m of messages) {
-          if (signal.aborted) break;
-          await this.onMessage(m);
-          handled++;
-          acks.push(withTimeout(this.consumer.ack(m), this.o.commandTimeoutMs, 'ack'));
-        }
-        // Stopping (the partition is changing owner): what this receive brought and nobody
-        // handled is handed back at once, instead of staying invisible for `invisibleMs`.
-        const returned = messages.slice(handled).map((m) => this.handBack(m));
-        const failed = (await Promise.allSettled(acks)).find((r) => r.status === 'rejected');
-        await Promise.all(returned);
-        if (failed) throw failed.reason;
-      } catch (err) {
-        if (signal.aborted) break;
-        this.hooks.onConsumeError?.(err, -1);
-        await sleep(backoffMs(attempt++, this.o.retryBaseMs, this.o.retryMaxMs), signal);
-      }
-    }
+    if (producer) await (await producer.catch(() => undefined))?.close();
+    this.client?.close();
+    this.client = undefined;
   }
 }
