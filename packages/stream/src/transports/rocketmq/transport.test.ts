@@ -109,7 +109,9 @@ describe('RocketMqTransport options', () => {
     expect(() => new RocketMqTransport({ partitions: 4, endpoints: 'x:1', prefix: 'p'.repeat(60) })).not.toThrow();
     expect(() => new RocketMqTransport({ partitions: 4, endpoints: 'x:1', prefix: 'p'.repeat(61) })).toThrow(invalid);
     // Topics mode has no lite topics to name.
-    expect(() => new RocketMqTransport({ partitions: 4, endpoints: 'x:1', prefix: 'p'.repeat(61), mode: 'topics' })).not.toThrow();
+    expect(
+      () => new RocketMqTransport({ partitions: 4, endpoints: 'x:1', prefix: 'p'.repeat(61), mode: 'topics' }),
+    ).not.toThrow();
   });
 });
 
@@ -149,7 +151,9 @@ describe('RocketMqTransport against a fake proxy', () => {
       ['s-p-2', 'rh-s-p-2/c'],
     ]);
     await sub.stop();
-    expect(proxy.of('SyncLiteSubscription').at(-1)).toEqual(expect.objectContaining({ action: 'PARTIAL_REMOVE', liteTopicSet: ['s-p-2'] }));
+    expect(proxy.of('SyncLiteSubscription').at(-1)).toEqual(
+      expect.objectContaining({ action: 'PARTIAL_REMOVE', liteTopicSet: ['s-p-2'] }),
+    );
   });
 
   it('hands back at once what arrives for a lite topic it does not read', async () => {
