@@ -195,4 +195,20 @@ describe('RocketMqTransport against a fake proxy', () => {
     expect(proxy.of('NotifyClientTermination')).toEqual([expect.objectContaining({ group: { name: 'aggregators' } })]);
     await expect(transport.publish(0, new Uint8Array([1]))).rejects.toMatchObject({ code: TransportErrorCodes.CLOSED });
   });
+
+  it('reads decisions through groups named after subscriberId, the same after a restart', async () => {
+    const endpoints = `127.0.0.1:${proxy.port}`;
+    const groups = (): unknown[] => proxy.of('ReceiveMessage').map((r) => (r.group as { name: string }).name);
+    for (let run = 0; run < 2; run++) {
+      const gateway = new RocketMqTransport({ partitions: 4, endpoints, prefix: 's', awaitMs: 100, subscriberId: 'gw-1' });
+      await gateway.subscribeDecisions(() => {});
+      await gateway.subscribeDecisions(() => {});
+      await until(() => new Set(groups()).size === 2, 'both subscriptions receiving');
+      await gateway.close();
+    }
+    expect(new Set(groups())).toEqual(new Set(['s_d_gw-1_0', 's_d_gw-1_1']));
+    expect(() => new RocketMqTransport({ partitions: 4, endpoints, subscriberId: 'a b' })).toThrow(
+      expect.objectContaining({ code: TransportErrorCodes.INVALID }),
+    );
+  });
 });

@@ -10,7 +10,7 @@
  *   `<prefix>_<group>` that the broker creates on first use.
  *
  * Decisions go on one normal topic, read by a group of its own per subscriber (every group gets
- * every message: fan-out).
+ * every message: fan-out), named after `subscriberId` when one is given.
  */
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
@@ -53,6 +53,15 @@ export interface RocketMqTransportOptions extends TransportHooks {
   topicPrefix?: string;
   /** Topic for decisions. @default 'sluice-decisions' */
   decisionsTopic?: string;
+  /**
+   * A name for this process that stays the same across its restarts (a pod name of a stateful
+   * set, a host name): decision subscriptions then read through groups named after it,
+   * `<prefix>_d_<subscriberId>_<n>` for the transport's n-th subscription, which a restarted
+   * process takes up again. Without it, each subscription reads through a new group, which stays
+   * on the broker after it stops (the protocol cannot delete a group). Two live processes must
+   * never share one: each would get only part of the decisions.
+   */
+  subscriberId?: string;
   /** Logical stream name: message tag, lite topic prefix (lite), consumer group prefix (topics). @default 'sluice' */
   prefix?: string;
   /** Batches per receive call (RocketMQ allows at most 32). @default 32 */
@@ -108,6 +117,7 @@ export class RocketMqTransport implements EventTransport {
   /** Topics mode and decisions: one consumer per subscription. */
   private readonly plain = new Set<GroupConsumer>();
   private subscriptions = 0;
+  private decisionSubscriptions = 0;
   private inFlight = 0;
   private closed = false;
 
@@ -127,6 +137,7 @@ export class RocketMqTransport implements EventTransport {
       mode,
       topicPrefix: checkName('topicPrefix', options.topicPrefix ?? 'sluice-events'),
       decisionsTopic: checkName('decisionsTopic', options.decisionsTopic ?? 'sluice-decisions'),
+      subscriberId: options.subscriberId === undefined ? '' : checkName('subscriberId', options.subscriberId),
       prefix: checkName('prefix', options.prefix ?? 'sluice'),
       readCount: checkBound('readCount', options.readCount, 32, 1, 32),
       awaitMs: checkBound('awaitMs', options.awaitMs, 5_000, 100, 30_000),
@@ -271,10 +282,13 @@ export class RocketMqTransport implements EventTransport {
 
   async subscribeDecisions(handler: (message: Uint8Array) => void): Promise<Subscription> {
     if (this.closed) throw closedError(this.name);
-    // A group of its own gets every message; a new group may start at the topic's beginning,
-    // so messages born before the subscription are skipped.
+    // A group of its own gets every message. A new group may start at the topic's beginning and
+    // a group taken up again where it stopped, so messages born before the subscription are skipped.
     const since = Date.now();
-    const group = `${this.o.prefix}_d_${since.toString(36)}${randomBytes(3).toString('hex')}`;
+    const n = this.decisionSubscriptions++;
+    const group = this.o.subscriberId
+      ? `${this.o.prefix}_d_${this.o.subscriberId}_${n}`
+      : `${this.o.prefix}_d_${since.toString(36)}${randomBytes(3).toString('hex')}`;
     return this.plainSubscription(this.o.decisionsTopic, group, -1, async (m) => {
       const born = m.systemProperties.bornTimestamp;
       if (born && born.seconds * 1_000 + Math.floor(born.nanos / 1_000_000) < since) return;
