@@ -54,10 +54,12 @@ function transports(s: StreamThroughputSettings): [string, () => EventTransport]
   if (s.natsUrl)
     list.push(['nats', () => new NatsTransport({ partitions: s.partitions, servers: s.natsUrl!, prefix, maxLen: 10_000 })]);
   if (s.rocketMqEndpoints) {
-    list.push([
-      'rocketmq',
-      () => new RocketMqTransport({ partitions: s.partitions, endpoints: s.rocketMqEndpoints!, prefix, awaitMs: 1_000 }),
-    ]);
+    for (const mode of ['lite', 'topics'] as const) {
+      list.push([
+        `rocketmq ${mode}`,
+        () => new RocketMqTransport({ mode, partitions: s.partitions, endpoints: s.rocketMqEndpoints!, prefix, awaitMs: 1_000 }),
+      ]);
+    }
   }
   return list;
 }
@@ -77,7 +79,9 @@ export async function runStreamCell(
   try {
     for (let p = 0; p < s.partitions; p++) {
       subs.push(
-        await transport.consume(p, 'sluice-bench', async () => {
+        // The aggregators' group: RocketMQ's lite mode reads only through groups that exist
+        // (scripts/rocketmq-server.sh creates this one); the other transports create groups.
+        await transport.consume(p, 'sluice-aggregators', async () => {
           delivered++;
         }),
       );

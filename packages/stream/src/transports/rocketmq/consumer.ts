@@ -33,6 +33,7 @@ export interface ConsumerSettings {
   readonly awaitMs: number;
   readonly invisibleMs: number;
   readonly commandTimeoutMs: number;
+  readonly connectTimeoutMs: number;
   readonly retryBaseMs: number;
   readonly retryMaxMs: number;
   readonly hooks: TransportHooks;
@@ -77,6 +78,7 @@ export class GroupConsumer {
   private syncedGeneration = 0;
   private lastResync = 0;
   private closing: Promise<void> | undefined;
+  private readonly pending = new Set<Promise<void>>();
 
   constructor(
     client: MessagingClient,
@@ -89,6 +91,7 @@ export class GroupConsumer {
       topics: [s.topic],
       tag: s.tag,
       requestTimeoutMs: s.commandTimeoutMs,
+      connectTimeoutMs: s.connectTimeoutMs,
       awaitMs: s.awaitMs,
       // Another client of the group subscribed the lite topic (a new owner): this one's reader,
       // if it still has one, receives nothing more from the broker until it subscribes again.
@@ -189,7 +192,11 @@ export class GroupConsumer {
     }
   }
 
-  /** Hands each reader its messages; readers run side by side, each in order. */
+  /**
+   * Hands each reader its messages; readers run side by side, each in order. Resolves once every
+   * message was handled: the acknowledgements are still on their way while the next receive
+   * goes out (a reader's next messages wait for them, and so does its stop()).
+   */
   private async dispatch(messages: Message[]): Promise<void> {
     if (messages.length === 0) return;
     const byKey = new Map<string, Message[]>();
@@ -199,26 +206,36 @@ export class GroupConsumer {
       if (!list) byKey.set(key, (list = []));
       list.push(m);
     }
-    const work: Promise<void>[] = [];
+    const handled: Promise<void>[] = [];
     for (const [key, list] of byKey) {
       const reader = this.readers.get(key);
       if (!reader || reader.stopped) {
-        work.push(this.handBack(key, list));
+        this.track(this.handBack(key, list));
         continue;
       }
-      const done = reader.busy.then(() => this.run(reader, list));
-      reader.busy = done;
-      work.push(done);
+      let markHandled!: () => void;
+      handled.push(new Promise<void>((resolve) => (markHandled = resolve)));
+      reader.busy = reader.busy.then(() => this.run(reader, list, markHandled));
     }
-    await Promise.all(work);
+    await Promise.all(handled);
   }
 
-  private async run(reader: Reader, list: Message[]): Promise<void> {
+  /** Keeps a background call until it settles, so close() can wait for it. */
+  private track(work: Promise<void>): void {
+    this.pending.add(work);
+    void work.finally(() => this.pending.delete(work));
+  }
+
+  private async run(reader: Reader, list: Message[], markHandled: () => void): Promise<void> {
     let handled = 0;
-    for (const m of list) {
-      if (reader.stopped) break;
-      await reader.handle(m, list.length - handled - 1);
-      handled++;
+    try {
+      for (const m of list) {
+        if (reader.stopped) break;
+        await reader.handle(m, list.length - handled - 1);
+        handled++;
+      }
+    } finally {
+      markHandled();
     }
     const results = await Promise.allSettled([
       this.ack(reader.key, list.slice(0, handled)),
@@ -266,6 +283,7 @@ export class GroupConsumer {
       this.abort.abort();
       await this.running;
       await Promise.all([...this.readers.values()].map((r) => r.busy));
+      await Promise.all([...this.pending]);
       this.readers.clear();
       await this.session.close();
     })();

@@ -51,6 +51,8 @@ export interface SessionOptions {
   readonly topics: readonly string[];
   /** Bound on one call, in ms. */
   readonly requestTimeoutMs: number;
+  /** Bound on registering with the proxy (the telemetry handshake), in ms. */
+  readonly connectTimeoutMs: number;
   /** Consumers: the tag filter (`*` for all). */
   readonly tag?: string;
   /** Consumers: long-polling wait of one receive, in ms. */
@@ -102,6 +104,8 @@ export class RocketMqSession {
   readonly clientId: string;
   private readonly accessPoint: { scheme: string; addresses: { host: string; port: number }[] };
   private telemetry: Telemetry | undefined;
+  /** The telemetry stream being opened: close() cancels it rather than wait for the handshake. */
+  private connecting: Telemetry | undefined;
   private opening: Promise<void> | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   private closed = false;
@@ -195,13 +199,15 @@ export class RocketMqSession {
       const timer = setTimeout(
         () =>
           drop(
-            new TransportError(TransportErrorCodes.UNAVAILABLE, `telemetry: no settings within ${this.o.requestTimeoutMs} ms`),
+            new TransportError(TransportErrorCodes.UNAVAILABLE, `telemetry: no settings within ${this.o.connectTimeoutMs} ms`),
           ),
-        this.o.requestTimeoutMs,
+        this.o.connectTimeoutMs,
       );
       timer.unref();
+      this.connecting = stream;
       const drop = (err: Error): void => {
         clearTimeout(timer);
+        if (this.connecting === stream) this.connecting = undefined;
         if (this.telemetry === stream) this.telemetry = undefined;
         stream.cancel();
         if (!settled) {
@@ -213,6 +219,7 @@ export class RocketMqSession {
         if (command.settings && !settled) {
           settled = true;
           clearTimeout(timer);
+          this.connecting = undefined;
           this.telemetry = stream;
           resolve();
         }
@@ -298,5 +305,6 @@ export class RocketMqSession {
     }
     this.telemetry?.cancel();
     this.telemetry = undefined;
+    this.connecting?.cancel();
   }
 }

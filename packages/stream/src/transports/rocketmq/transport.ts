@@ -76,6 +76,12 @@ export interface RocketMqTransportOptions extends TransportHooks {
   invisibleMs?: number;
   /** Bound on one publish / broadcast / setup call, in ms. @default 3000 */
   commandTimeoutMs?: number;
+  /**
+   * Bound on registering a producer or consumer session with the proxy (its first call), in ms.
+   * A proxy that has just started can take seconds to answer its first clients.
+   * @default 10000
+   */
+  connectTimeoutMs?: number;
   /** Publishes waiting for the proxy at once; more reject. @default 1024 */
   maxInFlight?: number;
   /** Partition consumers and decision subscriptions at once. @default 64 */
@@ -143,6 +149,7 @@ export class RocketMqTransport implements EventTransport {
       awaitMs: checkBound('awaitMs', options.awaitMs, 5_000, 100, 30_000),
       invisibleMs: checkBound('invisibleMs', options.invisibleMs, 15_000, 10_000, 12 * 3_600_000),
       commandTimeoutMs: checkBound('commandTimeoutMs', options.commandTimeoutMs, 3_000, 1, 600_000),
+      connectTimeoutMs: checkBound('connectTimeoutMs', options.connectTimeoutMs, 10_000, 1, 600_000),
       maxInFlight: checkBound('maxInFlight', options.maxInFlight, 1_024, 1, 1_000_000),
       maxConsumers: checkBound('maxConsumers', options.maxConsumers, 64, 1, 1_024),
       retryBaseMs,
@@ -189,6 +196,7 @@ export class RocketMqTransport implements EventTransport {
         clientType: 'PRODUCER',
         topics: [...topics, this.o.decisionsTopic],
         requestTimeoutMs: this.o.commandTimeoutMs,
+        connectTimeoutMs: this.o.connectTimeoutMs,
       });
       try {
         await session.ready();
@@ -329,6 +337,7 @@ export class RocketMqTransport implements EventTransport {
       awaitMs: o.awaitMs,
       invisibleMs: o.invisibleMs,
       commandTimeoutMs: o.commandTimeoutMs,
+      connectTimeoutMs: o.connectTimeoutMs,
       retryBaseMs: o.retryBaseMs,
       retryMaxMs: o.retryMaxMs,
       hooks: this.hooks,
