@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Proof that the RocketMQ transport's lite mode delivers dependably on freshly started brokers:
 # N times in a row (default 10), start a new RocketMQ (empty store), create the suite's lite
-# groups, and run the transport conformance suite, the ownership hand-over suite and the
-# governance end-to-end scenario over it (which includes the aggregator SIGKILL takeover and the
-# frozen-proxy outage step). Stops at the first failing round.
+# groups, and run over it the transport conformance suite, the ownership hand-over suite, the
+# governance end-to-end scenario (which includes the aggregator SIGKILL takeover and the
+# frozen-proxy outage step), the lag test and the gateway sustained-burst test. Stops at the
+# first failing round.
 #
 # Usage: scripts/rocketmq-lite-proof.sh [rounds]
 #
@@ -24,6 +25,8 @@ TESTS=(
   packages/stream/test/transports/rocketmq.test.ts
   packages/governance/test/ownership/handover-rocketmq.test.ts
   packages/governance/test/e2e/rocketmq.test.ts
+  packages/governance/test/lag/lag-rocketmq.test.ts
+  packages/gateway/test/sustained-burst.rocketmq.test.ts
 )
 
 cleanup() {

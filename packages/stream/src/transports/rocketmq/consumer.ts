@@ -99,10 +99,6 @@ export class GroupConsumer {
     });
   }
 
-  get size(): number {
-    return this.readers.size;
-  }
-
   /** Registers with the proxy and finds the topic's queue; the reading loop starts with it. */
   async start(): Promise<void> {
     await this.session.ready();
@@ -126,10 +122,12 @@ export class GroupConsumer {
     const reader = new Reader(key, partition, handle, (r) => this.remove(r));
     this.readers.set(key, reader);
     if (this.s.lite) {
+      // Held before the call: a full re-sync queued behind it must not drop it.
+      this.held.add(key);
       try {
-        await this.sync('PARTIAL_ADD', [key]);
-        this.held.add(key);
+        await this.sync('PARTIAL_ADD', () => [key]);
       } catch (err) {
+        this.held.delete(key);
         this.readers.delete(key);
         throw err;
       }
@@ -145,17 +143,18 @@ export class GroupConsumer {
     if (this.s.lite && !this.abort.signal.aborted) {
       // Best effort: the next owner's subscription takes the lite topic over anyway (the group
       // is exclusive), and a closed client's subscriptions are dropped with it.
-      await this.sync('PARTIAL_REMOVE', [reader.key]).catch(() => undefined);
+      await this.sync('PARTIAL_REMOVE', () => [reader.key]).catch(() => undefined);
     }
   }
 
-  private sync(action: 'PARTIAL_ADD' | 'PARTIAL_REMOVE' | 'COMPLETE_ADD', liteTopics: string[]): Promise<unknown> {
+  /** Queues a subscription change; `liteTopics` is read when it is its turn to go out. */
+  private sync(action: 'PARTIAL_ADD' | 'PARTIAL_REMOVE' | 'COMPLETE_ADD', liteTopics: () => string[]): Promise<unknown> {
     const next = this.syncs.then(() =>
       this.session.call('SyncLiteSubscription', {
         action,
         topic: { name: this.s.topic },
         group: { name: this.s.group },
-        liteTopicSet: liteTopics,
+        liteTopicSet: liteTopics(),
       }),
     );
     this.syncs = next.catch(() => undefined);
@@ -168,7 +167,7 @@ export class GroupConsumer {
     const now = Date.now();
     if (this.session.generation === this.syncedGeneration && now - this.lastResync < RESYNC_MS) return;
     const generation = this.session.generation;
-    await this.sync('COMPLETE_ADD', [...this.held]);
+    await this.sync('COMPLETE_ADD', () => [...this.held]);
     this.syncedGeneration = generation;
     this.lastResync = now;
   }
