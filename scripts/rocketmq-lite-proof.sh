@@ -40,16 +40,8 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-load_env() {
-  local f
-  for f in "$SLUICE_RUN_DIR/env" "$SLUICE_RUN_DIR"/*.env; do
-    [[ -f "$f" ]] || continue
-    set -a
-    # shellcheck disable=SC1090
-    . "$f"
-    set +a
-  done
-}
+# shellcheck source-path=SCRIPTDIR source=lib/run-env.sh
+. "$REPO_ROOT/scripts/lib/run-env.sh"
 
 bash scripts/redis-servers.sh start </dev/null >"$LOG_DIR/redis.log" 2>&1
 passed=0
@@ -63,7 +55,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
     tail -20 "$log" >&2
     exit 1
   fi
-  load_env
+  load_run_env
   if npx vitest run --project integration "${TESTS[@]}" </dev/null >>"$log" 2>&1; then
     passed=$((passed + 1))
     echo "round $round of $ROUNDS: passed in $((SECONDS - t0)) s"

@@ -80,12 +80,9 @@ done
 
 # Exports SLUICE_REDIS_URL, SLUICE_REDIS_CLUSTER_NODES and the other servers'
 # addresses for the tests.
-set -a
-for f in "$SLUICE_RUN_DIR/env" "$SLUICE_RUN_DIR"/*.env; do
-  # shellcheck source=/dev/null
-  [[ -f "$f" ]] && source "$f"
-done
-set +a
+# shellcheck source-path=SCRIPTDIR source=lib/run-env.sh
+. "$REPO_ROOT/scripts/lib/run-env.sh"
+load_run_env
 
 # Lint and tests both run even if lint fails, so one CI run reports every
 # problem instead of hiding test failures behind a formatting nit.

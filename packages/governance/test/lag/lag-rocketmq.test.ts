@@ -7,6 +7,7 @@ import { Aggregator, MemoryOwnershipStore } from '@sluice/governance';
 import { encodeEvents, EventOutcome } from '@sluice/stream';
 import { RocketMqTransport } from '@sluice/stream/rocketmq';
 import { afterAll, expect, it } from 'vitest';
+import { waitFor } from '../../../../test/wait-for.js';
 import { rocketMqEndpoints } from '../env.js';
 
 const endpoints = rocketMqEndpoints();
@@ -51,14 +52,14 @@ it('samples a backlog on RocketMQ lite topics by the batches it reports behind, 
   open.push(aggregator);
   await aggregator.start();
   const read = () => aggregator.stats().batches;
-  const end = Date.now() + 60_000;
-  while (read() < 96 && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+  await waitFor(() => read() >= 96, 'the backlog read', 60_000);
   expect(read()).toBe(96);
   const sampled = aggregator.stats().sampledBatches;
   expect(sampled).toBeGreaterThan(0);
   expect(sampled).toBeLessThan(96);
   // Caught up: a new batch arrives with nothing behind it and is read in full.
   await publisher.publish(0, batch(96));
-  while (read() < 97 && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+  await waitFor(() => read() >= 97, 'the batch after the backlog', 60_000);
+  expect(read()).toBe(97);
   expect(aggregator.stats().sampledBatches).toBe(sampled);
 });

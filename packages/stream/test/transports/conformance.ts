@@ -43,7 +43,7 @@ export function seqOf(batch: Uint8Array): number {
   return new DataView(batch.buffer, batch.byteOffset, batch.byteLength).getUint32(0);
 }
 
-const range = (from: number, to: number): number[] => Array.from({ length: to - from }, (_, i) => from + i);
+export const range = (from: number, to: number): number[] => Array.from({ length: to - from }, (_, i) => from + i);
 
 function handleCounts(): { sockets: number; timers: number } {
   const info = process.getActiveResourcesInfo();

@@ -1,7 +1,8 @@
 import { RocketMqTransport } from '@sluice/stream/rocketmq';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createRocketMqGroups } from '../../../../test/env.js';
-import { runTransportConformance, seqBatch, seqOf } from './conformance.js';
+import { waitFor } from '../../../../test/wait-for.js';
+import { range, runTransportConformance, seqBatch, seqOf } from './conformance.js';
 import { rocketMqEndpoints, rocketMqProxyPid } from './env.js';
 
 const endpoints = rocketMqEndpoints();
@@ -55,9 +56,7 @@ describe('RocketMQ decisions through a named subscriber', () => {
     const sender = make();
     const seen = async (sent: number, inbox: number[]): Promise<void> => {
       await sender.broadcast(new Uint8Array([sent]));
-      const end = Date.now() + 30_000;
-      while (!inbox.includes(sent) && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
-      expect(inbox).toContain(sent);
+      await waitFor(() => inbox.includes(sent), `decision ${sent}`);
     };
     const first: number[] = [];
     const before = make(id);
@@ -83,14 +82,6 @@ describe('RocketMQ lite topics across an owner change', () => {
     open.push(...made);
     return [made[0]!, made[1]!];
   };
-  const range = (from: number, to: number): number[] => Array.from({ length: to - from }, (_, i) => from + i);
-  const until = async (done: () => boolean, what: string): Promise<void> => {
-    const end = Date.now() + 60_000;
-    while (!done()) {
-      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  };
   afterAll(async () => {
     await Promise.all(open.map((t) => t.close()));
   });
@@ -103,12 +94,12 @@ describe('RocketMQ lite topics across an owner change', () => {
       first.push(seqOf(batch));
       await new Promise((r) => setTimeout(r, 5));
     });
-    await until(() => first.length >= 10, 'the first owner to read 10');
+    await waitFor(() => first.length >= 10, 'the first owner to read 10', 60_000);
     // Stopped in the middle of what one receive brought: the rest is handed back.
     await sub.stop();
     const next: number[] = [];
     const subB = await b.consume(0, 'handover', async (batch) => void next.push(seqOf(batch)));
-    await until(() => first.length + next.length >= 60, 'every batch');
+    await waitFor(() => first.length + next.length >= 60, 'every batch', 60_000);
     expect([...first, ...next]).toEqual(range(0, 60));
     await subB.stop();
   });
@@ -118,12 +109,12 @@ describe('RocketMQ lite topics across an owner change', () => {
     const first: number[] = [];
     await a.consume(1, 'handover', async (batch) => void first.push(seqOf(batch)));
     for (const s of range(0, 10)) await a.publish(1, seqBatch(s));
-    await until(() => first.length === 10, 'the first owner to read 10');
+    await waitFor(() => first.length === 10, 'the first owner to read 10', 60_000);
     // The first owner is not stopped (stalled, or killed and not yet noticed by the proxy).
     const next: number[] = [];
     const subB = await b.consume(1, 'handover', async (batch) => void next.push(seqOf(batch)));
     for (const s of range(10, 20)) await b.publish(1, seqBatch(s));
-    await until(() => next.length === 10, 'the new owner to read 10');
+    await waitFor(() => next.length === 10, 'the new owner to read 10', 60_000);
     expect(next).toEqual(range(10, 20));
     expect(first).toEqual(range(0, 10));
     await subB.stop();

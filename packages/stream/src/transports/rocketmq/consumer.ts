@@ -180,7 +180,7 @@ export class GroupConsumer {
       try {
         await this.session.ready();
         await this.resyncIfNeeded();
-        const { messages } = await this.session.receive(this.queue!, this.s.readCount, this.s.invisibleMs);
+        const messages = await this.session.receive(this.queue!, this.s.readCount, this.s.invisibleMs);
         attempt = 0;
         await this.dispatch(messages);
       } catch (err) {

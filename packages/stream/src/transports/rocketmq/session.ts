@@ -25,6 +25,9 @@ const HEARTBEAT_MS = 10_000;
 /** The protocol version the session speaks, sent as its client version. */
 const CLIENT_VERSION = '5.0.8';
 
+/** This host's name, as clients and messages report it. */
+export const HOST = hostname();
+
 let sessions = 0;
 
 /** A call answered with a status other than OK. */
@@ -84,13 +87,6 @@ type Unary<T> = (
 ) => unknown;
 type ServerStream = (request: object, metadata: GrpcMetadata, options: CallOptions) => ClientReadableStream<unknown>;
 
-/** What a receive call brought. */
-export interface Received {
-  readonly messages: Message[];
-  /** The status the proxy ended the call with (MESSAGE_NOT_FOUND when the long poll ran out). */
-  readonly status: Status | undefined;
-}
-
 function statusOk(status: Status | undefined): boolean {
   return status === undefined || status.code === 'OK';
 }
@@ -119,7 +115,7 @@ export class RocketMqSession {
     private readonly client: MessagingClient,
     private readonly o: SessionOptions,
   ) {
-    this.clientId = `${hostname()}@${process.pid}@${sessions++}@${randomBytes(4).toString('hex')}`;
+    this.clientId = `${HOST}@${process.pid}@${sessions++}@${randomBytes(4).toString('hex')}`;
     const at = o.endpoints.lastIndexOf(':');
     this.accessPoint = {
       scheme: 'IPv4',
@@ -144,7 +140,7 @@ export class RocketMqSession {
       clientType: o.clientType,
       accessPoint: this.accessPoint,
       requestTimeout: duration(o.requestTimeoutMs),
-      userAgent: { language: 'NODE_JS', version: CLIENT_VERSION, platform: process.platform, hostname: hostname() },
+      userAgent: { language: 'NODE_JS', version: CLIENT_VERSION, platform: process.platform, hostname: HOST },
     };
     if (o.clientType === 'PRODUCER') {
       return { ...common, publishing: { topics: o.topics.map((name) => ({ name })), validateMessageType: true } };
@@ -179,7 +175,14 @@ export class RocketMqSession {
   private async open(): Promise<void> {
     await this.openTelemetry();
     this.generation++;
-    await this.sendHeartbeat();
+    try {
+      await this.sendHeartbeat();
+    } catch (err) {
+      // Not registered: the next ready() opens a new stream instead of taking this one as done.
+      this.telemetry?.cancel();
+      this.telemetry = undefined;
+      throw err;
+    }
     this.heartbeat ??= setInterval(() => {
       // A broken telemetry stream is opened again here, so a session recovers without a caller.
       (this.telemetry ? this.sendHeartbeat() : this.ready()).catch(() => undefined);
@@ -261,9 +264,10 @@ export class RocketMqSession {
    * invisible for `invisibleMs` (and, on an orderly lite group, hold their lite topic back as
    * long). A stopping consumer waits for it and hands back what it brought.
    */
-  receive(queue: MessageQueue, batchSize: number, invisibleMs: number): Promise<Received> {
+  receive(queue: MessageQueue, batchSize: number, invisibleMs: number): Promise<Message[]> {
     const o = this.o;
-    return new Promise<Received>((resolve, reject) => {
+    const awaitMs = o.awaitMs ?? 5_000;
+    return new Promise<Message[]>((resolve, reject) => {
       const messages: Message[] = [];
       let status: Status | undefined;
       const call = (this.client as unknown as { ReceiveMessage: ServerStream }).ReceiveMessage(
@@ -274,10 +278,10 @@ export class RocketMqSession {
           batchSize,
           invisibleDuration: duration(invisibleMs),
           autoRenew: false,
-          longPollingTimeout: duration(o.awaitMs ?? 5_000),
+          longPollingTimeout: duration(awaitMs),
         },
         this.metadata(),
-        { deadline: Date.now() + (o.awaitMs ?? 5_000) + o.requestTimeoutMs },
+        { deadline: Date.now() + awaitMs + o.requestTimeoutMs },
       );
       call.on('data', (r: { status?: Status; message?: Message }) => {
         if (r.message) messages.push(r.message);
@@ -288,7 +292,7 @@ export class RocketMqSession {
         if (status && !statusOk(status) && status.code !== 'MESSAGE_NOT_FOUND') {
           reject(new RocketMqStatusError(status.code ?? 'UNKNOWN', 'ReceiveMessage', status.message));
         } else {
-          resolve({ messages, status });
+          resolve(messages);
         }
       });
     });

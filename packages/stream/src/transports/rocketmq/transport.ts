@@ -12,7 +12,6 @@
  * Decisions go on one normal topic, read by a group of its own per subscriber (every group gets
  * every message: fan-out), named after `subscriberId` when one is given.
  */
-import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { TransportError, TransportErrorCodes } from '../../errors.js';
 import type { BatchHandler, EventTransport, Subscription } from '../../transport.js';
@@ -32,7 +31,7 @@ import {
 } from '../common.js';
 import { MessagingService, grpc, type MessagingClient } from './client.js';
 import { GroupConsumer, type ConsumerSettings } from './consumer.js';
-import { RocketMqSession } from './session.js';
+import { HOST, RocketMqSession } from './session.js';
 
 /** Longest lite topic name the proxy accepts (its `maxLiteTopicSize`). */
 const MAX_LITE_TOPIC = 64;
@@ -97,9 +96,8 @@ export interface RocketMqTransportOptions extends TransportHooks {
 
 type Compiled = Required<Omit<RocketMqTransportOptions, keyof TransportHooks>>;
 
-const HOST = hostname();
 let messages = 0;
-/** A message id unique to this process: host and pid hashed into random bytes, then a counter. */
+/** A message id: 8 random bytes drawn once per process, then a counter. */
 const ID_STEM = randomBytes(8).toString('hex').toUpperCase();
 function messageId(): string {
   return `${ID_STEM}${(messages++).toString(16).toUpperCase().padStart(16, '0')}`;
@@ -325,23 +323,8 @@ export class RocketMqTransport implements EventTransport {
   }
 
   private settings(topic: string, group: string, lite: boolean): ConsumerSettings {
-    const o = this.o;
-    return {
-      endpoints: o.endpoints,
-      topic,
-      group,
-      lite,
-      // Normal topics are shared by every stream on the broker; a lite topic is the stream's own.
-      tag: lite ? '*' : o.prefix,
-      readCount: o.readCount,
-      awaitMs: o.awaitMs,
-      invisibleMs: o.invisibleMs,
-      commandTimeoutMs: o.commandTimeoutMs,
-      connectTimeoutMs: o.connectTimeoutMs,
-      retryBaseMs: o.retryBaseMs,
-      retryMaxMs: o.retryMaxMs,
-      hooks: this.hooks,
-    };
+    // Normal topics are shared by every stream on the broker; a lite topic is the stream's own.
+    return { ...this.o, topic, group, lite, tag: lite ? '*' : this.o.prefix, hooks: this.hooks };
   }
 
   /** The group's lite consumer, started once; a failed start is retried by the next call. */
