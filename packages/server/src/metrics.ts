@@ -62,6 +62,7 @@ export class ServerMetrics {
   readonly #bookings: Counter<'resource' | 'outcome'>;
   readonly #overridesRefused: Counter;
   readonly #cuts: Counter<'listener' | 'reason'>;
+  readonly #open: Gauge<'listener'>;
   readonly #warnings: Counter<'event'>;
   readonly #boosted: Counter<'resource' | 'tier'>;
   readonly #tierDecisions: Counter<'resource' | 'tier' | 'outcome'>;
@@ -134,6 +135,12 @@ export class ServerMetrics {
       name: 'sluice_connections_closed_total',
       help: 'Connections the server closed: over a connection cap, a request not received in time, a malformed request',
       labelNames: ['listener', 'reason'] as const,
+      registers,
+    });
+    this.#open = new Gauge({
+      name: 'sluice_connections_open',
+      help: 'Connections open on each listener (within its caps), until their sockets have closed',
+      labelNames: ['listener'] as const,
       registers,
     });
     this.#warnings = new Counter({
@@ -261,6 +268,11 @@ export class ServerMetrics {
 
   connectionClosed(listener: 'http' | 'grpc', reason: ConnectionCut): void {
     this.#cuts.inc({ listener, reason });
+  }
+
+  /** A connection within the caps opened (`1`) or its socket closed (`-1`). */
+  connectionsOpen(listener: 'http' | 'grpc', delta: 1 | -1): void {
+    this.#open.inc({ listener }, delta);
   }
 
   /** Counts a warning (the event names are the server's own, a fixed set). */

@@ -269,9 +269,10 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   let grpcListener: GrpcListener;
   try {
     await app.listen({ host: settings.host, port: settings.port });
-    grpcListener = await bindGrpc(grpcServer, settings.host, settings.grpcPort, settings, (reason) =>
-      metrics.connectionClosed('grpc', reason),
-    );
+    grpcListener = await bindGrpc(grpcServer, settings.host, settings.grpcPort, settings, {
+      cut: (reason) => metrics.connectionClosed('grpc', reason),
+      open: (delta) => metrics.connectionsOpen('grpc', delta),
+    });
   } catch (err) {
     await shutdownGrpc(grpcServer, 0);
     await app.close();

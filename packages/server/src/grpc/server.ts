@@ -9,7 +9,7 @@ import {
   type ServerHttp2Stream,
 } from 'node:http2';
 import type { Limiter } from '@sluice/core';
-import { limitConnections, type ConnectionCut, type ConnectionLimits } from '../connections.js';
+import { limitConnections, type ConnectionEvents, type ConnectionLimits } from '../connections.js';
 import { GrpcStatus, ServerError, ServerErrorCodes, describeError, grpcStatusOf } from '../errors.js';
 import type { OverrideTable } from '../envoy/overrides.js';
 import { shouldRateLimit } from '../envoy/rls.js';
@@ -352,18 +352,18 @@ export interface GrpcListener {
 
 /**
  * Listens on host:port (0: any free port) and hands `server` the connections within `limits`;
- * `cut` hears of each connection refused.
+ * `events` hear of each connection refused and of the count of open ones.
  */
 export async function bindGrpc(
   server: GrpcServer,
   host: string,
   port: number,
   limits: ConnectionLimits,
-  cut: (reason: ConnectionCut) => void,
+  events: Pick<ConnectionEvents, 'cut' | 'open'>,
 ): Promise<GrpcListener> {
   // No Nagle: each answer is a few small frames, which would otherwise wait for the peer's ACK.
   const listener: NetServer = createNetServer({ noDelay: true });
-  limitConnections(listener, limits, cut, (socket) => server.http2.emit('connection', socket));
+  limitConnections(listener, limits, { ...events, accept: (socket) => server.http2.emit('connection', socket) });
   listener.listen(port, host);
   await once(listener, 'listening');
   const address = listener.address();

@@ -98,7 +98,7 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     // they still get the error format, after the answers to the requests pipelined before them.
     clientErrorHandler: (err, socket) => answerClientError(err, socket, cut),
   });
-  limitConnections(app.server, limits, cut);
+  limitConnections(app.server, limits, { cut, open: (delta) => metrics.connectionsOpen('http', delta) });
   app.server.on('request', (_req: IncomingMessage, res: ServerResponse) => trackResponse(res));
   if (ownWarnings) app.addHook('onClose', async () => warnings.close());
 

@@ -94,8 +94,32 @@ export function answerClientError(err: Error, socket: Duplex, cut: (reason: Conn
       socket.destroy();
       return;
     }
-    socket.end(
+    closeAfter(
+      socket,
       `HTTP/1.1 ${answer.status}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(answer.body)}\r\nConnection: close\r\n\r\n${answer.body}`,
+      // A parser that refused a request refuses every byte after it, so the rest can be read
+      // (and dropped) until the peer's FIN. A request that timed out was parsed fine so far: the
+      // rest of it would still reach a route, so nothing more is read from it.
+      answer.cut === 'malformed_request',
     );
   });
+}
+
+/** How long a connection given its last answer may stay open for its peer to close it first. */
+export const LINGER_MS = 1000;
+
+/**
+ * Writes `text` as the last bytes of the connection and makes sure its socket closes. The HTTP
+ * server's sockets allow half-open connections, so after the server's FIN a socket closes only
+ * once the peer's FIN has been read, and a paused socket never reads it: each connection answered
+ * here would keep its descriptor and its place in the connection caps for good. With `drain`,
+ * what the peer still sends is read, so that its FIN closes the socket at once; either way a
+ * socket still open {@link LINGER_MS} after the answer is cut.
+ */
+export function closeAfter(socket: Duplex, text: string, drain: boolean): void {
+  const cutOff = setTimeout(() => socket.destroy(), LINGER_MS);
+  cutOff.unref();
+  socket.once('close', () => clearTimeout(cutOff));
+  socket.end(text);
+  if (drain) socket.resume();
 }
