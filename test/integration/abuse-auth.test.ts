@@ -3,6 +3,7 @@
  * lock-outs for keys it does not own. Each runs against the real service, on the embedded store
  * and on Redis.
  */
+import { connect } from 'node:net';
 import { RemoteLimiter } from '@sluice/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -111,6 +112,38 @@ describe.each(stores)('the data plane on the %s', (_name, storeArgs) => {
     expect((await call(server.url, '/v1/resources')).status).toBe(200);
     expect((await call(server.url, '/healthz')).status).toBe(200);
     expect((await call(server.url, '/metrics')).status).toBe(200);
+  });
+
+  it('answers an unauthenticated upload 401 and closes it instead of reading the body', async () => {
+    // Each announces 4 GiB and sends up to 256 MiB as fast as the server takes it.
+    const OFFERED = 256 * 2 ** 20;
+    for (const [path, authorization] of [
+      ['/v1/check', 'Bearer wrong-token-0123456789'],
+      ['/v1/admin/rules', undefined],
+    ] as const) {
+      const { port } = new URL(server.url);
+      const socket = connect({ port: Number(port), host: '127.0.0.1' });
+      let answer = '';
+      socket.setEncoding('utf8').on('data', (c: string) => (answer += c));
+      const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+      socket.on('error', () => undefined);
+      const auth = authorization === undefined ? '' : `Authorization: ${authorization}\r\n`;
+      socket.write(
+        `POST ${path} HTTP/1.1\r\nHost: sluice\r\n${auth}Content-Type: application/json\r\nContent-Length: ${4 * 2 ** 30}\r\n\r\n`,
+      );
+      const chunk = Buffer.alloc(2 ** 20, 0x20);
+      let sent = 0;
+      while (sent < OFFERED && !socket.destroyed) {
+        const more = socket.write(chunk);
+        sent += chunk.length;
+        if (!more) await Promise.race([new Promise((r) => socket.once('drain', r)), closed]);
+      }
+      await closed;
+      expect(answer, path).toMatch(/^HTTP\/1\.1 401 /);
+      expect(answer.toLowerCase(), path).toContain('connection: close');
+      // What the kernel's buffers hold, not the 256 MiB the server would have read to its end.
+      expect(sent, path).toBeLessThan(OFFERED / 4);
+    }
   });
 
   it('refuses gRPC calls without the token in their metadata', async () => {

@@ -1,10 +1,10 @@
-/* global fetch */
+/* global fetch, sessionStorage */
 import { AdaptivePanel } from './adaptive.js';
 import { Charts } from './charts.js';
 import { showClockSkew } from './clock.js';
 import { byId } from './dom.js';
 import { RateHistory, limitPerSecond } from './lib/rates.js';
-import { RulesPanel } from './rules.js';
+import { RulesPanel, TOKEN_KEY } from './rules.js';
 import { BreakersPanel } from './breakers.js';
 import { HotKeysPanel } from './hot-keys.js';
 import { TiersPanel } from './tiers.js';
@@ -28,8 +28,9 @@ const statsVersion = byId('stats-version');
 let limitRates = new Map();
 let limitsVersion = -1;
 
-async function getJson(path) {
-  const res = await fetch(path, { cache: 'no-store' });
+async function getJson(path, token) {
+  const headers = token === undefined ? {} : { authorization: `Bearer ${token}` };
+  const res = await fetch(path, { cache: 'no-store', headers });
   if (!res.ok) throw new Error(`${path} answered ${res.status}`);
   return res.json();
 }
@@ -42,7 +43,8 @@ async function refreshLimits(version) {
 
 async function poll() {
   try {
-    const snapshot = await getJson('/v1/stats');
+    // With the admin token the snapshot names the hot keys (callers' data); without it, counts only.
+    const snapshot = await getJson('/v1/stats', sessionStorage.getItem(TOKEN_KEY) ?? undefined);
     if (snapshot.version !== limitsVersion) await refreshLimits(snapshot.version);
     history.add(snapshot);
     charts.render(history, limitRates);

@@ -37,6 +37,20 @@ export class HotKeysPanel {
       {},
       el('tr', {}, el('th', {}, 'Key'), el('th', {}, 'Calls/s'), el('th', {}, 'Share'), el('th', {}, 'Mitigation')),
     );
+    if (r.keysHidden === true) {
+      const note = el(
+        'td',
+        { colspan: '4', class: 'hidden-keys' },
+        'Keys are shown with the admin token (enter it in the rules panel).',
+      );
+      return el(
+        'table',
+        { class: 'hot-keys', 'data-resource': String(r.resource) },
+        caption,
+        head,
+        el('tbody', {}, el('tr', {}, note)),
+      );
+    }
     const rows = r.keys.map((k) => {
       const key = String(k.key);
       const shown = key.length > SHOWN_KEY_LENGTH ? `${key.slice(0, SHOWN_KEY_LENGTH - 1)}…` : key;

@@ -1,6 +1,6 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rulesFile, type Serve } from '../../../test/sluice-serve.js';
+import { TOKEN, rulesFile, type Serve } from '../../../test/sluice-serve.js';
 import { openDashboard, type DashboardRun, type PageGlobals } from './browser.js';
 import { call } from './support.js';
 
@@ -34,12 +34,25 @@ describe('hot keys on the web dashboard in headless Chromium', () => {
     rules.remove();
   });
 
-  it('lists the heaviest keys per resource and marks the mitigated one, keys as text only', async () => {
+  it('lists the heaviest keys per resource to the admin and marks the mitigated one, keys as text only', async () => {
     await page.goto(`${server.url}/dashboard`);
     await page.waitForSelector('#connection[data-state="live"]', WAIT);
     await page.waitForSelector('table.hot-keys[data-resource="api:payments"]', WAIT);
     for (let i = 0; i < 4; i++) await call(server.url, '/v1/check', { resource: 'api:payments', key: XSS_KEY });
     for (let i = 0; i < 30; i++) await call(server.url, '/v1/check', { resource: 'api:payments', key: 'channel-7' });
+    // Keys are the callers' data: without the admin token the panel counts them, names none.
+    await page.waitForFunction(
+      () =>
+        /1 mitigated$/.test(
+          (globalThis as unknown as PageGlobals).document.querySelector('table.hot-keys caption')?.textContent ?? '',
+        ),
+      undefined,
+      WAIT,
+    );
+    expect(await page.locator('table.hot-keys tr[data-key]').count()).toBe(0);
+    expect(await page.textContent('table.hot-keys td.hidden-keys')).toContain('admin token');
+    await page.fill('#token', TOKEN);
+    await page.click('#token-form button[type="submit"]');
     // A poll may land between the calls: wait for one after the last (30 calls a minute: 0.5/s).
     await page.waitForFunction(
       () =>

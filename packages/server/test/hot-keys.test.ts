@@ -2,7 +2,7 @@
    the assertions read parsed JSON answers dynamically */
 import type { RunningServer } from '@sluice/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, runCli, scratch, startTestServer, writeRules } from './support.js';
+import { TOKEN, call, runCli, scratch, startTestServer, writeRules } from './support.js';
 
 // A key is hot at 0.3 calls a second over a minute's window (18 calls) that are half of the
 // resource's calls. The window is far longer than the test, so nothing cools while it runs.
@@ -39,7 +39,14 @@ describe('hot keys through the service', () => {
       const r = await call(server.url, '/v1/check', { resource: 'api:payments', key: 'channel-7' });
       expect(r.json.allowed).toBe(true);
     }
-    stats = (await call(server.url, '/v1/stats')).json;
+    // Keys are the callers' data: the public snapshot counts them and names none.
+    const open = (await call(server.url, '/v1/stats')).json;
+    expect(open.hotKeys[0]).toMatchObject({ resource: 'api:payments', mitigated: 1, keys: [], keysHidden: true });
+    expect(JSON.stringify(open)).not.toContain('channel-7');
+    expect(JSON.stringify((await call(server.url, '/v1/stats', undefined, { token: 'not-the-token' })).json)).not.toContain(
+      'channel-7',
+    );
+    stats = (await call(server.url, '/v1/stats', undefined, { token: TOKEN })).json;
     const top = stats.hotKeys[0];
     expect(top).toMatchObject({ resource: 'api:payments', windowMs: 60_000, mitigated: 1 });
     expect(top.keys[0]).toMatchObject({ key: 'channel-7', calls: 40, mitigation: 'lease' });
@@ -55,13 +62,17 @@ describe('hot keys through the service', () => {
     expect(metrics).not.toContain('channel-7');
   });
 
-  it('shows the hot keys in `sluice status`', async () => {
-    const r = await runCli(['status', '--once', '--interval', '200', '--server', server.url]);
-    expect(r.code, r.stderr).toBe(0);
-    const lines = r.stdout.split('\n');
-    const at = lines.indexOf('HOT KEYS');
-    expect(at).toBeGreaterThan(0);
-    expect(lines[at + 1]).toMatch(/^api:payments {2}\d+ calls in 60 s, 1 mitigated$/);
-    expect(lines[at + 2]).toMatch(/^ {2}channel-7\s+[\d.]+\/s\s+[\d.]+%\s+lease$/);
+  it('shows the hot keys in `sluice status`, named only with the admin token', async () => {
+    const status = async (env: Record<string, string>) => {
+      const r = await runCli(['status', '--once', '--interval', '200', '--server', server.url], env);
+      expect(r.code, r.stderr).toBe(0);
+      const lines = r.stdout.split('\n');
+      const at = lines.indexOf('HOT KEYS');
+      expect(at).toBeGreaterThan(0);
+      expect(lines[at + 1]).toMatch(/^api:payments {2}\d+ calls in 60 s, 1 mitigated$/);
+      return lines[at + 2];
+    };
+    expect(await status({ SLUICE_ADMIN_TOKEN: TOKEN })).toMatch(/^ {2}channel-7\s+[\d.]+\/s\s+[\d.]+%\s+lease$/);
+    expect(await status({})).toMatch(/keys are named only to the admin/);
   });
 });

@@ -157,10 +157,16 @@ export function buildCli(): Command {
     .option('--once', 'print one frame and exit (for scripts)', false)
     .option('--interval <ms>', 'refresh interval', positiveInt, 1000)
     .option('--top <n>', 'rows shown', positiveInt, 20)
-    .action(async (o: { server: string; once: boolean; interval: number; top: number }) => {
+    .addOption(
+      new Option('--token <token>', 'admin bearer token: hot keys are named only to the admin').env('SLUICE_ADMIN_TOKEN'),
+    )
+    .action(async (o: { server: string; once: boolean; interval: number; top: number; token?: string }) => {
       const abort = new AbortController();
       process.once('SIGINT', () => abort.abort());
-      await runStatus({ server: o.server, once: o.once, intervalMs: o.interval, top: o.top, signal: abort.signal }, out);
+      await runStatus(
+        { server: o.server, once: o.once, intervalMs: o.interval, top: o.top, token: o.token, signal: abort.signal },
+        out,
+      );
     });
 
   program

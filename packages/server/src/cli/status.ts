@@ -155,6 +155,8 @@ export interface StatusOptions {
   readonly once: boolean;
   readonly intervalMs: number;
   readonly top: number;
+  /** The admin token: with it the hot keys are named, without it only counted. */
+  readonly token?: string;
   /** Ends the live view (SIGINT). */
   readonly signal?: AbortSignal;
 }
@@ -174,7 +176,7 @@ const sleep = (ms: number, signal?: AbortSignal) =>
 
 /** The live view: one frame per interval (or one frame with `once`), rates from consecutive snapshots. */
 export async function runStatus(o: StatusOptions, out: Out): Promise<void> {
-  const fetchStats = () => request<StatusSnapshot>(o.server, '/v1/stats');
+  const fetchStats = () => request<StatusSnapshot>(o.server, '/v1/stats', { token: o.token });
   let prev = await fetchStats();
   for (;;) {
     await sleep(o.intervalMs, o.signal);

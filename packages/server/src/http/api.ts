@@ -1,12 +1,12 @@
 import type { Decision } from '@sluice/core';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { ServerError, ServerErrorCodes, fromZod } from '../errors.js';
+import { fromZod } from '../errors.js';
 import type { RateLimitService } from '../service.js';
 import { TurnBatch } from '../turn-batch.js';
 import { authorized } from './auth.js';
 import { decodeBody, itemSchemas, type Decoded, type ItemBounds } from './items.js';
-import { encodeDecision, errorReply, rateLimitHeaders, sendError, type FaultLog } from './reply.js';
+import { encodeDecision, errorReply, rateLimitHeaders, sendError, sendUnauthorized, type FaultLog } from './reply.js';
 
 const flag = z.enum(['0', '1', 'true', 'false'], { error: 'must be 1 or 0' }).optional();
 const decisionQuery = z.strictObject({ http429: flag, statuses: flag });
@@ -36,6 +36,8 @@ interface Op<T, R> {
   readonly single?: (r: R, query: Record<string, string | undefined>) => { status: number; headers: Record<string, string> };
   /** Whether the operation may wait, and so must hear of the client going away. */
   readonly waits?: boolean;
+  /** Whether the caller's `sluice-client-id` is counted among the clients sharing limits. @default true */
+  readonly countsClient?: boolean;
 }
 
 /** The signal of operations that never wait: nothing listens for the client going away. */
@@ -68,6 +70,7 @@ export function registerApi(
   bounds: ItemBounds,
   logger: FaultLog,
   token: string | undefined,
+  refused?: (route: string, method: string, status: number) => void,
 ): void {
   const schemas = itemSchemas(bounds);
   // The calls of one loop turn reach the store together (see TurnBatch).
@@ -82,15 +85,12 @@ export function registerApi(
             return;
           }
           // An answer sent from a hook ends the request; fastify is told nothing more.
-          void sendError(
-            reply.header('www-authenticate', 'Bearer'),
-            new ServerError(ServerErrorCodes.UNAUTHORIZED, 'a valid bearer token is required'),
-            logger,
+          sendUnauthorized(reply, 'a valid bearer token is required', logger, (status) =>
+            refused?.(request.routeOptions.url ?? 'unmatched', request.method, status),
           );
         };
   const route = <T, R>(op: Op<T, R>) => {
     app.post(op.path, onRequest === undefined ? {} : { onRequest }, async (request: FastifyRequest, reply: FastifyReply) => {
-      service.clients.note(request.headers[CLIENT_ID_HEADER]);
       void reply.header(RULES_VERSION_HEADER, String(service.rulesVersion));
       const q = hasKeys(request.query) ? op.query.safeParse(request.query) : { success: true as const, data: NO_QUERY };
       if (!q.success) return sendError(reply, fromZod(q.error), logger);
@@ -100,6 +100,9 @@ export function registerApi(
       } catch (err) {
         return sendError(reply, err, logger);
       }
+      // Clients are counted from the calls that use limits (authenticated, when a token is set):
+      // the count divides every remote client's fallback share, so no public call may move it.
+      if (op.countsClient !== false) service.clients.note(request.headers[CLIENT_ID_HEADER]);
       // Waits end when the client goes away: the response closes before it was written. Every
       // item of a batch shares this one signal (the limiter listens to it once).
       let signal = NEVER_ABORTED;
@@ -191,11 +194,11 @@ export function registerApi(
     query: plainQuery,
     run: (item) => service.outcome(item),
     encode: (r) => r,
+    countsClient: false,
   });
   // Public and read-only, as /v1/stats (the dashboard reads both): names and limits only, no
   // secrets; bounded by MAX_LISTED_RESOURCES.
   app.get('/v1/resources', async (request, reply) => {
-    service.clients.note(request.headers[CLIENT_ID_HEADER]);
     const q = plainQuery.safeParse(request.query ?? {});
     if (!q.success) return sendError(reply, fromZod(q.error), logger);
     const view = service.resources();

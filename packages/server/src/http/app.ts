@@ -1,6 +1,7 @@
 import type { AdaptiveStatus } from '../control/adaptive/controller.js';
 import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { HotKeyReport } from '@sluice/core';
 import type { RuleStore } from '@sluice/rules';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -14,6 +15,7 @@ import type { RateLimitService } from '../service.js';
 import { SETTINGS, type Settings } from '../settings.js';
 import { registerAdmin } from './admin.js';
 import { registerApi } from './api.js';
+import { authorized } from './auth.js';
 import { answerClientError, trackResponse } from './client-errors.js';
 import { registerDashboard } from './dashboard.js';
 import type { RolloutRunner } from '../rollout/runner.js';
@@ -154,7 +156,9 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     done();
   });
 
-  registerApi(app, deps.service, settings, faults, settings.apiToken);
+  // Refusals are answered on the socket, not through fastify: counted here.
+  const refused = (route: string, method: string, status: number) => metrics.httpRequest(route, method, status);
+  registerApi(app, deps.service, settings, faults, settings.apiToken, refused);
   registerAdmin(app, {
     store: deps.ruleStore,
     rules: deps.rules,
@@ -162,6 +166,7 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     logger,
     warnings,
     rollout: deps.rollout,
+    refused,
   });
   if (deps.rollout !== undefined) registerRolloutSummary(app, deps.rollout);
   if (deps.dashboard === true) registerDashboard(app, logger);
@@ -176,20 +181,32 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     return reply.header('content-type', metrics.registry.contentType).send(text);
   });
   const clock = deps.clock ?? { monitor: undefined, thresholdMs: Number(SETTINGS.skewThresholdMs.default) };
-  app.get('/v1/stats', async () => ({
+  app.get('/v1/stats', async (request) => ({
     at: Date.now(),
     version: deps.rules.version?.version ?? 0,
     resources: metrics.stats((r) => deps.rules.has(r)),
     ...(deps.adaptive === undefined ? {} : { adaptive: await deps.adaptive() }),
     clockSkew: clockSkewView(clock),
     // The heaviest keys of resources configuring `hotKeys` (see docs/control-plane.md, "Hot keys").
-    hotKeys: deps.service.hotKeys(),
+    // Keys are the callers' data (user ids, tenants): named only to the admin.
+    hotKeys: hotKeysFor(
+      deps.service.hotKeys(),
+      settings.adminToken !== undefined && authorized(request.headers.authorization, settings.adminToken),
+    ),
   }));
   registerTime(app, clock, logger);
   // Public and read-only, as /v1/stats: the fleet-wide breakers' states (the dashboard and
   // `sluice status` show them).
   app.get('/v1/breakers', async () => ({ at: Date.now(), breakers: await deps.service.breakers() }));
   return app;
+}
+
+/** A hot-key report as `/v1/stats` gives it: without the keys unless `admin` asks. */
+type StatsHotKeys = HotKeyReport & { readonly keysHidden?: true };
+
+/** The hot-key reports with their keys (`admin`), or with the counts only. */
+function hotKeysFor(reports: readonly HotKeyReport[], admin: boolean): StatsHotKeys[] {
+  return admin ? [...reports] : reports.map((r) => ({ ...r, keys: [], keysHidden: true }));
 }
 
 /** JSON is UTF-8 (RFC 8259); a body declared in another charset would be read wrongly. */

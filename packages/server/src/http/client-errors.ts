@@ -96,13 +96,21 @@ export function answerClientError(err: Error, socket: Duplex, cut: (reason: Conn
     }
     closeAfter(
       socket,
-      `HTTP/1.1 ${answer.status}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(answer.body)}\r\nConnection: close\r\n\r\n${answer.body}`,
+      rawResponse(answer.status, answer.body),
       // A parser that refused a request refuses every byte after it, so the rest can be read
       // (and dropped) until the peer's FIN. A request that timed out was parsed fine so far: the
       // rest of it would still reach a route, so nothing more is read from it.
       answer.cut === 'malformed_request',
     );
   });
+}
+
+/** A whole HTTP/1.1 answer with a JSON body that closes its connection. */
+export function rawResponse(status: string, body: string, headers: Readonly<Record<string, string>> = {}): string {
+  const extra = Object.entries(headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('');
+  return `HTTP/1.1 ${status}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}Connection: close\r\n\r\n${body}`;
 }
 
 /** How long a connection given its last answer may stay open for its peer to close it first. */

@@ -1,6 +1,7 @@
 import type { Decision } from '@sluice/core';
 import type { FastifyReply } from 'fastify';
 import { ServerError, ServerErrorCodes, describeError, httpStatusOf, type ErrorBody } from '../errors.js';
+import { closeAfter, rawResponse } from './client-errors.js';
 
 /** A decision as the HTTP API answers it. */
 export interface DecisionBody {
@@ -83,6 +84,30 @@ export function errorReply(err: unknown, log: FaultLog): { status: number; body:
 export function sendError(reply: FastifyReply, err: unknown, log: FaultLog): FastifyReply {
   const { status, body } = errorReply(err, log);
   return reply.code(status).send(body);
+}
+
+/** Most bytes of a refused request's body read (and dropped) while its peer is given time to close. */
+export const REFUSED_BODY_BYTES = 64 * 1024;
+
+/**
+ * Answers a call without valid credentials `401` and closes its connection without reading its
+ * body: on a kept-alive connection Node would read a body to its end, however long, to find the
+ * next request. Up to {@link REFUSED_BODY_BYTES} of it are read, so that a peer that sent a
+ * small body and closes is closed at once; past them, or when {@link closeAfter} gives up
+ * waiting, the connection is cut. `answered` hears of the answer (the reply is written here, not by fastify).
+ */
+export function sendUnauthorized(reply: FastifyReply, message: string, log: FaultLog, answered?: (status: number) => void): void {
+  const { status, body } = errorReply(new ServerError(ServerErrorCodes.UNAUTHORIZED, message), log);
+  reply.hijack();
+  const request = reply.request.raw;
+  const socket = request.socket;
+  let read = 0;
+  request.on('data', (chunk: Buffer) => {
+    read += chunk.length;
+    if (read > REFUSED_BODY_BYTES) socket.destroy();
+  });
+  closeAfter(socket, rawResponse(`${status} Unauthorized`, JSON.stringify(body), { 'WWW-Authenticate': 'Bearer' }), true);
+  answered?.(status);
 }
 
 /** Fastify's own errors (body parsing, URL, limits) as server errors. */

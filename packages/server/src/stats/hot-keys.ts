@@ -16,11 +16,18 @@ export function shownKey(key: string): string {
 }
 
 /** The hot-key section of the status view: one block per resource, heaviest keys first. */
-export function hotKeyLines(reports: readonly HotKeyReport[] | undefined, top: number): string[] {
+export function hotKeyLines(
+  reports: readonly (HotKeyReport & { readonly keysHidden?: boolean })[] | undefined,
+  top: number,
+): string[] {
   if (reports === undefined || reports.length === 0) return [];
   const lines = ['', 'HOT KEYS'];
   for (const r of reports) {
     lines.push(`${r.resource}  ${Math.round(r.calls)} calls in ${r.windowMs / 1000} s, ${r.mitigated} mitigated`);
+    if (r.keysHidden === true) {
+      lines.push('  (keys are named only to the admin: pass --token or SLUICE_ADMIN_TOKEN)');
+      continue;
+    }
     const keys = r.keys.slice(0, top);
     if (keys.length === 0) lines.push('  (no calls in the window)');
     const rows = keys.map((k) => [
