@@ -214,6 +214,35 @@ describe.each(stores)('the data plane on the %s', (_name, storeArgs) => {
   });
 });
 
+describe.each(stores)('the client count on an open data plane (%s)', (_name, storeArgs) => {
+  it('counts clients from decision calls only, not from forged ids on public or refused calls', async () => {
+    const tmp = scratch();
+    const server = await spawnServer(['--rules', writeRules(tmp.dir, RULES), ...storeArgs()]);
+    const clients = async () => (await call(server.url, '/v1/resources')).json.clients as number;
+    const withId = (id: string) => ({ 'content-type': 'application/json', 'sluice-client-id': id });
+    try {
+      for (let i = 0; i < 50; i++) {
+        await fetch(new URL('/v1/resources', server.url), { headers: withId(`forged-${i}`) });
+        await fetch(new URL('/v1/check', server.url), { method: 'POST', headers: withId(`bad-${i}`), body: '{"resource":' });
+        await fetch(new URL('/v1/outcomes', server.url), { method: 'POST', headers: withId(`outcome-${i}`), body: '{}' });
+      }
+      expect(await clients()).toBe(0);
+      for (const id of ['worker-a', 'worker-b']) {
+        const r = await fetch(new URL('/v1/check', server.url), {
+          method: 'POST',
+          headers: withId(id),
+          body: JSON.stringify({ resource: 'api:gcra', key: 'k' }),
+        });
+        expect(r.status).toBe(200);
+      }
+      expect(await clients()).toBe(2);
+    } finally {
+      await server.stop();
+      tmp.remove();
+    }
+  });
+});
+
 describe('where sluice serve listens', () => {
   it('warns when it serves decisions beyond this machine without a token', async () => {
     const tmp = scratch();

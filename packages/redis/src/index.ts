@@ -19,6 +19,7 @@
  */
 export { RedisPeerRegistry, type RedisPeerRegistryOptions } from './peer-registry.js';
 export { RedisStore } from './redis-store.js';
+export { memoryPolicyProblem, readMemoryPolicy, type MemoryPolicy } from './memory-policy.js';
 export {
   REDIS_STORE_BOUNDS,
   compileRedisStoreOptions,

@@ -15,6 +15,7 @@ import {
   type PermitRequest,
 } from '@sluice/core';
 import type { Cluster, Redis } from 'ioredis';
+import { readMemoryPolicy, type MemoryPolicy } from './memory-policy.js';
 import { Ops, type Op } from './codes.js';
 import { openConnection } from './connection.js';
 import { Deadlines } from './deadlines.js';
@@ -240,6 +241,12 @@ export class RedisStore implements LimitStore, OutcomeStore {
   async ping(): Promise<void> {
     if (this.#closed) throw toStoreError({ kind: 'closed' });
     await this.#bounded(() => this.#client.ping());
+  }
+
+  /** How each server holding keys bounds its memory (see {@link memoryPolicyProblem}); rejects when `CONFIG` is refused. */
+  async memoryPolicy(): Promise<MemoryPolicy[]> {
+    if (this.#closed) throw toStoreError({ kind: 'closed' });
+    return this.#bounded(() => readMemoryPolicy(this.#client));
   }
 
   /**

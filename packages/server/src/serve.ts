@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { Limiter, compileLimits, isOutcomeStore, type LimitStore, type OutcomeSource } from '@sluice/core';
-import { RedisStore } from '@sluice/redis';
+import { RedisStore, memoryPolicyProblem } from '@sluice/redis';
 import { FileRuleStore, RedisRuleStore, type RuleStore } from '@sluice/rules';
 import type { Logger } from 'pino';
 import { startAdaptive } from './control/adaptive/runtime.js';
@@ -116,6 +116,7 @@ async function openStores(settings: Settings, logger: Logger): Promise<Stores> {
       permitId: '',
     };
     await waitFor(() => limitStore.consume(warmup), 10_000, 'Redis');
+    await warnOnEviction(limitStore, logger);
   } catch (err) {
     await ruleStore.close();
     await limitStore.close();
@@ -129,6 +130,27 @@ async function openStores(settings: Settings, logger: Logger): Promise<Stores> {
       await limitStore.close();
     },
   };
+}
+
+/**
+ * Warns at start when Redis could drop live limit state or grow without bound (see
+ * `memoryPolicyProblem`); a Redis that refuses `CONFIG` is named, not refused.
+ */
+async function warnOnEviction(store: RedisStore, logger: Logger): Promise<void> {
+  let policies;
+  try {
+    policies = await store.memoryPolicy();
+  } catch (err) {
+    logger.info(
+      { err: err instanceof Error ? err.message : String(err) },
+      "could not read Redis' memory policy (CONFIG GET refused): set maxmemory with maxmemory-policy noeviction",
+    );
+    return;
+  }
+  for (const p of policies) {
+    const problem = memoryPolicyProblem(p);
+    if (problem !== undefined) logger.warn({ node: p.node, maxmemory: p.maxmemory, policy: p.policy }, problem);
+  }
 }
 
 /**
