@@ -36,7 +36,7 @@ function connectionSettings(given: Partial<Pick<Settings, ConnectionSetting>>): 
 /** What the HTTP app is built from. */
 export interface HttpDeps {
   readonly settings: Pick<Settings, 'maxBodyBytes' | 'maxBatch' | 'maxKeyLength' | 'maxWaitMs' | 'adminToken'> &
-    Partial<Pick<Settings, 'apiToken' | ConnectionSetting>>;
+    Partial<Pick<Settings, 'apiToken' | 'outcomesToken' | 'openOutcomes' | 'maxOutcomeCalls' | ConnectionSetting>>;
   readonly service: RateLimitService;
   readonly rules: LiveRules;
   readonly ruleStore: RuleStore;
@@ -154,7 +154,13 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     done();
   });
 
-  registerApi(app, deps.service, settings, faults, settings.apiToken);
+  registerApi(app, deps.service, settings, faults, {
+    apiToken: settings.apiToken,
+    outcomesToken: settings.outcomesToken,
+    adminToken: settings.adminToken,
+    openOutcomes: settings.openOutcomes,
+    maxOutcomeCalls: settings.maxOutcomeCalls ?? Number(SETTINGS.maxOutcomeCalls.default),
+  });
   registerAdmin(app, {
     store: deps.ruleStore,
     rules: deps.rules,
