@@ -30,6 +30,14 @@ export interface RemoteLimiterOptions {
    * A service that requires one answers calls without it `SLUICE_ERR_UNAUTHORIZED`, thrown to the caller.
    */
   token?: string;
+  /**
+   * The token outcome reports (`reportOutcome`, `call`) are sent with, when the service takes
+   * them under a credential of their own (`sluice serve --outcomes-token`; the admin token works
+   * too). Reports steer the fleet's breakers, rollouts and adaptive limits. A refused report is
+   * dropped and counted (`outcomeStats.dropped`), and the refusal is logged once.
+   * @default `token`
+   */
+  outcomesToken?: string;
   /** Most keep-alive connections to the service. @default 16 */
   connections?: number;
   /**
@@ -110,6 +118,8 @@ export interface CompiledRemoteOptions {
   readonly url: string;
   readonly clientId: string;
   readonly token: string | undefined;
+  /** Undefined: outcome reports are sent with `token`. */
+  readonly outcomesToken: string | undefined;
   readonly connections: number;
   /** Undefined: adaptive. */
   readonly checkTimeoutMs: number | undefined;
@@ -162,6 +172,9 @@ export function compileRemoteOptions(o: RemoteLimiterOptions): CompiledRemoteOpt
   if (o.token !== undefined && (typeof o.token !== 'string' || !TOKEN.test(o.token))) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, 'token', 'must be 1 to 1024 visible ASCII characters');
   }
+  if (o.outcomesToken !== undefined && (typeof o.outcomesToken !== 'string' || !TOKEN.test(o.outcomesToken))) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'outcomesToken', 'must be 1 to 1024 visible ASCII characters');
+  }
   if (o.lease !== undefined) {
     // Checked the way a rule's lease settings are.
     compileResource('client', { limits: { algorithm: 'fixed-window', limit: 1 }, lease: o.lease }, systemClock);
@@ -174,6 +187,7 @@ export function compileRemoteOptions(o: RemoteLimiterOptions): CompiledRemoteOpt
     url: url.origin,
     clientId,
     token: o.token,
+    outcomesToken: o.outcomesToken,
     connections: intOption(o.connections, 'connections', 16, 1, 1024),
     checkTimeoutMs: o.checkTimeoutMs === undefined ? undefined : intOption(o.checkTimeoutMs, 'checkTimeoutMs', 100, 1, 600_000),
     consecutiveFailures: intOption(o.consecutiveFailures, 'consecutiveFailures', 3, 1, 1000),

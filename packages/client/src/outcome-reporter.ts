@@ -1,4 +1,4 @@
-import { ErrorCodes, SluiceError, type Clock, type OutcomeReport, type TimerHandle } from '@sluice/core';
+import { ErrorCodes, SluiceError, type Clock, type Logger, type OutcomeReport, type TimerHandle } from '@sluice/core';
 import { errorFromBody, type Transport } from './transport.js';
 
 /** Settings of an {@link OutcomeReporter}. */
@@ -13,6 +13,10 @@ export interface OutcomeReporterSettings {
   readonly maxQueued: number;
   /** Timeout of one request, in ms. */
   readonly timeoutMs: () => number;
+  /** The bearer token of reports, when it is not the transport's (`outcomesToken`). */
+  readonly token?: string | undefined;
+  /** Where a refused credential is logged (once, until a report is taken again). */
+  readonly logger?: Logger | undefined;
 }
 
 /** What a reporter did, for metrics. */
@@ -40,6 +44,8 @@ export class OutcomeReporter {
   #sent = 0;
   #dropped = 0;
   #refused = 0;
+  /** Whether the service's refusal of the credential was logged since the last report it took. */
+  #warned = false;
 
   constructor(settings: OutcomeReporterSettings) {
     this.#s = settings;
@@ -86,8 +92,24 @@ export class OutcomeReporter {
 
   async #send(batch: readonly OutcomeReport[]): Promise<void> {
     try {
-      const answer = await this.#s.transport.call('/v1/outcomes', { body: { items: batch }, timeoutMs: this.#s.timeoutMs() });
-      if (answer.status !== 200) throw errorFromBody(answer.body, answer.status);
+      const answer = await this.#s.transport.call('/v1/outcomes', {
+        body: { items: batch },
+        timeoutMs: this.#s.timeoutMs(),
+        ...(this.#s.token === undefined ? {} : { token: this.#s.token }),
+      });
+      if (answer.status !== 200) {
+        const err = errorFromBody(answer.body, answer.status);
+        // Every report would be dropped alike: said once, not per batch.
+        if (answer.status === 401 && !this.#warned) {
+          this.#warned = true;
+          this.#s.logger?.warn(
+            { err: err.message },
+            "sluice client: outcome reports refused (set outcomesToken to the service's --outcomes-token); they are dropped",
+          );
+        }
+        throw err;
+      }
+      this.#warned = false;
       const results = (answer.body as { results?: unknown } | null)?.results;
       if (!Array.isArray(results) || results.length !== batch.length) {
         throw new SluiceError(ErrorCodes.STORE_PROTOCOL, 'the service answered a batch with the wrong number of results');

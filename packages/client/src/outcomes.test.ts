@@ -2,6 +2,7 @@ import { ManualClock } from '@sluice/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RemoteLimiter } from './remote-limiter.js';
 import { FakeService } from './testing/fake-service.js';
+import type { Transport } from './transport.js';
 
 const RESOURCES = { 'api:x': { limits: { algorithm: 'fixed-window' as const, limit: 100, windowMs: 60_000 } } };
 const open: RemoteLimiter[] = [];
@@ -34,6 +35,30 @@ describe('RemoteLimiter outcome reports', () => {
     await limiter.close();
     expect(service.count('/v1/outcomes')).toBe(2);
     expect(limiter.outcomeStats).toEqual({ sent: 5, dropped: 0, refused: 0 });
+  });
+
+  it('sends reports with outcomesToken, every other call with token', async () => {
+    const clock = new ManualClock(1_000_000);
+    const service = new FakeService(RESOURCES, clock);
+    const tokens = new Map<string, string | undefined>();
+    const transport: Transport = {
+      call: (path, options) => {
+        tokens.set(path.split('?')[0]!, options.token);
+        return service.call(path, options);
+      },
+      close: () => service.close(),
+    };
+    const limiter = new RemoteLimiter({ url: 'http://sluice.test', transport, clock, token: 'data', outcomesToken: 'reports' });
+    open.push(limiter);
+    await limiter.ready();
+    await limiter.call('api:x', async () => 1);
+    await limiter.close();
+    // The transport sends `token` itself; only reports name another.
+    expect(tokens.get('/v1/outcomes')).toBe('reports');
+    const others = [...tokens].filter(([path]) => path !== '/v1/outcomes');
+    expect(others.length).toBeGreaterThan(0);
+    expect(others.map(([, token]) => token)).toEqual(others.map(() => undefined));
+    expect(limiter.outcomeStats.sent).toBe(1);
   });
 
   it('drops (and counts) reports past the queue bound, refused items and failed requests', async () => {

@@ -129,6 +129,8 @@ export class RemoteLimiter implements RateLimiter {
       flushMs: o.outcomeFlushMs,
       maxQueued: o.maxQueuedOutcomes,
       timeoutMs: () => Math.max(this.#timeout.currentMs, 1000),
+      token: o.outcomesToken,
+      logger: o.switchLogger,
     });
     const store = new RemoteStore(this.#transport, {
       timeout: this.#timeout,

@@ -25,6 +25,8 @@ export interface CallOptions {
   readonly timeoutMs: number;
   /** Cancels the call (the service ends a wait when its client goes away). */
   readonly signal?: AbortSignal;
+  /** The bearer token of this call instead of the transport's (outcome reports have their own). */
+  readonly token?: string;
 }
 
 /** How the client reaches the service; a fake in unit tests. */
@@ -97,12 +99,15 @@ export class HttpTransport implements Transport {
 
   async call(path: string, options: CallOptions): Promise<Answer> {
     const { signal, timeoutMs } = options;
+    let headers = this.#headers;
+    if (options.token !== undefined) headers = { ...headers, authorization: `Bearer ${options.token}` };
+    if (options.body !== undefined) headers = { ...headers, 'content-type': 'application/json' };
     let res;
     try {
       res = await this.#pool.request({
         path,
         method: options.method ?? (options.body === undefined ? 'GET' : 'POST'),
-        headers: options.body === undefined ? this.#headers : { ...this.#headers, 'content-type': 'application/json' },
+        headers,
         ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
         headersTimeout: timeoutMs,
         bodyTimeout: timeoutMs,

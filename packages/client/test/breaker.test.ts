@@ -8,7 +8,7 @@ import { RemoteLimiter } from '@sluice/client';
 import { isSluiceError } from '@sluice/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomPrefix } from '../../../test/env.js';
-import { eventually, rulesFile, startServicePair, type ServicePair } from './support.js';
+import { TOKEN, eventually, rulesFile, startServicePair, type ServicePair } from './support.js';
 
 const RULES = `
 resources:
@@ -25,7 +25,8 @@ describe('a fleet breaker fed by remote clients', () => {
   let pair: ServicePair | undefined;
 
   beforeAll(async () => {
-    pair = await startServicePair(rules.path, prefix, { outcomeFlushMs: 20, logger: false });
+    // The services' data planes are open: reports take the admin token (a reporting credential).
+    pair = await startServicePair(rules.path, prefix, { outcomeFlushMs: 20, logger: false, outcomesToken: TOKEN });
     ({ ca, cb } = pair);
   });
   afterAll(async () => {

@@ -9,6 +9,7 @@ import { OverrideTable } from './envoy/overrides.js';
 import { LiveRules } from './live-rules.js';
 import { ServerMetrics } from './metrics.js';
 import { buildHttpApp } from './http/app.js';
+import { outcomeAccess } from './http/auth.js';
 import { bindGrpc, buildGrpcServer, shutdownGrpc, type GrpcListener } from './grpc/server.js';
 import { WarningThrottle, createLogger, redactingLogger } from './logging.js';
 import { seedRuleStore } from './seed.js';
@@ -272,6 +273,8 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     idleMs: settings.overrideIdleMs,
     onRefused: () => metrics.overrideRefused(),
   });
+  // Who may report outcomes over gRPC; the HTTP app decides the same from the same settings.
+  const reporters = outcomeAccess(settings);
   const grpcServer = buildGrpcServer({
     limiter,
     rules,
@@ -280,8 +283,11 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     metrics,
     warnings,
     bounds: { maxDescriptors: settings.maxDescriptors, maxKeyLength: settings.maxKeyLength },
-    outcomes: (item) => service.outcome(item),
-    outcomesBounds: { maxBatch: settings.maxBatch, maxKeyLength: settings.maxKeyLength },
+    outcomes: {
+      report: (item) => service.outcome(item),
+      access: reporters,
+      bounds: { maxBatch: settings.maxBatch, maxKeyLength: settings.maxKeyLength, maxCalls: settings.maxOutcomeCalls },
+    },
     token: settings.apiToken,
     maxMessageBytes: settings.maxBodyBytes,
     idleTimeoutMs: settings.idleTimeoutMs,
@@ -316,6 +322,14 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     },
     'sluice serving',
   );
+  // Outcomes steer fleet breakers, rollouts and adaptive limits: say who may send them.
+  logger.info({ reporters: reporters.reporters }, 'outcome reports accepted from the holders of these credentials');
+  if (settings.openOutcomes) {
+    logger.warn(
+      { host: settings.host },
+      'outcome reports are open (--open-outcomes on): whoever reaches the ports can open breakers, roll rollouts back and move adaptive limits',
+    );
+  }
   if (settings.apiToken === undefined && !isLoopback(settings.host)) {
     logger.warn(
       { host: settings.host },

@@ -27,6 +27,16 @@ describe('loadSettings', () => {
     expect(loadSettings({ port: '7000', rules: ['c.yaml'] }, env)).toMatchObject({ port: 7000, rules: ['c.yaml'] });
   });
 
+  it('refuses open outcome reports beside a data-plane or outcomes token', () => {
+    expect(loadSettings({}, { SLUICE_OPEN_OUTCOMES: 'on' })).toMatchObject({ openOutcomes: true, maxOutcomeCalls: 1000 });
+    expect(loadSettings({}, {}).openOutcomes).toBe(false);
+    for (const env of [{ SLUICE_API_TOKEN: 'x'.repeat(16) }, { SLUICE_OUTCOMES_TOKEN: 'y'.repeat(16) }]) {
+      expect(() => loadSettings({ openOutcomes: 'on' }, env)).toThrow(
+        /--open-outcomes on opens outcome reports on an open data plane only/,
+      );
+    }
+  });
+
   it('names the flag and the variable of a bad value', () => {
     expect(() => loadSettings({ port: '70000' }, {})).toThrow(SettingsError);
     expect(() => loadSettings({ port: 'abc' }, {})).toThrow(/--port \/ SLUICE_PORT: .*"abc"/);

@@ -27,6 +27,12 @@ export interface Settings {
   readonly skewThresholdMs: number;
   readonly adminToken: string | undefined;
   readonly apiToken: string | undefined;
+  /** The bearer token of outcome reports (the admin token is accepted too). */
+  readonly outcomesToken: string | undefined;
+  /** Take outcome reports from anyone on an open data plane (no api or outcomes token). */
+  readonly openOutcomes: boolean;
+  /** Most calls one outcome report may stand for (the sum of its items' counts). */
+  readonly maxOutcomeCalls: number;
   readonly maxBodyBytes: number;
   readonly maxBatch: number;
   readonly maxWaitMs: number;
@@ -161,7 +167,28 @@ export const SETTINGS = {
     env: 'SLUICE_API_TOKEN',
     default: undefined,
     schema: z.string().min(16, 'must be at least 16 characters').max(1024),
-    doc: 'Bearer token every decision call needs (HTTP check, acquire, release, adjust, renew, reserve, book, claim, cancel; gRPC `authorization` metadata); without one they are open to whoever reaches the port',
+    doc: 'Bearer token every decision call needs (HTTP check, acquire, release, adjust, renew, reserve, book, claim, cancel; gRPC `authorization` metadata); without one they are open to whoever reaches the port. While no `--outcomes-token` is set it also lets its holders report outcomes',
+  },
+  outcomesToken: {
+    flag: '--outcomes-token',
+    env: 'SLUICE_OUTCOMES_TOKEN',
+    default: undefined,
+    schema: z.string().min(16, 'must be at least 16 characters').max(1024),
+    doc: 'Bearer token of outcome reports (HTTP `/v1/outcomes`, gRPC `Outcomes/Report`), which steer fleet breakers, rollouts and adaptive limits; the admin token is accepted too, the api token no longer is. Without it: the api token, or on an open data plane only the admin token (see `--open-outcomes`)',
+  },
+  openOutcomes: {
+    flag: '--open-outcomes',
+    env: 'SLUICE_OPEN_OUTCOMES',
+    default: 'off',
+    schema: z.enum(['on', 'off'], { error: 'must be on or off' }).transform((v) => v === 'on'),
+    doc: '`on`: take outcome reports from anyone while neither `--api-token` nor `--outcomes-token` is set (off: only with the admin token); refused at start beside either token',
+  },
+  maxOutcomeCalls: {
+    flag: '--max-outcome-calls',
+    env: 'SLUICE_MAX_OUTCOME_CALLS',
+    default: '1000',
+    schema: int(1, 1_000_000),
+    doc: "Most calls one outcome report may stand for: the sum of its items' `count` (1 each by default); a report claiming more is refused whole (`SLUICE_ERR_BATCH_TOO_LARGE`)",
   },
   maxBodyBytes: {
     flag: '--max-body-bytes',
@@ -343,6 +370,11 @@ export function loadSettings(
   const s = out as unknown as Settings;
   if (s.redisUrl !== undefined && s.redisCluster !== undefined) {
     throw new SettingsError(`${SETTINGS.redisUrl.flag} and ${SETTINGS.redisCluster.flag} exclude each other`);
+  }
+  if (s.openOutcomes && (s.apiToken !== undefined || s.outcomesToken !== undefined)) {
+    throw new SettingsError(
+      `${SETTINGS.openOutcomes.flag} on opens outcome reports on an open data plane only: not beside ${SETTINGS.apiToken.flag} or ${SETTINGS.outcomesToken.flag}`,
+    );
   }
   return Object.freeze({ ...s, rules: Object.freeze([...(s.rules ?? [])]) });
 }

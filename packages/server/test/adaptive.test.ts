@@ -164,7 +164,13 @@ describe('an aimd limit driven by outcomes reported to the service', () => {
     for (let i = 0; ; i++) {
       await Promise.all([
         ...[0, 1, 2].map(() => call(server.url, '/v1/check', { resource: 'db:orders', key: 'k' })),
-        call(server.url, '/v1/outcomes', { items: [{ resource: 'db:orders', ok: ok(i), durationMs: 20, count: 5 }] }),
+        call(
+          server.url,
+          '/v1/outcomes',
+          { items: [{ resource: 'db:orders', ok: ok(i), durationMs: 20, count: 5 }] },
+          // Reports need a credential; the admin token is one.
+          { token: TOKEN },
+        ),
       ]);
       await new Promise((r) => setTimeout(r, 50));
       if (i % 10 === 9) {

@@ -344,7 +344,8 @@ describe('fleet-wide circuit breakers on the dashboard and in sluice status', ()
     expect(await stateOf('db')).toEqual({ state: 'closed', calls: '0' });
     expect(await stateOf('api')).toBeUndefined(); // no breaker, no row
     const failures = Array.from({ length: 6 }, () => ({ resource: 'db', ok: false, durationMs: 5 }));
-    const posted = await call(server.url, '/v1/outcomes', { items: failures });
+    // Reports need a credential; the admin token is one.
+    const posted = await call(server.url, '/v1/outcomes', { items: failures }, { token: TOKEN });
     expect(posted.status).toBe(200);
     await page.waitForFunction(
       () =>

@@ -3,7 +3,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { loadOutcomesDefinition, type RunningServer } from '@sluice/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, eventually, scratch, startTestServer, writeRules } from './support.js';
+import { TOKEN, call, eventually, scratch, startTestServer, writeRules } from './support.js';
 
 const RULES = `
 resources:
@@ -17,6 +17,8 @@ describe('gRPC Outcomes/Report', () => {
   let server: RunningServer;
   let client: grpc.Client;
   const method = loadOutcomesDefinition().Report!;
+  const metadata = new grpc.Metadata();
+  metadata.set('authorization', `Bearer ${TOKEN}`);
   const report = (outcomes: object[]): Promise<any> =>
     new Promise((resolve) => {
       client.makeUnaryRequest(
@@ -24,7 +26,8 @@ describe('gRPC Outcomes/Report', () => {
         (b: object) => method.requestSerialize(b),
         (b: Buffer) => method.responseDeserialize(b),
         { outcomes },
-        new grpc.Metadata(),
+        // Reports need a credential; the admin token is one.
+        metadata,
         (err: grpc.ServiceError | null, res?: unknown) =>
           resolve(err ? { error: { code: err.code, details: err.details } } : res),
       );

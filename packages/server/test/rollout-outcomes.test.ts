@@ -2,7 +2,7 @@ import { cohortAt } from '@sluice/core';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomPrefix, redisUrl } from '../../../test/env.js';
-import { admin, call, FAST_ROLLOUT, scratch, type ServerProcess, spawnServer, eventually, writeRules } from './support.js';
+import { TOKEN, admin, call, FAST_ROLLOUT, scratch, type ServerProcess, spawnServer, eventually, writeRules } from './support.js';
 
 // A candidate no stricter by its limits: only the downstream can tell it is worse.
 const RULES = (limit: number) => `
@@ -52,9 +52,10 @@ describe('automatic rollback on downstream outcomes reported to the service', ()
     const cohort = (k: string) => cohortAt(50, id, 'payments', k);
     for (const key of keys) expect((await call(server.url, '/v1/check', { resource: 'payments', key })).json.allowed).toBe(true);
     const items = keys.map((key) => ({ resource: 'payments', key, ok: cohort(key) === 'baseline', durationMs: 30 }));
-    const reported = await call(server.url, '/v1/outcomes', { items: items.slice(0, 40) });
+    // Reports need a credential; the admin token is one.
+    const reported = await call(server.url, '/v1/outcomes', { items: items.slice(0, 40) }, { token: TOKEN });
     expect(reported.status).toBe(200);
-    expect((await call(server.url, '/v1/outcomes', { items: items.slice(40) })).status).toBe(200);
+    expect((await call(server.url, '/v1/outcomes', { items: items.slice(40) }, { token: TOKEN })).status).toBe(200);
     expect(keys.filter((k) => cohort(k) === 'candidate').length).toBeGreaterThanOrEqual(20);
 
     await eventually(async () => (await admin(server, '/rollout')).json.rollout?.status === 'rolled_back', 30_000, 200);

@@ -48,7 +48,8 @@ export function renderBreakers(snapshot: BreakersSnapshot | undefined): string[]
 
 /** A rollout as `GET /v1/rollout` summarizes it (what the status view shows of it). */
 export interface RolloutLine {
-  readonly id: string;
+  /** The admin view's id (the public summary leaves it out). */
+  readonly id?: string;
   readonly status: string;
   readonly baseline: number;
   readonly version?: number;
@@ -68,7 +69,7 @@ export function renderRollout(r: RolloutLine | null | undefined): string | undef
     ? `baseline v${r.baseline} / candidate ${r.percent}% of keys of ${[...r.resources, ...(r.domains ?? []).map((d) => `domain ${d}`)].join(', ')}`
     : `v${r.baseline} -> ${r.version === undefined ? 'not applied' : `v${r.version}`}`;
   const step = live ? `  step ${r.step + 1}/${r.steps.length}` : '';
-  return `rollout ${r.id.slice(0, 8)} ${r.status}: ${cohorts}${step}${r.note === undefined ? '' : `  (${r.note})`}`;
+  return `rollout ${r.id === undefined ? '' : `${r.id.slice(0, 8)} `}${r.status}: ${cohorts}${step}${r.note === undefined ? '' : `  (${r.note})`}`;
 }
 
 /** One frame of the status view as text. */

@@ -2,7 +2,8 @@ import type { MethodDefinition } from '@grpc/proto-loader';
 import { describeError } from '../errors.js';
 import { ServerError, ServerErrorCodes } from '../errors.js';
 import type { OutcomeItem } from '../service.js';
-import { MAX_OUTCOME_COUNT } from '../http/items.js';
+import { MAX_OUTCOME_COUNT, MAX_OUTCOME_DURATION_MS } from '../http/items.js';
+import { checkOutcomeCalls } from '../outcome-report.js';
 import { loadOutcomesDefinition } from './proto.js';
 
 let method: MethodDefinition<{ outcomes?: RawOutcome[] }, object> | undefined;
@@ -23,6 +24,8 @@ interface RawOutcome {
 export interface OutcomesBounds {
   readonly maxBatch: number;
   readonly maxKeyLength: number;
+  /** Most calls one report may stand for, summed over its items' counts. */
+  readonly maxCalls: number;
 }
 
 /** One item of a decoded report: the outcome, or why it is refused. */
@@ -31,7 +34,8 @@ export type DecodedOutcome =
 
 /**
  * A `ReportOutcomesRequest` decoded and checked item by item (as `POST /v1/outcomes` checks
- * them); a message that is not one, or holds more than `maxBatch` outcomes, throws a ServerError.
+ * them); a message that is not one, holds more than `maxBatch` outcomes or stands for more than
+ * `maxCalls` calls, throws a ServerError.
  */
 export function decodeOutcomes(bytes: Buffer, b: OutcomesBounds): DecodedOutcome[] {
   let raw: { outcomes?: RawOutcome[] };
@@ -47,7 +51,7 @@ export function decodeOutcomes(bytes: Buffer, b: OutcomesBounds): DecodedOutcome
   if (outcomes.length > b.maxBatch) {
     throw new ServerError(ServerErrorCodes.BATCH_TOO_LARGE, `at most ${b.maxBatch} outcomes per report, got ${outcomes.length}`);
   }
-  return outcomes.map((o, i) => {
+  const decoded = outcomes.map((o, i): DecodedOutcome => {
     const bad = (field: string, message: string): DecodedOutcome => ({
       ok: false,
       error: new ServerError(ServerErrorCodes.INVALID_REQUEST, `outcomes[${i}].${field}: ${message}`, {
@@ -56,8 +60,8 @@ export function decodeOutcomes(bytes: Buffer, b: OutcomesBounds): DecodedOutcome
     });
     if (o.resource.length === 0 || o.resource.length > 128) return bad('resource', 'must be 1 to 128 characters');
     if (o.key.length > b.maxKeyLength) return bad('key', `must be at most ${b.maxKeyLength} characters`);
-    if (!Number.isFinite(o.duration_ms) || o.duration_ms < 0 || o.duration_ms > 86_400_000) {
-      return bad('duration_ms', 'must be between 0 and 86400000');
+    if (!Number.isFinite(o.duration_ms) || o.duration_ms < 0 || o.duration_ms > MAX_OUTCOME_DURATION_MS) {
+      return bad('duration_ms', `must be between 0 and ${MAX_OUTCOME_DURATION_MS}`);
     }
     if (o.count > MAX_OUTCOME_COUNT) return bad('count', `must be at most ${MAX_OUTCOME_COUNT}`);
     return {
@@ -71,6 +75,11 @@ export function decodeOutcomes(bytes: Buffer, b: OutcomesBounds): DecodedOutcome
       },
     };
   });
+  checkOutcomeCalls(
+    decoded.map((d) => (d.ok ? d.item : undefined)),
+    b.maxCalls,
+  );
+  return decoded;
 }
 
 /** A `ReportOutcomesResponse`: each item's answer (recorded, or its error's code and message). */

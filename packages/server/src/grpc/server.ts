@@ -15,7 +15,7 @@ import type { OverrideTable } from '../envoy/overrides.js';
 import { shouldRateLimit } from '../envoy/rls.js';
 import type { EnvoyDomainSplit } from '../rollout/runner.js';
 import { TurnBatch } from '../turn-batch.js';
-import { authorized } from '../http/auth.js';
+import { authorized, type OutcomeAccess } from '../http/auth.js';
 import type { LiveRules } from '../live-rules.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { WarningThrottle } from '../logging.js';
@@ -41,10 +41,8 @@ export interface GrpcDeps {
   /** Internal faults are logged through it (a client can repeat the calls causing them). */
   readonly warnings: WarningThrottle;
   readonly bounds: RlsBounds;
-  /** Serves `sluice.v1.Outcomes/Report` (the service's `outcome`); none: UNIMPLEMENTED. */
-  readonly outcomes?: (item: OutcomeItem) => Promise<unknown>;
-  /** Bounds of an outcomes report. @default maxBatch 100, the RLS bounds' maxKeyLength */
-  readonly outcomesBounds?: OutcomesBounds;
+  /** Serves `sluice.v1.Outcomes/Report`; none: UNIMPLEMENTED. */
+  readonly outcomes?: GrpcOutcomes;
   readonly maxMessageBytes: number;
   /** How long a connection may stay open with no call in progress. */
   readonly idleTimeoutMs: number;
@@ -54,6 +52,15 @@ export interface GrpcDeps {
   readonly closing: () => boolean;
   /** The bearer token every call must carry in its `authorization` metadata; none: calls are open. */
   readonly token?: string | undefined;
+}
+
+/** How `Outcomes/Report` is served: who may call it, its bounds, and where its outcomes go. */
+export interface GrpcOutcomes {
+  /** The service's `outcome`. */
+  readonly report: (item: OutcomeItem) => Promise<unknown>;
+  /** Who may report (its own credential: `token` does not apply). */
+  readonly access: OutcomeAccess;
+  readonly bounds: OutcomesBounds;
 }
 
 const METHOD = 'ShouldRateLimit';
@@ -173,13 +180,10 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
       answered = true;
       clearTimeout(deadline);
     });
-    if (!authorized(headers.authorization, deps.token)) {
-      answer(() =>
-        fail(
-          stream,
-          new ServerError(ServerErrorCodes.UNAUTHORIZED, 'a valid bearer token is required in the authorization metadata'),
-        ),
-      );
+    const reports = deps.outcomes !== undefined && outcomeStreams.has(stream) ? deps.outcomes : undefined;
+    if (reports !== undefined ? !reports.access.allows(headers.authorization) : !authorized(headers.authorization, deps.token)) {
+      const message = reports?.access.refusal ?? 'a valid bearer token is required';
+      answer(() => fail(stream, new ServerError(ServerErrorCodes.UNAUTHORIZED, `${message} in the authorization metadata`)));
       return;
     }
     const timeoutMs = parseGrpcTimeout(headers['grpc-timeout']);
@@ -266,15 +270,10 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
   };
 
   /** `Outcomes/Report`: each outcome is answered on its own, as `POST /v1/outcomes` answers. */
-  const reportCall = (
-    message: Buffer,
-    answer: (send: () => void) => void,
-    stream: ServerHttp2Stream,
-    outcome: (item: OutcomeItem) => Promise<unknown>,
-  ) => {
+  const reportCall = (message: Buffer, answer: (send: () => void) => void, stream: ServerHttp2Stream, outcomes: GrpcOutcomes) => {
     let items;
     try {
-      items = decodeOutcomes(message, deps.outcomesBounds ?? { maxBatch: 100, maxKeyLength: deps.bounds.maxKeyLength });
+      items = decodeOutcomes(message, outcomes.bounds);
     } catch (err) {
       answer(() => fail(stream, err));
       return;
@@ -282,7 +281,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
     void Promise.all(
       items.map((d) =>
         d.ok
-          ? outcome(d.item).then(
+          ? outcomes.report(d.item).then(
               () => ({ recorded: true as const }),
               (error: unknown) => ({ error }),
             )

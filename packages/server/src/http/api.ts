@@ -4,7 +4,8 @@ import { z } from 'zod';
 import { fromZod } from '../errors.js';
 import type { RateLimitService } from '../service.js';
 import { TurnBatch } from '../turn-batch.js';
-import { authorized } from './auth.js';
+import { checkOutcomeCalls } from '../outcome-report.js';
+import { authorized, matchesAny, outcomeAccess, type OutcomeCredentials } from './auth.js';
 import { decodeBody, itemSchemas, type Decoded, type ItemBounds } from './items.js';
 import { encodeDecision, errorReply, rateLimitHeaders, sendError, sendUnauthorized, type FaultLog } from './reply.js';
 
@@ -38,7 +39,13 @@ interface Op<T, R> {
   readonly waits?: boolean;
   /** Whether the caller's `sluice-client-id` is counted among the clients sharing limits. @default true */
   readonly countsClient?: boolean;
+  /** Who may call it, checked before the body is read. @default the data-plane token */
+  readonly onRequest?: Hook | undefined;
+  /** Checks the decoded items together (a batch's bounds); throws a ServerError to refuse them all. */
+  readonly check?: (items: readonly (T | undefined)[]) => void;
 }
+
+type Hook = (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => void;
 
 /** The signal of operations that never wait: nothing listens for the client going away. */
 const NEVER_ABORTED = new AbortController().signal;
@@ -53,50 +60,70 @@ interface CallContext {
   readonly client: string;
 }
 
+/** A decoded item's value, or undefined when it was refused. */
+const valueOf = <T>(d: Decoded<T>): T | undefined => (d.ok ? d.value : undefined);
+
 function decisionSingle(d: Decision, query: Record<string, string | undefined>) {
   const http429 = isSet(query.http429);
   return { status: !d.allowed && http429 ? 429 : 200, headers: rateLimitHeaders(d) };
 }
 
+/** Who may call the API: the data-plane token, and who may report outcomes and how much. */
+export interface ApiAccess extends OutcomeCredentials {
+  /** Most calls one outcome report may stand for (`--max-outcome-calls`). */
+  readonly maxOutcomeCalls: number;
+}
+
 /**
- * `POST /v1/check|acquire|release|adjust|reserve|renew|book|claim|cancel`: decode -> service -> encode. A body is one item (answered with its status and RateLimit headers) or
+ * `POST /v1/check|acquire|release|adjust|reserve|renew|book|claim|cancel|outcomes`: decode -> service -> encode. A body is one item (answered with its status and RateLimit headers) or
  * `{ items: [...] }` (answered 200 with `{ results: [...] }`, one decision or `{ error }` per
- * item, in order). With `token` set, each of them needs it as a bearer token, checked before
- * the body is read. `GET /v1/resources` stays public.
+ * item, in order). With `apiToken` set, each decision call needs it as a bearer token, checked
+ * before the body is read; outcome reports need the credential {@link outcomeAccess} names.
+ * `GET /v1/resources` stays public, the rollout's id in it only for data-plane callers.
  */
 export function registerApi(
   app: FastifyInstance,
   service: RateLimitService,
   bounds: ItemBounds,
   logger: FaultLog,
-  token: string | undefined,
+  access: ApiAccess,
   refused?: (route: string, method: string, status: number) => void,
 ): void {
+  const token = access.apiToken;
   const schemas = itemSchemas(bounds);
   // The calls of one loop turn reach the store together (see TurnBatch).
   const turns = new TurnBatch();
+  // An answer sent from a hook ends the request; fastify is told nothing more.
+  const refuse = (reply: FastifyReply, message: string) =>
+    sendUnauthorized(reply, message, logger, (status) =>
+      refused?.(reply.request.routeOptions.url ?? 'unmatched', reply.request.method, status),
+    );
   // Without a token there is nothing to check: no hook at all (each one costs every request).
-  const onRequest =
+  const onRequest: Hook | undefined =
     token === undefined
       ? undefined
-      : (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {
-          if (authorized(request.headers.authorization, token)) {
-            done();
-            return;
-          }
-          // An answer sent from a hook ends the request; fastify is told nothing more.
-          sendUnauthorized(reply, 'a valid bearer token is required', logger, (status) =>
-            refused?.(request.routeOptions.url ?? 'unmatched', request.method, status),
-          );
+      : (request, reply, done) => {
+          if (authorized(request.headers.authorization, token)) done();
+          else refuse(reply, 'a valid bearer token is required');
         };
+  const reporters = outcomeAccess(access);
+  const onOutcomes: Hook = (request, reply, done) => {
+    if (reporters.allows(request.headers.authorization)) done();
+    else refuse(reply, reporters.refusal);
+  };
+  // Who is a data-plane client: with a data-plane token, its holders (and the other tokens' holders).
+  const tokens = [access.apiToken, access.outcomesToken, access.adminToken].filter((t): t is string => t !== undefined);
+  const dataPlane = (header: unknown) => token === undefined || matchesAny(header, tokens);
   const route = <T, R>(op: Op<T, R>) => {
-    app.post(op.path, onRequest === undefined ? {} : { onRequest }, async (request: FastifyRequest, reply: FastifyReply) => {
+    const hook = 'onRequest' in op ? op.onRequest : onRequest;
+    app.post(op.path, hook === undefined ? {} : { onRequest: hook }, async (request: FastifyRequest, reply: FastifyReply) => {
       void reply.header(RULES_VERSION_HEADER, String(service.rulesVersion));
       const q = hasKeys(request.query) ? op.query.safeParse(request.query) : { success: true as const, data: NO_QUERY };
       if (!q.success) return sendError(reply, fromZod(q.error), logger);
       let body;
       try {
         body = decodeBody(request.body, op.schema, bounds.maxBatch);
+        op.check?.(body.batch ? body.items.map(valueOf) : [valueOf(body.item)]);
       } catch (err) {
         return sendError(reply, err, logger);
       }
@@ -188,6 +215,8 @@ export function registerApi(
   });
   route({ path: '/v1/cancel', schema: schemas.cancel, query: plainQuery, run: (item) => service.cancel(item), encode: (r) => r });
   // Outcomes of calls to downstreams, for breakers and tallies (a batch answers per item).
+  // They steer fleet breakers, rollouts and adaptive limits: a credential of their own, and a
+  // bound on the calls one report stands for.
   route({
     path: '/v1/outcomes',
     schema: schemas.outcome,
@@ -195,6 +224,8 @@ export function registerApi(
     run: (item) => service.outcome(item),
     encode: (r) => r,
     countsClient: false,
+    onRequest: onOutcomes,
+    check: (items) => checkOutcomeCalls(items, access.maxOutcomeCalls),
   });
   // Public and read-only, as /v1/stats (the dashboard reads both): names and limits only, no
   // secrets; bounded by MAX_LISTED_RESOURCES.
@@ -202,6 +233,13 @@ export function registerApi(
     const q = plainQuery.safeParse(request.query ?? {});
     if (!q.success) return sendError(reply, fromZod(q.error), logger);
     const view = service.resources();
+    // The rollout's id salts the hash that sorts keys into cohorts: whoever has it can aim
+    // reports at one cohort. Data-plane clients need it (their fallback splits keys as the
+    // service does); outsiders get the share only.
+    if (view.rollout !== undefined && !dataPlane(request.headers.authorization)) {
+      const { id: _id, ...rollout } = view.rollout;
+      return reply.header(RULES_VERSION_HEADER, String(view.version)).send({ ...view, rollout });
+    }
     return reply.header(RULES_VERSION_HEADER, String(view.version)).send(view);
   });
 }

@@ -38,7 +38,7 @@ function connectionSettings(given: Partial<Pick<Settings, ConnectionSetting>>): 
 /** What the HTTP app is built from. */
 export interface HttpDeps {
   readonly settings: Pick<Settings, 'maxBodyBytes' | 'maxBatch' | 'maxKeyLength' | 'maxWaitMs' | 'adminToken'> &
-    Partial<Pick<Settings, 'apiToken' | ConnectionSetting>>;
+    Partial<Pick<Settings, 'apiToken' | 'outcomesToken' | 'openOutcomes' | 'maxOutcomeCalls' | ConnectionSetting>>;
   readonly service: RateLimitService;
   readonly rules: LiveRules;
   readonly ruleStore: RuleStore;
@@ -158,7 +158,20 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
 
   // Refusals are answered on the socket, not through fastify: counted here.
   const refused = (route: string, method: string, status: number) => metrics.httpRequest(route, method, status);
-  registerApi(app, deps.service, settings, faults, settings.apiToken, refused);
+  registerApi(
+    app,
+    deps.service,
+    settings,
+    faults,
+    {
+      apiToken: settings.apiToken,
+      outcomesToken: settings.outcomesToken,
+      adminToken: settings.adminToken,
+      openOutcomes: settings.openOutcomes,
+      maxOutcomeCalls: settings.maxOutcomeCalls ?? Number(SETTINGS.maxOutcomeCalls.default),
+    },
+    refused,
+  );
   registerAdmin(app, {
     store: deps.ruleStore,
     rules: deps.rules,

@@ -116,14 +116,19 @@ export function itemSchemas(b: ItemBounds) {
       durationMs: z
         .number({ error: 'must be a number' })
         .min(0, 'must be at least 0')
-        .max(86_400_000, 'must be at most 86400000'),
+        .max(MAX_OUTCOME_DURATION_MS, `must be at most ${MAX_OUTCOME_DURATION_MS}`),
       count: int(1, MAX_OUTCOME_COUNT).optional(),
     }) satisfies z.ZodType<OutcomeItem>,
   };
 }
 
-/** Most like calls one outcome item may stand for. */
+/** Most like calls one outcome item may stand for (a report as a whole: `--max-outcome-calls`). */
 export const MAX_OUTCOME_COUNT = 10_000;
+/**
+ * Longest call an outcome may report, in ms: the longest slow-call threshold a breaker takes
+ * (an hour), so every slow call can still be told, and no one call weighs a day in a mean latency.
+ */
+export const MAX_OUTCOME_DURATION_MS = 3_600_000;
 
 /** One decoded item: its value, or the error that is its answer. */
 export type Decoded<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown };

@@ -28,7 +28,8 @@ describe('POST /v1/outcomes', () => {
     app.inject({
       method: 'POST',
       url: '/v1/outcomes',
-      headers: { 'content-type': 'application/json' },
+      // Reports need a credential; the admin token is one.
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${'a'.repeat(16)}` },
       payload: JSON.stringify(payload),
     });
 

@@ -27,11 +27,12 @@ function parse<T>(schema: z.ZodType<T>, value: unknown): T {
 /**
  * A rollout as the public summary (`GET /v1/rollout`) shows it: no candidate text, and neither
  * who started or acted on it nor why (the admin API has those); a rollback's measured reason is
- * kept, it names only resources and figures.
+ * kept, it names only resources and figures. Nor its id: the id salts the hash that sorts keys
+ * into cohorts, and with it anyone could aim forged reports at one cohort.
  */
 export function rolloutSummary(s: RolloutState | undefined, percent: number) {
   if (s === undefined) return { rollout: null };
-  const { candidate, author: _a, reason: _r, note, ...rest } = s;
+  const { candidate, author: _a, reason: _r, note, id: _id, ...rest } = s;
   return {
     rollout: {
       ...rest,
