@@ -21,8 +21,6 @@ export interface AdminDeps {
   readonly warnings: WarningThrottle;
   /** The fleet's rollout, when the rule store keeps one. */
   readonly rollout?: RolloutRunner | undefined;
-  /** Hears of each refused call (answered on its socket, so fastify's hooks never see it). */
-  readonly refused?: (route: string, method: string, status: number) => void;
 }
 
 const label = z.string({ error: 'must be a string' }).min(1, 'must not be empty').max(256, 'must be at most 256 characters');
@@ -77,11 +75,10 @@ export function registerAdmin(app: FastifyInstance, deps: AdminDeps): void {
             { route: redactUrl(request.url), ip: request.ip },
             'admin call refused: missing or wrong token',
           );
-          sendUnauthorized(
+          return sendUnauthorized(
             reply,
             token === undefined ? 'the admin API is disabled: no admin token is configured' : 'a valid bearer token is required',
             logger,
-            (status) => deps.refused?.(request.routeOptions.url ?? 'unmatched', request.method, status),
           );
         }
         return undefined;

@@ -87,17 +87,13 @@ export function registerApi(
   bounds: ItemBounds,
   logger: FaultLog,
   access: ApiAccess,
-  refused?: (route: string, method: string, status: number) => void,
 ): void {
   const token = access.apiToken;
   const schemas = itemSchemas(bounds);
   // The calls of one loop turn reach the store together (see TurnBatch).
   const turns = new TurnBatch();
   // An answer sent from a hook ends the request; fastify is told nothing more.
-  const refuse = (reply: FastifyReply, message: string) =>
-    sendUnauthorized(reply, message, logger, (status) =>
-      refused?.(reply.request.routeOptions.url ?? 'unmatched', reply.request.method, status),
-    );
+  const refuse = (reply: FastifyReply, message: string) => void sendUnauthorized(reply, message, logger);
   // Without a token there is nothing to check: no hook at all (each one costs every request).
   const onRequest: Hook | undefined =
     token === undefined

@@ -156,22 +156,13 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     done();
   });
 
-  // Refusals are answered on the socket, not through fastify: counted here.
-  const refused = (route: string, method: string, status: number) => metrics.httpRequest(route, method, status);
-  registerApi(
-    app,
-    deps.service,
-    settings,
-    faults,
-    {
-      apiToken: settings.apiToken,
-      outcomesToken: settings.outcomesToken,
-      adminToken: settings.adminToken,
-      openOutcomes: settings.openOutcomes,
-      maxOutcomeCalls: settings.maxOutcomeCalls ?? Number(SETTINGS.maxOutcomeCalls.default),
-    },
-    refused,
-  );
+  registerApi(app, deps.service, settings, faults, {
+    apiToken: settings.apiToken,
+    outcomesToken: settings.outcomesToken,
+    adminToken: settings.adminToken,
+    openOutcomes: settings.openOutcomes,
+    maxOutcomeCalls: settings.maxOutcomeCalls ?? Number(SETTINGS.maxOutcomeCalls.default),
+  });
   registerAdmin(app, {
     store: deps.ruleStore,
     rules: deps.rules,
@@ -179,7 +170,6 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     logger,
     warnings,
     rollout: deps.rollout,
-    refused,
   });
   if (deps.rollout !== undefined) registerRolloutSummary(app, deps.rollout);
   if (deps.dashboard === true) registerDashboard(app, logger);

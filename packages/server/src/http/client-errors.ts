@@ -106,7 +106,7 @@ export function answerClientError(err: Error, socket: Duplex, cut: (reason: Conn
 }
 
 /** A whole HTTP/1.1 answer with a JSON body that closes its connection. */
-export function rawResponse(status: string, body: string, headers: Readonly<Record<string, string>> = {}): string {
+function rawResponse(status: string, body: string, headers: Readonly<Record<string, string>> = {}): string {
   const extra = Object.entries(headers)
     .map(([name, value]) => `${name}: ${value}\r\n`)
     .join('');

@@ -1,7 +1,8 @@
 import type { Decision } from '@sluice/core';
 import type { FastifyReply } from 'fastify';
 import { ServerError, ServerErrorCodes, describeError, httpStatusOf, type ErrorBody } from '../errors.js';
-import { closeAfter, rawResponse } from './client-errors.js';
+import type { Socket } from 'node:net';
+import { closeAfter } from './client-errors.js';
 
 /** A decision as the HTTP API answers it. */
 export interface DecisionBody {
@@ -92,22 +93,34 @@ export const REFUSED_BODY_BYTES = 64 * 1024;
 /**
  * Answers a call without valid credentials `401` and closes its connection without reading its
  * body: on a kept-alive connection Node would read a body to its end, however long, to find the
- * next request. Up to {@link REFUSED_BODY_BYTES} of it are read, so that a peer that sent a
- * small body and closes is closed at once; past them, or when {@link closeAfter} gives up
- * waiting, the connection is cut. `answered` hears of the answer (the reply is written here, not by fastify).
+ * next request. And Node destroys a socket it answered with `Connection: close` as soon as the
+ * answer is written, which resets the connection while a body is still arriving: the reset can
+ * reach the peer before it has read its answer. So the connection is closed as
+ * {@link closeAfter} does (the server's FIN, then the peer's, cut if it does not come in time),
+ * and at most {@link REFUSED_BODY_BYTES} of the body are read meanwhile (and dropped): a peer
+ * that sent a small body and closes is closed at once.
  */
-export function sendUnauthorized(reply: FastifyReply, message: string, log: FaultLog, answered?: (status: number) => void): void {
-  const { status, body } = errorReply(new ServerError(ServerErrorCodes.UNAUTHORIZED, message), log);
-  reply.hijack();
+export function sendUnauthorized(reply: FastifyReply, message: string, log: FaultLog): FastifyReply {
   const request = reply.request.raw;
-  const socket = request.socket;
-  let read = 0;
-  request.on('data', (chunk: Buffer) => {
-    read += chunk.length;
-    if (read > REFUSED_BODY_BYTES) socket.destroy();
-  });
-  closeAfter(socket, rawResponse(`${status} Unauthorized`, JSON.stringify(body), { 'WWW-Authenticate': 'Bearer' }), true);
-  answered?.(status);
+  const socket = request.socket as Socket | null;
+  // Only on a real socket (fastify's inject has none of its own).
+  if (socket !== null && typeof socket.destroySoon === 'function') {
+    socket.destroySoon = () => closeAfter(socket, '', true);
+    let read = 0;
+    const drop = (chunk: Buffer) => {
+      read += chunk.length;
+      if (read <= REFUSED_BODY_BYTES) return;
+      // Nothing more is read: the peer's sends stall, and the connection is cut in time.
+      request.off('data', drop);
+      request.pause();
+    };
+    request.on('data', drop);
+  }
+  return sendError(
+    reply.header('www-authenticate', 'Bearer').header('connection', 'close'),
+    new ServerError(ServerErrorCodes.UNAUTHORIZED, message),
+    log,
+  );
 }
 
 /** Fastify's own errors (body parsing, URL, limits) as server errors. */
