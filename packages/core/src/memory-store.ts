@@ -33,6 +33,11 @@ import { requestPermitId } from './store.js';
  * The expiry a write gives a key: what the operation needs, and no less than a key holding
  * bookings had (their charges and spans must outlive the operation's own figures).
  */
+/** True when the key holds no slot: it is new, or only its group's summary bounds it. */
+function isNew(view: KeyView | undefined): boolean {
+  return view === undefined || view.summarized === true;
+}
+
 function keepUntil(view: KeyView | undefined, needed: number): number {
   return view?.ledger === undefined ? needed : Math.max(needed, view.expiresAt);
 }
@@ -92,8 +97,14 @@ export interface MemoryStoreStats {
   readonly evicted: number;
   /** Keys at rest removed by the sweep. */
   readonly expired: number;
-  /** New keys denied because every key held still counted. */
+  /** Live keys that gave their slot to a smaller group's new key (their states joined their group's summary). */
+  readonly demoted: number;
+  /** New keys decided and charged on their group's summary (the table was full, their group the largest). */
+  readonly summarized: number;
+  /** New keys denied: they needed a slot of their own (leases, bookings) and the table had none to give. */
   readonly refused: number;
+  /** Limit summaries held (each 16 bytes per bucket). */
+  readonly summaries: number;
 }
 
 /**
@@ -125,7 +136,15 @@ export class MemoryStore implements LimitStore, OutcomeStore {
   /** Housekeeping counters. */
   get stats(): MemoryStoreStats {
     const t = this.#table;
-    return { keys: t.size, evicted: t.evicted, expired: t.expired, refused: t.refused };
+    return {
+      keys: t.size,
+      evicted: t.evicted,
+      expired: t.expired,
+      demoted: t.demoted,
+      summarized: t.summarized,
+      refused: t.refused,
+      summaries: t.summaries.limits,
+    };
   }
 
   async consume(request: ConsumeRequest): Promise<ConsumeResult> {
@@ -137,7 +156,7 @@ export class MemoryStore implements LimitStore, OutcomeStore {
     this.#checkOpen();
     const now = this.#options.clock.now();
     const entry = this.#table.read(request.key, request.limits, now);
-    if (entry === undefined && !this.#makeRoom(request.key, now)) {
+    if (isNew(entry) && !this.#makeRoom(request.key, request.limits, now)) {
       return { allowed: false, statuses: this.#refusal(request.limits, now), now };
     }
     const view = entry?.ledger === undefined ? entry : this.#settle(request.key, request.limits, entry, now);
@@ -157,7 +176,7 @@ export class MemoryStore implements LimitStore, OutcomeStore {
     this.#checkOpen();
     const now = this.#options.clock.now();
     const entry = this.#table.read(request.key, request.limits, now);
-    if (entry === undefined && !this.#makeRoom(request.key, now)) {
+    if (isNew(entry) && !this.#makeRoom(request.key, request.limits, now)) {
       return { allowed: false, granted: 0, statuses: this.#refusal(request.limits, now), now };
     }
     const view = entry?.ledger === undefined ? entry : this.#settle(request.key, request.limits, entry, now);
@@ -172,7 +191,7 @@ export class MemoryStore implements LimitStore, OutcomeStore {
     this.#checkOpen();
     const now = this.#options.clock.now();
     const entry = this.#table.read(request.key, request.limits, now);
-    if (entry === undefined && !this.#makeRoom(request.key, now)) return;
+    if (isNew(entry) && !this.#makeRoom(request.key, request.limits, now)) return;
     const view = entry?.ledger === undefined ? entry : this.#settle(request.key, request.limits, entry, now);
     const { next, ttlMs } = adjustKey(view?.states ?? [], request.limits, request.delta, now, request.at ?? 0);
     this.#table.write(request.key, request.limits, next, keepUntil(view, now + ttlMs), now);
@@ -186,7 +205,8 @@ export class MemoryStore implements LimitStore, OutcomeStore {
     this.#checkOpen();
     const now = this.#options.clock.now();
     const entry = this.#table.read(request.key, request.limits, now);
-    if (entry === undefined && !this.#makeRoom(request.key, now)) {
+    // A booking needs a slot of its own: its ledger cannot be summarized.
+    if (isNew(entry) && !this.#makeRoom(request.key, request.limits, now, true)) {
       return { allowed: false, outcome: 'denied', statuses: this.#refusal(request.limits, now), now };
     }
     const s = openBookings(entry?.states ?? [], entry?.ledger, request.limits, now, entry?.expiresAt ?? 0);
@@ -272,13 +292,20 @@ export class MemoryStore implements LimitStore, OutcomeStore {
     return result.found;
   }
 
-  /** True when `key` has or got a slot; tells the observer when a full table made room or refused. */
-  #makeRoom(key: string, now: number): boolean {
-    const evicted = this.#table.evicted;
-    const ok = this.#table.makeRoom(key, now);
+  /**
+   * True when `key` has or got a slot, or may be decided on its group's summary; tells the
+   * observer how a full table placed it.
+   */
+  #makeRoom(key: string, limits: readonly CompiledLimit[], now: number, pinned = false): boolean {
+    const t = this.#table;
+    const [evicted, demoted, refused] = [t.evicted, t.demoted, t.refused];
+    const ok = t.makeRoom(key, now, limits, pinned);
     const observer = this.#options.observer;
-    if (observer?.keyTableFull !== undefined && (!ok || this.#table.evicted !== evicted)) {
-      observer.keyTableFull({ outcome: ok ? 'evicted' : 'refused' });
+    if (observer?.keyTableFull !== undefined) {
+      const outcome =
+        t.refused !== refused ? 'refused' : t.demoted !== demoted ? 'demoted' : t.evicted !== evicted ? 'evicted' : undefined;
+      if (outcome !== undefined) observer.keyTableFull({ outcome });
+      else if (ok && !t.holds(key) && t.size >= this.#options.maxKeys) observer.keyTableFull({ outcome: 'summarized' });
     }
     return ok;
   }
