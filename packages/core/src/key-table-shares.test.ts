@@ -119,10 +119,11 @@ describe('summary bounds', () => {
           }
           const rebuilt = algorithm.evaluate(rebuild(pair, now, limit), cost, at, limit);
           if (rebuilt.allowed) expect(own.allowed).toBe(true);
-          expect(rebuilt.remaining).toBeLessThanOrEqual(own.remaining);
+          // (An admitted call's remaining counts its own cost: compare like with like.)
+          if (rebuilt.allowed === own.allowed) expect(rebuilt.remaining).toBeLessThanOrEqual(own.remaining);
         },
       ),
-      { numRuns: 3000 },
+      { numRuns: 5000 },
     );
   });
 });

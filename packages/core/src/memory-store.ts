@@ -51,8 +51,10 @@ export interface MemoryStoreOptions {
   clock?: Clock;
   /**
    * Most keys held at once, so a flood of distinct keys cannot exhaust memory. A full table makes
-   * room by removing a key whose state is at rest (it decides as no state would); when every key
-   * held still counts, a new key is denied (see {@link MemoryStore}) and no live state is dropped.
+   * room from a key at rest (it decides as no state would); when every key held still counts it is
+   * shared between resources: a larger resource's key leaves for its resource's conservative
+   * summary, or the new key is decided on its own resource's summary (see {@link KeyTable}); only
+   * new keys needing a slot of their own (leases, bookings) are denied. No live state is dropped.
    * @default 1_000_000
    */
   maxKeys?: number;
@@ -112,12 +114,14 @@ export interface MemoryStoreStats {
  * Exact for one process; use the Redis store to share limits between processes. Keys live in a
  * bounded {@link KeyTable}: keys at rest are swept, and past `maxKeys` a key at rest makes room.
  *
- * When the table is full of state that still counts, a call on a new key is denied: every limit
- * answers not allowed, 0 remaining, and a retry-after until the table's earliest keys come to
- * rest (the decision's reason is `rate_limited`, or `concurrency_limited` when a concurrency
- * limit comes first). Nothing is charged, so the default never lets a key exceed its limits;
- * held keys are decided as before. `reserve` grants nothing, and `adjust` on a new key is dropped
- * (the key's calls are denied until it has a slot, and it then starts from no state).
+ * When the table is full of state that still counts, a new key of rate limits only finds a place
+ * (see {@link KeyTable}): a larger resource's key leaves for its summary, or the key is decided
+ * and charged on its own resource's summary, which bounds every key without a slot from above. A
+ * new key that needs a slot of its own (a concurrency limit, bookings) is denied while none can
+ * be made: every limit answers not allowed, 0 remaining, and a retry-after no shorter than the
+ * wait for the earliest held key to come to rest (the reason is `rate_limited`, or
+ * `concurrency_limited` when a concurrency limit comes first). Nothing is charged, so no key ever
+ * exceeds its limits; `reserve` grants nothing, and `adjust` on such a key is dropped.
  */
 export class MemoryStore implements LimitStore, OutcomeStore {
   readonly name = 'memory';
