@@ -2,8 +2,8 @@
  * A flood of distinct keys against `sluice serve`, twice the size of its key table: a hot key's
  * spent permits and its held concurrency leases must survive it, and its checks must be served
  * while it runs. On the embedded store the table is small (`--max-keys`), so the flood fills it:
- * live state is never dropped to make room, and the new keys that find no room are denied (and
- * counted) rather than let through. On Redis the same flood must leave the same state alone.
+ * live state is never dropped to make room (it may leave for its resource's conservative summary),
+ * and the new leases that find no slot are denied (and counted) rather than let through. On Redis the same flood must leave the same state alone.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomPrefix } from '../env.js';
@@ -84,13 +84,17 @@ async function floodAroundHotKey(serve: Serve): Promise<{ apiAllowed: number; po
   floodDone = true;
   await prober;
   expect(hotChecks.length).toBeGreaterThan(0);
-  for (const c of hotChecks) expect(c).toMatchObject({ allowed: true, remaining: 99 });
+  // Never reset (100 left): on the embedded store its state may have left for the resource's
+  // summary, which bounds it from above (a permit or two more spent, never fewer).
+  for (const c of hotChecks) {
+    expect(c.allowed).toBe(true);
+    expect(c.remaining).toBeLessThanOrEqual(99);
+  }
 
   // Its spent permits are still spent.
-  expect(await post<Answer>(serve, '/v1/check', { resource: 'api', key: 'hot', cost: 0 })).toMatchObject({
-    allowed: true,
-    remaining: 99,
-  });
+  const after = await post<Answer>(serve, '/v1/check', { resource: 'api', key: 'hot', cost: 0 });
+  expect(after.allowed).toBe(true);
+  expect(after.remaining).toBeLessThanOrEqual(99);
   expect(await post<Answer>(serve, '/v1/check', { resource: 'api', key: 'hot', cost: 100 })).toMatchObject({ allowed: false });
   // Its 20 leases are still held: no 21st permit, and each lease is still known.
   expect(await post<Answer>(serve, '/v1/check', { resource: 'pool', key: 'hot' })).toMatchObject({
@@ -124,17 +128,25 @@ describe('a flood of distinct keys, twice the key table', () => {
       rules?.remove();
     });
 
-    it('keeps the hot key and its leases, serves its checks, and denies the new keys that find no room', async () => {
+    it('keeps the hot key and its leases, serves its checks, shares the table, and refuses leases that find no room', async () => {
       const { apiAllowed, poolAllowed } = await floodAroundHotKey(serve);
-      // Two keys are the hot ones; the rest of the table went to the first flooding keys, and
-      // every later one was denied, not let through on a dropped state.
-      expect(apiAllowed + poolAllowed).toBe(MAX_KEYS - 2);
-      expect(await metric(serve, 'sluice_memory_store_full_total{outcome="refused"}')).toBe(2 * FLOOD - (MAX_KEYS - 2));
+      // The rate keys that found no slot were decided on the resource's summary (one permit
+      // each fits), and the pool's new keys took slots from the larger resource until both
+      // held about half the table; later leases need a slot of their own and were refused.
+      expect(apiAllowed).toBe(FLOOD);
+      expect(poolAllowed).toBeGreaterThanOrEqual(MAX_KEYS / 2 - 2);
+      expect(poolAllowed).toBeLessThanOrEqual(MAX_KEYS / 2 + 2);
+      expect(await metric(serve, 'sluice_memory_store_full_total{outcome="refused"}')).toBe(FLOOD - poolAllowed);
+      // (The hot key's own checks count too once its state left for the summary.)
+      expect(await metric(serve, 'sluice_memory_store_full_total{outcome="summarized"}')).toBeGreaterThanOrEqual(
+        FLOOD - (MAX_KEYS - 2),
+      );
+      expect(await metric(serve, 'sluice_memory_store_full_total{outcome="demoted"}')).toBeGreaterThan(0);
       expect(await metric(serve, 'sluice_memory_store_full_total{outcome="evicted"}')).toBe(0);
-      // A refused key is told when to come back, and stays refused while the table is full.
-      const refused = await post<Answer>(serve, '/v1/check', { resource: 'api', key: 'latecomer' });
-      expect(refused).toMatchObject({ allowed: false, remaining: 0, reason: 'rate_limited' });
-      expect(refused.retryAfterMs).toBeGreaterThan(0);
+      // A refused lease is told when to come back: not before the flood's leases (30 s) expire.
+      const refused = await post<Answer>(serve, '/v1/check', { resource: 'pool', key: 'latecomer' });
+      expect(refused).toMatchObject({ allowed: false, remaining: 0, reason: 'concurrency_limited' });
+      expect(refused.retryAfterMs).toBeGreaterThan(20_000);
     });
   });
 

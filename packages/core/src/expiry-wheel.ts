@@ -16,6 +16,13 @@ export class ExpiryWheel {
   /** The due bucket being taken, and how far. */
   #current: string[] = [];
   #index = 0;
+  /** Keys filed and not yet taken. */
+  #size = 0;
+
+  /** Keys filed and not yet taken (a key rewritten since it was filed is still counted once). */
+  get size(): number {
+    return this.#size;
+  }
 
   /** Files `key`, whose state comes to rest at `expiresAt`, as seen at `now`. */
   add(key: string, expiresAt: number, now: number): void {
@@ -27,6 +34,7 @@ export class ExpiryWheel {
       heapPush(this.#dues, due);
     }
     bucket.push(key);
+    this.#size++;
   }
 
   /**
@@ -35,7 +43,10 @@ export class ExpiryWheel {
    */
   takeDue(now: number): string | undefined {
     for (;;) {
-      if (this.#index < this.#current.length) return this.#current[this.#index++];
+      if (this.#index < this.#current.length) {
+        this.#size--;
+        return this.#current[this.#index++];
+      }
       if (this.#dues.length === 0 || this.#dues[0]! > now) {
         this.#current = [];
         this.#index = 0;
@@ -53,7 +64,46 @@ export class ExpiryWheel {
     return this.#dues[0];
   }
 
+  /**
+   * The earliest time by which some key filed here surely is at rest: the due time of the first
+   * bucket holding a key whose expiry (`expiryOf`, undefined: gone) is within it. Keys met on the
+   * way whose state was extended past their bucket are filed again, and keys gone are dropped, so
+   * the answer is never earlier than the earliest expiry of the keys held, and the work is paid
+   * once per rewrite, as in {@link takeDue}. Undefined when no key is filed.
+   */
+  earliest(expiryOf: (key: string) => number | undefined, now: number): number | undefined {
+    // What is left of a bucket being taken is due already.
+    while (this.#index < this.#current.length) {
+      const key = this.#current[this.#index]!;
+      const expiresAt = expiryOf(key);
+      if (expiresAt !== undefined && expiresAt <= now) return now;
+      this.#index++;
+      this.#size--;
+      if (expiresAt !== undefined) this.add(key, expiresAt, now);
+    }
+    for (;;) {
+      const due = this.#dues[0];
+      if (due === undefined) return undefined;
+      const bucket = this.#buckets.get(due)!;
+      let i = 0;
+      for (; i < bucket.length; i++) {
+        const expiresAt = expiryOf(bucket[i]!);
+        if (expiresAt !== undefined && expiresAt <= due) break;
+        // Filed again in a later bucket (its due time is at or after its expiry, past this one).
+        if (expiresAt !== undefined) this.add(bucket[i]!, expiresAt, now);
+      }
+      this.#size -= i;
+      if (i < bucket.length) {
+        bucket.splice(0, i);
+        return due;
+      }
+      this.#buckets.delete(due);
+      heapPop(this.#dues);
+    }
+  }
+
   clear(): void {
+    this.#size = 0;
     this.#buckets.clear();
     this.#dues.length = 0;
     this.#current = [];

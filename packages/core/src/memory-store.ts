@@ -33,6 +33,11 @@ import { requestPermitId } from './store.js';
  * The expiry a write gives a key: what the operation needs, and no less than a key holding
  * bookings had (their charges and spans must outlive the operation's own figures).
  */
+/** True when the key holds no slot: it is new, or only its group's summary bounds it. */
+function isNew(view: KeyView | undefined): boolean {
+  return view === undefined || view.summarized === true;
+}
+
 function keepUntil(view: KeyView | undefined, needed: number): number {
   return view?.ledger === undefined ? needed : Math.max(needed, view.expiresAt);
 }
@@ -46,8 +51,10 @@ export interface MemoryStoreOptions {
   clock?: Clock;
   /**
    * Most keys held at once, so a flood of distinct keys cannot exhaust memory. A full table makes
-   * room by removing a key whose state is at rest (it decides as no state would); when every key
-   * held still counts, a new key is denied (see {@link MemoryStore}) and no live state is dropped.
+   * room from a key at rest (it decides as no state would); when every key held still counts it is
+   * shared between resources: a larger resource's key leaves for its resource's conservative
+   * summary, or the new key is decided on its own resource's summary (see {@link KeyTable}); only
+   * new keys needing a slot of their own (leases, bookings) are denied. No live state is dropped.
    * @default 1_000_000
    */
   maxKeys?: number;
@@ -92,8 +99,14 @@ export interface MemoryStoreStats {
   readonly evicted: number;
   /** Keys at rest removed by the sweep. */
   readonly expired: number;
-  /** New keys denied because every key held still counted. */
+  /** Live keys that gave their slot to a smaller group's new key (their states joined their group's summary). */
+  readonly demoted: number;
+  /** New keys decided and charged on their group's summary (the table was full, their group the largest). */
+  readonly summarized: number;
+  /** New keys denied: they needed a slot of their own (leases, bookings) and the table had none to give. */
   readonly refused: number;
+  /** Limit summaries held (each 16 bytes per bucket). */
+  readonly summaries: number;
 }
 
 /**
@@ -101,12 +114,14 @@ export interface MemoryStoreStats {
  * Exact for one process; use the Redis store to share limits between processes. Keys live in a
  * bounded {@link KeyTable}: keys at rest are swept, and past `maxKeys` a key at rest makes room.
  *
- * When the table is full of state that still counts, a call on a new key is denied: every limit
- * answers not allowed, 0 remaining, and a retry-after until the table's earliest keys come to
- * rest (the decision's reason is `rate_limited`, or `concurrency_limited` when a concurrency
- * limit comes first). Nothing is charged, so the default never lets a key exceed its limits;
- * held keys are decided as before. `reserve` grants nothing, and `adjust` on a new key is dropped
- * (the key's calls are denied until it has a slot, and it then starts from no state).
+ * When the table is full of state that still counts, a new key of rate limits only finds a place
+ * (see {@link KeyTable}): a larger resource's key leaves for its summary, or the key is decided
+ * and charged on its own resource's summary, which bounds every key without a slot from above. A
+ * new key that needs a slot of its own (a concurrency limit, bookings) is denied while none can
+ * be made: every limit answers not allowed, 0 remaining, and a retry-after no shorter than the
+ * wait for the earliest held key to come to rest (the reason is `rate_limited`, or
+ * `concurrency_limited` when a concurrency limit comes first). Nothing is charged, so no key ever
+ * exceeds its limits; `reserve` grants nothing, and `adjust` on such a key is dropped.
  */
 export class MemoryStore implements LimitStore, OutcomeStore {
   readonly name = 'memory';
@@ -125,7 +140,15 @@ export class MemoryStore implements LimitStore, OutcomeStore {
   /** Housekeeping counters. */
   get stats(): MemoryStoreStats {
     const t = this.#table;
-    return { keys: t.size, evicted: t.evicted, expired: t.expired, refused: t.refused };
+    return {
+      keys: t.size,
+      evicted: t.evicted,
+      expired: t.expired,
+      demoted: t.demoted,
+      summarized: t.summarized,
+      refused: t.refused,
+      summaries: t.summaries.limits,
+    };
   }
 
   async consume(request: ConsumeRequest): Promise<ConsumeResult> {
@@ -137,7 +160,7 @@ export class MemoryStore implements LimitStore, OutcomeStore {
     this.#checkOpen();
     const now = this.#options.clock.now();
     const entry = this.#table.read(request.key, request.limits, now);
-    if (entry === undefined && !this.#makeRoom(request.key, now)) {
+    if (isNew(entry) && !this.#makeRoom(request.key, request.limits, now)) {
       return { allowed: false, statuses: this.#refusal(request.limits, now), now };
     }
     const view = entry?.ledger === undefined ? entry : this.#settle(request.key, request.limits, entry, now);
@@ -157,7 +180,7 @@ export class MemoryStore implements LimitStore, OutcomeStore {
     this.#checkOpen();
     const now = this.#options.clock.now();
     const entry = this.#table.read(request.key, request.limits, now);
-    if (entry === undefined && !this.#makeRoom(request.key, now)) {
+    if (isNew(entry) && !this.#makeRoom(request.key, request.limits, now)) {
       return { allowed: false, granted: 0, statuses: this.#refusal(request.limits, now), now };
     }
     const view = entry?.ledger === undefined ? entry : this.#settle(request.key, request.limits, entry, now);
@@ -172,7 +195,7 @@ export class MemoryStore implements LimitStore, OutcomeStore {
     this.#checkOpen();
     const now = this.#options.clock.now();
     const entry = this.#table.read(request.key, request.limits, now);
-    if (entry === undefined && !this.#makeRoom(request.key, now)) return;
+    if (isNew(entry) && !this.#makeRoom(request.key, request.limits, now)) return;
     const view = entry?.ledger === undefined ? entry : this.#settle(request.key, request.limits, entry, now);
     const { next, ttlMs } = adjustKey(view?.states ?? [], request.limits, request.delta, now, request.at ?? 0);
     this.#table.write(request.key, request.limits, next, keepUntil(view, now + ttlMs), now);
@@ -186,7 +209,8 @@ export class MemoryStore implements LimitStore, OutcomeStore {
     this.#checkOpen();
     const now = this.#options.clock.now();
     const entry = this.#table.read(request.key, request.limits, now);
-    if (entry === undefined && !this.#makeRoom(request.key, now)) {
+    // A booking needs a slot of its own: its ledger cannot be summarized.
+    if (isNew(entry) && !this.#makeRoom(request.key, request.limits, now, true)) {
       return { allowed: false, outcome: 'denied', statuses: this.#refusal(request.limits, now), now };
     }
     const s = openBookings(entry?.states ?? [], entry?.ledger, request.limits, now, entry?.expiresAt ?? 0);
@@ -272,13 +296,20 @@ export class MemoryStore implements LimitStore, OutcomeStore {
     return result.found;
   }
 
-  /** True when `key` has or got a slot; tells the observer when a full table made room or refused. */
-  #makeRoom(key: string, now: number): boolean {
-    const evicted = this.#table.evicted;
-    const ok = this.#table.makeRoom(key, now);
+  /**
+   * True when `key` has or got a slot, or may be decided on its group's summary; tells the
+   * observer how a full table placed it.
+   */
+  #makeRoom(key: string, limits: readonly CompiledLimit[], now: number, pinned = false): boolean {
+    const t = this.#table;
+    const [evicted, demoted, refused] = [t.evicted, t.demoted, t.refused];
+    const ok = t.makeRoom(key, now, limits, pinned);
     const observer = this.#options.observer;
-    if (observer?.keyTableFull !== undefined && (!ok || this.#table.evicted !== evicted)) {
-      observer.keyTableFull({ outcome: ok ? 'evicted' : 'refused' });
+    if (observer?.keyTableFull !== undefined) {
+      const outcome =
+        t.refused !== refused ? 'refused' : t.demoted !== demoted ? 'demoted' : t.evicted !== evicted ? 'evicted' : undefined;
+      if (outcome !== undefined) observer.keyTableFull({ outcome });
+      else if (ok && !t.holds(key) && t.size >= this.#options.maxKeys) observer.keyTableFull({ outcome: 'summarized' });
     }
     return ok;
   }

@@ -74,7 +74,7 @@ export function createPrometheusObserver(options: PrometheusObserverOptions): Li
   });
   const tableFull = new Counter({
     name: `${prefix}memory_store_full_total`,
-    help: 'New keys that met the in-memory store full: evicted (a key at rest made room) or refused (denied: every key held still counts)',
+    help: 'New keys that met the in-memory store full: evicted (a key at rest made room), demoted (a larger resource gave a live key to its summary), summarized (decided on its resource summary) or refused (denied: it needed a slot of its own)',
     labelNames: ['outcome'] as const,
     registers,
   });

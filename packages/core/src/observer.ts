@@ -22,10 +22,12 @@ export interface LimiterObserver {
   waited?(event: { resource: string; waitedMs: number; outcome: 'granted' | 'timeout' | 'aborted' | 'error' }): void;
   /**
    * A new key met the in-memory store's full key table: a key at rest was `evicted` to make room,
-   * or the call was `refused` (denied) because every key held still counts. Keys, not resources:
-   * the store does not know which resource a key belongs to.
+   * a larger group's live key was `demoted` to its group's summary, the key was `summarized`
+   * (decided and charged on its own group's summary), or the call was `refused` (denied: it needed
+   * a slot of its own, for leases or bookings, and none could be made). No labels of keys or
+   * resources: they are the callers' data.
    */
-  keyTableFull?(event: { outcome: 'evicted' | 'refused' }): void;
+  keyTableFull?(event: { outcome: 'evicted' | 'demoted' | 'summarized' | 'refused' }): void;
   /** A resource's fleet-wide breaker changed state, as this process learned from the store. */
   fleetBreakerChanged?(event: { resource: string; from: CircuitState; to: CircuitState }): void;
   /** A report of outcomes failed (its outcomes were dropped). */

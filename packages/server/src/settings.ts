@@ -251,7 +251,7 @@ export const SETTINGS = {
     env: 'SLUICE_MAX_KEYS',
     default: '1000000',
     schema: int(1, 50_000_000),
-    doc: 'Most keys the embedded store holds (not used with Redis); while every key held still counts, calls on new keys are denied (see docs/algorithms.md)',
+    doc: 'Most keys the embedded store holds (not used with Redis), shared between resources; past it, live rate state leaves for a conservative per-resource summary and only new leases or bookings are refused (see docs/algorithms.md, "Full key tables")',
   },
   shutdownGraceMs: {
     flag: '--shutdown-grace-ms',
