@@ -1,5 +1,5 @@
-import { Environment } from '@marcbachmann/cel-js';
 import { z } from 'zod';
+import { MAX_EXPRESSION_LENGTH, expressionProblem } from './expression.js';
 
 /**
  * The `governance` section of a rule file: rules that aggregators of `@sluice/governance` evaluate
@@ -75,55 +75,10 @@ export type GovernanceRules = Readonly<Record<string, GovernanceRule>>;
 
 /** Most governance rules in one rule set. */
 export const MAX_GOVERNANCE_RULES = 256;
-/** Longest CEL expression accepted, in characters. */
-export const MAX_EXPRESSION_LENGTH = 1024;
 /** Rule ids: at most 64 characters, as a decision carries them. */
 export const GOVERNANCE_RULE_ID = /^[A-Za-z0-9_.:/@-]{1,64}$/;
 /** Defaults of the optional rule fields. */
 export const GOVERNANCE_DEFAULTS = Object.freeze({ windowMs: 1000, slices: 10, blockMs: 5000 });
-
-/**
- * The variables a governance expression sees, all about one value of the rule's dimension over
- * the rule's window (matching events only). Nothing else is reachable: no functions beyond
- * CEL's standard ones, no I/O, no loops without bound.
- */
-export const EXPRESSION_VARIABLES = Object.freeze({
-  requests: 'int',
-  errors: 'int',
-  status2xx: 'int',
-  status3xx: 'int',
-  status4xx: 'int',
-  status5xx: 'int',
-  windowSeconds: 'double',
-  rate: 'double',
-} as const);
-
-/** The environment every governance expression is checked and evaluated in. */
-export function expressionEnvironment(): Environment {
-  const env = new Environment({ limits: { maxAstNodes: 256, maxDepth: 32, maxListElements: 64, maxCallArguments: 8 } });
-  for (const [name, type] of Object.entries(EXPRESSION_VARIABLES)) env.registerVariable(name, type);
-  return env;
-}
-
-let sharedEnv: Environment | undefined;
-
-/** Why a CEL expression cannot be a rule condition, or undefined when it can. */
-export function expressionProblem(expression: string): string | undefined {
-  sharedEnv ??= expressionEnvironment();
-  let result: { valid: boolean; type?: string; error?: { message: string } };
-  try {
-    result = sharedEnv.check(expression);
-  } catch (e) {
-    result = { valid: false, error: { message: e instanceof Error ? e.message : String(e) } };
-  }
-  if (!result.valid) {
-    // The library appends the expression with a caret on further lines; the first says why.
-    const why = (result.error?.message ?? 'invalid').split('\n')[0]!.trim();
-    return `invalid CEL expression: ${why}; variables are ${Object.keys(EXPRESSION_VARIABLES).join(', ')}`;
-  }
-  if (result.type !== 'bool') return `must be a CEL expression of type bool, got ${result.type ?? 'unknown'}`;
-  return undefined;
-}
 
 const matchValue = z.string().min(1).max(256);
 const integer = (min: number, max: number) =>

@@ -63,15 +63,22 @@ export {
 } from './errors.js';
 export { diffLines, unifiedDiff, type LineOp, type UnifiedDiffOptions } from './line-diff.js';
 export {
+  EXPRESSION_LIMITS,
   EXPRESSION_VARIABLES,
+  MAX_EXPRESSION_LENGTH,
+  MAX_PATTERN_LENGTH,
+  compileExpression,
+  expressionEnvironment,
+  expressionProblem,
+  type CompiledExpression,
+  type ExpressionInput,
+} from './expression.js';
+export {
   GOVERNANCE_DEFAULTS,
   GOVERNANCE_DIMENSIONS,
   GOVERNANCE_RULE_ID,
   GOVERNANCE_RULE_TYPES,
-  MAX_EXPRESSION_LENGTH,
   MAX_GOVERNANCE_RULES,
-  expressionEnvironment,
-  expressionProblem,
   type GovernanceDimension,
   type GovernanceMatch,
   type GovernanceRule,
@@ -87,6 +94,7 @@ export {
   type RuleLeaseSettings,
   type RuleHotKeySettings,
 } from './native.js';
+export { MAX_COMPILE_THREADS, OFF_THREAD_BYTES, compileRulesOffThread, type CompileOffThreadOptions } from './off-thread.js';
 export { MAX_RULES_BYTES, type RuleFormat } from './parse.js';
 export {
   canonicalJson,

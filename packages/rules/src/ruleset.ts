@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { toAdaptiveRules, type AdaptiveRules } from './adaptive.js';
-import { compileDomain } from './envoy/compile.js';
+import { compileDomain, type CompiledDomain, type EnvoyDescriptor } from './envoy/compile.js';
 import { EnvoyDomain } from './envoy/match.js';
 import { envoyDomainSchema, type EnvoyDomainInput } from './envoy/schema.js';
 import { invalidRules, type RuleIssue } from './errors.js';
@@ -58,7 +58,7 @@ export function canonicalJson(value: unknown): string {
  */
 export function ruleSetContent(
   resources: RuleSet['resources'],
-  domains: RuleSet['domains'],
+  domains: Readonly<Record<string, { readonly descriptors: readonly EnvoyDescriptor[] }>>,
   governance: GovernanceRules = {},
   adaptive: AdaptiveRules = {},
 ): unknown {
@@ -97,7 +97,7 @@ function zodIssues(error: z.ZodError, prefix: Path = []): PathIssue[] {
 }
 
 function compileDomains(inputs: readonly EnvoyDomainInput[], at: (i: number) => Path, issues: PathIssue[]) {
-  const domains: Record<string, EnvoyDomain> = {};
+  const domains: Record<string, CompiledDomain> = {};
   inputs.forEach((input, i) => {
     const compiled = compileDomain(input, at(i), issues);
     if (!compiled) return;
@@ -105,21 +105,65 @@ function compileDomains(inputs: readonly EnvoyDomainInput[], at: (i: number) => 
       issues.push({ path: [...at(i), 'domain'], message: `duplicate domain '${compiled.domain}'` });
       return;
     }
-    domains[compiled.domain] = new EnvoyDomain(compiled);
+    domains[compiled.domain] = compiled;
   });
   return domains;
+}
+
+/**
+ * A compiled rule set as plain data: what {@link compileRuleParts} returns, and what a worker
+ * thread can send back (envoy domains as their compiled trees, not as {@link EnvoyDomain}s).
+ */
+export interface RuleSetParts {
+  readonly resources: Readonly<Record<string, ResourceRule>>;
+  readonly domains: Readonly<Record<string, CompiledDomain>>;
+  readonly governance: GovernanceRules;
+  readonly adaptive: AdaptiveRules;
+  /** {@link RuleSet.hash} of the content. */
+  readonly hash: string;
+}
+
+function parts(
+  resources: Record<string, ResourceRule>,
+  domains: Record<string, CompiledDomain>,
+  governance: GovernanceRules = {},
+  adaptive: AdaptiveRules = {},
+): RuleSetParts {
+  const hash = createHash('sha256')
+    .update(canonicalJson(ruleSetContent(resources, domains, governance, adaptive)))
+    .digest('hex');
+  return { resources, domains, governance, adaptive, hash };
+}
+
+/** The rule set of {@link compileRuleParts}'s result (its hash kept, not computed again). */
+export function ruleSetOf(p: RuleSetParts): RuleSet {
+  const domains = Object.fromEntries(Object.entries(p.domains).map(([name, d]) => [name, new EnvoyDomain(d)]));
+  return Object.freeze({
+    resources: Object.freeze({ ...p.resources }),
+    domains: Object.freeze(domains),
+    governance: Object.freeze({ ...p.governance }),
+    adaptive: Object.freeze({ ...p.adaptive }),
+    hash: p.hash,
+  });
 }
 
 /**
  * Parses and validates rule text: a native Sluice file (`resources:`, optional inline envoy
  * `domains:`) or an envoyproxy/ratelimit file (top-level `domain:`). Throws a `RulesError`
  * (`SLUICE_ERR_INVALID_RULES`) listing every problem, each prefixed with `file` and its path.
+ * This runs on the calling thread: a rule text near the bound (`MAX_RULES_BYTES`) takes seconds;
+ * `compileRulesOffThread` keeps such work off an event loop that serves decisions.
  *
  * @example
  * const rules = compileRules(readFileSync('rules.yaml', 'utf8'), { file: 'rules.yaml' });
  * limiter.setResources(rules.resources);
  */
 export function compileRules(text: string, options: CompileRulesOptions): RuleSet {
+  return ruleSetOf(compileRuleParts(text, options));
+}
+
+/** {@link compileRules}, as plain data. */
+export function compileRuleParts(text: string, options: CompileRulesOptions): RuleSetParts {
   const { file } = options;
   const parsed = parseRuleText(text, formatOf(file, options.format));
   if (!parsed.ok) throw invalidRules(attach(file, parsed.issues));
@@ -142,7 +186,7 @@ export function compileRules(text: string, options: CompileRulesOptions): RuleSe
     if (!r.success) throw invalidRules(attach(file, zodIssues(r.error)));
     const domains = compileDomains([r.data], () => [], issues);
     if (issues.length > 0) throw invalidRules(attach(file, issues));
-    return makeRuleSet({}, domains);
+    return parts({}, domains);
   }
   const r = native.safeParse(value, { reportInput: true });
   if (!r.success) throw invalidRules(attach(file, zodIssues(r.error)));
@@ -151,7 +195,7 @@ export function compileRules(text: string, options: CompileRulesOptions): RuleSe
   const resources = Object.fromEntries(Object.entries(r.data.resources ?? {}).map(([n, res]) => [n, toResourceRule(res)]));
   const adaptive = toAdaptiveRules(r.data.adaptive, resources, issues);
   if (issues.length > 0) throw invalidRules(attach(file, issues));
-  return makeRuleSet(resources, domains, toGovernanceRules(r.data.governance), adaptive);
+  return parts(resources, domains, toGovernanceRules(r.data.governance), adaptive);
 }
 
 /**

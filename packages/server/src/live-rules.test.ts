@@ -1,6 +1,6 @@
 import { Limiter, ManualClock } from '@sluice/core';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LiveRules, limiterResourceName, type RulesAppliedEvent } from './live-rules.js';
+import { LiveRules, UPDATE_SLICE, limiterResourceName, type RulesAppliedEvent } from './live-rules.js';
 import { ruleVersion } from '../test/rule-version.js';
 
 const V1 = `
@@ -47,6 +47,33 @@ describe('LiveRules', () => {
     expect(rules.apply(ruleVersion(V1, 5))).toBe(false);
     expect(rules.version?.version).toBe(5);
     expect(rules.has('b')).toBe(false);
+  });
+
+  it('updates in slices that let other work run, swaps the whole version at once, and keeps the order', async () => {
+    const many = `resources:\n${Array.from({ length: 4 * UPDATE_SLICE }, (_, i) => `  r${i}: { limits: { algorithm: fixed-window, limit: ${i + 1} } }`).join('\n')}\n`;
+    const rules = new LiveRules({ limiter });
+    let ranWhileChecking = 0;
+    let sawHalf = false;
+    const update = rules.update(ruleVersion(many, 1));
+    // Other work of the event loop runs while the version is checked; it never sees part of it.
+    for (let i = 0; i < 3; i++) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      if (rules.version === undefined) ranWhileChecking++;
+      if (rules.version === undefined && rules.has('r0')) sawHalf = true;
+    }
+    const older = rules.update(ruleVersion(V1, 1));
+    expect(await update).toBe(true);
+    expect(await older).toBe(false);
+    expect(ranWhileChecking).toBeGreaterThan(0);
+    expect(sawHalf).toBe(false);
+    expect(rules.resourceNames()).toHaveLength(4 * UPDATE_SLICE);
+    expect(limiter.limitsOf(`r${4 * UPDATE_SLICE - 1}`)[0]!.limit).toBe(4 * UPDATE_SLICE);
+    // A version applied at once while an update is being checked wins; the update is dropped.
+    const late = rules.update(ruleVersion(many.replace('limit: 1 }', 'limit: 2 }'), 3));
+    expect(rules.apply(ruleVersion(V2, 4))).toBe(true);
+    expect(await late).toBe(false);
+    await rules.settled();
+    expect(rules.version?.version).toBe(4);
   });
 
   it('gives digest-named envoy limits a name the limiter accepts', () => {

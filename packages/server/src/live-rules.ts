@@ -10,6 +10,19 @@ export interface RulesAppliedEvent {
   readonly removed: readonly string[];
 }
 
+/** Resources {@link LiveRules.update} checks between two yields to the event loop (~10 ms of work). */
+export const UPDATE_SLICE = 500;
+
+const yieldToLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** A version's limiter resources, and what checking them found so far. */
+interface Checked {
+  readonly configs: ReadonlyMap<string, ResourceConfig>;
+  /** Resource name -> canonical JSON of its config. */
+  readonly json: Map<string, string>;
+  readonly clock: ManualClock;
+}
+
 /** Options of {@link LiveRules}. */
 export interface LiveRulesOptions {
   readonly limiter: Limiter;
@@ -42,6 +55,7 @@ export class LiveRules {
   #resources = new Map<string, string>();
   #domains: Readonly<Record<string, EnvoyDomain>> = {};
   #version: RuleVersion | undefined;
+  #updates: Promise<void> = Promise.resolve();
 
   constructor(options: LiveRulesOptions) {
     this.#limiter = options.limiter;
@@ -72,10 +86,62 @@ export class LiveRules {
     return this.#resources.has(limiterResourceName(name));
   }
 
-  /** Makes `v` active unless a newer (or the same) version already is. */
+  /**
+   * Makes `v` active unless a newer (or the same) version already is, at once: every resource
+   * is checked and the version swapped in before this returns (start-up, tests). A running
+   * service uses {@link update}.
+   */
   apply(v: RuleVersion): boolean {
-    if (this.#version !== undefined && v.version <= this.#version.version) return false;
-    const next = new Map<string, string>();
+    if (!this.#newer(v)) return false;
+    const checked = this.#configsOf(v);
+    for (const name of checked.configs.keys()) if (!this.#check(v, name, checked)) return false;
+    return this.#swap(v, checked);
+  }
+
+  /**
+   * {@link apply} for a running service: the version's resources are checked in slices of
+   * {@link UPDATE_SLICE} that yield to the event loop between them, so a version of thousands
+   * of resources does not hold decisions up; then the version is swapped in at once (all its
+   * limits set in one go, so no decision sees half of it). Updates run one at a time, in call
+   * order; a version that is no longer newer when its turn comes is skipped. Never rejects.
+   */
+  update(v: RuleVersion): Promise<boolean> {
+    const run = this.#updates.then(() => this.#update(v));
+    this.#updates = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
+  }
+
+  /** Resolves once every update asked for so far has finished. */
+  settled(): Promise<void> {
+    return this.#updates;
+  }
+
+  async #update(v: RuleVersion): Promise<boolean> {
+    try {
+      if (!this.#newer(v)) return false;
+      const checked = this.#configsOf(v);
+      let n = 0;
+      for (const name of checked.configs.keys()) {
+        if (!this.#check(v, name, checked)) return false;
+        if (++n % UPDATE_SLICE === 0) await yieldToLoop();
+      }
+      // Another version may have been applied meanwhile (apply() is synchronous).
+      return this.#newer(v) && this.#swap(v, checked);
+    } catch (err) {
+      this.#logger?.warn({ err, version: v.version }, 'rule version not applied; keeping the active one');
+      return false;
+    }
+  }
+
+  #newer(v: RuleVersion): boolean {
+    return this.#version === undefined || v.version > this.#version.version;
+  }
+
+  /** The limiter's resources of `v`: native ones and one per Envoy `rate_limit`. */
+  #configsOf(v: RuleVersion): Checked {
     const configs = new Map<string, ResourceConfig>();
     for (const [name, rule] of Object.entries(v.ruleSet.resources)) configs.set(name, rule);
     for (const domain of Object.values(v.ruleSet.domains)) {
@@ -90,23 +156,37 @@ export class LiveRules {
         configs.set(name, rule);
       }
     }
-    // All or nothing: a version with a resource the limiter refuses is not made active.
-    const check = new ManualClock();
-    for (const [name, config] of configs) {
-      try {
-        compileResource(name, config, check);
-      } catch (err) {
-        this.#logger?.warn(
-          { err, version: v.version, resource: name },
-          'rule version refused by the limiter; keeping the active one',
-        );
-        return false;
-      }
+    return { configs, json: new Map(), clock: new ManualClock() };
+  }
+
+  /**
+   * Whether the limiter accepts resource `name` (all or nothing: a version with a resource the
+   * limiter refuses is not made active). A resource unchanged from the active version was
+   * accepted before and is not compiled again.
+   */
+  #check(v: RuleVersion, name: string, checked: Checked): boolean {
+    const config = checked.configs.get(name)!;
+    const json = canonicalJson(config);
+    checked.json.set(name, json);
+    if (this.#resources.get(name) === json) return true;
+    try {
+      compileResource(name, config, checked.clock);
+      return true;
+    } catch (err) {
+      this.#logger?.warn(
+        { err, version: v.version, resource: name },
+        'rule version refused by the limiter; keeping the active one',
+      );
+      return false;
     }
+  }
+
+  #swap(v: RuleVersion, checked: Checked): boolean {
+    const next = new Map<string, string>();
     const added: string[] = [];
     const changed: string[] = [];
-    for (const [name, config] of configs) {
-      const json = canonicalJson(config);
+    for (const [name, config] of checked.configs) {
+      const json = checked.json.get(name)!;
       const before = this.#resources.get(name);
       // setLimits carries usage over but clears local tiers: only call it for real changes.
       if (before !== json) {

@@ -205,6 +205,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   const cleanup = async () => {
     warnings.close();
     stopWatch?.();
+    await rules.settled();
     await adaptive.close();
     await clock.monitor?.close();
     await limiter.close();
@@ -213,7 +214,8 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   try {
     await seedRuleStore(stores.ruleStore, settings.rules, logger);
     const current = await stores.ruleStore.current();
-    stopWatch = stores.ruleStore.watch((v) => rules.apply(v));
+    // A version found by the watch (from any server) is checked in slices: decisions go on.
+    stopWatch = stores.ruleStore.watch((v) => void rules.update(v));
     if (current !== undefined) rules.apply(current);
     else logger.warn('no rules yet: decisions are refused until a version is applied through the admin API');
   } catch (err) {

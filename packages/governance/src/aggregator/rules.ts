@@ -1,4 +1,4 @@
-import { canonicalJson, expressionEnvironment, type GovernanceRule, type GovernanceRules } from '@sluice/rules';
+import { canonicalJson, compileExpression, type GovernanceRule, type GovernanceRules } from '@sluice/rules';
 import { DIMENSIONS, EventOutcome, hashValue, type Dimension, type GatewayEvent } from '@sluice/stream';
 import { windowRequests, windowShape, windowStats, type SlidingWindow, type WindowShape } from './window.js';
 
@@ -55,7 +55,7 @@ function matcher(rule: GovernanceRule): Check {
   };
 }
 
-/** Compiles one validated rule (from `@sluice/rules`). */
+/** Compiles one validated rule (from `@sluice/rules`). Throws when its expression is not a valid condition. */
 export function compileRule(rule: GovernanceRule): CompiledRule {
   const shape = windowShape(rule.windowMs, rule.slices);
   const { blockMs: _blockMs, ...counted } = rule;
@@ -64,11 +64,13 @@ export function compileRule(rule: GovernanceRule): CompiledRule {
   );
   let fires: CompiledRule['fires'];
   if (rule.when !== undefined) {
-    const evaluate = expressionEnvironment().parse(rule.when);
+    // Checked again here (rules given in code skip the rule file's validation): RE2 for
+    // `matches`, no loops, so one evaluation is bounded by the expression's size.
+    const evaluate = compileExpression(rule.when);
     const windowSeconds = rule.windowMs / 1000;
     fires = (w, now) => {
       const s = windowStats(w, shape, now);
-      const result: unknown = evaluate({
+      return evaluate({
         requests: BigInt(Math.round(s.requests)),
         errors: BigInt(Math.round(s.errors)),
         status2xx: BigInt(Math.round(s.status2xx)),
@@ -78,7 +80,6 @@ export function compileRule(rule: GovernanceRule): CompiledRule {
         windowSeconds,
         rate: s.requests / windowSeconds,
       });
-      return result === true;
     };
   } else {
     const limit = rule.limit ?? Number.POSITIVE_INFINITY;

@@ -4,7 +4,8 @@ import { diffRuleSets } from '../diff.js';
 import { RulesError, RulesErrorCodes, isRulesError } from '../errors.js';
 import { formatPath, toPathIssues } from '../issues.js';
 import { unifiedDiff } from '../line-diff.js';
-import { compileRules, type RuleSet } from '../ruleset.js';
+import { compileRulesOffThread } from '../off-thread.js';
+import type { RuleSet } from '../ruleset.js';
 import type { ApplyOptions, RuleDiff, RuleVersion, RuleVersionMeta } from './types.js';
 
 /** Longest author, reason and file name accepted. */
@@ -42,14 +43,17 @@ export interface Change {
   readonly rolledBackFrom: number | undefined;
 }
 
-/** Validates a change's options and text; invalid text throws `SLUICE_ERR_INVALID_RULES`. */
-export function prepareChange(text: unknown, options: ApplyOptions, rolledBackFrom?: number): Change {
+/**
+ * Validates a change's options and text; invalid text rejects with `SLUICE_ERR_INVALID_RULES`.
+ * A large text is compiled off the event loop (see `compileRulesOffThread`).
+ */
+export async function prepareChange(text: unknown, options: ApplyOptions, rolledBackFrom?: number): Promise<Change> {
   const o = compileOptions(applySchema, options, 'options');
   if (typeof text !== 'string') {
     throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'text: must be a string', { field: 'text' });
   }
   const file = o.file ?? 'rules.yaml';
-  const ruleSet = compileRules(text, { file });
+  const ruleSet = await compileRulesOffThread(text, { file });
   return { source: text, ruleSet, author: o.author, reason: o.reason, file, expectedVersion: o.expectedVersion, rolledBackFrom };
 }
 
@@ -115,11 +119,11 @@ export function metaOf(m: z.infer<typeof storedMetaSchema>): RuleVersionMeta {
   return Object.freeze(rolledBackFrom === undefined ? rest : { ...rest, rolledBackFrom });
 }
 
-/** A stored version with its rule set compiled again from its text. */
-export function toRuleVersion(meta: RuleVersionMeta, source: string): RuleVersion {
+/** A stored version with its rule set compiled again from its text (off the event loop when large). */
+export async function toRuleVersion(meta: RuleVersionMeta, source: string): Promise<RuleVersion> {
   let ruleSet: RuleSet;
   try {
-    ruleSet = compileRules(source, { file: meta.file });
+    ruleSet = await compileRulesOffThread(source, { file: meta.file });
   } catch (e) {
     if (isRulesError(e)) throw corrupt(`version ${meta.version} no longer validates: ${e.message}`, e);
     throw e;

@@ -182,7 +182,7 @@ export class FileRuleStore implements RuleStore {
     // A version file past the pointer was written by a change that never completed.
     if (version > current) throw notFound(version);
     const doc = await this.#readVersionFile(version);
-    const v = toRuleVersion(metaOf(doc), doc.source);
+    const v = await toRuleVersion(metaOf(doc), doc.source);
     this.#cache.set(v);
     return v;
   }
@@ -242,8 +242,11 @@ export class FileRuleStore implements RuleStore {
     if (this.#closed) throw closed();
   }
 
-  #serial(change: Change): Promise<RuleVersion> {
-    const run = this.#queue.then(() => this.#commit(change));
+  /** Commits in call order; texts are compiled meanwhile, in parallel. */
+  #serial(change: Promise<Change>): Promise<RuleVersion> {
+    // An invalid text rejects `run` (the caller's), never the queue.
+    change.catch(() => undefined);
+    const run = this.#queue.then(async () => this.#commit(await change));
     this.#queue = run.catch(() => undefined);
     return run;
   }

@@ -189,13 +189,13 @@ export class RedisRuleStore implements RuleStore {
 
   async apply(text: string, options: ApplyOptions): Promise<RuleVersion> {
     this.#open();
-    return this.#commit(prepareChange(text, options));
+    return this.#commit(await prepareChange(text, options));
   }
 
   async rollback(version: number, options: RollbackOptions): Promise<RuleVersion> {
     this.#open();
     const old = await this.get(checkVersion(version));
-    return this.#commit(prepareChange(old.source, { ...options, file: old.file }, old.version));
+    return this.#commit(await prepareChange(old.source, { ...options, file: old.file }, old.version));
   }
 
   async get(version: number): Promise<RuleVersion> {
@@ -215,7 +215,7 @@ export class RedisRuleStore implements RuleStore {
       throw storeError(`read version ${version}`, e);
     }
     if (raw[0] === null || raw[1] === null) throw notFound(version);
-    const v = toRuleVersion(this.#parseMeta(raw[0], version), raw[1]);
+    const v = await toRuleVersion(this.#parseMeta(raw[0], version), raw[1]);
     this.#cache.set(v);
     return v;
   }

@@ -119,7 +119,8 @@ export function registerAdmin(app: FastifyInstance, deps: AdminDeps): void {
             { version: v.version, author: v.author, reason: v.reason, hash: v.hash },
             'rules applied through the admin API',
           );
-          rules.apply(v);
+          // Active on this server before the answer; checked in slices, so decisions go on meanwhile.
+          await rules.update(v);
           return { status: 201, body: encodeVersion(v) };
         }),
       );
@@ -152,7 +153,8 @@ export function registerAdmin(app: FastifyInstance, deps: AdminDeps): void {
             { version: v.version, rolledBackFrom: v.rolledBackFrom, author: v.author, reason: v.reason },
             'rules rolled back',
           );
-          rules.apply(v);
+          // Active on this server before the answer; checked in slices, so decisions go on meanwhile.
+          await rules.update(v);
           return { status: 201, body: encodeVersion(v) };
         }),
       );

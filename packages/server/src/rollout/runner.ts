@@ -13,6 +13,7 @@ import {
   RulesError,
   RulesErrorCodes,
   compileRules,
+  compileRulesOffThread,
   judgeRollout,
   rampAction,
   rolloutDomainLabel,
@@ -226,6 +227,7 @@ export class RolloutRunner {
   /** One poll: read the rollout, apply it, flush counts, and decide if this server leads. */
   async tick(): Promise<void> {
     const state = await this.#o.store.read();
+    await this.#compileCandidate(state);
     this.#follow(state);
     await this.#flush();
     this.#leading = state !== undefined && !FINISHED_STATUSES.includes(state.status) && (await this.#lead());
@@ -235,6 +237,7 @@ export class RolloutRunner {
   /** Starts a rollout of `input.text` over the current version (see {@link startRollout}). */
   async begin(input: StartRolloutInput): Promise<RolloutState> {
     const state = await startRollout(this.#o.store, this.#o.ruleStore, input, this.#now());
+    await this.#compileCandidate(state);
     this.#follow(state);
     return state;
   }
@@ -335,6 +338,13 @@ export class RolloutRunner {
     this.#installed = undefined;
   }
 
+  /** Compiles a new rollout's candidate off the event loop, before {@link #follow} installs it. */
+  async #compileCandidate(s: RolloutState | undefined): Promise<void> {
+    if (s === undefined || this.#candidate?.id === s.id || FINISHED_STATUSES.includes(s.status)) return;
+    const ruleSet = await compileRulesOffThread(s.candidate.source, { file: s.candidate.file });
+    this.#candidate = { id: s.id, ruleSet };
+  }
+
   #candidateOf(s: RolloutState): RuleSet {
     if (this.#candidate?.id !== s.id) {
       this.#candidate = { id: s.id, ruleSet: compileRules(s.candidate.source, { file: s.candidate.file }) };
@@ -423,7 +433,7 @@ export class RolloutRunner {
   async #rollBack(s: RolloutState, reason: string): Promise<void> {
     // The rollback is a version of its own, so history says who (auto-rollback) and why.
     const v = await this.#o.ruleStore.rollback(s.baseline, { author: AUTO_ROLLBACK_AUTHOR, reason: reason.slice(0, 256) });
-    this.#o.rules.apply(v);
+    await this.#o.rules.update(v);
     const next = await this.#write(s, { ...s, status: 'rolled_back', rollbackVersion: v.version, note: reason });
     this.#o.logger?.warn({ rollout: s.id, version: v.version, reason }, 'rollout rolled back automatically');
     if (next !== undefined) this.#o.onChange?.(next, { reason });
@@ -436,7 +446,7 @@ export class RolloutRunner {
       file: s.candidate.file,
       expectedVersion: s.baseline,
     });
-    this.#o.rules.apply(v);
+    await this.#o.rules.update(v);
     const done = s.watchMs === 0;
     const next = await this.#write(s, {
       ...s,

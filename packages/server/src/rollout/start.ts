@@ -7,7 +7,7 @@ import {
   RulesError,
   RulesErrorCodes,
   compileRolloutPlan,
-  compileRules,
+  compileRulesOffThread,
   diffRuleSets,
   type RolloutPlanOptions,
   type RolloutState,
@@ -55,7 +55,7 @@ export async function startRollout(
     ...(input.watchMs === undefined ? {} : { watchMs: input.watchMs }),
     ...(input.thresholds === undefined ? {} : { thresholds: input.thresholds }),
   });
-  const candidate = compileRules(input.text, { file });
+  const candidate = await compileRulesOffThread(input.text, { file });
   const before = await store.read();
   if (before !== undefined && !FINISHED_STATUSES.includes(before.status)) {
     throw new RulesError(
