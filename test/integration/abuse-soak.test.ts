@@ -2,10 +2,13 @@
  * A bounded soak: hostile clients and normal clients on one `sluice serve` at once, for
  * {@link SOAK_MS} on each store. The hostile ones try every attack the abuse suite covers one by
  * one (floods of new keys, refunds and charges without the token, keys crafted to collide,
- * stalled bodies, garbage, Envoy limit overrides, thousands of waiting acquires); the normal ones
- * must get exactly the decisions their limits promise, and an answer to every call. Latency is
+ * stalled bodies, garbage from peers that close and peers that never do, unauthenticated
+ * uploads, forged outcome reports, Envoy limit overrides, thousands of waiting acquires); the
+ * normal ones must get exactly the decisions their limits promise, and an answer to every call,
+ * and afterwards the process holds no more descriptors than before. Latency is
  * recorded by the benchmark (`npm run bench -- --only abuse`), not asserted here.
  */
+import { readdirSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -28,6 +31,9 @@ resources:
     tenants: { acme: { limits: { algorithm: token-bucket, limit: 10, windowMs: 3600000 } } }
   soak:flood: { limits: { algorithm: token-bucket, limit: 5, windowMs: 3600000 } }
   soak:pool: { limits: { algorithm: concurrency, limit: 1, leaseTtlMs: 600000 } }
+  soak:guarded:
+    limits: { algorithm: gcra, limit: 100000, windowMs: 1000 }
+    breaker: { scope: fleet, minimumCalls: 20, failureRateThreshold: 0.5, openDurationMs: 600000, syncMs: 50 }
 domains:
   - domain: edge
     descriptors:
@@ -101,6 +107,8 @@ describe.each(stores)('hostile and normal clients together on the %s', (_name, s
     const held = await api(url, '/v1/acquire', { resource: 'soak:pool', key: 'normal', maxWaitMs: 0 });
     expect(held.json).toMatchObject({ allowed: true });
 
+    const openFds = () => readdirSync(`/proc/${server.child.pid}/fd`).length;
+    const fdsBefore = openFds();
     const over = sleep(SOAK_MS);
     const sockets: Socket[] = [];
     const hostile = Promise.all([
@@ -146,13 +154,46 @@ describe.each(stores)('hostile and normal clients together on the %s', (_name, s
       loop(50, over, () =>
         call(url, '/v1/acquire', { resource: 'soak:pool', key: 'normal', maxWaitMs: 2000 }, { token: API_TOKEN }),
       ),
-      // Stalled bodies and garbage.
+      // Stalled bodies and garbage, from peers that close and from peers that never do.
       loop(1, over, async () => {
         if (sockets.length < 200) sockets.push(stalledBody(port));
         const junk = connect(port, '127.0.0.1', () => junk.end('GARBAGE / HTTP/9.9\r\n\r\n'));
         junk.on('error', () => undefined);
+        const stays = connect({ port, host: '127.0.0.1', allowHalfOpen: true }, () => stays.write('GARBAGE\r\n\r\n'));
+        stays.on('error', () => undefined);
+        sockets.push(stays);
         await sleep(20);
       }),
+      // Uploads without the token: answered 401 and closed, never read to their end.
+      loop(
+        1,
+        over,
+        () =>
+          new Promise<void>((resolve) => {
+            const upload = connect(port, '127.0.0.1', () => {
+              upload.write(
+                `POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${2 ** 30}\r\n\r\n`,
+              );
+              const chunk = Buffer.alloc(2 ** 16, 0x20);
+              const pump = () => {
+                while (!upload.destroyed && upload.write(chunk));
+              };
+              upload.on('drain', pump);
+              pump();
+            });
+            upload.on('error', () => undefined);
+            upload.on('close', () => resolve());
+          }),
+      ),
+      // Forged outcome reports: failures enough to open the breaker, without a credential.
+      loop(2, over, (i) =>
+        api(
+          url,
+          '/v1/outcomes',
+          { items: Array.from({ length: 10 }, () => ({ resource: 'soak:guarded', ok: false, durationMs: 5, count: 100 })) },
+          i % 2 === 0 ? null : 'wrong-token-0123456789abcdef',
+        ),
+      ),
     ]);
 
     // Normal clients, paced: each key is asked once every ~200 ms for the whole soak.
@@ -161,6 +202,7 @@ describe.each(stores)('hostile and normal clients together on the %s', (_name, s
       bucket: new Map<string, number>(),
       window: new Map<string, number>(),
       tenant: 0,
+      guarded: 0,
       edge: 0,
       answered: 0,
       failed: [] as string[],
@@ -191,6 +233,11 @@ describe.each(stores)('hostile and normal clients together on the %s', (_name, s
             normal.tenant++;
         })(),
         (async () => {
+          const d = await ask('/v1/check', { resource: 'soak:guarded', key: 'normal' });
+          if (d?.allowed === true) normal.guarded++;
+          else if (d !== undefined) normal.failed.push(`soak:guarded denied: ${JSON.stringify(d)}`);
+        })(),
+        (async () => {
           const r = await rls.shouldRateLimit({
             domain: 'edge',
             descriptors: [{ entries: [{ key: 'ip', value: '192.0.2.1' }] }],
@@ -214,6 +261,12 @@ describe.each(stores)('hostile and normal clients together on the %s', (_name, s
     }
     expect(normal.tenant).toBe(10);
     expect(normal.edge).toBe(5);
+    // No forged report opened the breaker: every round's check of the guarded resource passed.
+    expect(normal.guarded).toBeGreaterThanOrEqual(25);
+    // Every attack's connection was given back (the stalled bodies closed just now: give them a moment).
+    const deadline = Date.now() + 30_000;
+    while (openFds() > fdsBefore + 20 && Date.now() < deadline) await sleep(200);
+    expect(openFds()).toBeLessThanOrEqual(fdsBefore + 20);
     // The held permit is still held: the waiting crowd got nothing.
     const again = await api(url, '/v1/acquire', { resource: 'soak:pool', key: 'normal', maxWaitMs: 0 });
     expect(again.json).toMatchObject({ allowed: false });
