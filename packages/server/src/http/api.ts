@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ServerError, ServerErrorCodes, fromZod } from '../errors.js';
 import type { RateLimitService } from '../service.js';
-import { TurnBatch } from '../turn-batch.js';
+import { TurnBatch, type TurnBatchOptions } from '../turn-batch.js';
 import { authorized } from './auth.js';
 import { decodeBody, itemSchemas, type Decoded, type ItemBounds } from './items.js';
 import { encodeDecision, errorReply, rateLimitHeaders, sendError, type FaultLog } from './reply.js';
@@ -68,10 +68,11 @@ export function registerApi(
   bounds: ItemBounds,
   logger: FaultLog,
   token: string | undefined,
+  fairness: TurnBatchOptions = {},
 ): void {
   const schemas = itemSchemas(bounds);
-  // The calls of one loop turn reach the store together (see TurnBatch).
-  const turns = new TurnBatch();
+  // The calls of one loop turn reach the store together, addresses taking turns (see TurnBatch).
+  const turns = new TurnBatch(fairness);
   // Without a token there is nothing to check: no hook at all (each one costs every request).
   const onRequest =
     token === undefined
@@ -113,7 +114,7 @@ export function registerApi(
       const context: CallContext = { signal, client: request.ip };
       const answer = async (d: Decoded<T>) => {
         if (!d.ok) throw d.error;
-        return turns.defer(() => op.run(d.value, context));
+        return turns.defer(context.client, () => op.run(d.value, context));
       };
       if (!body.batch) {
         let r: R;

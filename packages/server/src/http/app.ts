@@ -36,7 +36,7 @@ function connectionSettings(given: Partial<Pick<Settings, ConnectionSetting>>): 
 /** What the HTTP app is built from. */
 export interface HttpDeps {
   readonly settings: Pick<Settings, 'maxBodyBytes' | 'maxBatch' | 'maxKeyLength' | 'maxWaitMs' | 'adminToken'> &
-    Partial<Pick<Settings, 'apiToken' | ConnectionSetting>>;
+    Partial<Pick<Settings, 'apiToken' | 'maxClientQueued' | ConnectionSetting>>;
   readonly service: RateLimitService;
   readonly rules: LiveRules;
   readonly ruleStore: RuleStore;
@@ -154,7 +154,14 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     done();
   });
 
-  registerApi(app, deps.service, settings, faults, settings.apiToken);
+  registerApi(
+    app,
+    deps.service,
+    settings,
+    faults,
+    settings.apiToken,
+    settings.maxClientQueued === undefined ? {} : { maxClientQueued: settings.maxClientQueued },
+  );
   registerAdmin(app, {
     store: deps.ruleStore,
     rules: deps.rules,
