@@ -82,4 +82,28 @@ describe('TurnBatch', () => {
     // Started calls free their places.
     expect(await batch.defer('a', () => Promise.resolve(4))).toBe(4);
   });
+
+  it('holds back a client with maxClientInFlight calls unsettled (its store round trip) and serves the others, not its waits', async () => {
+    const batch = new TurnBatch({ maxClientInFlight: 2 });
+    const started: string[] = [];
+    const pending: (() => void)[] = [];
+    const held = (name: string) => () => {
+      started.push(name);
+      return new Promise<string>((resolve) => pending.push(() => resolve(name)));
+    };
+    const flood = [1, 2, 3].map((i) => batch.defer('flood', held(`f${i}`)));
+    const wait = batch.defer('flood', held('wait'), true);
+    const other = batch.defer('other', held('o1'));
+    await turn();
+    expect(started).toEqual(['f1', 'o1', 'f2']);
+    await turn();
+    expect(started).toEqual(['f1', 'o1', 'f2']);
+    pending.shift()!();
+    await flood[0];
+    await turn();
+    // The wait does not count against the bound: both start.
+    expect(started).toEqual(['f1', 'o1', 'f2', 'f3', 'wait']);
+    for (const p of pending.splice(0)) p();
+    expect(await Promise.all([...flood, wait, other])).toEqual(['f1', 'f2', 'f3', 'wait', 'o1']);
+  });
 });

@@ -6,6 +6,8 @@ export interface TurnBatchOptions {
   readonly perTurn?: number;
   /** Most calls one client may have waiting for their turn; more are refused `SLUICE_ERR_CLIENT_BUSY`. @default 10000 */
   readonly maxClientQueued?: number;
+  /** Most calls of one client started and not yet settled (calls that wait are not counted). @default 2 x perTurn */
+  readonly maxClientInFlight?: number;
 }
 
 /**
@@ -16,20 +18,25 @@ export const CALLS_PER_TURN = 64;
 
 /** One client's calls waiting for their turn, oldest first (a queue without `shift`'s copying). */
 class ClientQueue {
-  #items: (() => void)[] = [];
+  #items: Waiting[] = [];
   #head = 0;
 
   get size(): number {
     return this.#items.length - this.#head;
   }
 
-  push(start: () => void): void {
-    this.#items.push(start);
+  /** Whether the next call is one that may wait (not held back by the calls in flight). */
+  get nextWaits(): boolean {
+    return this.#items[this.#head]?.waits === true;
   }
 
-  take(): () => void {
+  push(call: Waiting): void {
+    this.#items.push(call);
+  }
+
+  take(): Waiting {
     const start = this.#items[this.#head]!;
-    this.#items[this.#head++] = noop;
+    this.#items[this.#head++] = TAKEN;
     if (this.#head >= 1024 && this.#head * 2 >= this.#items.length) {
       this.#items = this.#items.slice(this.#head);
       this.#head = 0;
@@ -38,7 +45,13 @@ class ClientQueue {
   }
 }
 
-const noop = () => undefined;
+/** A call waiting for its turn. */
+interface Waiting {
+  readonly start: () => void;
+  readonly waits: boolean;
+}
+
+const TAKEN: Waiting = { start: () => undefined, waits: false };
 
 /**
  * Runs the calls started during one turn of the event loop together, once the turn's I/O has
@@ -56,13 +69,17 @@ const noop = () => undefined;
 export class TurnBatch {
   /** Client -> its waiting calls; Map order is the turn order (next client first). */
   readonly #queues = new Map<string, ClientQueue>();
+  /** Client -> its calls started and not settled (only while there are some). */
+  readonly #inFlight = new Map<string, number>();
   readonly #perTurn: number;
   readonly #maxClientQueued: number;
+  readonly #maxClientInFlight: number;
   #scheduled = false;
 
   constructor(options: TurnBatchOptions = {}) {
     this.#perTurn = options.perTurn ?? CALLS_PER_TURN;
     this.#maxClientQueued = options.maxClientQueued ?? 10_000;
+    this.#maxClientInFlight = options.maxClientInFlight ?? 2 * this.#perTurn;
   }
 
   /** How many calls wait for their turn. */
@@ -75,9 +92,10 @@ export class TurnBatch {
   /**
    * Starts `call` of `client` in its turn; settles as it does. Rejects with
    * `SLUICE_ERR_CLIENT_BUSY` (the call never starts) when the client has `maxClientQueued`
-   * calls waiting already.
+   * calls waiting already. A call that may wait (`waits`: an acquire) does not count against
+   * the client's calls in flight: its wait is bounded by the wait queues.
    */
-  defer<T>(client: string, call: () => Promise<T>): Promise<T> {
+  defer<T>(client: string, call: () => Promise<T>, waits = false): Promise<T> {
     let queue = this.#queues.get(client);
     if (queue !== undefined && queue.size >= this.#maxClientQueued) {
       return Promise.reject(
@@ -89,35 +107,67 @@ export class TurnBatch {
     }
     return new Promise<T>((resolve, reject) => {
       if (queue === undefined) this.#queues.set(client, (queue = new ClientQueue()));
-      queue.push(() => {
-        try {
-          call().then(resolve, reject);
-        } catch (err) {
-          reject(err instanceof Error ? err : new Error(String(err)));
-        }
+      queue.push({
+        waits,
+        start: () => {
+          if (!waits) this.#inFlight.set(client, (this.#inFlight.get(client) ?? 0) + 1);
+          const settled = () => {
+            if (!waits) this.#settled(client);
+          };
+          try {
+            call().then(
+              (v) => {
+                settled();
+                resolve(v);
+              },
+              (err: unknown) => {
+                settled();
+                reject(err instanceof Error ? err : new Error(String(err)));
+              },
+            );
+          } catch (err) {
+            settled();
+            reject(err instanceof Error ? err : new Error(String(err)));
+          }
+        },
       });
-      if (!this.#scheduled) {
-        this.#scheduled = true;
-        setImmediate(this.#run);
-      }
+      this.#schedule();
     });
+  }
+
+  #schedule(): void {
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    setImmediate(this.#run);
+  }
+
+  /** A call of `client` settled: a client held back by its calls in flight may go on. */
+  #settled(client: string): void {
+    const left = (this.#inFlight.get(client) ?? 1) - 1;
+    if (left > 0) this.#inFlight.set(client, left);
+    else this.#inFlight.delete(client);
+    if (left === this.#maxClientInFlight - 1 && this.#queues.has(client)) this.#schedule();
   }
 
   readonly #run = (): void => {
     this.#scheduled = false;
-    for (let budget = this.#perTurn; budget > 0; budget--) {
-      const next = this.#queues.entries().next();
-      if (next.done === true) return;
-      const [client, queue] = next.value;
-      const start = queue.take();
-      // The client goes to the back of the turn order (or leaves it with nothing waiting).
-      this.#queues.delete(client);
-      if (queue.size > 0) this.#queues.set(client, queue);
-      start();
+    let budget = this.#perTurn;
+    // Rounds over the clients with calls waiting, one call each; a client with its bound of
+    // calls in flight (a store round trip carrying them) sits the round out.
+    for (let started = true; started && budget > 0;) {
+      started = false;
+      for (const [client, queue] of [...this.#queues]) {
+        if (budget === 0) break;
+        if (!queue.nextWaits && (this.#inFlight.get(client) ?? 0) >= this.#maxClientInFlight) continue;
+        const { start } = queue.take();
+        // The client goes to the back of the turn order (or leaves it with nothing waiting).
+        this.#queues.delete(client);
+        if (queue.size > 0) this.#queues.set(client, queue);
+        start();
+        budget--;
+        started = true;
+      }
     }
-    if (this.#queues.size > 0 && !this.#scheduled) {
-      this.#scheduled = true;
-      setImmediate(this.#run);
-    }
+    if (budget === 0 && this.#queues.size > 0) this.#schedule();
   };
 }

@@ -114,7 +114,7 @@ export function registerApi(
       const context: CallContext = { signal, client: request.ip };
       const answer = async (d: Decoded<T>) => {
         if (!d.ok) throw d.error;
-        return turns.defer(context.client, () => op.run(d.value, context));
+        return turns.defer(context.client, () => op.run(d.value, context), op.waits === true);
       };
       if (!body.batch) {
         let r: R;
