@@ -289,6 +289,7 @@ async function main(): Promise<void> {
       'stream',
       'governance',
       'service-peers',
+      'abuse',
     ] as const
   ).some((p) => options.parts.has(p));
   let server: RedisServer | undefined;
@@ -337,7 +338,7 @@ async function main(): Promise<void> {
     if (options.parts.has('governance')) await governancePart(options, redisUrl!, runId);
     if (options.parts.has('sustained')) await sustainedBurstPart(options.mode.name === 'quick', redisUrl, runId, progress, print);
     if (options.parts.has('defaults-under-load')) print(await runDefaultsUnderLoad(options.mode.accuracyMs, runId, progress));
-    if (options.parts.has('abuse')) print(await runAbuse(options.mode.accuracyMs, progress));
+    if (options.parts.has('abuse')) print(await runAbuse(options.mode.accuracyMs, redisUrl!, runId, progress));
     const servicePeers = options.parts.has('service-peers') ? await servicePeersPart(options, redisUrl!, runId) : undefined;
     const summary = summaryTable({ throughput, leases, accuracy, leaseAccuracy, outage, cluster, memory, servicePeers });
     print(summary);

@@ -236,6 +236,33 @@ describe('Limiter.acquire', () => {
     await limiter.close();
   });
 
+  it('makes room in a full table of waiting keys for a client holding few, from the one holding the most', async () => {
+    const { clock, limiter } = setup({ 'db:a': oneEvery100ms }, { maxWaitingKeys: 4, maxWaitersPerClient: 3 });
+    const keys = ['a1', 'a2', 'a3', 'b1', 'v'];
+    await Promise.all(keys.map((key) => limiter.try('db:a', { key })));
+    const a = ['a1', 'a2', 'a3'].map((key) => limiter.acquire('db:a', { key, client: 'a', maxWaitMs: 10_000 }));
+    const b = limiter.acquire('db:a', { key: 'b1', client: 'b', maxWaitMs: 10_000 });
+    await clock.advanceAsync(1);
+    // The table is full; the victim takes the newest key of the client holding the most.
+    const victim = limiter.acquire('db:a', { key: 'v', client: 'v', maxWaitMs: 10_000 });
+    expect(await a[2]).toMatchObject({ allowed: false, reason: 'queue_full' });
+    await clock.advanceAsync(200);
+    expect(await victim).toMatchObject({ allowed: true });
+    expect((await Promise.all([a[0]!, a[1]!, b])).map((d) => d.allowed)).toEqual([true, true, true]);
+    await limiter.close();
+  });
+
+  it('turns away a newcomer to a full table of waiting keys when it is already fair to it', async () => {
+    const { clock, limiter } = setup({ 'db:a': oneEvery100ms }, { maxWaitingKeys: 2 });
+    await Promise.all(['a', 'b', 'c'].map((key) => limiter.try('db:a', { key })));
+    const held = ['a', 'b'].map((key) => limiter.acquire('db:a', { key, client: key, maxWaitMs: 10_000 }));
+    await clock.advanceAsync(1);
+    expect(await limiter.acquire('db:a', { key: 'c', client: 'c', maxWaitMs: 10_000 })).toMatchObject({ reason: 'queue_full' });
+    await clock.advanceAsync(200);
+    expect((await Promise.all(held)).map((d) => d.allowed)).toEqual([true, true]);
+    await limiter.close();
+  });
+
   it('listens once on a signal shared by many waits', async () => {
     const { clock, limiter } = setup({ 'db:a': oneEvery100ms });
     await limiter.try('db:a');

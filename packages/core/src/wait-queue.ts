@@ -1,3 +1,4 @@
+import { ClientWaits } from './client-waits.js';
 import type { Clock, TimerHandle } from './clock.js';
 import { withReason, type Decision } from './decision.js';
 import { ErrorCodes, SluiceError } from './errors.js';
@@ -206,8 +207,8 @@ export class Waiting {
   readonly queues = new WaitQueues();
   readonly #settings: WaitSettings;
   readonly #pumps = new Set<Promise<void>>();
-  /** Queued callers per named client, for `maxWaitersPerClient`. */
-  readonly #waitersOf = new Map<string, number>();
+  /** Queued callers per named client, for `maxWaitersPerClient` and a full table. */
+  readonly #clients = new ClientWaits();
   /** One abort listener per signal, whatever the number of waits it cancels (a batch shares one). */
   readonly #aborts = new WeakMap<AbortSignal, { handlers: Set<() => void>; listener: () => void }>();
   #closed = false;
@@ -222,10 +223,10 @@ export class Waiting {
     const { key, kind, cost } = call;
     const { startedAt, deadline, signal, client } = wait;
     const full = () => Promise.resolve(call.answer(withReason(last, 'queue_full', false), undefined));
-    if (client !== '' && (this.#waitersOf.get(client) ?? 0) >= maxWaitersPerClient) return full();
+    if (client !== '' && this.#clients.count(client) >= maxWaitersPerClient) return full();
     let queue = this.queues.get(key, kind);
     if (queue === undefined) {
-      if (this.queues.size >= maxWaitingKeys) return full();
+      if (this.queues.size >= maxWaitingKeys && !this.#makeRoom(client)) return full();
       queue = new WaitQueue(clock, last);
       this.queues.set(key, kind, queue);
     }
@@ -266,7 +267,7 @@ export class Waiting {
         );
       }
       q.add(waiter);
-      if (client !== '') this.#waitersOf.set(client, (this.#waitersOf.get(client) ?? 0) + 1);
+      this.#clients.add(client, waiter, { queue: q, key, kind });
       if (!q.running) this.#startPump(call, q, this.#pacing(last));
     });
   }
@@ -274,6 +275,21 @@ export class Waiting {
   /** Wakes every queue of `key`: permits were given back. */
   wake(key: string): void {
     this.queues.wake(key);
+  }
+
+  /**
+   * Every waiting key is taken: the client holding the most waits gives up its newest queue
+   * (those waits answer `queue_full`) if it holds at least two more than `client`. Without this,
+   * a dozen clients at their `maxWaitersPerClient` fill the table for every other client.
+   */
+  #makeRoom(client: string): boolean {
+    const place = this.#clients.roomFor(client);
+    if (place === undefined) return false;
+    const { queue, key, kind } = place;
+    for (const w of queue.all()) this.#finish(queue, w, withReason(queue.last, 'queue_full', false));
+    // Its pump ends on the empty queue; the place is free now, not when the pump notices.
+    this.queues.delete(key, kind, queue);
+    return true;
   }
 
   /** Ends every wait with `error` and waits for the pumps to stop. */
@@ -390,11 +406,7 @@ export class Waiting {
     if (w.timer !== undefined) this.#settings.clock.clearTimer(w.timer);
     w.detach?.();
     queue.remove(w);
-    if (w.client !== '') {
-      const left = (this.#waitersOf.get(w.client) ?? 1) - 1;
-      if (left > 0) this.#waitersOf.set(w.client, left);
-      else this.#waitersOf.delete(w.client);
-    }
+    this.#clients.delete(w.client, w);
     if (decision !== undefined) w.resolve(decision);
     else w.reject(error);
   }

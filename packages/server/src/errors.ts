@@ -29,6 +29,8 @@ export const ServerErrorCodes = {
   NOT_READY: 'SLUICE_ERR_NOT_READY',
   /** The server is shutting down. */
   SHUTTING_DOWN: 'SLUICE_ERR_SHUTTING_DOWN',
+  /** This remote address has `SLUICE_MAX_CLIENT_QUEUED` items waiting for their turn already; retry later. */
+  CLIENT_BUSY: 'SLUICE_ERR_CLIENT_BUSY',
   /** A fault in the server itself; the log has the details. */
   INTERNAL: 'SLUICE_ERR_INTERNAL',
 } as const;
@@ -90,6 +92,7 @@ const TRANSPORT: Readonly<Record<AnyErrorCode, Transport>> = Object.freeze({
   [ServerErrorCodes.NOT_FOUND]: { http: 404, grpc: GrpcStatus.NOT_FOUND },
   [ServerErrorCodes.NOT_READY]: { http: 503, grpc: GrpcStatus.UNAVAILABLE },
   [ServerErrorCodes.SHUTTING_DOWN]: { http: 503, grpc: GrpcStatus.UNAVAILABLE },
+  [ServerErrorCodes.CLIENT_BUSY]: { http: 429, grpc: GrpcStatus.RESOURCE_EXHAUSTED },
   [ServerErrorCodes.INTERNAL]: { http: 500, grpc: GrpcStatus.INTERNAL },
   [ErrorCodes.INVALID_POLICY]: { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT },
   [ErrorCodes.INVALID_COST]: { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT },

@@ -295,6 +295,9 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     idleTimeoutMs: settings.idleTimeoutMs,
     bodyTimeoutMs: settings.bodyTimeoutMs,
     closing: () => closing,
+    maxClientStreams: settings.maxClientStreams,
+    writeTimeoutMs: settings.writeTimeoutMs,
+    maxClientQueued: settings.maxClientQueued,
   });
   let grpcListener: GrpcListener;
   try {

@@ -49,6 +49,12 @@ export interface Settings {
   readonly maxConnections: number;
   readonly maxClientConnections: number;
   readonly maxClientWaits: number;
+  /** Most decision items of one remote address waiting for their turn of the event loop. */
+  readonly maxClientQueued: number;
+  /** Most gRPC calls in progress over all connections of one remote address. */
+  readonly maxClientStreams: number;
+  /** How long a gRPC answer may wait for the peer to take it before its connection is cut. */
+  readonly writeTimeoutMs: number;
   /** Serve the web dashboard at `/dashboard`. */
   readonly dashboard: boolean;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -293,7 +299,28 @@ export const SETTINGS = {
     env: 'SLUICE_MAX_CLIENT_WAITS',
     default: '1000',
     schema: int(1, 1_000_000),
-    doc: "Most acquires of one remote address waiting at once (more answer `queue_full`); a key's waiters of several addresses take turns",
+    doc: "Most acquires of one remote address waiting at once (more answer `queue_full`); a key's waiters of several addresses take turns, and when every waiting key is taken the address holding the most gives one up to an address holding fewer",
+  },
+  maxClientQueued: {
+    flag: '--max-client-queued',
+    env: 'SLUICE_MAX_CLIENT_QUEUED',
+    default: '10000',
+    schema: int(1, 10_000_000),
+    doc: 'Most decision items (HTTP items, gRPC calls) of one remote address waiting for their turn; more are refused `SLUICE_ERR_CLIENT_BUSY` (addresses take turns, 64 items a turn of the event loop)',
+  },
+  maxClientStreams: {
+    flag: '--max-client-streams',
+    env: 'SLUICE_MAX_CLIENT_STREAMS',
+    default: '1000',
+    schema: int(1, 1_000_000),
+    doc: 'Most gRPC calls in progress over all connections of one remote address (100 per connection); more are refused (`REFUSED_STREAM`)',
+  },
+  writeTimeoutMs: {
+    flag: '--write-timeout-ms',
+    env: 'SLUICE_WRITE_TIMEOUT_MS',
+    default: '5000',
+    schema: int(100, 600_000),
+    doc: 'Longest a gRPC answer may wait for the peer to take it (its HTTP/2 flow-control window shut); past it the connection is cut (GOAWAY `ENHANCE_YOUR_CALM`)',
   },
   dashboard: {
     // The flag only turns the dashboard off; the variable takes `on` or `off`.

@@ -50,6 +50,12 @@ export interface GrpcDeps {
   readonly bodyTimeoutMs: number;
   /** True once the server is shutting down: new calls are refused. */
   readonly closing: () => boolean;
+  /** Most calls in progress over all connections of one remote address (see `Sessions`). @default 1000 */
+  readonly maxClientStreams?: number;
+  /** How long an answer may wait for the peer to take it before its connection is cut. @default 5000 */
+  readonly writeTimeoutMs?: number;
+  /** Most calls of one remote address waiting for their turn (see `TurnBatch`). @default 10000 */
+  readonly maxClientQueued?: number;
   /** The bearer token every call must carry in its `authorization` metadata; none: calls are open. */
   readonly token?: string | undefined;
 }
@@ -108,8 +114,8 @@ function isGrpcContentType(value: string | undefined): boolean {
  * are kept (DEADLINE_EXCEEDED), messages over `maxMessageBytes` are RESOURCE_EXHAUSTED.
  */
 export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
-  // The calls of one loop turn reach the store together (see TurnBatch).
-  const turns = new TurnBatch();
+  // The calls of one loop turn reach the store together, addresses taking turns (see TurnBatch).
+  const turns = new TurnBatch(deps.maxClientQueued === undefined ? {} : { maxClientQueued: deps.maxClientQueued });
   const http2 = createH2Server({
     settings: { maxConcurrentStreams: MAX_CONCURRENT_STREAMS },
     // A stream's body is read as it arrives; this bounds what the peer may send ahead of that.
@@ -121,6 +127,9 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
     ageGraceMs: deps.bodyTimeoutMs,
     keepaliveMs: KEEPALIVE_MS,
     keepaliveTimeoutMs: KEEPALIVE_TIMEOUT_MS,
+    writeTimeoutMs: deps.writeTimeoutMs ?? 5000,
+    maxClientStreams: deps.maxClientStreams ?? 1000,
+    onWriteTimeout: () => deps.metrics.connectionClosed('grpc', 'write_timeout'),
   });
   http2.on('session', (session) => sessions.add(session));
   // Not HTTP/2 (or not even HTTP): nothing to answer, the connection is closed at once.
@@ -132,6 +141,8 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
   const methodOf = (stream: ServerHttp2Stream) => (outcomeStreams.has(stream) ? OUTCOMES_METHOD : METHOD);
   http2.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
     stream.on('error', () => undefined);
+    // Over its address's bound of calls in progress: refused before anything is read.
+    if (!sessions.admit(stream)) return;
     if (headers[':method'] !== 'POST') {
       respondHttp(stream, 405);
       return;
@@ -255,7 +266,9 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
       return;
     }
     turns
-      .defer(() => shouldRateLimit(request, deps.limiter, deps.rules, deps.overrides, deps.envoySplit))
+      .defer(stream.session?.socket?.remoteAddress ?? '', () =>
+        shouldRateLimit(request, deps.limiter, deps.rules, deps.overrides, deps.envoySplit),
+      )
       .then(
         (response) =>
           answer(() => {
@@ -264,6 +277,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
             stream.respond({ ':status': 200, 'content-type': CONTENT_TYPE }, { waitForTrailers: true });
             stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' }));
             stream.end(frameMessage(bytes));
+            sessions.answered(stream);
           }),
         (err: unknown) => answer(() => fail(stream, err)),
       );
@@ -293,6 +307,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
         stream.respond({ ':status': 200, 'content-type': CONTENT_TYPE }, { waitForTrailers: true });
         stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' }));
         stream.end(frameMessage(encodeOutcomeResults(results)));
+        sessions.answered(stream);
       }),
     );
   };
@@ -362,7 +377,12 @@ export async function bindGrpc(
 ): Promise<GrpcListener> {
   // No Nagle: each answer is a few small frames, which would otherwise wait for the peer's ACK.
   const listener: NetServer = createNetServer({ noDelay: true });
-  limitConnections(listener, limits, { ...events, accept: (socket) => server.http2.emit('connection', socket) });
+  limitConnections(listener, limits, {
+    ...events,
+    accept: (socket) => server.http2.emit('connection', socket),
+    // A full listener gives up idle connections of the address holding the most first.
+    idle: (socket) => server.sessions.idle(socket),
+  });
   listener.listen(port, host);
   await once(listener, 'listening');
   const address = listener.address();

@@ -1,4 +1,5 @@
-import type { Http2Session, ServerHttp2Stream } from 'node:http2';
+import { constants as h2constants, type Http2Session, type ServerHttp2Stream } from 'node:http2';
+import type { Socket } from 'node:net';
 
 /** How long connections of the gRPC listener live, and how they are watched. */
 export interface SessionLimits {
@@ -12,17 +13,40 @@ export interface SessionLimits {
   readonly keepaliveMs: number;
   /** A ping not answered within this closes the connection. */
   readonly keepaliveTimeoutMs: number;
+  /**
+   * An answer the peer has not taken within this (its flow-control window stays 0) cuts its
+   * connection (GOAWAY ENHANCE_YOUR_CALM): a call that cannot be written is not held longer.
+   */
+  readonly writeTimeoutMs: number;
+  /** Most calls in progress over all connections of one remote address; more are refused (REFUSED_STREAM). */
+  readonly maxClientStreams: number;
+  /** Told of each connection cut because its answers were not taken. */
+  readonly onWriteTimeout?: () => void;
+}
+
+/** What is watched of one connection. */
+interface SessionState {
+  readonly client: string;
+  active: number;
+  idleSince: number;
+  /** Answered calls whose answer is not written yet, with when they were answered (oldest first). */
+  readonly writing: Map<ServerHttp2Stream, number>;
 }
 
 /**
  * The HTTP/2 connections of one gRPC listener and their lifetimes: each is closed when idle,
- * asked to go away at its age (then cut after a grace period), and pinged so that peers gone
- * without a word do not count against the connection caps. One timer per connection serves all
- * three, so a call costs a counter, not a timer.
+ * asked to go away at its age (then cut after a grace period), cut when its answers are not
+ * taken, and pinged so that peers gone without a word do not count against the connection caps.
+ * The calls in progress of one address are bounded over all its connections. One timer per
+ * connection serves all of it, so a call costs a counter, not a timer.
  */
 export class Sessions {
   readonly #limits: SessionLimits;
-  readonly #open = new Set<Http2Session>();
+  readonly #open = new Map<Http2Session, SessionState>();
+  /** Calls in progress per remote address. */
+  readonly #streamsOf = new Map<string, number>();
+  /** Each connection's state by its peer's address and port (a session's socket is a proxy of the listener's). */
+  readonly #byPeer = new Map<string, SessionState>();
   #closing = false;
 
   constructor(limits: SessionLimits) {
@@ -34,30 +58,80 @@ export class Sessions {
     return this.#open.size;
   }
 
+  /** Whether the connection of `socket` has no call in progress (a connection not yet an HTTP/2 session has none). */
+  idle(socket: Socket): boolean {
+    return (this.#byPeer.get(peerOf(socket))?.active ?? 0) === 0;
+  }
+
+  /**
+   * Takes a new call of a watched connection, or refuses it (REFUSED_STREAM: the client may retry
+   * it elsewhere) when its address has `maxClientStreams` calls in progress. False: refused.
+   */
+  admit(stream: ServerHttp2Stream): boolean {
+    const state = this.#open.get(stream.session as Http2Session);
+    if (state === undefined) return true;
+    const held = this.#streamsOf.get(state.client) ?? 0;
+    if (held >= this.#limits.maxClientStreams) {
+      stream.close(h2constants.NGHTTP2_REFUSED_STREAM);
+      return false;
+    }
+    this.#streamsOf.set(state.client, held + 1);
+    state.active++;
+    stream.once('close', () => {
+      state.writing.delete(stream);
+      state.active--;
+      if (state.active === 0) state.idleSince = Date.now();
+      const left = (this.#streamsOf.get(state.client) ?? 1) - 1;
+      if (left > 0) this.#streamsOf.set(state.client, left);
+      else this.#streamsOf.delete(state.client);
+    });
+    return true;
+  }
+
+  /** A call was answered: its answer must be taken by the peer within `writeTimeoutMs`. */
+  answered(stream: ServerHttp2Stream): void {
+    const state = this.#open.get(stream.session as Http2Session);
+    if (state !== undefined && !stream.closed) state.writing.set(stream, Date.now());
+  }
+
   /** Watches a new connection. */
   add(session: Http2Session): void {
     if (this.#closing) {
       session.destroy();
       return;
     }
-    this.#open.add(session);
     const limits = this.#limits;
     const born = Date.now();
-    let active = 0;
-    let idleSince = born;
+    const socket = session.socket as Socket | undefined;
+    const peer = socket === undefined ? undefined : peerOf(socket);
+    const state: SessionState = { client: socket?.remoteAddress ?? '', active: 0, idleSince: born, writing: new Map() };
+    this.#open.set(session, state);
+    if (peer !== undefined) this.#byPeer.set(peer, state);
     let lastPing = born;
     let pingTimer: NodeJS.Timeout | undefined;
     let aged = false;
-    const tickMs = Math.max(10, Math.min(limits.idleTimeoutMs, limits.keepaliveMs, limits.maxAgeMs, 1000));
+    const tickMs = Math.max(
+      10,
+      Math.min(limits.idleTimeoutMs, limits.keepaliveMs, limits.maxAgeMs, Math.ceil(limits.writeTimeoutMs / 2), 1000),
+    );
     const tick = setInterval(() => {
       const now = Date.now();
+      for (const answeredAt of state.writing.values()) {
+        // The oldest answer still not taken: the peer keeps its window shut.
+        if (now - answeredAt >= limits.writeTimeoutMs) {
+          limits.onWriteTimeout?.();
+          session.destroy(undefined, h2constants.NGHTTP2_ENHANCE_YOUR_CALM);
+          return;
+        }
+        break;
+      }
       if (!aged && now - born >= limits.maxAgeMs) {
         aged = true;
         session.close();
         setTimeout(() => session.destroy(), limits.ageGraceMs).unref();
         return;
       }
-      if (active === 0 && now - idleSince >= limits.idleTimeoutMs) {
+      if (state.active === 0 && now - state.idleSince >= limits.idleTimeoutMs) {
         session.close();
         return;
       }
@@ -75,19 +149,13 @@ export class Sessions {
         }
       }
     }, tickMs).unref();
-    session.on('stream', (stream: ServerHttp2Stream) => {
-      active++;
-      stream.once('close', () => {
-        active--;
-        if (active === 0) idleSince = Date.now();
-      });
-    });
     // Errors of a connection end that connection only (the 'close' below cleans up).
     session.on('error', () => undefined);
     session.once('close', () => {
       clearInterval(tick);
       clearTimeout(pingTimer);
       this.#open.delete(session);
+      if (peer !== undefined && this.#byPeer.get(peer) === state) this.#byPeer.delete(peer);
     });
   }
 
@@ -97,7 +165,7 @@ export class Sessions {
    */
   async close(graceMs: number): Promise<void> {
     this.#closing = true;
-    const all = [...this.#open];
+    const all = [...this.#open.keys()];
     const closed = all.map((s) => new Promise<void>((resolve) => (s.destroyed ? resolve() : s.once('close', () => resolve()))));
     for (const s of all) s.close();
     let timer: NodeJS.Timeout | undefined;
@@ -106,7 +174,12 @@ export class Sessions {
     });
     await Promise.race([Promise.all(closed), grace]);
     clearTimeout(timer);
-    for (const s of this.#open) s.destroy();
+    for (const s of this.#open.keys()) s.destroy();
     await Promise.all(closed);
   }
+}
+
+/** A connection's peer as `address|port`. */
+function peerOf(socket: Socket): string {
+  return `${socket.remoteAddress ?? ''}|${socket.remotePort ?? ''}`;
 }

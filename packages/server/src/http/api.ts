@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { fromZod } from '../errors.js';
 import type { RateLimitService } from '../service.js';
-import { TurnBatch } from '../turn-batch.js';
+import { TurnBatch, type TurnBatchOptions } from '../turn-batch.js';
 import { checkOutcomeCalls } from '../outcome-report.js';
 import { authorized, matchesAny, outcomeAccess, type OutcomeCredentials } from './auth.js';
 import { decodeBody, itemSchemas, type Decoded, type ItemBounds } from './items.js';
@@ -87,11 +87,12 @@ export function registerApi(
   bounds: ItemBounds,
   logger: FaultLog,
   access: ApiAccess,
+  fairness: TurnBatchOptions = {},
 ): void {
   const token = access.apiToken;
   const schemas = itemSchemas(bounds);
-  // The calls of one loop turn reach the store together (see TurnBatch).
-  const turns = new TurnBatch();
+  // The calls of one loop turn reach the store together, addresses taking turns (see TurnBatch).
+  const turns = new TurnBatch(fairness);
   // An answer sent from a hook ends the request; fastify is told nothing more.
   const refuse = (reply: FastifyReply, message: string) => void sendUnauthorized(reply, message, logger);
   // Without a token there is nothing to check: no hook at all (each one costs every request).
@@ -139,7 +140,7 @@ export function registerApi(
       const context: CallContext = { signal, client: request.ip };
       const answer = async (d: Decoded<T>) => {
         if (!d.ok) throw d.error;
-        return turns.defer(() => op.run(d.value, context));
+        return turns.defer(context.client, () => op.run(d.value, context), op.waits === true);
       };
       if (!body.batch) {
         let r: R;

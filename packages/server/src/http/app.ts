@@ -38,7 +38,9 @@ function connectionSettings(given: Partial<Pick<Settings, ConnectionSetting>>): 
 /** What the HTTP app is built from. */
 export interface HttpDeps {
   readonly settings: Pick<Settings, 'maxBodyBytes' | 'maxBatch' | 'maxKeyLength' | 'maxWaitMs' | 'adminToken'> &
-    Partial<Pick<Settings, 'apiToken' | 'outcomesToken' | 'openOutcomes' | 'maxOutcomeCalls' | ConnectionSetting>>;
+    Partial<
+      Pick<Settings, 'apiToken' | 'outcomesToken' | 'openOutcomes' | 'maxOutcomeCalls' | 'maxClientQueued' | ConnectionSetting>
+    >;
   readonly service: RateLimitService;
   readonly rules: LiveRules;
   readonly ruleStore: RuleStore;
@@ -156,13 +158,20 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     done();
   });
 
-  registerApi(app, deps.service, settings, faults, {
-    apiToken: settings.apiToken,
-    outcomesToken: settings.outcomesToken,
-    adminToken: settings.adminToken,
-    openOutcomes: settings.openOutcomes,
-    maxOutcomeCalls: settings.maxOutcomeCalls ?? Number(SETTINGS.maxOutcomeCalls.default),
-  });
+  registerApi(
+    app,
+    deps.service,
+    settings,
+    faults,
+    {
+      apiToken: settings.apiToken,
+      outcomesToken: settings.outcomesToken,
+      adminToken: settings.adminToken,
+      openOutcomes: settings.openOutcomes,
+      maxOutcomeCalls: settings.maxOutcomeCalls ?? Number(SETTINGS.maxOutcomeCalls.default),
+    },
+    settings.maxClientQueued === undefined ? {} : { maxClientQueued: settings.maxClientQueued },
+  );
   registerAdmin(app, {
     store: deps.ruleStore,
     rules: deps.rules,

@@ -1,0 +1,100 @@
+/**
+ * The hostile clients of the bench's abuse part, run as a process of their own
+ * (`abuse-hostile.js URL GRPC_TARGET`) until the parent sends `stop`: batches of new keys from
+ * {@link HOSTILE_ADDRESS}, stalled bodies, garbage requests and a new Envoy limit override per
+ * gRPC call, all at once.
+ */
+import { connect, type Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import * as grpc from '@grpc/grpc-js';
+import { Pool } from 'undici';
+import { PROTO_DIR, loadRlsMethod } from './service-load.js';
+import { SERVICE_RULES } from './service-server.js';
+
+/** Connections of the batch flood, each a closed loop. */
+export const FLOOD_IN_FLIGHT = 8;
+/** Keys in each of its batches (the server's default `--max-batch`). */
+export const FLOOD_BATCH = 100;
+/** The hostile clients' address: the service shares its work by address. */
+export const HOSTILE_ADDRESS = '127.0.0.2';
+/** Most connections held with a stalled body. */
+export const STALLED = 200;
+
+/** The hostile clients, until `stop` is set; resolves once they have all ended. */
+function hostile(url: string, grpcTarget: string, stop: { done: boolean }): Promise<unknown> {
+  const { port } = new URL(url);
+  const flood = new Pool(url, { connections: FLOOD_IN_FLIGHT, localAddress: HOSTILE_ADDRESS });
+  let i = 0;
+  const floods = Array.from({ length: FLOOD_IN_FLIGHT }, async () => {
+    while (!stop.done) {
+      const items = Array.from({ length: FLOOD_BATCH }, () => ({ resource: SERVICE_RULES.resource, key: `flood-${i++}` }));
+      await flood
+        .request({
+          path: '/v1/check',
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ items }),
+        })
+        .then((r) => r.body.text())
+        .catch(() => undefined);
+    }
+  });
+  const sockets: Socket[] = [];
+  const junk = (async () => {
+    while (!stop.done) {
+      if (sockets.length < STALLED) {
+        const s = connect({ port: Number(port), host: '127.0.0.1', localAddress: HOSTILE_ADDRESS }, () =>
+          s.write('POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{'),
+        );
+        s.on('error', () => undefined);
+        sockets.push(s);
+      }
+      const g = connect({ port: Number(port), host: '127.0.0.1', localAddress: HOSTILE_ADDRESS }, () =>
+        g.end('GARBAGE / HTTP/9.9\r\n\r\n'),
+      );
+      g.on('error', () => undefined);
+      await sleep(10);
+    }
+  })();
+  const method = loadRlsMethod(PROTO_DIR);
+  // grpc-js picks its own source address: the overrides come from the normal client's address.
+  const client = new grpc.Client(grpcTarget, grpc.credentials.createInsecure());
+  let o = 0;
+  const overrides = (async () => {
+    while (!stop.done) {
+      const n = o++;
+      const request = {
+        domain: SERVICE_RULES.domain,
+        descriptors: [
+          { entries: [{ key: SERVICE_RULES.descriptorKey, value: `u${n}` }], limit: { requests_per_unit: 1 + n, unit: 'HOUR' } },
+        ],
+      };
+      await new Promise<void>((resolve) => {
+        client.makeUnaryRequest(
+          method.path,
+          (x: object) => method.requestSerialize(x),
+          (b: Buffer) => method.responseDeserialize(b),
+          request,
+          { deadline: Date.now() + 5000 },
+          () => resolve(),
+        );
+      });
+    }
+  })();
+  return Promise.all([...floods, junk, overrides]).finally(async () => {
+    for (const s of sockets) s.destroy();
+    client.close();
+    await flood.close();
+  });
+}
+
+// Run as a child: hostile until told to stop, then exit.
+const [url, grpcTarget] = process.argv.slice(2);
+if (url !== undefined && grpcTarget !== undefined && process.send !== undefined) {
+  const stop = { done: false };
+  const running = hostile(url, grpcTarget, stop);
+  process.on('message', (m) => {
+    if (m === 'stop') stop.done = true;
+  });
+  void running.finally(() => process.exit(0));
+}
