@@ -2,7 +2,7 @@ import type { ConcurrencyState } from './algorithms/index.js';
 import { concurrency } from './algorithms/index.js';
 import { systemClock, type Clock, type TimerHandle } from './clock.js';
 import { ErrorCodes, SluiceError, invalid } from './errors.js';
-import { bookKey, cancelBooking, openBookings } from './booking.js';
+import { bookKey, bookingTokenRefused, cancelBooking, openBookings } from './booking.js';
 import { adjustKey, evaluateKey, reserveKey } from './evaluate.js';
 import { unjudgedStatuses, type LimitStatus } from './decision.js';
 import { KeyTable } from './key-table.js';
@@ -45,7 +45,9 @@ export interface MemoryStoreOptions {
    */
   clock?: Clock;
   /**
-   * Most keys held at once, so a flood of distinct keys cannot exhaust memory. A full table makes
+   * Most keys held at once, so a flood of distinct keys cannot exhaust memory; each booking held
+   * counts as one key too, and a key holding bookings as two more (a full table makes new
+   * bookings plain denials). A full table makes
    * room by removing a key whose state is at rest (it decides as no state would); when every key
    * held still counts, a new key is denied (see {@link MemoryStore}) and no live state is dropped.
    * @default 1_000_000
@@ -94,6 +96,10 @@ export interface MemoryStoreStats {
   readonly expired: number;
   /** New keys denied because every key held still counted. */
   readonly refused: number;
+  /** Bookings held (each weighs as one key in `maxKeys`, and a key holding any two more). */
+  readonly bookings: number;
+  /** Bookings not made because keys and bookings filled `maxKeys` (plain denials instead). */
+  readonly refusedBookings: number;
 }
 
 /**
@@ -125,7 +131,14 @@ export class MemoryStore implements LimitStore, OutcomeStore {
   /** Housekeeping counters. */
   get stats(): MemoryStoreStats {
     const t = this.#table;
-    return { keys: t.size, evicted: t.evicted, expired: t.expired, refused: t.refused };
+    return {
+      keys: t.size,
+      evicted: t.evicted,
+      expired: t.expired,
+      refused: t.refused,
+      bookings: t.bookings,
+      refusedBookings: t.refusedBookings,
+    };
   }
 
   async consume(request: ConsumeRequest): Promise<ConsumeResult> {
@@ -190,8 +203,9 @@ export class MemoryStore implements LimitStore, OutcomeStore {
       return { allowed: false, outcome: 'denied', statuses: this.#refusal(request.limits, now), now };
     }
     const s = openBookings(entry?.states ?? [], entry?.ledger, request.limits, now, entry?.expiresAt ?? 0);
-    const r = bookKey(s, request.limits, request, now);
+    const r = bookKey(s, request.limits, { ...request, room: () => this.#table.roomForBooking(now) }, now);
     if (s.changed) this.#table.write(request.key, request.limits, s.states, s.keepUntil, now, s.ledger ?? null);
+    if (r.forbidden === true) throw bookingTokenRefused();
     const allowed = r.outcome === 'admitted' || r.outcome === 'claimed';
     const booking = r.booking === undefined ? {} : { booking: { start: r.booking.start, end: r.booking.end } };
     return { allowed, outcome: r.outcome, statuses: r.statuses, now, ...booking };
@@ -207,8 +221,9 @@ export class MemoryStore implements LimitStore, OutcomeStore {
     const entry = this.#table.read(request.key, request.limits, now);
     if (entry?.ledger === undefined) return false;
     const s = openBookings(entry.states, entry.ledger, request.limits, now, entry.expiresAt);
-    const found = cancelBooking(s, request.limits, request.id, now);
+    const found = cancelBooking(s, request.limits, request.id, request.token, now);
     if (s.changed) this.#table.write(request.key, request.limits, s.states, s.keepUntil, now, s.ledger ?? null);
+    if (found === 'forbidden') throw bookingTokenRefused();
     return found;
   }
 
