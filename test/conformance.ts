@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   ALGORITHMS,
   DEFAULT_BOOKING,
+  ErrorCodes,
   combineStatuses,
   compileLimits,
   type Algorithm,
@@ -27,6 +28,8 @@ export interface ConformanceTarget {
 }
 
 const RATE_ALGORITHMS = ALGORITHMS.filter((a) => a !== 'concurrency');
+/** A booking's token in these tests: its maker's, one per id. */
+const tokenOf = (id: string): string => `the-own-token-of-${id}`;
 const MINUTE = 60_000;
 
 let keySeq = 0;
@@ -237,7 +240,7 @@ export function runConformance(target: ConformanceTarget): void {
         if (store.book === undefined || store.cancel === undefined) throw new Error(`${target.name} cannot book`);
         const key = newKey();
         const limits = compileLimits(policy);
-        const book = (id: string, create = true) => store.book!({ key, limits, cost: 1, id, create, bounds });
+        const book = (id: string, create = true) => store.book!({ key, limits, cost: 1, id, token: tokenOf(id), create, bounds });
         let bookedId = 'a0';
         let first = await book(bookedId);
         for (let i = 1; first.outcome === 'admitted' && i < 20; i++) first = await book((bookedId = `a${i}`));
@@ -256,8 +259,8 @@ export function runConformance(target: ConformanceTarget): void {
         expect((await book('nobody', false)).outcome).toBe('missing');
         // A plain call is behind the bookings.
         expect((await store.consume({ key, limits, cost: 1, permitId: '' })).allowed).toBe(false);
-        expect(await store.cancel({ key, limits, id: 'next' })).toBe(true);
-        expect(await store.cancel({ key, limits, id: 'next' })).toBe(false);
+        expect(await store.cancel({ key, limits, id: 'next', token: tokenOf('next') })).toBe(true);
+        expect(await store.cancel({ key, limits, id: 'next', token: tokenOf('next') })).toBe(false);
         // Early (by the store's clock): still booked. A fixed window's slot is the next window,
         // which a real clock may already have reached.
         let claimed = await book(bookedId, false);
@@ -269,6 +272,28 @@ export function runConformance(target: ConformanceTarget): void {
         expect(claimed.outcome).toBe('claimed');
         expect(claimed.allowed).toBe(true);
         expect((await book(bookedId, false)).outcome).toBe('missing');
+      });
+
+      it("refuses a claim, cancel or booking under another's token, and keeps the booking whole", async () => {
+        const key = newKey();
+        const limits = compileLimits(policy);
+        const call = (id: string, token: string, create = true) =>
+          store.book!({ key, limits, cost: 1, id, token, create, bounds });
+        let first = await call('a0', tokenOf('a0'));
+        for (let i = 1; first.outcome === 'admitted' && i < 20; i++) first = await call(`a${i}`, tokenOf(`a${i}`));
+        const victim = await call('job-42', tokenOf('job-42'));
+        expect(victim.outcome).toBe('booked');
+        const refused = { code: ErrorCodes.BOOKING_TOKEN };
+        for (const token of ['', 'an-attackers-own-token']) {
+          await expect(call('job-42', token, false)).rejects.toMatchObject(refused);
+          await expect(call('job-42', token, true)).rejects.toMatchObject(refused);
+          await expect(store.cancel!({ key, limits, id: 'job-42', token })).rejects.toMatchObject(refused);
+        }
+        // Still the maker's, unchanged.
+        const same = await call('job-42', tokenOf('job-42'), false);
+        expect(same.outcome).toBe('booked');
+        expect(same.booking).toEqual(victim.booking);
+        expect(await store.cancel!({ key, limits, id: 'job-42', token: tokenOf('job-42') })).toBe(true);
       });
     });
 

@@ -15,6 +15,8 @@ export interface CheckItem {
 /** One booking call as the service takes it (`/v1/book`, `/v1/claim`). */
 export interface BookItem extends CheckItem {
   readonly id: string;
+  /** The booking's token (see `BookOptions.token`). */
+  readonly token?: string;
 }
 
 /** The batched decision endpoints, each with the per-limit statuses. */

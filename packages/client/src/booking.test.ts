@@ -56,12 +56,17 @@ describe('RemoteLimiter bookings over a fake service', () => {
       retryAfterMs: 10_000,
       booking: { outcome: 'booked', id: 'b', startsInMs: 10_000, expiresInMs: 13_000 },
     });
+    // The client made the booking's token and sends it with every later call under the id.
+    const token = booked.booking!.token!;
+    expect(token).toMatch(/^[\w-]{22}$/);
+    expect(service.seen.at(-1)!.body).toMatchObject({ items: [{ id: 'b', token }] });
     clock.advance(9000);
     expect((await limiter.claim('api:slots', { key: 'k', id: 'b' })).booking).toEqual({
       outcome: 'booked',
       id: 'b',
       startsInMs: 1000,
       expiresInMs: 4000,
+      token,
     });
     clock.advance(1000);
     expect(await limiter.claim('api:slots', { key: 'k', id: 'b' })).toMatchObject({
@@ -106,13 +111,31 @@ describe('RemoteLimiter bookings over a fake service', () => {
     const { limiter, service } = setup();
     await limiter.ready();
     await Promise.all([limiter.try('api:slots', { key: 'x' }), limiter.try('api:slots', { key: 'x' })]);
-    expect((await limiter.book('api:slots', { key: 'x', id: 'gone' })).booking!.outcome).toBe('booked');
+    const { token } = (await limiter.book('api:slots', { key: 'x', id: 'gone' })).booking!;
     expect(await limiter.cancel('api:slots', { key: 'x', id: 'gone' })).toBe(true);
     expect(await limiter.cancel('api:slots', { key: 'x', id: 'gone' })).toBe(false);
+    // The first with the booking's token; once it is gone the token is forgotten.
     expect(service.seen.filter((s) => s.path === '/v1/cancel').map((s) => s.body)).toEqual([
-      { resource: 'api:slots', key: 'x', id: 'gone' },
+      { resource: 'api:slots', key: 'x', id: 'gone', token },
       { resource: 'api:slots', key: 'x', id: 'gone' },
     ]);
+  });
+
+  it("refuses another client's claim or cancel of a booking it did not make, unless given the token", async () => {
+    const { limiter, service, clock } = setup();
+    const other = new RemoteLimiter({ url: 'http://sluice.test', transport: service, clock, logger: false });
+    open.push(other);
+    await Promise.all([limiter.ready(), other.ready()]);
+    await Promise.all([limiter.try('api:slots', { key: 'o' }), limiter.try('api:slots', { key: 'o' })]);
+    const made = await limiter.book('api:slots', { key: 'o', id: 'job-42' });
+    expect(made.booking!.outcome).toBe('booked');
+    clock.advance(made.booking!.startsInMs);
+    expect(await code(other.claim('api:slots', { key: 'o', id: 'job-42' }))).toBe('SLUICE_ERR_BOOKING_TOKEN');
+    expect(await code(other.book('api:slots', { key: 'o', id: 'job-42' }))).toBe('SLUICE_ERR_BOOKING_TOKEN');
+    expect(await code(other.cancel('api:slots', { key: 'o', id: 'job-42' }))).toBe('SLUICE_ERR_BOOKING_TOKEN');
+    // Handed the token, the other process may claim it.
+    const claimed = await other.claim('api:slots', { key: 'o', id: 'job-42', token: made.booking!.token! });
+    expect(claimed.booking!.outcome).toBe('claimed');
   });
 
   it('validates ids and the rest of the call locally, with the core codes, without a call', async () => {

@@ -28,6 +28,7 @@ import {
   type TryOptions,
   type ClockSkewMonitor,
 } from '@sluice/core';
+import { BookingTokens } from './booking-tokens.js';
 import { OutcomeReporter, type OutcomeReporterStats } from './outcome-reporter.js';
 import { CheckBatcher, Overloaded, type CheckItem } from './batcher.js';
 import { PolicyFallback } from './fallback.js';
@@ -79,6 +80,8 @@ export class RemoteLimiter implements RateLimiter {
   readonly #o: CompiledRemoteOptions;
   readonly #transport: Transport;
   readonly #batcher: CheckBatcher;
+  /** The tokens of this process's bookings, sent for the caller (see BookingTokens). */
+  readonly #tokens = new BookingTokens();
   readonly #outcomes: OutcomeReporter;
   /** The service's health: one state machine for checks, leases and the fallback. */
   readonly #health: FailoverMachine;
@@ -305,6 +308,12 @@ export class RemoteLimiter implements RateLimiter {
    * (`claimed`) without competing with other callers; after the span the booking has expired and
    * the call starts afresh. Calls of one event-loop turn go out as one batch.
    *
+   * A booking belongs to the token it was made with: `options.token`, or one this client makes
+   * and remembers (for up to 10,000 bookings) and sends with every later call under the id, so
+   * the caller need not carry it. Another process claiming the booking must be given the token
+   * (`booking.token` of the answer). A held id under another token is refused by the service:
+   * `SLUICE_ERR_BOOKING_TOKEN`.
+   *
    * Nothing is booked (a plain decision, `admitted` or `denied`) on resources the service cannot
    * book (see `Limiter.book`), on resources this client leases (decided from the lease), and while
    * the service is unavailable: the resource's store-failure policy decides then, as for `try`
@@ -337,15 +346,17 @@ export class RemoteLimiter implements RateLimiter {
   async cancel(resource: string, options: CancelOptions): Promise<boolean> {
     const call = await this.#call(resource, { key: options.key, cost: 0 });
     const id = checkBookingId(options.id, 'id');
+    const token = this.#tokens.tokenFor(resource, call.key, id, options.token, false);
     if (call.leased || !this.#health.healthy) return false;
     const ticket = this.#health.begin();
     try {
       const a = await this.#transport.call('/v1/cancel', {
-        body: { resource, ...(call.key === '' ? {} : { key: call.key }), id },
+        body: { resource, ...(call.key === '' ? {} : { key: call.key }), id, ...(token === undefined ? {} : { token }) },
         timeoutMs: this.#timeout.currentMs,
       });
       if (a.status !== 200) throw errorFromBody(a.body, a.status);
       this.#health.succeeded();
+      this.#tokens.forget(resource, call.key, id);
       return (a.body as { cancelled?: unknown } | null)?.cancelled === true;
     } catch (err) {
       if (!isUnavailable(err)) throw err;
@@ -452,10 +463,12 @@ export class RemoteLimiter implements RateLimiter {
     // The lease limiter never books a leased resource: plain decisions, and claims find nothing.
     if (call.leased) return this.#leases[op](resource, { key: call.key, cost: call.cost, id });
     if (!this.#health.healthy) return this.#observe(resource, 'book', await this.#unbooked(call, op, id));
+    const token = this.#tokens.tokenFor(resource, call.key, id, (options as { token?: unknown }).token, op === 'book');
     const ticket = this.#health.begin();
     try {
-      const d = await this.#batcher.book(op, { ...call.item, id });
+      const d = await this.#batcher.book(op, { ...call.item, id, ...(token === undefined ? {} : { token }) });
       this.#health.succeeded();
+      this.#tokens.settle(resource, call.key, id, token, d);
       return this.#observe(resource, 'book', d.booking === undefined ? plain(d, id) : d);
     } catch (err) {
       if (op === 'claim') {

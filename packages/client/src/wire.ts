@@ -67,7 +67,8 @@ export function bookingFromBody(v: unknown): BookingInfo {
   ) {
     throw protocol('a malformed booking');
   }
-  return { outcome: v.outcome as BookingInfo['outcome'], id: v.id, startsInMs: v.startsInMs, expiresInMs: v.expiresInMs };
+  const info = { outcome: v.outcome as BookingInfo['outcome'], id: v.id, startsInMs: v.startsInMs, expiresInMs: v.expiresInMs };
+  return typeof v.token === 'string' ? { ...info, token: v.token } : info;
 }
 
 /** The client's view of the service's rules (`GET /v1/resources`). */

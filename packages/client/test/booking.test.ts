@@ -152,16 +152,22 @@ describe('bookings across two services sharing one Redis', () => {
     expect((await ca.book('api:slots', { key, id: 'first' })).booking!.outcome).toBe('admitted');
     const booked = await ca.book('api:slots', { key, id: 'job' });
     expect(booked.booking!.outcome).toBe('booked');
-    // The other service sees the booking, and the line: a new booking queues behind it.
-    const early = await cb.claim('api:slots', { key, id: 'job' });
+    // The other service sees the booking (to the one handed its token), and the line: a new
+    // booking queues behind it.
+    const token = booked.booking!.token!;
+    await expect(cb.claim('api:slots', { key, id: 'job' })).rejects.toMatchObject({ code: 'SLUICE_ERR_BOOKING_TOKEN' });
+    const early = await cb.claim('api:slots', { key, id: 'job', token });
     expect(early.booking!.outcome).toBe('booked');
     const behind = await cb.book('api:slots', { key, id: 'next' });
     expect(behind.booking!.outcome).toBe('booked');
     expect(behind.booking!.startsInMs).toBeGreaterThanOrEqual(early.booking!.startsInMs + 900);
-    expect(await ca.cancel('api:slots', { key, id: 'next' })).toBe(true);
+    expect(await ca.cancel('api:slots', { key, id: 'next', token: behind.booking!.token! })).toBe(true);
     await sleep(early.retryAfterMs);
     expect((await ca.try('api:slots', { key })).allowed).toBe(false);
-    expect(await cb.claim('api:slots', { key, id: 'job' })).toMatchObject({ allowed: true, booking: { outcome: 'claimed' } });
+    expect(await cb.claim('api:slots', { key, id: 'job', token })).toMatchObject({
+      allowed: true,
+      booking: { outcome: 'claimed' },
+    });
     expect((await ca.claim('api:slots', { key, id: 'job' })).booking!.outcome).toBe('missing');
     expect([ca.healthy, cb.healthy]).toEqual([true, true]);
   });

@@ -6,6 +6,9 @@ import { compileLimits, type Algorithm, type LimitPolicy } from './policy.js';
 import type { BookResult } from './store.js';
 import { busiestWindow, prng } from '../test/support.js';
 
+/** Each booking's token in these tests: its maker's, derived from its id. */
+const tokenOf = (id: string): string => `token-of-${id}-0123456789`;
+
 const stores: MemoryStore[] = [];
 afterEach(async () => {
   await Promise.all(stores.splice(0).map((s) => s.close()));
@@ -17,9 +20,10 @@ function setup(policies: LimitPolicy | LimitPolicy[], bounds: Partial<BookingBou
   stores.push(store);
   const limits = compileLimits(policies);
   const b: BookingBounds = { ...DEFAULT_BOOKING, ...bounds };
-  const book = (id: string, cost = 1, create = true, key = 'k') => store.book({ key, limits, cost, id, create, bounds: b });
+  const book = (id: string, cost = 1, create = true, key = 'k') =>
+    store.book({ key, limits, cost, id, token: tokenOf(id), create, bounds: b });
   const consume = (cost = 1, key = 'k') => store.consume({ key, limits, cost, permitId: '' });
-  const cancel = (id: string, key = 'k') => store.cancel({ key, limits, id });
+  const cancel = (id: string, key = 'k') => store.cancel({ key, limits, id, token: tokenOf(id) });
   return { clock, store, limits, book, consume, cancel };
 }
 
@@ -124,7 +128,15 @@ describe('booking on a GCRA key', () => {
     const other = compileLimits({ ...policy, limit: 20 });
     await store.consume({ key: 'k', limits: other, cost: 0, permitId: '' });
     clock.advance(100);
-    const r = await store.book({ key: 'k', limits: other, cost: 1, id: 'b0', create: false, bounds: DEFAULT_BOOKING });
+    const r = await store.book({
+      key: 'k',
+      limits: other,
+      cost: 1,
+      id: 'b0',
+      token: tokenOf('b0'),
+      create: false,
+      bounds: DEFAULT_BOOKING,
+    });
     expect(r.outcome).toBe('missing');
   });
 });

@@ -1,5 +1,6 @@
+import { randomBytes } from 'node:crypto';
 import { normalizeState, rateAlgorithm, type RateState } from './algorithms/index.js';
-import { ErrorCodes, invalid } from './errors.js';
+import { ErrorCodes, SluiceError, invalid } from './errors.js';
 import { evaluateKey, type LimitState } from './evaluate.js';
 import type { BookOutcome, LimitStatus } from './decision.js';
 import type { CompiledLimit } from './policy.js';
@@ -21,6 +22,11 @@ import type { CompiledLimit } from './policy.js';
 export interface Booking {
   /** The caller's name for it, unique on the key (see {@link checkBookingId}). */
   readonly id: string;
+  /**
+   * The secret its maker holds (see {@link checkBookingToken}): ids are names, often guessable,
+   * so a call naming a held booking must also show its token to see, claim or cancel it.
+   */
+  readonly token: string;
   readonly cost: number;
   /** When it may be claimed from (store clock, ms). */
   readonly start: number;
@@ -51,6 +57,12 @@ export interface BookingBounds {
   readonly claimWindowMs: number;
   /** Most bookings a key holds at once; more are a plain denial. */
   readonly maxBookings: number;
+  /**
+   * Largest share of what the key can admit over `maxAheadMs` that its bookings may hold at
+   * once (see {@link bookedCap}); more is a plain denial, so no caller can book a key's whole
+   * horizon and plain calls always keep the rest.
+   */
+  readonly maxShare: number;
 }
 
 /** Every {@link BookOutcome}, for decoders. */
@@ -59,6 +71,28 @@ export const BOOK_OUTCOMES: readonly BookOutcome[] = ['admitted', 'booked', 'cla
 /** Longest booking id, in characters. */
 export const MAX_BOOKING_ID_LENGTH = 128;
 const BOOKING_ID = /^[\x21-\x7e]+$/;
+/** Shortest booking token a caller may choose, in characters (generated ones have 22). */
+export const MIN_BOOKING_TOKEN_LENGTH = 16;
+
+/**
+ * A booking token: 16 to 128 printable ASCII characters (no spaces). A caller that names its own
+ * must make it unguessable (e.g. derived from a secret); `Limiter.book` makes one otherwise.
+ */
+export function checkBookingToken(token: unknown, field = 'token'): string {
+  if (
+    typeof token !== 'string' ||
+    token.length < MIN_BOOKING_TOKEN_LENGTH ||
+    token.length > MAX_BOOKING_ID_LENGTH ||
+    !BOOKING_ID.test(token)
+  ) {
+    throw invalid(
+      ErrorCodes.INVALID_OPTIONS,
+      field,
+      `must be ${MIN_BOOKING_TOKEN_LENGTH} to ${MAX_BOOKING_ID_LENGTH} printable ASCII characters without spaces`,
+    );
+  }
+  return token;
+}
 
 /** A booking id: 1 to 128 printable ASCII characters (no spaces). */
 export function checkBookingId(id: unknown, field = 'booking'): string {
@@ -72,15 +106,50 @@ export function checkBookingId(id: unknown, field = 'booking'): string {
   return id;
 }
 
+/** A fresh booking token: 128 random bits, 22 base64url characters. */
+export function newBookingToken(): string {
+  return randomBytes(16).toString('base64url');
+}
+
+/** The refusal of a call that named a booking held under another token (nothing changed). */
+export function bookingTokenRefused(): SluiceError {
+  return new SluiceError(ErrorCodes.BOOKING_TOKEN, 'the booking is held under another token');
+}
+
 /** Bounds on the booking settings. */
 export const BOOKING_BOUNDS = Object.freeze({
   maxAheadMs: 3_600_000,
   claimWindowMs: 60_000,
   maxBookings: 10_000,
+  maxShare: 1,
 });
 
 /** The defaults of {@link BookingBounds}. */
-export const DEFAULT_BOOKING: BookingBounds = Object.freeze({ maxAheadMs: 60_000, claimWindowMs: 1000, maxBookings: 1000 });
+export const DEFAULT_BOOKING: BookingBounds = Object.freeze({
+  maxAheadMs: 60_000,
+  claimWindowMs: 1000,
+  maxBookings: 1000,
+  maxShare: 0.5,
+});
+
+/** Largest permit count {@link bookedCap} answers (the most one call may cost). */
+const MAX_CAP = 1_000_000_000;
+
+/**
+ * The most permits a key's bookings may hold at once: `maxShare` of what its strictest limit
+ * can admit from now to `maxAheadMs` ahead, from a fresh state (its capacity, a bucket's burst
+ * or a window's limit, plus its rate over the horizon), rounded down. The Redis store sends it
+ * to its script, so both stores bound bookings alike.
+ */
+export function bookedCap(limits: readonly CompiledLimit[], bounds: BookingBounds): number {
+  let cap = MAX_CAP;
+  for (const l of limits) {
+    const capacity =
+      (l.algorithm === 'token-bucket' || l.algorithm === 'gcra' ? l.burst : l.limit) + (l.limit * bounds.maxAheadMs) / l.windowMs;
+    cap = Math.min(cap, Math.floor(bounds.maxShare * capacity + 1e-9));
+  }
+  return cap;
+}
 
 /** How many times the slot search may move forward before it gives up (several fixed windows). */
 const MAX_SLOT_STEPS = 16;
@@ -117,15 +186,28 @@ export interface BookKeyResult {
   readonly statuses: LimitStatus[];
   /** The booking held, for `booked` and `claimed`. */
   readonly booking?: Booking;
+  /**
+   * The id names a booking held under another token: nothing was judged or changed (the call
+   * is refused, `SLUICE_ERR_BOOKING_TOKEN`; `outcome` and `statuses` then mean nothing).
+   */
+  readonly forbidden?: true;
 }
 
 /** The request {@link bookKey} decides. */
 export interface BookKeyRequest {
   readonly cost: number;
   readonly id: string;
+  /** The caller's token: a booking it makes keeps it, and a held one must have it. */
+  readonly token: string;
   /** False: only claim an existing booking (never book, never consume). */
   readonly create: boolean;
   readonly bounds: BookingBounds;
+  /**
+   * Asked just before a new booking is made: false when the store has no room to keep one more
+   * (the embedded store's key table), and the call is then a plain denial.
+   * @default always room
+   */
+  readonly room?: () => boolean;
 }
 
 /**
@@ -154,13 +236,19 @@ export function openBookings(
   return s;
 }
 
-/** Books, claims or admits (see {@link BookOutcome}); `s` comes from {@link openBookings}. */
+const FORBIDDEN: BookKeyResult = Object.freeze({ outcome: 'denied', statuses: [], forbidden: true });
+
+/**
+ * Books, claims or admits (see {@link BookOutcome}); `s` comes from {@link openBookings}. A held
+ * id with another token is `forbidden`: the call cannot see, claim or take over that booking.
+ */
 export function bookKey(s: BookingState, limits: readonly CompiledLimit[], request: BookKeyRequest, now: number): BookKeyResult {
   const { cost, id } = request;
   if (limits.some((l) => l.algorithm === 'concurrency')) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', 'keys with a concurrency limit cannot be booked');
   }
   const held = s.ledger?.bookings.find((b) => b.id === id);
+  if (held !== undefined && !tokenMatches(held, request.token)) return FORBIDDEN;
   if (held !== undefined) {
     if (now < held.start)
       return { outcome: 'booked', statuses: evaluateKey(s.states, limits, cost, now, '').statuses, booking: held };
@@ -178,8 +266,8 @@ export function bookKey(s: BookingState, limits: readonly CompiledLimit[], reque
     return { outcome: 'admitted', statuses: judged.statuses };
   }
   const slot = findSlot(s, limits, cost, now, request.bounds);
-  if (slot === undefined) return { outcome: 'denied', statuses: judged.statuses };
-  const booking: Booking = { id, cost, start: slot.start, end: slot.end };
+  if (slot === undefined || request.room?.() === false) return { outcome: 'denied', statuses: judged.statuses };
+  const booking: Booking = { id, token: request.token, cost, start: slot.start, end: slot.end };
   let keep = slot.end;
   limits.forEach((limit, i) => {
     const o = rateAlgorithm(limit.code)!.book(rateState(s.states[i], now, limit), cost, slot.start, slot.end, now, limit);
@@ -194,10 +282,20 @@ export function bookKey(s: BookingState, limits: readonly CompiledLimit[], reque
   return { outcome: 'booked', statuses: judged.statuses, booking };
 }
 
-/** Cancels a booking not yet claimed: its permits go back where the bound allows. True if it was held. */
-export function cancelBooking(s: BookingState, limits: readonly CompiledLimit[], id: string, now: number): boolean {
+/**
+ * Cancels a booking not yet claimed: its permits go back where the bound allows. True if it was
+ * held, false if not, 'forbidden' (nothing changed) if it is held under another token.
+ */
+export function cancelBooking(
+  s: BookingState,
+  limits: readonly CompiledLimit[],
+  id: string,
+  token: string,
+  now: number,
+): boolean | 'forbidden' {
   const held = s.ledger?.bookings.find((b) => b.id === id);
   if (held === undefined) return false;
+  if (!tokenMatches(held, token)) return 'forbidden';
   giveBack(s, limits, held, now);
   return true;
 }
@@ -215,6 +313,9 @@ function findSlot(
   bounds: BookingBounds,
 ): { start: number; end: number } | undefined {
   if ((s.ledger?.bookings.length ?? 0) >= bounds.maxBookings) return undefined;
+  let held = cost;
+  for (const b of s.ledger?.bookings ?? []) held += b.cost;
+  if (held > bookedCap(limits, bounds)) return undefined;
   let start = now;
   let agreed = false;
   for (let step = 0; step < MAX_SLOT_STEPS && !agreed; step++) {
@@ -259,6 +360,11 @@ function remove(s: BookingState, b: Booking): void {
   const bookings = ledger.bookings.filter((x) => x !== b);
   s.ledger = bookings.length === 0 ? undefined : { ...ledger, bookings, newest: ledger.newest === b.id ? '' : ledger.newest };
   s.changed = true;
+}
+
+/** A booking answers its own token only; one kept without a token answers none. */
+function tokenMatches(b: Booking, token: string): boolean {
+  return b.token !== '' && b.token === token;
 }
 
 function rateState(state: LimitState | undefined, now: number, limit: CompiledLimit): RateState | undefined {

@@ -30,7 +30,8 @@ export type DecisionSource = 'store' | 'prefilter' | 'lease' | 'fallback' | 'bre
  * - `admitted`: the key had room now; charged as `try` would, nothing booked;
  * - `booked`: a booking is held (just made, or made before and not yet due): claim it from its start;
  * - `claimed`: the booking was due and is now used: admitted;
- * - `denied`: nothing booked (no slot within `maxAheadMs`, `maxBookings` held, or a span too short);
+ * - `denied`: nothing booked (no slot within `maxAheadMs`, `maxBookings` or `maxShare` held, no
+ *   room in the store, or a span too short);
  * - `missing`: a claim found no such booking (never made, claimed, cancelled or expired).
  */
 export type BookOutcome = 'admitted' | 'booked' | 'claimed' | 'denied' | 'missing';
@@ -44,6 +45,11 @@ export interface BookingInfo {
   readonly startsInMs: number;
   /** For `booked` and `claimed`: milliseconds until it expires (a claim must come before). */
   readonly expiresInMs: number;
+  /**
+   * For `booked`: the booking's token, the secret every later call naming it (claim, cancel or
+   * book again) must show. The one the caller gave, or one made for it.
+   */
+  readonly token?: string;
 }
 
 /** The state of one limit of a key after a decision. */

@@ -30,6 +30,11 @@ export const ErrorCodes = {
   ABORTED: 'SLUICE_ERR_ABORTED',
   /** The limiter or store was used after `close()`. */
   CLOSED: 'SLUICE_ERR_CLOSED',
+  /**
+   * A booking call named a booking held under another token (or none): only the call that made
+   * it, showing the token it was given, may claim, cancel or re-ask about it. Nothing changed.
+   */
+  BOOKING_TOKEN: 'SLUICE_ERR_BOOKING_TOKEN',
   /** `Limiter.call` was denied; the error's `decision` says why and when to retry. */
   LIMITED: 'SLUICE_ERR_LIMITED',
 } as const;

@@ -62,6 +62,9 @@ interface Group {
   summary: GroupSummary | undefined;
 }
 
+/** What a key's booking ledger weighs in `maxKeys`, in keys, beside one per booking. */
+const LEDGER_WEIGHT = 2;
+
 /**
  * Where the in-memory store keeps keys: a Map of slots, bounded in size. Accesses do not reorder
  * the Map (a hot key costs the same however many keys there are). A state at rest (past its
@@ -105,6 +108,12 @@ export class KeyTable {
   summarized = 0;
   /** New keys refused: they need a slot of their own and the table had none to give. */
   refused = 0;
+  /** Bookings held in the keys' ledgers (see {@link bookingWeight}). */
+  bookings = 0;
+  /** Keys holding bookings: each ledger weighs as LEDGER_WEIGHT keys more. */
+  ledgers = 0;
+  /** Bookings refused because keys and bookings filled the table (see {@link roomForBooking}). */
+  refusedBookings = 0;
 
   constructor(
     private readonly maxKeys: number,
@@ -116,9 +125,9 @@ export class KeyTable {
     this.#buckets = 2 ** Math.min(12, Math.max(6, Math.ceil(Math.log2(maxKeys / 16))));
   }
 
-  /** Slots in use: keys held, and room claimed by other state (see {@link claimRoom}). */
+  /** Slots in use: keys held, room claimed by other state (see {@link claimRoom}), and what bookings weigh (see {@link bookingWeight}). */
   get size(): number {
-    return this.#slots.size + this.#claimed;
+    return this.#slots.size + this.#claimed + this.bookingWeight;
   }
 
   /** True when `key` holds a slot (at rest or not). */
@@ -192,6 +201,21 @@ export class KeyTable {
    */
   makeRoom(key: string, now: number, limits?: readonly CompiledLimit[], pinned = false): boolean {
     return this.#place(key, now, limits, pinned) !== 'refused';
+  }
+
+  /**
+   * True when one more booking fits the bound (keys, claimed room and bookings together at most
+   * `maxKeys`), after removing a key at rest if need be; false (counted in `refusedBookings`) otherwise.
+   */
+  roomForBooking(now: number): boolean {
+    // Room for the worst case: the key's first booking, its ledger with it.
+    if (this.size + LEDGER_WEIGHT + 1 <= this.maxKeys) return true;
+    if (this.#removeOneAtRest(now)) {
+      this.evicted++;
+      return true;
+    }
+    this.refusedBookings++;
+    return false;
   }
 
   /**
@@ -356,6 +380,7 @@ export class KeyTable {
 
   #remove(key: string, slot: Slot): void {
     this.#slots.delete(key);
+    this.#count(slot, -1);
     this.#release(slot);
     const name = groupName(key);
     const group = this.#groups.get(name);
@@ -377,6 +402,8 @@ export class KeyTable {
   /** Puts `next` in `key`'s slot, in place of `old` (undefined: none). */
   #set(key: string, old: Slot | undefined, next: Slot): void {
     this.#slots.set(key, next);
+    this.#count(next, 1);
+    if (old !== undefined) this.#count(old, -1);
     if (old !== undefined) this.#release(old);
   }
 
@@ -403,6 +430,24 @@ export class KeyTable {
     this.#groups.clear();
     this.#policies.clear();
     this.#policyIds = new WeakMap();
+    this.bookings = 0;
+    this.ledgers = 0;
+  }
+
+  /**
+   * What bookings weigh in `maxKeys`, in keys: one per booking, and LEDGER_WEIGHT per key holding
+   * any (a key's first booking turns its packed slot into an object with a ledger: about 530
+   * bytes, against about 170 for a packed key and 150 to 200 for each booking after it).
+   */
+  get bookingWeight(): number {
+    return this.bookings + LEDGER_WEIGHT * this.ledgers;
+  }
+
+  #count(slot: Slot, sign: 1 | -1): void {
+    const n = Array.isArray(slot) ? 0 : (slot.ledger?.bookings.length ?? 0);
+    if (n === 0) return;
+    this.bookings += sign * n;
+    this.ledgers += sign;
   }
 
   /** Removes keys at rest, examining at most `batch` keys whose bucket is due; drops summaries at rest. */

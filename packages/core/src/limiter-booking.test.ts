@@ -27,23 +27,24 @@ describe('Limiter.book, claim and cancel', () => {
     expect(d.allowed).toBe(false);
     expect(d.reason).toBe('rate_limited');
     expect(d.retryAfterMs).toBe(100);
-    expect(d.booking).toEqual({ outcome: 'booked', id: 'x', startsInMs: 100, expiresInMs: 300 });
+    expect(d.booking).toEqual({ outcome: 'booked', id: 'x', startsInMs: 100, expiresInMs: 300, token: expect.any(String) });
+    const token = d.booking!.token!;
     // A plain call in between stays behind the booking.
     clock.advance(100);
     expect((await limiter.try('api')).allowed).toBe(false);
-    const claimed = await limiter.claim('api', { id: 'x' });
+    const claimed = await limiter.claim('api', { id: 'x', token });
     expect(claimed.allowed).toBe(true);
     expect(claimed.reason).toBe('allowed');
     expect(claimed.booking?.outcome).toBe('claimed');
-    expect((await limiter.claim('api', { id: 'x' })).booking?.outcome).toBe('missing');
+    expect((await limiter.claim('api', { id: 'x', token })).booking?.outcome).toBe('missing');
   });
 
   it('cancels a booking, after which its claim finds nothing', async () => {
     const { limiter } = make({ api: gcra });
     for (let i = 0; i < 3; i++) await limiter.book('api', { id: `a${i}`, key: 'k' });
-    await limiter.book('api', { id: 'x', key: 'k' });
-    expect(await limiter.cancel('api', { id: 'x', key: 'k' })).toBe(true);
-    expect(await limiter.cancel('api', { id: 'x', key: 'k' })).toBe(false);
+    const token = (await limiter.book('api', { id: 'x', key: 'k' })).booking!.token!;
+    expect(await limiter.cancel('api', { id: 'x', key: 'k', token })).toBe(true);
+    expect(await limiter.cancel('api', { id: 'x', key: 'k', token })).toBe(false);
     expect((await limiter.claim('api', { id: 'x', key: 'k' })).booking?.outcome).toBe('missing');
   });
 

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { systemClock, type Clock } from './clock.js';
 import type { CircuitBreaker } from './circuit-breaker.js';
 import { combineStatuses, withReason, type Decision } from './decision.js';
-import { checkBookingId } from './booking.js';
+import { checkBookingId, checkBookingToken, newBookingToken } from './booking.js';
 import { ErrorCodes, SluiceError, invalid } from './errors.js';
 import { Failover } from './failover.js';
 import { STORE_FAILURE_POLICIES, fallbackDecision, type StoreFailurePolicy } from './failover-state.js';
@@ -455,14 +455,18 @@ export class Limiter implements RateLimiter {
    * Deferred admission: admits now if the key has room; otherwise books the earliest slot at
    * which the permits will be free, after every slot already promised, and answers a denial
    * whose `retryAfterMs` is that slot's start and whose `booking` says so (`booked`). A call
-   * with the same `id` from then on claims it: before its start it answers `booked` again (the
-   * time left), within its span it admits (`claimed`) without competing with anyone, and after
-   * its span the booking has expired (its permits went back) and the call starts afresh.
+   * with the same `id` and the booking's `token` from then on claims it: before its start it
+   * answers `booked` again (the time left), within its span it admits (`claimed`) without
+   * competing with anyone, and after its span the booking has expired (its permits went back)
+   * and the call starts afresh. A booking keeps the token the call gave, or a fresh one answered
+   * in `booking.token`; a call naming a held booking with another token (or none) is refused,
+   * `SLUICE_ERR_BOOKING_TOKEN`, and changes nothing.
    *
    * No booking is made (the call is decided as {@link try}, `booking.outcome` `admitted` or
    * `denied`) on resources with a concurrency limit, a core share, a split, leases or shadow
    * mode, for a tenant, while the store is down, or when the slot lies beyond the resource's
-   * `booking.maxAheadMs` or its keys hold `booking.maxBookings` already.
+   * `booking.maxAheadMs`, its key holds `booking.maxBookings` or its `booking.maxShare` already,
+   * or the store has no room for another booking.
    */
   async book(resource: string, options: BookOptions): Promise<Decision> {
     return this.#book(resource, options, true);
@@ -480,8 +484,10 @@ export class Limiter implements RateLimiter {
   async cancel(resource: string, options: CancelOptions): Promise<boolean> {
     const { key, limits, resource: r } = this.#prepare(resource, { key: options.key, cost: 0 });
     const id = checkBookingId(options.id, 'id');
+    // No token names no booking: a held one is refused by the store, as a wrong token is.
+    const token = options.token === undefined ? '' : checkBookingToken(options.token);
     if (!bookable(r, undefined, 0)) return false;
-    const found = await this.#failover.cancel({ key, limits, id });
+    const found = await this.#failover.cancel({ key, limits, id, token });
     if (found) {
       this.#prefilter.forget(filterKey(key, false));
       this.#waiting.wake(key);
@@ -492,6 +498,9 @@ export class Limiter implements RateLimiter {
   async #book(resource: string, options: BookOptions, create: boolean): Promise<Decision> {
     const call = this.#prepare(resource, options);
     const id = checkBookingId(options.id, 'id');
+    // A booking made without a token gets a fresh one, answered to its maker alone. A claim
+    // without one can only find nothing (or be refused, if the id is held).
+    const token = options.token !== undefined ? checkBookingToken(options.token) : create ? newBookingToken() : '';
     const r = call.resource;
     // A plain call is counted by `try` below.
     if (bookable(r, call.tenant, call.tier.holdback)) this.#noteHot(call);
@@ -510,7 +519,7 @@ export class Limiter implements RateLimiter {
       return this.#observe(resource, 'book', plain(breakerDecision(r.limits, fleet.retryAfterMs)));
     }
     const result = await this.#failover.book(
-      { key: call.key, limits: call.limits, cost: call.cost, id, create, bounds: r.booking },
+      { key: call.key, limits: call.limits, cost: call.cost, id, token, create, bounds: r.booking },
       r.onStoreFailure,
     );
     let decision = combineStatuses(result.statuses);
@@ -518,7 +527,7 @@ export class Limiter implements RateLimiter {
     const span = result.booking;
     if (result.outcome === 'booked' && span !== undefined) {
       const startsInMs = Math.max(1, Math.ceil(span.start - result.now));
-      booking = { ...booking, startsInMs, expiresInMs: Math.max(0, Math.floor(span.end - result.now)) };
+      booking = { ...booking, startsInMs, expiresInMs: Math.max(0, Math.floor(span.end - result.now)), token };
       decision = { ...decision, allowed: false, reason: 'rate_limited', retryAfterMs: startsInMs };
     } else if (result.outcome === 'claimed' && span !== undefined) {
       booking = { ...booking, expiresInMs: Math.max(0, Math.floor(span.end - result.now)) };

@@ -2,7 +2,7 @@ import type { ConcurrencyState } from './algorithms/index.js';
 import { concurrency } from './algorithms/index.js';
 import { systemClock, type Clock, type TimerHandle } from './clock.js';
 import { ErrorCodes, SluiceError, invalid } from './errors.js';
-import { bookKey, cancelBooking, openBookings } from './booking.js';
+import { bookKey, bookingTokenRefused, cancelBooking, openBookings } from './booking.js';
 import { adjustKey, evaluateKey, reserveKey } from './evaluate.js';
 import { unjudgedStatuses, type LimitStatus } from './decision.js';
 import { KeyTable } from './key-table.js';
@@ -55,6 +55,8 @@ export interface MemoryStoreOptions {
    * shared between resources: a larger resource's key leaves for its resource's conservative
    * summary, or the new key is decided on its own resource's summary (see {@link KeyTable}); only
    * new keys needing a slot of their own (leases, bookings) are denied. No live state is dropped.
+   * Each booking held counts as one key too, and a key holding bookings as two more (a full
+   * table makes new bookings plain denials).
    * @default 1_000_000
    */
   maxKeys?: number;
@@ -107,6 +109,10 @@ export interface MemoryStoreStats {
   readonly refused: number;
   /** Limit summaries held (each 16 bytes per bucket). */
   readonly summaries: number;
+  /** Bookings held (each weighs as one key in `maxKeys`, and a key holding any two more). */
+  readonly bookings: number;
+  /** Bookings not made because keys and bookings filled `maxKeys` (plain denials instead). */
+  readonly refusedBookings: number;
 }
 
 /**
@@ -148,6 +154,8 @@ export class MemoryStore implements LimitStore, OutcomeStore {
       summarized: t.summarized,
       refused: t.refused,
       summaries: t.summaries.limits,
+      bookings: t.bookings,
+      refusedBookings: t.refusedBookings,
     };
   }
 
@@ -214,8 +222,9 @@ export class MemoryStore implements LimitStore, OutcomeStore {
       return { allowed: false, outcome: 'denied', statuses: this.#refusal(request.limits, now), now };
     }
     const s = openBookings(entry?.states ?? [], entry?.ledger, request.limits, now, entry?.expiresAt ?? 0);
-    const r = bookKey(s, request.limits, request, now);
+    const r = bookKey(s, request.limits, { ...request, room: () => this.#table.roomForBooking(now) }, now);
     if (s.changed) this.#table.write(request.key, request.limits, s.states, s.keepUntil, now, s.ledger ?? null);
+    if (r.forbidden === true) throw bookingTokenRefused();
     const allowed = r.outcome === 'admitted' || r.outcome === 'claimed';
     const booking = r.booking === undefined ? {} : { booking: { start: r.booking.start, end: r.booking.end } };
     return { allowed, outcome: r.outcome, statuses: r.statuses, now, ...booking };
@@ -231,8 +240,9 @@ export class MemoryStore implements LimitStore, OutcomeStore {
     const entry = this.#table.read(request.key, request.limits, now);
     if (entry?.ledger === undefined) return false;
     const s = openBookings(entry.states, entry.ledger, request.limits, now, entry.expiresAt);
-    const found = cancelBooking(s, request.limits, request.id, now);
+    const found = cancelBooking(s, request.limits, request.id, request.token, now);
     if (s.changed) this.#table.write(request.key, request.limits, s.states, s.keepUntil, now, s.ledger ?? null);
+    if (found === 'forbidden') throw bookingTokenRefused();
     return found;
   }
 

@@ -96,12 +96,23 @@ export interface BookOptions extends TryOptions {
    * activity's workflow, run and activity ids, so every attempt names the same booking.
    */
   id: string;
+  /**
+   * The booking's secret (16 to 128 printable ASCII characters): a booking made keeps it, and
+   * every later call naming the booking must show it, else it is refused
+   * (`SLUICE_ERR_BOOKING_TOKEN`) and nothing changes. Ids are names, often guessable; the token
+   * is what makes a booking its maker's. Give your own (unguessable, e.g. derived from a secret)
+   * to share it between processes.
+   * @default a fresh random one, answered in `booking.token` when booked
+   */
+  token?: string;
 }
 
 /** Identifies a booking for `cancel`. */
 export interface CancelOptions {
   key?: string;
   id: string;
+  /** The booking's token (see {@link BookOptions.token}). */
+  token?: string;
 }
 
 /** Identifies a concurrency permit for `release` and `renew`: give `permitId` (or the deprecated `leaseId`). */

@@ -86,6 +86,13 @@ export interface BookingOptions {
   claimWindowMs?: number;
   /** Most bookings one key holds at once; more are a plain denial. @default 1000 */
   maxBookings?: number;
+  /**
+   * Largest share (0 to 1) of what a key can admit over `maxAheadMs` (its strictest limit's
+   * capacity plus its rate over the horizon) that the key's bookings may hold at once; more is a
+   * plain denial. Keeps one caller from booking a key's whole horizon: plain calls keep the rest.
+   * @default 0.5
+   */
+  maxShare?: number;
 }
 
 /** A resource's limits alone, or its full options. */
@@ -312,12 +319,21 @@ function compileBooking(options: BookingOptions | undefined, path: string): Book
   if (options === undefined) return DEFAULT_BOOKING;
   if (typeof options !== 'object' || options === null) throw invalid(ErrorCodes.INVALID_OPTIONS, path, 'must be an object');
   for (const k of Object.keys(options)) {
-    if (!['maxAheadMs', 'claimWindowMs', 'maxBookings'].includes(k))
+    if (!['maxAheadMs', 'claimWindowMs', 'maxBookings', 'maxShare'].includes(k))
       throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.${k}`, 'unknown field');
   }
-  const int = (field: keyof BookingBounds): number =>
+  const int = (field: 'maxAheadMs' | 'claimWindowMs' | 'maxBookings'): number =>
     intOption(options[field], `${path}.${field}`, DEFAULT_BOOKING[field], 1, BOOKING_BOUNDS[field]);
-  return Object.freeze({ maxAheadMs: int('maxAheadMs'), claimWindowMs: int('claimWindowMs'), maxBookings: int('maxBookings') });
+  const share = options.maxShare ?? DEFAULT_BOOKING.maxShare;
+  if (typeof share !== 'number' || !(share > 0 && share <= BOOKING_BOUNDS.maxShare)) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.maxShare`, 'must be a number above 0 and at most 1');
+  }
+  return Object.freeze({
+    maxAheadMs: int('maxAheadMs'),
+    claimWindowMs: int('claimWindowMs'),
+    maxBookings: int('maxBookings'),
+    maxShare: share,
+  });
 }
 
 /** A process's breaker, or the compiled settings of a fleet-wide one. */

@@ -117,6 +117,11 @@ export interface BookRequest {
   readonly cost: number;
   /** The caller's name for the booking, unique on the key (see `checkBookingId`). */
   readonly id: string;
+  /**
+   * The booking's secret (see `checkBookingToken`): a booking made keeps it, and a call naming a
+   * booking held under another one is refused (`SLUICE_ERR_BOOKING_TOKEN`), changing nothing.
+   */
+  readonly token: string;
   /** False: only claim a booking already held (`missing` if there is none); never consume or book. */
   readonly create: boolean;
   readonly bounds: BookingBounds;
@@ -134,6 +139,8 @@ export interface CancelRequest {
   readonly key: string;
   readonly limits: readonly CompiledLimit[];
   readonly id: string;
+  /** The booking's token (see `BookRequest.token`): another one is refused, changing nothing. */
+  readonly token: string;
 }
 
 /**

@@ -1,5 +1,5 @@
 --[[
-sluice batch script, protocol 4: decides a batch of Sluice operations in one call, atomically,
+sluice batch script, protocol 5: decides a batch of Sluice operations in one call, atomically,
 all at one instant of Redis' clock (TIME; the callers' clocks are never used). Items run in
 order, so several items for one key see each other's effects exactly as sequential calls would.
 
@@ -18,7 +18,7 @@ KEYS: one state key per key group g = 1..G (a group is one Sluice key; the calle
   groups named by an item whose policy has a concurrency limit.
 
 ARGV:
-  [1]  protocol version, "4"
+  [1]  protocol version, "5"
   [2]  P, the number of policies (1..MAX_ITEMS)
   then P policies, one argument each: its L limits (1..8), 7 comma-separated fields each, all
        joined by commas (at most 1024 bytes): code (1 token bucket, 2 gcra, 3 sliding window,
@@ -30,8 +30,9 @@ ARGV:
        (so G = #KEYS - 2C)
   then, as the last argument, the items: one MessagePack array of N (1..MAX_ITEMS) items of 6
        values each (integers, and strings or floats where said): op, policy (1..P), group
-       (1..G), amount, extra, reserve; or of 4 for op 6: op, policy, group, cost; or of 9 for
-       op 7: op, policy, group, cost, id, create, max_ahead_ms, claim_window_ms, max_bookings
+       (1..G), amount, extra, reserve; or of 4 for op 6: op, policy, group, cost; or of 11 for
+       op 7: op, policy, group, cost, id, create, max_ahead_ms, claim_window_ms, max_bookings,
+       max_booked, token; or of 7 for op 8: op, policy, group, 0, id, 0, token
        reserve: for a consume, the share of each limit held back (a float in
        0..MAX_RESERVE: the cost must fit with floor(reserve * capacity) more, where capacity is
        the burst of a token bucket or gcra, else the limit); for a reserve, the hold in ms (an
@@ -46,12 +47,15 @@ ARGV:
        op 5 reserve  amount = max permits (1..1e9); extra = min permits (0..max, an integer)
        op 6 consume of a policy of one token bucket, GCRA or fixed window, with no reserve
                      (the common call, lib/fast.lua): 4 values, cost (0..1e9)
-       op 7 book     (lib/booking.lua) 9 values: cost (0..1e9); id, the booking's name (a string
+       op 7 book     (lib/booking.lua) 11 values: cost (0..1e9); id, the booking's name (a string
                      of 1..128 printable ASCII characters, no spaces); create (1: admit, claim
                      or book; 0: only claim); then the resource's bounds, integers:
                      max_ahead_ms (1..3600000), claim_window_ms (1..60000), max_bookings
-                     (1..10000) (packages/core's BOOKING_BOUNDS)
-       op 8 cancel   amount = 0; extra = booking id (as op 7's); reserve = 0
+                     (1..10000) (packages/core's BOOKING_BOUNDS), max_booked (0..1e9, the most
+                     permits the key's bookings may hold, packages/core's bookedCap); then the
+                     call's token (16..128 printable ASCII characters, no spaces, or '' for
+                     none): a booking made keeps it, a held one must match it
+       op 8 cancel   7 values: amount = 0; extra = booking id (as op 7's); reserve = 0; token
        lease ids: at most 256 bytes; renew and release need a policy with a concurrency limit,
        reserve one without; an item whose policy has one needs its group's lease keys (ops 7
        and 8 excepted: they refuse such a policy as an item, ERR_NOT_BOOKABLE)
@@ -72,6 +76,7 @@ item's results, one after the other (the caller knows each item's width):
            O: 0 admitted (charged now), 1 booked (held, from start), 2 claimed (admitted on the
            booking; every a is 1, t 0), 3 denied, 4 missing (create 0 and no booking)
   cancel   1 if the booking was held and is given back, else 0
+  A book or cancel naming a booking held under another token has ERR_BOOKING_TOKEN instead.
   Every op on a key holding bookings first gives back its expired ones (or drops them all when
   they were made under another policy), and its write keeps the key at least as long as it was.
   Figures are integer replies, or exact strings from 2^53 on. An item that could not be
@@ -89,7 +94,7 @@ local tinsert, tremove, tconcat = table.insert, table.remove, table.concat
 local msgpack_pack, msgpack_unpack = cmsgpack.pack, cmsgpack.unpack
 local struct_pack, struct_unpack = struct.pack, struct.unpack
 
-local PROTOCOL = '4'
+local PROTOCOL = '5'
 local MAX_ITEMS = 4096
 local MAX_LIMITS = 8
 local MAX_LIMIT = 1000000000
@@ -105,6 +110,7 @@ local MAX_RESERVE = 0.9
 local MAX_HOLD_MS = 60000
 local MAX_STAMP_MS = 1e15
 local MAX_BOOKING_ID_LENGTH = 128
+local MIN_BOOKING_TOKEN_LENGTH = 16
 local MAX_AHEAD_MS = 3600000
 local MAX_CLAIM_WINDOW_MS = 60000
 local MAX_BOOKINGS = 10000
@@ -173,7 +179,7 @@ local function batch(keys, argv)
     elseif op >= 7 and policy.concurrency ~= nil then
       -- Only rate limits can be booked (bookKey throws): nothing is read or applied.
       out[#out + 1] = ERR_NOT_BOOKABLE
-      at = at + (op == 7 and BOOK_ITEM_WIDTH or ITEM_WIDTH)
+      at = at + booking_width(op)
     else
       local amount, extra, reserve = items[at + 3], items[at + 4], items[at + 5]
       local lease_at = lease_keys[group]
@@ -193,13 +199,14 @@ local function batch(keys, argv)
       elseif op == 5 then
         op_reserve(entry, policy, extra, amount, reserve, now, out)
       elseif op == 7 then
-        op_book(entry, policy, amount, extra, reserve == 1, items[at + 6], items[at + 7], items[at + 8], now, out)
+        local bounds = { max_ahead = items[at + 6], claim_window = items[at + 7], max_bookings = items[at + 8], max_booked = items[at + 9] }
+        op_book(entry, policy, amount, extra, items[at + 10], reserve == 1, bounds, now, out)
       elseif op == 8 then
-        op_cancel(entry, policy, extra, now, out)
+        op_cancel(entry, policy, extra, items[at + 6], now, out)
       else
         op_lease(entry, policy, op, extra, amount, now, out)
       end
-      at = at + (op == 7 and BOOK_ITEM_WIDTH or ITEM_WIDTH)
+      at = at + (op >= 7 and booking_width(op) or ITEM_WIDTH)
     end
   end
 

@@ -13,15 +13,17 @@ export const ScriptCodes = Object.freeze({
   ERR_CORRUPT_STATE: -3,
   /** A booking or cancel of a policy with a concurrency limit (the client refuses it first). */
   ERR_NOT_BOOKABLE: -4,
+  /** A booking or cancel named a booking held under another token; nothing of it changed. */
+  ERR_BOOKING_TOKEN: -5,
 });
 
 /** Version of the KEYS/ARGV layout spoken with `lua/batch.lua`. */
-export const PROTOCOL_VERSION = '4';
+export const PROTOCOL_VERSION = '5';
 
 /**
  * The item operations of the batch protocol. `consumeOne` is a consume of a policy of one token
  * bucket, GCRA or fixed window with no reserve: sent in four values, answered in three or four.
- * `book` (nine values) and `cancel` are bookings (deferred admission, see core's booking.ts).
+ * `book` (eleven values) and `cancel` (seven) are bookings (deferred admission, see core's booking.ts).
  */
 export const Ops = Object.freeze({ consume: 1, adjust: 2, renew: 3, release: 4, reserve: 5, consumeOne: 6, book: 7, cancel: 8 });
 

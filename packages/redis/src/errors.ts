@@ -1,4 +1,4 @@
-import { ErrorCodes, SluiceError, type ErrorCode } from '@sluice/core';
+import { ErrorCodes, SluiceError, bookingTokenRefused, type ErrorCode } from '@sluice/core';
 import { ScriptCodes } from './codes.js';
 import { isReply, isReplyError } from './kit.js';
 
@@ -57,6 +57,8 @@ export function toStoreError(failure: StoreFailure): SluiceError {
         case ScriptCodes.ERR_NOT_BOOKABLE:
           // The client refuses these before sending; the same error if a caller got past it.
           return new SluiceError(ErrorCodes.INVALID_OPTIONS, 'keys with a concurrency limit cannot be booked');
+        case ScriptCodes.ERR_BOOKING_TOKEN:
+          return bookingTokenRefused();
         default:
           return new SluiceError(ErrorCodes.STORE_PROTOCOL, `the Redis script answered unknown code ${failure.code}`);
       }

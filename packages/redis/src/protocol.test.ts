@@ -59,16 +59,19 @@ describe('batch encoding', () => {
 });
 
 describe('booking encoding', () => {
-  it('sends a booking in nine values and a cancel in six, the policy as the core spells it', () => {
+  it('sends a booking in eleven values and a cancel in seven, the policy as the core spells it', () => {
+    const token = 'the-makers-token-0123';
     const book = {
       ...item(Ops.book, 'a', 2, 'order-7', other, 1),
-      bounds: { maxAheadMs: 5000, claimWindowMs: 250, maxBookings: 3 },
+      bounds: { maxAheadMs: 5000, claimWindowMs: 250, maxBookings: 3, maxShare: 0.5 },
+      maxBooked: 12,
+      token,
     };
-    const call = encodeBatch([book, item(Ops.cancel, 'a', 0, 'order-6', other)]);
+    const call = encodeBatch([book, { ...item(Ops.cancel, 'a', 0, 'order-6', other), token }]);
     expect(call.args.slice(0, -1)).toEqual([PROTOCOL_VERSION, '1', policyText(other), '0']);
     expect(unpack(call.args.at(-1) as Buffer)).toEqual([
-      ...[7, 1, 1, 2, 'order-7', 1, 5000, 250, 3],
-      ...[8, 1, 1, 0, 'order-6', 0],
+      ...[7, 1, 1, 2, 'order-7', 1, 5000, 250, 3, 12, token],
+      ...[8, 1, 1, 0, 'order-6', 0, token],
     ]);
     expect(policyArg(limits)).toBe(policyText(limits));
   });
@@ -123,6 +126,7 @@ describe('booking encoding', () => {
     expect(code([1, 0, 0, 0, 0, 12, 13])).toEqual([ErrorCodes.STORE_PROTOCOL]);
     expect(code([1, 0, 0, 0, 0])).toEqual([ErrorCodes.STORE_PROTOCOL]);
     expect(code([ScriptCodes.ERR_NOT_BOOKABLE])).toEqual([ErrorCodes.INVALID_OPTIONS]);
+    expect(code([ScriptCodes.ERR_BOOKING_TOKEN])).toEqual([ErrorCodes.BOOKING_TOKEN]);
   });
 });
 

@@ -39,6 +39,10 @@ export interface BatchItem {
   readonly reserve: number;
   /** The resource's booking bounds (book only). */
   readonly bounds?: BookingBounds;
+  /** The most permits the key's bookings may hold, core's `bookedCap` (book only). */
+  readonly maxBooked?: number;
+  /** The call's booking token, '' for none (book and cancel). */
+  readonly token?: string;
 }
 
 /**
@@ -79,6 +83,11 @@ export function encodeBatch(items: readonly BatchItem[]): ScriptCall {
     if (item.op === Ops.book) {
       const b = item.bounds!;
       values.push(item.op, p, g, item.amount, item.extra, item.reserve, b.maxAheadMs, b.claimWindowMs, b.maxBookings);
+      values.push(item.maxBooked ?? 0, item.token ?? '');
+      continue;
+    }
+    if (item.op === Ops.cancel) {
+      values.push(item.op, p, g, item.amount, item.extra, item.reserve, item.token ?? '');
       continue;
     }
     if (hasConcurrency(item.limits) && !leaseGroups.includes(g)) leaseGroups.push(g);

@@ -1,5 +1,6 @@
 import {
   AdaptiveTimeout,
+  bookedCap,
   type AdjustRequest,
   type BookRequest,
   type BookResult,
@@ -34,6 +35,7 @@ import {
   policyArg,
   storeBookingBounds,
   storeBookingId,
+  storeBookingToken,
   storeCreate,
   storeCost,
   storeDelta,
@@ -207,7 +209,9 @@ export class RedisStore implements LimitStore, OutcomeStore {
       const id = storeBookingId(request.id);
       const create = storeCreate(request.create) ? 1 : 0;
       const bounds = storeBookingBounds(request.bounds);
-      return { ...this.#item(Ops.book, request.key, request.limits, policy, cost, id, create), bounds };
+      const token = storeBookingToken(request.token);
+      const booked = { bounds, maxBooked: bookedCap(request.limits, bounds), token };
+      return { ...this.#item(Ops.book, request.key, request.limits, policy, cost, id, create), ...booked };
     });
   }
 
@@ -216,7 +220,8 @@ export class RedisStore implements LimitStore, OutcomeStore {
     return this.#submit(() => {
       const policy = policyArg(request.limits);
       notBookable(request.limits);
-      return this.#item(Ops.cancel, request.key, request.limits, policy, 0, storeBookingId(request.id));
+      const token = storeBookingToken(request.token);
+      return { ...this.#item(Ops.cancel, request.key, request.limits, policy, 0, storeBookingId(request.id)), token };
     });
   }
 

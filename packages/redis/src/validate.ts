@@ -9,6 +9,7 @@ import {
   checkStamp,
   checkKey,
   checkBookingId,
+  checkBookingToken,
   compileLimits,
   intOption,
   policyText,
@@ -174,13 +175,22 @@ export function storeCreate(create: unknown): boolean {
 export function storeBookingBounds(bounds: unknown): BookingBounds {
   if (typeof bounds !== 'object' || bounds === null) throw invalid(ErrorCodes.INVALID_OPTIONS, 'bounds', 'must be an object');
   const given = bounds as Record<string, unknown>;
-  for (const field of Object.keys(BOOKING_BOUNDS) as (keyof BookingBounds)[]) {
+  for (const field of ['maxAheadMs', 'claimWindowMs', 'maxBookings'] as const) {
     intOption(given[field], `bounds.${field}`, undefined, 1, BOOKING_BOUNDS[field]);
+  }
+  const share = given.maxShare;
+  if (typeof share !== 'number' || !(share > 0 && share <= BOOKING_BOUNDS.maxShare)) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'bounds.maxShare', 'must be a number above 0 and at most 1');
   }
   // Frozen ones (a compiled resource's) cannot change before the batch is encoded; others are copied.
   if (Object.isFrozen(bounds)) return bounds as BookingBounds;
-  const { maxAheadMs, claimWindowMs, maxBookings } = bounds as BookingBounds;
-  return { maxAheadMs, claimWindowMs, maxBookings };
+  const { maxAheadMs, claimWindowMs, maxBookings, maxShare } = bounds as BookingBounds;
+  return { maxAheadMs, claimWindowMs, maxBookings, maxShare };
+}
+
+/** A booking token as the script takes it: `checkBookingToken`'s, or '' for a call without one. */
+export function storeBookingToken(token: unknown): string {
+  return token === '' ? '' : checkBookingToken(token, 'token');
 }
 
 /** Bookings take rate limits only, as the core's bookKey says. */

@@ -13,7 +13,9 @@
  * Failures print their seed; rerun with SLUICE_SEED=<seed> to replay.
  */
 import {
+  ErrorCodes,
   MemoryStore,
+  isSluiceError,
   compileLimits,
   type BookOutcome,
   type BookResult,
@@ -57,10 +59,11 @@ type Step =
       limits: readonly CompiledLimit[];
       cost: number;
       id: string;
+      token: string;
       create: boolean;
       bounds: BookingBounds;
     }
-  | { op: 'cancel'; key: string; limits: readonly CompiledLimit[]; id: string };
+  | { op: 'cancel'; key: string; limits: readonly CompiledLimit[]; id: string; token: string };
 
 interface Scenario {
   name: string;
@@ -188,7 +191,21 @@ function randomReserve(rnd: () => number): number {
 /** A resource's booking bounds, short enough that bookings come due and expire within a test. */
 function randomBounds(rnd: () => number): BookingBounds {
   const pick = (xs: readonly number[]) => xs[Math.floor(rnd() * xs.length)]!;
-  return { maxAheadMs: pick([20, 80, 300]), claimWindowMs: pick([3, 20, 60]), maxBookings: pick([1, 3, 20]) };
+  return {
+    maxAheadMs: pick([20, 80, 300]),
+    claimWindowMs: pick([3, 20, 60]),
+    maxBookings: pick([1, 3, 20]),
+    maxShare: pick([0.25, 0.5, 1]),
+  };
+}
+
+/** The token a booking's own maker shows: one per id. */
+const ownToken = (id: string): string => `the-own-token-of-${id}`;
+
+/** A call's token: most often the id's own, else another caller's or none (refused when held). */
+function randomToken(rnd: () => number, id: string): string {
+  const r = rnd();
+  return r < 0.8 ? ownToken(id) : r < 0.92 ? 'another-callers-token' : '';
 }
 
 /**
@@ -218,10 +235,11 @@ function randomTick(
       // often one held, so that claims come within spans.
       const ids = held.get(key) ?? [];
       const id = ids.length > 0 && rnd() < 0.6 ? pick(ids) : `b${Math.floor(rnd() * 3)}`;
-      if (rnd() < 0.2) steps.push({ op: 'cancel', key, limits, id });
+      const token = randomToken(rnd, id);
+      if (rnd() < 0.2) steps.push({ op: 'cancel', key, limits, id, token });
       else {
         const cost = 1 + Math.floor(rnd() * maxCost);
-        steps.push({ op: 'book', key, limits, cost, id, create: rnd() < 0.75, bounds: randomBounds(rnd) });
+        steps.push({ op: 'book', key, limits, cost, id, token, create: rnd() < 0.75, bounds: randomBounds(rnd) });
       }
       continue;
     }
@@ -246,8 +264,8 @@ function randomTick(
       steps.push({ op: rnd() < 0.5 ? 'renew' : 'release', key, limits, permitId, ...(ttl === undefined ? {} : { ttlMs: ttl }) });
     } else steps.push({ op: 'consume', key, limits, cost: 0, permitId, reserve: randomReserve(rnd) });
   }
-  // Every tick reports its time through a consume (or a reservation, or a booking).
-  if (!steps.some((s) => s.op === 'consume' || s.op === 'reserve' || s.op === 'book')) {
+  // Every tick reports its time through a consume or a reservation (a booking may be refused).
+  if (!steps.some((s) => s.op === 'consume' || s.op === 'reserve')) {
     const key = pick(keys);
     const limits = policy.get(key)!;
     const permitId = limits.some((l) => l.algorithm === 'concurrency') ? 'lease-0' : '';
@@ -256,9 +274,28 @@ function randomTick(
   return steps;
 }
 
-type Outcome = ConsumeResult | ReserveResult | BookResult | boolean | void;
+/** A call refused with an error: its code (a booking held under another token). */
+interface Refused {
+  readonly refused: string;
+}
 
-function run(store: LimitStore, step: Step): Promise<Outcome> {
+type Outcome = ConsumeResult | ReserveResult | BookResult | boolean | void | Refused;
+
+/** The code of a refused booking call, as both stores and the reference refuse it. */
+function refusedCode(err: unknown): Refused {
+  if (!isSluiceError(err, ErrorCodes.BOOKING_TOKEN)) throw err;
+  return { refused: err.code };
+}
+
+async function run(store: LimitStore, step: Step): Promise<Outcome> {
+  try {
+    return await runStep(store, step);
+  } catch (err) {
+    return refusedCode(err);
+  }
+}
+
+function runStep(store: LimitStore, step: Step): Promise<Outcome> {
   switch (step.op) {
     case 'book':
       return store.book!(step);
@@ -278,11 +315,19 @@ function run(store: LimitStore, step: Step): Promise<Outcome> {
 }
 
 function replay(ref: ReferenceStore, step: Step, now: number): Outcome {
+  try {
+    return replayStep(ref, step, now);
+  } catch (err) {
+    return refusedCode(err);
+  }
+}
+
+function replayStep(ref: ReferenceStore, step: Step, now: number): Outcome {
   switch (step.op) {
     case 'book':
       return ref.book(step.key, step.limits, step, now);
     case 'cancel':
-      return ref.cancel(step.key, step.limits, step.id, now);
+      return ref.cancel(step.key, step.limits, step.id, step.token, now);
     case 'consume':
       return ref.consume(step.key, step.limits, step.cost, step.permitId, step.reserve, now);
     case 'adjust':
@@ -339,10 +384,10 @@ async function expectStored(
   expect(read.now + read.pttl, `${context}: PTTL`).toBeGreaterThanOrEqual(entry.expiresAt + 900);
   const stored = new Map<string, Packed>();
   for (let i = 2; i < blob.length; i += 2) stored.set(blob[i] as string, blob[i + 1]!);
-  // The bookings: {7, policy, newest, marks (false where a limit keeps none), id, cost, start, end, ...}.
+  // The bookings: {7, policy, newest, marks (false where a limit keeps none), "id token", cost, start, end, ...}.
   const ledger = entry.ledger;
   const bookings = ledger && [7, ledger.policy, ledger.newest, ledger.marks.map((m) => m ?? false)];
-  for (const b of ledger?.bookings ?? []) bookings!.push(b.id, b.cost, b.start, b.end);
+  for (const b of ledger?.bookings ?? []) bookings!.push(`${b.id} ${b.token}`, b.cost, b.start, b.end);
   expect(stored.get('!b'), `${context}: bookings`).toEqual(bookings);
   stored.delete('!b');
   expect([...stored.keys()].sort(), `${context}: limit ids`).toEqual(defined.map((d) => d.limit.id).sort());
@@ -367,10 +412,18 @@ async function expectStored(
 }
 
 /** What the bookings of the whole file came to (checked by its last test: every path was run). */
-const tally = new Map<BookOutcome | 'cancelled' | 'not held', number>();
+const tally = new Map<BookOutcome | 'cancelled' | 'not held' | 'refused', number>();
 function count(step: Step, result: Outcome): void {
   const what =
-    step.op === 'book' ? (result as BookResult).outcome : step.op === 'cancel' ? (result ? 'cancelled' : 'not held') : undefined;
+    typeof result === 'object' && 'refused' in result
+      ? 'refused'
+      : step.op === 'book'
+        ? (result as BookResult).outcome
+        : step.op === 'cancel'
+          ? result
+            ? 'cancelled'
+            : 'not held'
+          : undefined;
   if (what !== undefined) tally.set(what, (tally.get(what) ?? 0) + 1);
 }
 
@@ -390,7 +443,7 @@ function differential(store: LimitStore, admin: Redis | Cluster, prefix: string)
     /** Makes `batch` in one tick; returns the number of calls checked. */
     async tick(batch: Step[], keys: readonly string[], context: string): Promise<number> {
       const results = await Promise.all(batch.map((s) => run(store, s)));
-      const nows = results.flatMap((r) => (typeof r === 'object' ? [r.now] : []));
+      const nows = results.flatMap((r) => (typeof r === 'object' && 'now' in r ? [r.now] : []));
       // Calls made in one tick are decided by one script call, at one instant.
       expect(new Set(nows).size, context).toBe(1);
       const now = nows[0]!;
@@ -551,17 +604,24 @@ describe('differential: Redis decides exactly as the in-memory store', () => {
         { algorithm: 'sliding-window', id: 's', limit: 2, windowMs: 50, slices: 1 },
         { algorithm: 'sliding-log', id: 'l', limit: 2, windowMs: 50 },
       ]);
-      const bounds = { maxAheadMs: 1000, claimWindowMs: 60, maxBookings: 5 };
+      const bounds = { maxAheadMs: 1000, claimWindowMs: 60, maxBookings: 5, maxShare: 1 };
       const book = (k: string, limits: readonly CompiledLimit[], cost: number, id: string, create = true): Step => ({
         op: 'book',
         key: k,
         limits,
         cost,
         id,
+        token: ownToken(id),
         create,
         bounds,
       });
-      const cancel = (k: string, limits: readonly CompiledLimit[], id: string): Step => ({ op: 'cancel', key: k, limits, id });
+      const cancel = (k: string, limits: readonly CompiledLimit[], id: string): Step => ({
+        op: 'cancel',
+        key: k,
+        limits,
+        id,
+        token: ownToken(id),
+      });
       // A tick, or a pause (ms); a tick's results are checked where one instant decides them.
       const script: (Step[] | number | { tick: Step[]; outcomes: unknown[] })[] = [
         // Full, booked, cancelled at once: the newest booking, so the bucket takes it back.
@@ -617,7 +677,8 @@ describe('differential: Redis decides exactly as the in-memory store', () => {
         [consume(swKey, sw, 0)],
         { tick: [consume(longKey, long, 3), book(longKey, shorter, 1, 'r')], outcomes: [true, 'booked'] },
       ];
-      const outcome = (r: Outcome) => (typeof r === 'object' ? ('outcome' in r ? r.outcome : r.allowed) : r);
+      const outcome = (r: Outcome) =>
+        typeof r === 'object' ? ('outcome' in r ? r.outcome : 'refused' in r ? r.refused : r.allowed) : r;
       for (const [i, entry] of script.entries()) {
         if (typeof entry === 'number') await sleep(entry);
         else if (Array.isArray(entry)) await diff.tick(entry, [key, fwKey, swKey, gapKey, longKey], `${_form}, step ${i}`);
@@ -632,7 +693,7 @@ describe('differential: Redis decides exactly as the in-memory store', () => {
 
   // Last: the random and scripted runs above went through every booking path.
   it('ran every booking outcome', () => {
-    for (const what of ['admitted', 'booked', 'claimed', 'denied', 'missing', 'cancelled', 'not held'] as const) {
+    for (const what of ['admitted', 'booked', 'claimed', 'denied', 'missing', 'cancelled', 'not held', 'refused'] as const) {
       expect(tally.get(what) ?? 0, `${what} in ${JSON.stringify([...tally])}`).toBeGreaterThan(0);
     }
   });

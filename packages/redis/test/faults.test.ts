@@ -205,7 +205,8 @@ describe('an unreachable or broken Redis', () => {
 
 /** Bookings with bad input: each must fail with its typed error before anything is sent. */
 function bookingCases(store: RedisStore, concurrencyLimits: readonly CompiledLimit[]): [Promise<unknown>, string][] {
-  const book = { key: 'k', limits, cost: 1, id: 'b', create: true, bounds: DEFAULT_BOOKING };
+  const token = 'a-token-of-16-chars';
+  const book = { key: 'k', limits, cost: 1, id: 'b', token, create: true, bounds: DEFAULT_BOOKING };
   const bounds = (b: object) => ({ ...book, bounds: { ...DEFAULT_BOOKING, ...b } });
   return [
     [store.book({ ...book, key: 42 as unknown as string }), ErrorCodes.INVALID_KEY],
@@ -225,9 +226,14 @@ function bookingCases(store: RedisStore, concurrencyLimits: readonly CompiledLim
     [store.book(bounds({ claimWindowMs: 60_001 })), ErrorCodes.INVALID_OPTIONS],
     [store.book(bounds({ maxBookings: 1.5 })), ErrorCodes.INVALID_OPTIONS],
     [store.book(bounds({ maxBookings: 10_001 })), ErrorCodes.INVALID_OPTIONS],
-    [store.cancel({ key: 'k', limits: concurrencyLimits, id: 'b' }), ErrorCodes.INVALID_OPTIONS],
-    [store.cancel({ key: 'k', limits, id: 'x'.repeat(129) }), ErrorCodes.INVALID_OPTIONS],
-    [store.cancel({ key: 'k', limits: [], id: 'b' }), ErrorCodes.INVALID_POLICY],
+    [store.book(bounds({ maxShare: 0 })), ErrorCodes.INVALID_OPTIONS],
+    [store.book(bounds({ maxShare: 1.01 })), ErrorCodes.INVALID_OPTIONS],
+    [store.book({ ...book, token: 'short' }), ErrorCodes.INVALID_OPTIONS],
+    [store.book({ ...book, token: 'has a space, long enough' }), ErrorCodes.INVALID_OPTIONS],
+    [store.cancel({ key: 'k', limits: concurrencyLimits, id: 'b', token }), ErrorCodes.INVALID_OPTIONS],
+    [store.cancel({ key: 'k', limits, id: 'x'.repeat(129), token }), ErrorCodes.INVALID_OPTIONS],
+    [store.cancel({ key: 'k', limits, id: 'b', token: 'x'.repeat(129) }), ErrorCodes.INVALID_OPTIONS],
+    [store.cancel({ key: 'k', limits: [], id: 'b', token }), ErrorCodes.INVALID_POLICY],
   ];
 }
 
@@ -469,7 +475,29 @@ describe('input, lifecycle and foreign data', () => {
     }
     // Only rate limits can be booked: refused as an item, the rest of the call decided.
     for (const form of ['function', 'script'] as const) {
-      const refused = [v, ...concurrency, '0', 8, 1, 1, 0, 'b', 0, 7, 1, 1, 1, 'b', 1, 1000, 100, 10];
+      const refused = [
+        v,
+        ...concurrency,
+        '0',
+        8,
+        1,
+        1,
+        0,
+        'b',
+        0,
+        'a-token-of-16-chars',
+        7,
+        1,
+        1,
+        1,
+        'b',
+        1,
+        1000,
+        100,
+        10,
+        50,
+        'a-token-of-16-chars',
+      ];
       expect(await call(form, refused, keys, concurrency.length + 2), form).toEqual([
         0,
         expect.any(String),
@@ -514,7 +542,7 @@ describe('input, lifecycle and foreign data', () => {
     ]);
     // A booking on a key with room admits (outcome 0) with a consume's statuses; a cancel of a
     // booking not held answers 0.
-    const booking = [7, 1, 1, 1, 'b', 1, 1000, 100, 10, 8, 1, 1, 0, 'b', 0];
+    const booking = [7, 1, 1, 1, 'b', 1, 1000, 100, 10, 50, 'a-token-of-16-chars', 8, 1, 1, 0, 'b', 0, 'a-token-of-16-chars'];
     expect(await call('function', [v, ...policy, ...booking], keys, policy.length + 1)).toEqual([
       0,
       expect.any(String),
@@ -542,16 +570,16 @@ describe('input, lifecycle and foreign data', () => {
 });
 
 /**
- * Malformed bookings (op 7, nine values) and cancels (op 8, six), each refused whole with
+ * Malformed bookings (op 7, eleven values) and cancels (op 8, seven), each refused whole with
  * ERR_BAD_ARGUMENT: [why, the call's arguments, its keys (the default), where its items start].
  */
 function bookingItems(v: string, policy: string[]): [string, (string | number)[], undefined, number][] {
   const at = policy.length + 1;
-  const book = [7, 1, 1, 1, 'b', 1, 1000, 100, 10];
-  const cancel = [8, 1, 1, 0, 'b', 0];
+  const book = [7, 1, 1, 1, 'b', 1, 1000, 100, 10, 50, 'a-token-of-16-chars'];
+  const cancel = [8, 1, 1, 0, 'b', 0, 'a-token-of-16-chars'];
   const with_ = (item: (string | number)[], i: number, value: string | number) => item.map((x, j) => (j === i ? value : x));
   const cases: [string, (string | number)[]][] = [
-    ['booking cut short', book.slice(0, 8)],
+    ['booking cut short', book.slice(0, 10)],
     ['booking of no such policy', with_(book, 1, 2)],
     ['booking of no such key group', with_(book, 2, 2)],
     ['booking of a negative cost', with_(book, 3, -1)],
@@ -571,8 +599,16 @@ function bookingItems(v: string, policy: string[]): [string, (string | number)[]
     ['claim_window_ms above a minute', with_(book, 7, 60_001)],
     ['max_bookings of 0', with_(book, 8, 0)],
     ['max_bookings above 10000', with_(book, 8, 10_001)],
+    ['max_booked negative', with_(book, 9, -1)],
+    ['max_booked fractional', with_(book, 9, 0.5)],
+    ['booking token too short', with_(book, 10, 'short')],
+    ['booking token with a space', with_(book, 10, 'a token with spaces')],
+    ['booking token too long', with_(book, 10, 'x'.repeat(129))],
+    ['booking token as a number', with_(book, 10, 1234567890123456)],
+    ['a booking in nine values (protocol 4)', book.slice(0, 9)],
     ['a booking in six values', book.slice(0, 6)],
-    ['cancel cut short', cancel.slice(0, 5)],
+    ['cancel cut short', cancel.slice(0, 6)],
+    ['cancel token too short', with_(cancel, 6, 'short')],
     ['cancel with an amount', with_(cancel, 3, 1)],
     ['cancel with a sixth value', with_(cancel, 5, 1)],
     ['cancel id too long', with_(cancel, 4, 'x'.repeat(129))],

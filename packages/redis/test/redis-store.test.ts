@@ -203,13 +203,14 @@ describe('cluster', () => {
     const store = new RedisStore({ clusterNodes: redisClusterNodes(), prefix, commandTimeoutMs: 1000, peerRegistry: false });
     const minute = compileLimits({ algorithm: 'fixed-window', limit: 2, windowMs: 60_000 });
     const keys = Array.from({ length: 30 }, (_, i) => `booked-${i}`);
+    const token = 'this-callers-token-01';
     // Per key, in one tick: the window filled, a claim and a cancel that find nothing.
     const results = await Promise.all(
       keys.map((key) =>
         Promise.all([
           store.consume({ key, limits: minute, cost: 2, permitId: '' }),
-          store.book({ key, limits: minute, cost: 1, id: 'a', create: false, bounds: DEFAULT_BOOKING }),
-          store.cancel({ key, limits: minute, id: 'a' }),
+          store.book({ key, limits: minute, cost: 1, id: 'a', token, create: false, bounds: DEFAULT_BOOKING }),
+          store.cancel({ key, limits: minute, id: 'a', token }),
         ]),
       ),
     );
@@ -222,9 +223,9 @@ describe('cluster', () => {
     const again = await Promise.all(
       keys.map((key) =>
         Promise.all([
-          store.book({ key, limits: minute, cost: 1, id: 'b', create: true, bounds: ahead }),
-          store.book({ key, limits: minute, cost: 1, id: 'b', create: false, bounds: ahead }),
-          store.cancel({ key, limits: minute, id: 'b' }),
+          store.book({ key, limits: minute, cost: 1, id: 'b', token, create: true, bounds: ahead }),
+          store.book({ key, limits: minute, cost: 1, id: 'b', token, create: false, bounds: ahead }),
+          store.cancel({ key, limits: minute, id: 'b', token }),
         ]),
       ),
     );

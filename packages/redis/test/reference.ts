@@ -7,6 +7,7 @@
 import {
   adjustKey,
   bookKey,
+  bookingTokenRefused,
   cancelBooking,
   concurrency,
   evaluateKey,
@@ -69,17 +70,19 @@ export class ReferenceStore {
     const s = openBookings(entry?.states ?? [], entry?.ledger, limits, now, entry?.expiresAt ?? 0);
     const r = bookKey(s, limits, request, now);
     if (s.changed) this.#write(key, limits, s.states, s.keepUntil, s.ledger);
+    if (r.forbidden === true) throw bookingTokenRefused();
     const allowed = r.outcome === 'admitted' || r.outcome === 'claimed';
     const booking = r.booking === undefined ? {} : { booking: { start: r.booking.start, end: r.booking.end } };
     return { allowed, outcome: r.outcome, statuses: r.statuses, now, ...booking };
   }
 
-  cancel(key: string, limits: readonly CompiledLimit[], id: string, now: number): boolean {
+  cancel(key: string, limits: readonly CompiledLimit[], id: string, token: string, now: number): boolean {
     const entry = this.#read(key, limits, now);
     if (entry?.ledger === undefined) return false;
     const s = openBookings(entry.states, entry.ledger, limits, now, entry.expiresAt);
-    const found = cancelBooking(s, limits, id, now);
+    const found = cancelBooking(s, limits, id, token, now);
     if (s.changed) this.#write(key, limits, s.states, s.keepUntil, s.ledger);
+    if (found === 'forbidden') throw bookingTokenRefused();
     return found;
   }
 

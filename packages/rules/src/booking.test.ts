@@ -29,6 +29,7 @@ describe('booking bounds in rule files', () => {
       maxAheadMs: 30_000,
       claimWindowMs: 2000,
       maxBookings: 1,
+      maxShare: DEFAULT_BOOKING.maxShare,
     });
     expect(compileResource('api:partly', rules.resources['api:partly']!, clock).booking).toEqual({
       ...DEFAULT_BOOKING,

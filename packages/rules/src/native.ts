@@ -82,6 +82,7 @@ const booking = z.strictObject({
   maxAheadMs: z.number().optional(),
   claimWindowMs: z.number().optional(),
   maxBookings: z.number().optional(),
+  maxShare: z.number().optional(),
 });
 
 // Hot-key detection (see core's `HotKeyOptions`): bounds are core's, only the shape is checked here.

@@ -33,6 +33,11 @@ export const ServerErrorCodes = {
   CLIENT_BUSY: 'SLUICE_ERR_CLIENT_BUSY',
   /** A fault in the server itself; the log has the details. */
   INTERNAL: 'SLUICE_ERR_INTERNAL',
+  /**
+   * A booking was refused: the calling client holds `SLUICE_MAX_BOOKINGS_PER_CLIENT` live
+   * bookings already (or the server tracks as many clients as it can). Nothing was booked.
+   */
+  BOOKING_LIMIT: 'SLUICE_ERR_BOOKING_LIMIT',
 } as const;
 
 /** A stable server error code. */
@@ -70,6 +75,7 @@ export const GrpcStatus = {
   RESOURCE_EXHAUSTED: 8,
   FAILED_PRECONDITION: 9,
   UNIMPLEMENTED: 12,
+  PERMISSION_DENIED: 7,
   INTERNAL: 13,
   UNAVAILABLE: 14,
   UNAUTHENTICATED: 16,
@@ -94,6 +100,7 @@ const TRANSPORT: Readonly<Record<AnyErrorCode, Transport>> = Object.freeze({
   [ServerErrorCodes.SHUTTING_DOWN]: { http: 503, grpc: GrpcStatus.UNAVAILABLE },
   [ServerErrorCodes.CLIENT_BUSY]: { http: 429, grpc: GrpcStatus.RESOURCE_EXHAUSTED },
   [ServerErrorCodes.INTERNAL]: { http: 500, grpc: GrpcStatus.INTERNAL },
+  [ServerErrorCodes.BOOKING_LIMIT]: { http: 429, grpc: GrpcStatus.RESOURCE_EXHAUSTED },
   [ErrorCodes.INVALID_POLICY]: { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT },
   [ErrorCodes.INVALID_COST]: { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT },
   [ErrorCodes.COST_EXCEEDS_LIMIT]: { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT },
@@ -108,6 +115,7 @@ const TRANSPORT: Readonly<Record<AnyErrorCode, Transport>> = Object.freeze({
   [ErrorCodes.ABORTED]: { http: 499, grpc: GrpcStatus.CANCELLED },
   [ErrorCodes.CLOSED]: { http: 503, grpc: GrpcStatus.UNAVAILABLE },
   [ErrorCodes.LIMITED]: { http: 429, grpc: GrpcStatus.RESOURCE_EXHAUSTED },
+  [ErrorCodes.BOOKING_TOKEN]: { http: 403, grpc: GrpcStatus.PERMISSION_DENIED },
   [RulesErrorCodes.INVALID_RULES]: { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT },
   [RulesErrorCodes.RULE_VERSION_NOT_FOUND]: { http: 404, grpc: GrpcStatus.NOT_FOUND },
   [RulesErrorCodes.RULE_CONFLICT]: { http: 409, grpc: GrpcStatus.FAILED_PRECONDITION },

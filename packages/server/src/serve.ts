@@ -3,6 +3,7 @@ import { Limiter, compileLimits, isOutcomeStore, type LimitStore, type OutcomeSo
 import { RedisStore, memoryPolicyProblem } from '@sluice/redis';
 import { FileRuleStore, RedisRuleStore, type RuleStore } from '@sluice/rules';
 import type { Logger } from 'pino';
+import { BookingClients } from './booking-clients.js';
 import { startAdaptive } from './control/adaptive/runtime.js';
 import { startServerClock } from './clock-skew.js';
 import { OverrideTable } from './envoy/overrides.js';
@@ -231,6 +232,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   const cohortOf: CohortOf | undefined =
     options.cohortOf ?? (rollout === undefined ? undefined : (resource, key) => rollout.cohortOf(resource, key));
   const service = new RateLimitService(limiter, rules, undefined, {
+    bookingClients: new BookingClients({ perClient: settings.maxBookingsPerClient, clients: settings.maxBookingClients }),
     ...(cohortOf === undefined ? {} : { cohortOf }),
     ...(rollout === undefined ? {} : { rollout }),
   });

@@ -12,6 +12,7 @@ import {
   type TryOptions,
   type HotKeyReport,
 } from '@sluice/core';
+import { BookingClients } from './booking-clients.js';
 import { ClientCounter } from './http/clients.js';
 import type { LiveRules } from './live-rules.js';
 
@@ -30,11 +31,18 @@ export interface DecisionItem {
 export interface CheckItem extends DecisionItem {
   /** A booking id: a denied check books the earliest slot, and the same id later claims it. */
   readonly book?: string;
+  /** With `book`: the booking's token (see {@link BookItem.token}). */
+  readonly token?: string;
 }
 
 /** One booking call: the limiter's `book` or `claim` under `id`. */
 export interface BookItem extends DecisionItem {
   readonly id: string;
+  /**
+   * The booking's secret: kept by a booking made (one is made and answered in `booking.token`
+   * when absent), and needed by every later call naming it (`SLUICE_ERR_BOOKING_TOKEN` otherwise).
+   */
+  readonly token?: string;
 }
 
 /** Cancels a booking not yet claimed. */
@@ -42,6 +50,8 @@ export interface CancelItem {
   readonly resource: string;
   readonly key?: string;
   readonly id: string;
+  /** The booking's token (see {@link BookItem.token}). */
+  readonly token?: string;
 }
 
 /** One acquire: waits up to `maxWaitMs` (bounded by the server). */
@@ -110,6 +120,8 @@ export type CohortOf = (resource: string, key: string) => string | undefined;
 
 /** Options of {@link RateLimitService}. */
 export interface RateLimitServiceOptions {
+  /** Live bookings per client, bounded (see {@link BookingClients}). @default 1000 per client, 10000 clients */
+  readonly bookingClients?: BookingClients;
   /** Tally reported outcomes by cohort too. @default none */
   readonly cohortOf?: CohortOf;
   /** How a running rollout splits keys between rule versions. @default no split */
@@ -165,6 +177,7 @@ export class RateLimitService {
   readonly clients: ClientCounter;
   readonly #cohortOf: CohortOf | undefined;
   readonly #rollout: RolloutRouting;
+  readonly #bookings: BookingClients;
 
   constructor(
     limiter: Limiter,
@@ -177,6 +190,7 @@ export class RateLimitService {
     this.clients = clients;
     this.#cohortOf = options.cohortOf;
     this.#rollout = options.rollout ?? NO_ROLLOUT;
+    this.#bookings = options.bookingClients ?? new BookingClients({ perClient: 1000, clients: 10_000 });
   }
 
   /**
@@ -258,36 +272,62 @@ export class RateLimitService {
     };
   }
 
-  async check(item: CheckItem): Promise<Decision> {
+  /** A check, or with `book` a booking call of `client` (see {@link book}). */
+  async check(item: CheckItem, client = ''): Promise<Decision> {
     this.#active(item.resource);
     const d =
       item.book !== undefined
-        ? await this.#limiter.book(this.#name(item), { ...opts(item), id: item.book })
+        ? await this.#book({ ...item, id: item.book }, client, true)
         : await this.#limiter.try(this.#name(item), opts(item));
     this.#rollout.observe(item.resource, item.key, d.allowed);
     return d;
   }
 
-  /** Admits now, or books the earliest slot under `id` (the same id later claims it; see `Limiter.book`). */
-  async book(item: BookItem): Promise<Decision> {
+  /**
+   * Admits now, or books the earliest slot under `id` (the same id and token later claim it;
+   * see `Limiter.book`). A client holding its most live bookings is refused
+   * (`SLUICE_ERR_BOOKING_LIMIT`) unless the call names one it holds.
+   */
+  async book(item: BookItem, client = ''): Promise<Decision> {
     this.#active(item.resource);
-    return this.#limiter.book(this.#name(item), { ...opts(item), id: item.id });
+    return this.#book(item, client, true);
   }
 
   /** Claims a booking, never making one (`Limiter.claim`). */
-  async claim(item: BookItem): Promise<Decision> {
+  async claim(item: BookItem, client = ''): Promise<Decision> {
     this.#active(item.resource);
-    return this.#limiter.claim(this.#name(item), { ...opts(item), id: item.id });
+    return this.#book(item, client, false);
   }
 
-  async cancel(item: CancelItem): Promise<{ cancelled: boolean }> {
+  async cancel(item: CancelItem, client = ''): Promise<{ cancelled: boolean }> {
     this.#active(item.resource);
-    return {
-      cancelled: await this.#limiter.cancel(this.#name(item), {
-        ...(item.key === undefined ? {} : { key: item.key }),
-        id: item.id,
-      }),
-    };
+    const cancelled = await this.#limiter.cancel(this.#name(item), {
+      ...(item.key === undefined ? {} : { key: item.key }),
+      id: item.id,
+      ...(item.token === undefined ? {} : { token: item.token }),
+    });
+    if (cancelled) this.#bookings.forget(client, item);
+    return { cancelled };
+  }
+
+  async #book(item: BookItem, client: string, create: boolean): Promise<Decision> {
+    const options = { ...opts(item), id: item.id, ...(item.token === undefined ? {} : { token: item.token }) };
+    if (!create) {
+      const d = await this.#limiter.claim(this.#name(item), options);
+      this.#bookings.settle(client, item, d);
+      return d;
+    }
+    const placed = this.#bookings.admit(client, item);
+    let d: Decision;
+    try {
+      d = await this.#limiter.book(this.#name(item), options);
+    } catch (err) {
+      // Refused or failed: the place it took is given back (one it held already is kept).
+      if (placed) this.#bookings.forget(client, item);
+      throw err;
+    }
+    this.#bookings.settle(client, item, d);
+    return d;
   }
 
   /** Waits for `client` (its waits are bounded and take turns with other clients', see `AcquireOptions.client`). */

@@ -35,6 +35,10 @@ export interface Settings {
   readonly maxOutcomeCalls: number;
   readonly maxBodyBytes: number;
   readonly maxBatch: number;
+  /** Most live bookings one client may hold (see `BookingClients`). */
+  readonly maxBookingsPerClient: number;
+  /** Most clients with live bookings tracked at once. */
+  readonly maxBookingClients: number;
   readonly maxWaitMs: number;
   readonly maxKeyLength: number;
   readonly maxDescriptors: number;
@@ -209,6 +213,20 @@ export const SETTINGS = {
     default: '100',
     schema: int(1, 10_000),
     doc: 'Most items in one batch call',
+  },
+  maxBookingsPerClient: {
+    flag: '--max-bookings-per-client',
+    env: 'SLUICE_MAX_BOOKINGS_PER_CLIENT',
+    default: '1000',
+    schema: int(1, 1_000_000),
+    doc: 'Most live bookings one client (remote address) may hold; a booking call past it answers SLUICE_ERR_BOOKING_LIMIT',
+  },
+  maxBookingClients: {
+    flag: '--max-booking-clients',
+    env: 'SLUICE_MAX_BOOKING_CLIENTS',
+    default: '10000',
+    schema: int(1, 1_000_000),
+    doc: 'Most clients with live bookings the server tracks at once; a new one past it answers SLUICE_ERR_BOOKING_LIMIT',
   },
   maxWaitMs: {
     flag: '--max-wait-ms',

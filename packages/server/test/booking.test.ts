@@ -69,7 +69,12 @@ describe.each(STORES)('bookings over HTTP against sluice serve (%s store)', (sto
     const rival = await call(server.url, '/v1/check?http429=1', { resource: 'api:slots', key });
     expect(rival.status).toBe(429);
     expect(rival.headers.get('sluice-booking')).toBeNull();
-    const retried = await call(server.url, '/v1/check?http429=1', { resource: 'api:slots', key, book: 'req-2' });
+    const retried = await call(server.url, '/v1/check?http429=1', {
+      resource: 'api:slots',
+      key,
+      book: 'req-2',
+      token: booking.token,
+    });
     expect(retried.status).toBe(200);
     expect(retried.json).toMatchObject({ allowed: true, reason: 'allowed', booking: { outcome: 'claimed', id: 'req-2' } });
     expect(retried.headers.get('sluice-booking')).toBeNull();
@@ -84,6 +89,7 @@ describe.each(STORES)('bookings over HTTP against sluice serve (%s store)', (sto
     const far = await call(server.url, '/v1/book?http429=1', { ...item, id: 'b' });
     expect(far.status).toBe(429);
     expect(far.json.booking).toEqual({ outcome: 'denied', id: 'b', startsInMs: 0, expiresInMs: 0 });
+    const tokens: Record<string, string> = {};
     expect(far.headers.get('sluice-booking')).toBeNull();
 
     const slot = { resource: 'api:slots', key };
@@ -93,21 +99,23 @@ describe.each(STORES)('bookings over HTTP against sluice serve (%s store)', (sto
     expect(booked.status).toBe(200);
     expect(booked.headers.get('sluice-booking')).toBe('x');
     expect(booked.json.booking.outcome).toBe('booked');
+    tokens.x = booked.json.booking.token;
     const later = await call(server.url, '/v1/book?statuses=1', { ...slot, id: 'y' });
     expect(later.json.booking.outcome).toBe('booked');
+    tokens.y = later.json.booking.token;
     // In line: y starts a window after x.
     expect(later.json.booking.startsInMs).toBeGreaterThanOrEqual(booked.json.booking.startsInMs + 900);
     expect(later.json.statuses).toEqual([expect.objectContaining({ id: '0', algorithm: 'fixed-window' })]);
     // Asking again before the start books nothing more.
-    const again = await call(server.url, '/v1/claim', { ...slot, id: 'x' });
+    const again = await call(server.url, '/v1/claim', { ...slot, id: 'x', token: tokens.x });
     expect(again.json.booking.outcome).toBe('booked');
-    expect((await call(server.url, '/v1/cancel', { ...slot, id: 'y' })).json).toEqual({ cancelled: true });
-    expect((await call(server.url, '/v1/cancel', { ...slot, id: 'y' })).json).toEqual({ cancelled: false });
+    expect((await call(server.url, '/v1/cancel', { ...slot, id: 'y', token: tokens.y })).json).toEqual({ cancelled: true });
+    expect((await call(server.url, '/v1/cancel', { ...slot, id: 'y', token: tokens.y })).json).toEqual({ cancelled: false });
     await sleep(again.json.booking.startsInMs);
-    const claimed = await call(server.url, '/v1/claim?http429=1', { ...slot, id: 'x' });
+    const claimed = await call(server.url, '/v1/claim?http429=1', { ...slot, id: 'x', token: tokens.x });
     expect(claimed.status).toBe(200);
     expect(claimed.json).toMatchObject({ allowed: true, booking: { outcome: 'claimed', id: 'x' } });
-    const missing = await call(server.url, '/v1/claim?http429=1', { ...slot, id: 'x' });
+    const missing = await call(server.url, '/v1/claim?http429=1', { ...slot, id: 'x', token: tokens.x });
     expect(missing.status).toBe(429);
     expect(missing.json).toMatchObject({ allowed: false, booking: { outcome: 'missing', id: 'x' } });
     // Concurrency limits are never booked: a plain decision.

@@ -82,6 +82,18 @@ describe('non-blocking mode with bookings', () => {
     expect(ids[0]).toMatch(/^t:[A-Za-z0-9_-]{43}$/);
     expect(ids[1]).toBe(ids[0]);
     expect(ids[2]).not.toBe(ids[0]);
+    // Every attempt shows the same token (so a retry on another worker claims the booking), not the id.
+    const tokens = [a, b, c].map((x) => (x.limiter.calls[0]!.options as { token: string }).token);
+    expect(tokens[0]).toMatch(/^k:[A-Za-z0-9_-]{43}$/);
+    expect(tokens[1]).toBe(tokens[0]);
+    expect(tokens[2]).not.toBe(tokens[0]);
+  });
+
+  it('retries as without bookings when the service refuses more bookings for this client', async () => {
+    const { limiter, run } = setup({ mode: 'non-blocking' }, info, new BookingLimiter());
+    limiter.answers.push(new SluiceError('SLUICE_ERR_BOOKING_LIMIT' as never, 'this client holds its most bookings'), deny(2000));
+    expect((await failureOf(run())).nextRetryDelay).toBe(2200);
+    expect(limiter.methods()).toEqual(['book:api:a', 'try:api:a']);
   });
 
   it('waits inside the attempt for a slot within maxSlotWaitMs, then claims it and runs', async () => {

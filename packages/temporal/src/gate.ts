@@ -239,7 +239,17 @@ export class SluiceActivityGate {
     const { limiter, now } = this.options;
     const { resource } = permit;
     const id = bookingId(ctx, index);
-    let d = await limiter.book!(resource, { ...options, id });
+    const token = bookingToken(ctx, index);
+    const book = async (): Promise<Decision> => {
+      try {
+        return await limiter.book!(resource, { ...options, id, token });
+      } catch (err) {
+        // The service holds this client's most bookings: retried as without bookings.
+        if (isSluiceError(err) && (err.code as string) === BOOKING_LIMIT) return limiter.try(resource, options);
+        throw err;
+      }
+    };
+    let d = await book();
     // A claim that came a little early asks again after the rest; a few rounds at most.
     for (let round = 0; round < 3 && !d.allowed && d.booking?.outcome === 'booked'; round++) {
       const wait = d.booking.startsInMs;
@@ -255,10 +265,10 @@ export class SluiceActivityGate {
       try {
         await ctx.sleep(wait);
       } catch (err) {
-        await limiter.cancel?.(resource, { key: options.key, id }).catch(() => false);
+        await limiter.cancel?.(resource, { key: options.key, id, token }).catch(() => false);
         throw err;
       }
-      d = await limiter.book!(resource, { ...options, id });
+      d = await book();
     }
     this.options.observer?.booked?.({
       activityType,
@@ -356,6 +366,20 @@ function bookingId(ctx: Context, index: number): string {
   const name = `${workflowExecution?.workflowId ?? ''}\n${workflowExecution?.runId ?? ''}\n${activityId}\n${index}`;
   return `t:${createHash('sha256').update(name).digest('base64url')}`;
 }
+
+/**
+ * The token of that booking, which every attempt shows to claim it: derived (apart from the id)
+ * from the same names, so attempts on any worker agree without passing it along. The run id is
+ * a random UUID: the token is as hard to guess as the run is to see.
+ */
+function bookingToken(ctx: Context, index: number): string {
+  const { workflowExecution, activityId } = ctx.info;
+  const name = `sluice booking token\n${workflowExecution?.workflowId ?? ''}\n${workflowExecution?.runId ?? ''}\n${activityId}\n${index}`;
+  return `k:${createHash('sha256').update(name).digest('base64url')}`;
+}
+
+/** The service's refusal of a booking past its bound per client (`SLUICE_ERR_BOOKING_LIMIT`). */
+const BOOKING_LIMIT = 'SLUICE_ERR_BOOKING_LIMIT';
 
 /** Milliseconds left before the attempt's start-to-close or the schedule-to-close deadline. */
 export function remainingBudget(ctx: Pick<Context, 'info'>, startedAt: number, now: number): number {

@@ -29,11 +29,17 @@ local AMOUNT_BOUNDS = {
   { 1, MAX_COST },
 }
 
--- Values per item in the items array: six, four for a one-limit consume (op 6), nine for a
--- booking (op 7).
+-- Values per item in the items array: six, four for a one-limit consume (op 6), eleven for a
+-- booking (op 7), seven for a cancel (op 8).
 local ITEM_WIDTH = 6
 local FAST_ITEM_WIDTH = 4
-local BOOK_ITEM_WIDTH = 9
+local BOOK_ITEM_WIDTH = 11
+local CANCEL_ITEM_WIDTH = 7
+
+-- The width of a booking item (op 7 or 8).
+local function booking_width(op)
+  return op == 7 and BOOK_ITEM_WIDTH or CANCEL_ITEM_WIDTH
+end
 
 -- Longest policy argument: MAX_LIMITS limits of 7 fields, each well under 100 characters.
 local MAX_POLICY_LENGTH = 1024
@@ -122,14 +128,20 @@ local function is_booking_id(id)
   return type(id) == 'string' and #id <= MAX_BOOKING_ID_LENGTH and find(id, '^[!-~]+$') ~= nil
 end
 
+-- A booking token (checkBookingToken): as an id, of MIN_BOOKING_TOKEN_LENGTH characters or
+-- more; or '' (a call that shows none: it can only find that no booking is held).
+local function is_booking_token(token)
+  return token == '' or (is_booking_id(token) and #token >= MIN_BOOKING_TOKEN_LENGTH)
+end
+
 -- True when items[at..] is a well-formed booking (op 7: op, policy, group, cost, id, create,
--- max_ahead_ms, claim_window_ms, max_bookings) or cancel (op 8: op, policy, group, 0, id, 0)
--- of a known policy and group. A policy with a concurrency limit is refused later, as an item
+-- max_ahead_ms, claim_window_ms, max_bookings, max_booked, token) or cancel (op 8: op, policy,
+-- group, 0, id, 0, token) of a known policy and group. A policy with a concurrency limit is refused later, as an item
 -- (ERR_NOT_BOOKABLE), so it needs no lease keys here.
 local function is_booking_item(items, at, last, policies, group_count)
   local op, group = items[at], items[at + 2]
   if
-    at + (op == 7 and BOOK_ITEM_WIDTH or ITEM_WIDTH) - 1 > last
+    at + booking_width(op) - 1 > last
     or policies[items[at + 1]] == nil
     or not is_int(group, 1, group_count)
     or not is_booking_id(items[at + 4])
@@ -137,13 +149,15 @@ local function is_booking_item(items, at, last, policies, group_count)
     return false
   end
   if op == 8 then
-    return items[at + 3] == 0 and items[at + 5] == 0
+    return items[at + 3] == 0 and items[at + 5] == 0 and is_booking_token(items[at + 6])
   end
   return is_int(items[at + 3], 0, MAX_COST)
     and (items[at + 5] == 0 or items[at + 5] == 1)
     and is_int(items[at + 6], 1, MAX_AHEAD_MS)
     and is_int(items[at + 7], 1, MAX_CLAIM_WINDOW_MS)
     and is_int(items[at + 8], 1, MAX_BOOKINGS)
+    and is_int(items[at + 9], 0, MAX_COST)
+    and is_booking_token(items[at + 10])
 end
 
 -- Policies already read, by their argument. A function library keeps this from call to call, so
@@ -154,7 +168,7 @@ local policy_cache, policy_cache_size = {}, 0
 local MAX_CACHED_POLICIES = 1000
 
 -- Returns the policies, the keys index of each group's lease keys (by group; nil when not
--- declared) and the items (a flat array, ITEM_WIDTH, FAST_ITEM_WIDTH or BOOK_ITEM_WIDTH values
+-- declared) and the items (a flat array, ITEM_WIDTH, FAST_ITEM_WIDTH or booking_width values
 -- each); or nil, a code and a message.
 local function parse_args(keys, argv)
   if argv[1] ~= PROTOCOL then
@@ -238,7 +252,7 @@ local function parse_args(keys, argv)
       if not is_booking_item(items, at, last, policies, group_count) then
         return nil, ERR_BAD_ARGUMENT, 'item ' .. item_count
       end
-      at = at + (op == 7 and BOOK_ITEM_WIDTH or ITEM_WIDTH)
+      at = at + booking_width(op)
     else
       local group, amount, extra, reserve = items[at + 2], items[at + 3], items[at + 4], items[at + 5]
       -- Indexing checks op and policy: only the integers 1..5 and 1..P find an entry. The other

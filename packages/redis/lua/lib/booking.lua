@@ -5,8 +5,8 @@
 -- claim).
 --
 -- The ledger is entry.ledger (its stored form in lib/entry.lua): {policy, newest, marks, list},
--- list holding {id, cost, start, stop} in the order the bookings were made (stop is the TS end,
--- a Lua keyword). These functions change the entry in place (states, ledger, dirty), as the
+-- list holding {id, token, cost, start, stop} in the order the bookings were made (stop is the
+-- TS end, a Lua keyword). A held booking answers only the call that shows its token. These functions change the entry in place (states, ledger, dirty), as the
 -- TypeScript changes its BookingState; a ledger is replaced rather than changed, so a loop over
 -- an earlier list is undisturbed.
 
@@ -121,11 +121,22 @@ end
 -- The slot a booking of cost gets (findSlot): the earliest start every limit allows (moved
 -- forward until they agree) and the span the strictest one allows from there; start and end, or
 -- nil when there is none within the bounds.
-local function find_slot(entry, policy, cost, now, max_ahead, claim_window, max_bookings)
+local function find_slot(entry, policy, cost, now, bounds)
   local ledger = entry.ledger
-  if (ledger ~= nil and #ledger.list or 0) >= max_bookings then
+  if (ledger ~= nil and #ledger.list or 0) >= bounds.max_bookings then
     return nil
   end
+  -- The key's share (bookedCap): what its bookings hold, with this one, within max_booked.
+  local held = cost
+  if ledger ~= nil then
+    for _, b in ipairs(ledger.list) do
+      held = held + b.cost
+    end
+  end
+  if held > bounds.max_booked then
+    return nil
+  end
+  local max_ahead, claim_window = bounds.max_ahead, bounds.claim_window
   local limits, states = policy.limits, entry.states
   local start, agreed, step = now, false, 0
   while step < MAX_SLOT_STEPS and not agreed do
@@ -169,13 +180,20 @@ end
 -- bookKey() on an aligned, opened entry (see op_book): claims the booking held under id once
 -- due, else admits now if the key has room, else books the earliest slot; create false only
 -- claims. Appends the outcome, per limit a, m, t, s (the cost judged now as a consume would
--- judge it, or what is left after a claim), then start and end for booked and claimed. When it
--- changes the key, its expiry becomes the latest of the entry's and what the change needs.
-local function book_key(entry, policy, cost, id, create, max_ahead, claim_window, max_bookings, now, out)
+-- judge it, or what is left after a claim), then start and end for booked and claimed; or only
+-- ERR_BOOKING_TOKEN when id is held under another token. When it changes the key, its expiry
+-- becomes the latest of the entry's and what the change needs. bounds: {max_ahead,
+-- claim_window, max_bookings, max_booked}.
+local function book_key(entry, policy, cost, id, token, create, bounds, now, out)
+  local held = find_booking(entry.ledger, id)
+  -- A booking stored without a token (protocol 4) answers no call: its token is ''.
+  if held ~= nil and (held.token == '' or held.token ~= token) then
+    out[#out + 1] = ERR_BOOKING_TOKEN
+    return
+  end
   local head = #out + 1
   -- Filled first so the reply stays a sequence (no holes) while statuses are written after it.
   out[head] = 0
-  local held = find_booking(entry.ledger, id)
   if held ~= nil then
     if now < held.start then
       evaluate_key(entry, policy, cost, '', now, out, head, 0, 0)
@@ -201,7 +219,7 @@ local function book_key(entry, policy, cost, id, create, max_ahead, claim_window
     end
     return book_reply(out, head, BOOK_ADMITTED)
   end
-  local start, stop = find_slot(entry, policy, cost, now, max_ahead, claim_window, max_bookings)
+  local start, stop = find_slot(entry, policy, cost, now, bounds)
   if start == nil then
     return book_reply(out, head, BOOK_DENIED)
   end
@@ -218,7 +236,7 @@ local function book_key(entry, policy, cost, id, create, max_ahead, claim_window
     local code = limits[i].code
     marks[i] = (code == token_bucket.code or code == gcra.code) and states[limits[i].id] or false
   end
-  local booking = { id = id, cost = cost, start = start, stop = stop }
+  local booking = { id = id, token = token, cost = cost, start = start, stop = stop }
   local list = {}
   if entry.ledger ~= nil then
     for i, b in ipairs(entry.ledger.list) do
@@ -231,11 +249,15 @@ local function book_key(entry, policy, cost, id, create, max_ahead, claim_window
   return book_reply(out, head, BOOK_BOOKED, booking)
 end
 
--- cancelBooking(): gives back the booking held under id; true if there was one.
-local function cancel_booking(entry, policy, id, now)
+-- cancelBooking(): gives back the booking held under id; true if there was one, false if not,
+-- nil (nothing changed) if it is held under another token.
+local function cancel_booking(entry, policy, id, token, now)
   local held = find_booking(entry.ledger, id)
   if held == nil then
     return false
+  end
+  if held.token == '' or held.token ~= token then
+    return nil
   end
   give_back(entry, policy, held, now)
   return true

@@ -9,3 +9,6 @@ local ERR_BAD_ARGUMENT = 2
 local ERR_CORRUPT_STATE = -3
 -- Item code: a booking (op 7 or 8) of a policy with a concurrency limit, which cannot be booked.
 local ERR_NOT_BOOKABLE = -4
+-- Item code: a booking call (op 7 or 8) named a booking held under another token; nothing of
+-- that booking was read or changed.
+local ERR_BOOKING_TOKEN = -5

@@ -19,7 +19,10 @@
 --               booking's id while nothing else was charged since ('' when not known), the states
 --               the newest booking left (aligned with the policy's limits: a token bucket's or
 --               GCRA's state, false for the others), then the bookings in the order they were
---               made. Versions before 4 read the pair as a state of an unknown limit id and drop
+--               made. Since protocol 5 a booking's id is stored as "<id> <token>" (neither has
+--               a space): version 4 then finds no booking under a bare id (its claims answer
+--               missing, and it keeps the pair as it is), and a booking stored without a token
+--               (by version 4) has the token '', which no call can show. Versions before 4 read the pair as a state of an unknown limit id and drop
 --               it at the first operation they apply to the key (and a fixed window's booked
 --               windows ahead with it): the bookings are lost (their claims find nothing) and no
 --               more is admitted (a token bucket's or GCRA's charges stay; a booked window's
@@ -38,8 +41,8 @@ local MAX_GC_MS = 1e13
 local LEDGER_ID = '!b'
 local LEDGER_CODE = 7
 
--- A ledger as the operations use it: {policy, newest, marks, list}, list holding {id, cost,
--- start, stop} tables in the order the bookings were made; nil when t is not a stored ledger.
+-- A ledger as the operations use it: {policy, newest, marks, list}, list holding {id, token,
+-- cost, start, stop} tables in the order the bookings were made; nil when t is not a stored ledger.
 local function ledger_decode(t)
   local n = #t
   if t[1] ~= LEDGER_CODE or type(t[2]) ~= 'string' or type(t[3]) ~= 'string' or type(t[4]) ~= 'table' or n < 8 or n % 4 ~= 0 then
@@ -51,7 +54,13 @@ local function ledger_decode(t)
     if type(id) ~= 'string' or type(cost) ~= 'number' or type(start) ~= 'number' or type(stop) ~= 'number' then
       return nil
     end
-    list[#list + 1] = { id = id, cost = cost, start = start, stop = stop }
+    -- "<id> <token>" (protocol 5 on); a bare id was stored by protocol 4, without a token.
+    local space = find(id, ' ', 1, true)
+    local token = ''
+    if space ~= nil then
+      id, token = sub(id, 1, space - 1), sub(id, space + 1)
+    end
+    list[#list + 1] = { id = id, token = token, cost = cost, start = start, stop = stop }
   end
   return { policy = t[2], newest = t[3], marks = t[4], list = list }
 end
@@ -60,7 +69,7 @@ local function ledger_encode(ledger)
   local t = { LEDGER_CODE, ledger.policy, ledger.newest, ledger.marks }
   for _, b in ipairs(ledger.list) do
     local n = #t
-    t[n + 1], t[n + 2], t[n + 3], t[n + 4] = b.id, b.cost, b.start, b.stop
+    t[n + 1], t[n + 2], t[n + 3], t[n + 4] = b.id .. ' ' .. b.token, b.cost, b.start, b.stop
   end
   return t
 end

@@ -109,21 +109,26 @@ end
 
 -- book (MemoryStore.book, op 7): bookKey() on the aligned, opened entry. Appends O (0 admitted,
 -- 1 booked, 2 claimed, 3 denied, 4 missing), then per limit a, m, t, s, then the booking's start
--- and end when O is 1 or 2. `create` false only claims.
-local function op_book(entry, policy, cost, id, create, max_ahead, claim_window, max_bookings, now, out)
+-- and end when O is 1 or 2 (or ERR_BOOKING_TOKEN alone). `create` false only claims.
+local function op_book(entry, policy, cost, id, token, create, bounds, now, out)
   entry_align(entry, policy, now)
   open_bookings(entry, policy, now)
-  book_key(entry, policy, cost, id, create, max_ahead, claim_window, max_bookings, now, out)
+  book_key(entry, policy, cost, id, token, create, bounds, now, out)
 end
 
 -- cancel (MemoryStore.cancel, op 8): a key without bookings is left as it is. Appends 1 if the
--- booking was held (its permits are given back where the bound allows), else 0.
-local function op_cancel(entry, policy, id, now, out)
+-- booking was held (its permits are given back where the bound allows), else 0; or
+-- ERR_BOOKING_TOKEN when it is held under another token (nothing of it changes).
+local function op_cancel(entry, policy, id, token, now, out)
   entry_align(entry, policy, now)
   local found = false
   if entry.ledger ~= nil then
     open_bookings(entry, policy, now)
-    found = cancel_booking(entry, policy, id, now)
+    found = cancel_booking(entry, policy, id, token, now)
+  end
+  if found == nil then
+    out[#out + 1] = ERR_BOOKING_TOKEN
+    return
   end
   out[#out + 1] = found and 1 or 0
 end

@@ -163,7 +163,7 @@ export function registerApi(
     path: '/v1/check',
     schema: schemas.check,
     query: decisionQuery,
-    run: (item) => service.check(item),
+    run: (item, call) => service.check(item, call.client),
     encode: (d, q) => encodeDecision(d, isSet(q.statuses)),
     single: decisionSingle,
   });
@@ -198,7 +198,7 @@ export function registerApi(
     path: '/v1/book',
     schema: schemas.book,
     query: decisionQuery,
-    run: (item) => service.book(item),
+    run: (item, call) => service.book(item, call.client),
     encode: (d, q) => encodeDecision(d, isSet(q.statuses)),
     single: decisionSingle,
   });
@@ -206,11 +206,17 @@ export function registerApi(
     path: '/v1/claim',
     schema: schemas.book,
     query: decisionQuery,
-    run: (item) => service.claim(item),
+    run: (item, call) => service.claim(item, call.client),
     encode: (d, q) => encodeDecision(d, isSet(q.statuses)),
     single: decisionSingle,
   });
-  route({ path: '/v1/cancel', schema: schemas.cancel, query: plainQuery, run: (item) => service.cancel(item), encode: (r) => r });
+  route({
+    path: '/v1/cancel',
+    schema: schemas.cancel,
+    query: plainQuery,
+    run: (item, call) => service.cancel(item, call.client),
+    encode: (r) => r,
+  });
   // Outcomes of calls to downstreams, for breakers and tallies (a batch answers per item).
   // They steer fleet breakers, rollouts and adaptive limits: a credential of their own, and a
   // bound on the calls one report stands for.

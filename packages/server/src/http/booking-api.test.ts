@@ -68,28 +68,39 @@ describe('booking endpoints (embedded store, manual clock)', () => {
     });
     expect(booked.headers['sluice-booking']).toBe('job-2');
     expect(booked.headers['retry-after']).toBe('10');
+    const token = body.booking.token as string;
+    expect(token).toMatch(/^[\w-]{22}$/);
 
     // Before the start: still booked, with the time left; the same id books nothing more.
     clock.advance(4000);
-    const early = await post('/v1/claim', { resource: 'api:slots', key: 'a', id: 'job-2' });
+    const early = await post('/v1/claim', { resource: 'api:slots', key: 'a', id: 'job-2', token });
     expect(early.statusCode).toBe(200);
-    expect(early.json().booking).toEqual({ outcome: 'booked', id: 'job-2', startsInMs: 6000, expiresInMs: 9000 });
+    expect(early.json().booking).toEqual({ outcome: 'booked', id: 'job-2', startsInMs: 6000, expiresInMs: 9000, token });
+    // Another caller naming it, without the token or with its own, is refused; nothing changes.
+    for (const other of [{}, { token: 'not-the-makers-token' }]) {
+      const refused = await post('/v1/claim', { resource: 'api:slots', key: 'a', id: 'job-2', ...other });
+      expect({ status: refused.statusCode, code: refused.json().error.code }).toEqual({
+        status: 403,
+        code: 'SLUICE_ERR_BOOKING_TOKEN',
+      });
+    }
     expect(early.headers['retry-after']).toBe('6');
 
     // In the span: admitted without competing, once.
     clock.advance(6500);
-    const claimed = await post('/v1/claim?http429=1', { resource: 'api:slots', key: 'a', id: 'job-2' });
+    const claimed = await post('/v1/claim?http429=1', { resource: 'api:slots', key: 'a', id: 'job-2', token });
     expect(claimed.statusCode).toBe(200);
     expect(claimed.json()).toMatchObject({ allowed: true, reason: 'allowed', booking: { outcome: 'claimed', id: 'job-2' } });
     expect(claimed.headers['retry-after']).toBeUndefined();
-    const again = await post('/v1/claim', { resource: 'api:slots', key: 'a', id: 'job-2' });
+    const again = await post('/v1/claim', { resource: 'api:slots', key: 'a', id: 'job-2', token });
     expect(again.json()).toMatchObject({ allowed: false, booking: { outcome: 'missing', id: 'job-2' } });
   });
 
   it('books on a check naming a booking id, answering 429 with Retry-After and Sluice-Booking', async () => {
     clock.advance(10_000 - (clock.now() % 10_000));
     await fill('c');
-    const denied = await post('/v1/check?http429=1&statuses=1', { resource: 'api:slots', key: 'c', book: 'req-7' });
+    const token = 'the-callers-own-token-7';
+    const denied = await post('/v1/check?http429=1&statuses=1', { resource: 'api:slots', key: 'c', book: 'req-7', token });
     expect(denied.statusCode).toBe(429);
     expect(denied.headers['retry-after']).toBe('10');
     expect(denied.headers['sluice-booking']).toBe('req-7');
@@ -98,7 +109,7 @@ describe('booking endpoints (embedded store, manual clock)', () => {
     // A check without the id competes (and loses); one with it waits its turn, then is admitted.
     clock.advance(10_000);
     await fill('c-other');
-    const retried = await post('/v1/check?http429=1', { resource: 'api:slots', key: 'c', book: 'req-7' });
+    const retried = await post('/v1/check?http429=1', { resource: 'api:slots', key: 'c', book: 'req-7', token });
     expect(retried.statusCode).toBe(200);
     expect(retried.json()).toMatchObject({ allowed: true, booking: { outcome: 'claimed', id: 'req-7' } });
     expect(retried.headers['sluice-booking']).toBeUndefined();
@@ -109,13 +120,19 @@ describe('booking endpoints (embedded store, manual clock)', () => {
   it('cancels a pending booking (its permits go back) and says when there was none', async () => {
     clock.advance(10_000 - (clock.now() % 10_000));
     await fill('x');
-    expect((await post('/v1/book', { resource: 'api:slots', key: 'x', id: 'b1' })).json().booking.outcome).toBe('booked');
-    const b2 = (await post('/v1/book', { resource: 'api:slots', key: 'x', id: 'b2' })).json().booking;
+    type Booking = { outcome: string; token: string };
+    const b1 = (await post('/v1/book', { resource: 'api:slots', key: 'x', id: 'b1' })).json<{ booking: Booking }>().booking;
+    expect(b1.outcome).toBe('booked');
+    const b2 = (await post('/v1/book', { resource: 'api:slots', key: 'x', id: 'b2' })).json<{ booking: Booking }>().booking;
     expect(b2.outcome).toBe('booked');
-    expect((await post('/v1/cancel', { resource: 'api:slots', key: 'x', id: 'b1' })).json()).toEqual({ cancelled: true });
-    expect((await post('/v1/cancel', { resource: 'api:slots', key: 'x', id: 'b1' })).json()).toEqual({ cancelled: false });
+    const cancel = (id: string, token: string) => post('/v1/cancel', { resource: 'api:slots', key: 'x', id, token });
+    expect((await post('/v1/cancel', { resource: 'api:slots', key: 'x', id: 'b1' })).statusCode).toBe(403);
+    expect((await cancel('b1', b1.token)).json()).toEqual({ cancelled: true });
+    expect((await cancel('b1', b1.token)).json()).toEqual({ cancelled: false });
     expect((await post('/v1/claim', { resource: 'api:slots', key: 'x', id: 'b1' })).json().booking.outcome).toBe('missing');
-    const batch = await post('/v1/cancel', { items: [{ resource: 'api:slots', key: 'x', id: 'b2' }, { resource: 'api:slots' }] });
+    const batch = await post('/v1/cancel', {
+      items: [{ resource: 'api:slots', key: 'x', id: 'b2', token: b2.token }, { resource: 'api:slots' }],
+    });
     expect(batch.json().results).toEqual([{ cancelled: true }, { error: expect.objectContaining({ field: 'id' }) }]);
   });
 
@@ -154,6 +171,9 @@ describe('booking endpoints (embedded store, manual clock)', () => {
       ['/v1/acquire', { ...item, book: 'a' }, 'SLUICE_ERR_INVALID_REQUEST', undefined],
       ['/v1/cancel', { ...item, id: 'a', cost: 1 }, 'SLUICE_ERR_INVALID_REQUEST', undefined],
       ['/v1/cancel', { ...item, id: 'tab\there' }, 'SLUICE_ERR_INVALID_REQUEST', 'id'],
+      ['/v1/book', { ...item, id: 'a', token: 'too-short' }, 'SLUICE_ERR_INVALID_REQUEST', 'token'],
+      ['/v1/cancel', { ...item, id: 'a', token: 'a token with spaces' }, 'SLUICE_ERR_INVALID_REQUEST', 'token'],
+      ['/v1/check', { ...item, token: 'a-token-without-a-booking' }, 'SLUICE_ERR_INVALID_REQUEST', 'token'],
     ];
     for (const [path, body, code, field] of cases) {
       const res = await post(path, body);

@@ -1,4 +1,4 @@
-import { MAX_BOOKING_ID_LENGTH, MAX_COST, POLICY_BOUNDS, TIER_NAME } from '@sluice/core';
+import { MAX_BOOKING_ID_LENGTH, MIN_BOOKING_TOKEN_LENGTH, MAX_COST, POLICY_BOUNDS, TIER_NAME } from '@sluice/core';
 import { z } from 'zod';
 import { ServerError, ServerErrorCodes, fromZod } from '../errors.js';
 import type {
@@ -74,6 +74,12 @@ export function itemSchemas(b: ItemBounds) {
     .min(1, 'must not be empty')
     .max(MAX_BOOKING_ID_LENGTH, `must be at most ${MAX_BOOKING_ID_LENGTH} characters`)
     .regex(BOOKING_ID_PATTERN, 'must be printable ASCII characters without spaces');
+  // A booking's token is the core's (`checkBookingToken`): as an id, of 16 characters or more.
+  const bookingToken = z
+    .string({ error: 'must be a string' })
+    .min(MIN_BOOKING_TOKEN_LENGTH, `must be at least ${MIN_BOOKING_TOKEN_LENGTH} characters`)
+    .max(MAX_BOOKING_ID_LENGTH, `must be at most ${MAX_BOOKING_ID_LENGTH} characters`)
+    .regex(BOOKING_ID_PATTERN, 'must be printable ASCII characters without spaces');
   // A permit's id: `permitId`, or its deprecated name `leaseId` (both given: the same value).
   const permit = {
     permitId: name.optional(),
@@ -81,9 +87,19 @@ export function itemSchemas(b: ItemBounds) {
     leaseId: name.optional(),
   };
   return {
-    check: z.strictObject({ ...base, book: bookingId.optional() }) satisfies z.ZodType<CheckItem>,
-    book: z.strictObject({ ...base, id: bookingId }) satisfies z.ZodType<BookItem>,
-    cancel: z.strictObject({ resource, key: key.optional(), id: bookingId }) satisfies z.ZodType<CancelItem>,
+    check: z
+      .strictObject({ ...base, book: bookingId.optional(), token: bookingToken.optional() })
+      .refine((c) => c.token === undefined || c.book !== undefined, {
+        message: 'is only taken with `book`',
+        path: ['token'],
+      }) satisfies z.ZodType<CheckItem>,
+    book: z.strictObject({ ...base, id: bookingId, token: bookingToken.optional() }) satisfies z.ZodType<BookItem>,
+    cancel: z.strictObject({
+      resource,
+      key: key.optional(),
+      id: bookingId,
+      token: bookingToken.optional(),
+    }) satisfies z.ZodType<CancelItem>,
     acquire: z.strictObject({ ...base, maxWaitMs: int(0, b.maxWaitMs).optional() }) satisfies z.ZodType<AcquireItem>,
     release: z
       .strictObject({ resource, key: key.optional(), ...permit })
