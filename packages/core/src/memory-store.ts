@@ -147,7 +147,7 @@ export class MemoryStore implements LimitStore, OutcomeStore {
   get stats(): MemoryStoreStats {
     const t = this.#table;
     return {
-      keys: t.size,
+      keys: t.size - t.bookingWeight,
       evicted: t.evicted,
       expired: t.expired,
       demoted: t.demoted,
