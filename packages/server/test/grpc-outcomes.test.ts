@@ -1,9 +1,9 @@
 /* eslint-disable @typescript-eslint/no-explicit-any, @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-return --
    the assertions read protobuf answers dynamically */
 import * as grpc from '@grpc/grpc-js';
-import { loadOutcomesDefinition, type RunningServer } from '@sluice/server';
+import type { RunningServer } from '@sluice/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TOKEN, call, eventually, scratch, startTestServer, writeRules } from './support.js';
+import { TOKEN, call, eventually, reportOutcomes, scratch, startTestServer, writeRules } from './support.js';
 
 const RULES = `
 resources:
@@ -15,30 +15,13 @@ resources:
 describe('gRPC Outcomes/Report', () => {
   const tmp = scratch();
   let server: RunningServer;
-  let client: grpc.Client;
-  const method = loadOutcomesDefinition().Report!;
-  const metadata = new grpc.Metadata();
-  metadata.set('authorization', `Bearer ${TOKEN}`);
-  const report = (outcomes: object[]): Promise<any> =>
-    new Promise((resolve) => {
-      client.makeUnaryRequest(
-        method.path,
-        (b: object) => method.requestSerialize(b),
-        (b: Buffer) => method.responseDeserialize(b),
-        { outcomes },
-        // Reports need a credential; the admin token is one.
-        metadata,
-        (err: grpc.ServiceError | null, res?: unknown) =>
-          resolve(err ? { error: { code: err.code, details: err.details } } : res),
-      );
-    });
+  // Reports need a credential; the admin token is one.
+  const report = (outcomes: object[]): Promise<any> => reportOutcomes(server.grpcPort, outcomes, `Bearer ${TOKEN}`);
 
   beforeAll(async () => {
     server = await startTestServer({ rules: [writeRules(tmp.dir, RULES)], maxBatch: '5' });
-    client = new grpc.Client(`127.0.0.1:${server.grpcPort}`, grpc.credentials.createInsecure());
   });
   afterAll(async () => {
-    client?.close();
     await server?.close();
     tmp.remove();
   });

@@ -5,7 +5,14 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import { loadRlsDefinition, loadSettings, startServer, type RunningServer, type SettingFlags } from '@sluice/server';
+import {
+  loadOutcomesDefinition,
+  loadRlsDefinition,
+  loadSettings,
+  startServer,
+  type RunningServer,
+  type SettingFlags,
+} from '@sluice/server';
 import { pino } from 'pino';
 import { SLUICE_BIN, TOKEN, childEnv, spawnSluice, type Serve } from '../../../test/sluice-serve.js';
 
@@ -68,6 +75,32 @@ export async function eventually(probe: () => Promise<boolean>, timeoutMs = 20_0
     if (Date.now() > deadline) throw new Error('condition not met before the deadline');
     await new Promise((r) => setTimeout(r, intervalMs));
   }
+}
+
+/**
+ * One `Outcomes/Report` call on `port` with `authorization` metadata (if any); resolves to the
+ * answer, or to `{ error }` with the gRPC status, its details and the Sluice code.
+ */
+export function reportOutcomes(port: number, outcomes: object[], authorization?: string): Promise<any> {
+  const method = loadOutcomesDefinition().Report!;
+  const client = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+  const metadata = new grpc.Metadata();
+  if (authorization !== undefined) metadata.set('authorization', authorization);
+  return new Promise((resolve) => {
+    client.makeUnaryRequest(
+      method.path,
+      (b: object) => method.requestSerialize(b),
+      (b: Buffer) => method.responseDeserialize(b),
+      { outcomes },
+      metadata,
+      (err: grpc.ServiceError | null, res?: unknown) => {
+        client.close();
+        resolve(
+          err ? { error: { code: err.code, details: err.details, sluice: err.metadata?.get('sluice-error-code')[0] } } : res,
+        );
+      },
+    );
+  });
 }
 
 /** An Envoy-style client of RateLimitService. */
