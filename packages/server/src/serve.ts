@@ -330,7 +330,13 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     'sluice serving',
   );
   // Outcomes steer fleet breakers, rollouts and adaptive limits: say who may send them.
-  logger.info({ reporters: reporters.reporters }, 'outcome reports accepted from the holders of these credentials');
+  if (reporters.reporters.length === 0) {
+    logger.info(
+      'outcome reports are refused: no credential may send them (set --outcomes-token or --admin-token; --open-outcomes on takes them from anyone)',
+    );
+  } else {
+    logger.info({ reporters: reporters.reporters }, 'outcome reports accepted from the holders of these credentials');
+  }
   if (settings.openOutcomes) {
     logger.warn(
       { host: settings.host },
