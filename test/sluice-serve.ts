@@ -131,3 +131,13 @@ export async function deleteRedisKeys(prefix: string): Promise<void> {
     redis.disconnect();
   }
 }
+
+/**
+ * One sample of a service's Prometheus text at `base`: the first `name{...}` line holding every
+ * `key="value"` of `labels` (comma-separated); 0 when absent.
+ */
+export async function metric(base: string, name: string, labels: string): Promise<number> {
+  const text = await (await fetch(new URL('/metrics', base))).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{`) && labels.split(',').every((kv) => l.includes(kv)));
+  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+}

@@ -9,7 +9,7 @@ import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomPrefix } from '../env.js';
-import { rulesFile, spawnSluice, storeFlags, type Serve, type TestStore } from '../sluice-serve.js';
+import { rulesFile, spawnSluice, storeFlags, type Serve, type TestStore, metric } from '../sluice-serve.js';
 
 const RULES = `
 resources:
@@ -84,13 +84,6 @@ function post(
     });
     req.end(text);
   });
-}
-
-/** One sample of the service's Prometheus text (0 when absent). */
-async function metric(base: string, name: string, labels: string): Promise<number> {
-  const text = await (await fetch(new URL('/metrics', base))).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${name}{`) && labels.split(',').every((kv) => l.includes(kv)));
-  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
 }
 
 async function until(probe: () => Promise<boolean>, what: string): Promise<void> {

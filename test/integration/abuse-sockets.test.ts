@@ -11,7 +11,7 @@ import { readdirSync } from 'node:fs';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomPrefix } from '../env.js';
-import { rulesFile, spawnSluice, storeFlags, type Serve, type TestStore } from '../sluice-serve.js';
+import { rulesFile, spawnSluice, storeFlags, type Serve, type TestStore, metric } from '../sluice-serve.js';
 
 const RULES = `
 resources:
@@ -96,13 +96,6 @@ function tally(outcomes: readonly Outcome[]): Record<number, number> {
   const counts: Record<number, number> = {};
   for (const o of outcomes) counts[o.status] = (counts[o.status] ?? 0) + 1;
   return counts;
-}
-
-/** One sample of the service's Prometheus text (0 when absent). */
-async function metric(base: string, name: string, labels: string): Promise<number> {
-  const text = await (await fetch(new URL('/metrics', base))).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${name}{`) && l.includes(labels));
-  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
 }
 
 async function until(probe: () => Promise<boolean> | boolean, what: string): Promise<void> {
