@@ -408,8 +408,9 @@ describe('input, lifecycle and foreign data', () => {
     const key = keyNames(target.prefix, 'direct');
     const keys = [key.state];
     const v = PROTOCOL_VERSION;
-    // One policy (P = 1) of one limit: a token bucket of 100 per second; no lease keys (C = 0).
-    const limit = ['1', '100', '1000', '100', '10', '30000', 'tb'];
+    // One policy (P = 1) of one limit: a token bucket of 100 an hour (nothing refills between the
+    // calls, however slow the machine); no lease keys (C = 0).
+    const limit = ['1', '100', '3600000', '100', '10', '30000', 'tb'];
     const one = (...limits: string[][]) => limits.map((l) => l.join(',')).join(',');
     const policy = ['1', one(limit), '0'];
     const item = [1, 1, 1, 1, '', 0];
@@ -508,7 +509,16 @@ describe('input, lifecycle and foreign data', () => {
     }
     expect(await client.exists(key.state, key.leases, key.costs)).toBe(0);
     // The same calls, well formed, are applied: the same program either way.
-    expect(await call('function', [v, ...policy, ...item])).toEqual([0, expect.any(String), expect.any(String), 1, 1, 99, 0, 10]);
+    expect(await call('function', [v, ...policy, ...item])).toEqual([
+      0,
+      expect.any(String),
+      expect.any(String),
+      1,
+      1,
+      99,
+      0,
+      36000,
+    ]);
     expect(await call('script', [v, ...policy, ...item])).toEqual([
       0,
       expect.any(String),

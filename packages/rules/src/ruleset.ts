@@ -114,13 +114,9 @@ function compileDomains(inputs: readonly EnvoyDomainInput[], at: (i: number) => 
  * A compiled rule set as plain data: what {@link compileRuleParts} returns, and what a worker
  * thread can send back (envoy domains as their compiled trees, not as {@link EnvoyDomain}s).
  */
-export interface RuleSetParts {
-  readonly resources: Readonly<Record<string, ResourceRule>>;
+export interface RuleSetParts extends Omit<RuleSet, 'domains'> {
+  /** envoy domain name -> its compiled descriptors, as plain data. */
   readonly domains: Readonly<Record<string, CompiledDomain>>;
-  readonly governance: GovernanceRules;
-  readonly adaptive: AdaptiveRules;
-  /** {@link RuleSet.hash} of the content. */
-  readonly hash: string;
 }
 
 function parts(
