@@ -4,9 +4,9 @@
  * {@link HOSTILE_ADDRESS}, stalled bodies, garbage requests and a new Envoy limit override per
  * gRPC call, all at once.
  */
+import { connect as h2connect } from 'node:http2';
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import * as grpc from '@grpc/grpc-js';
 import { Pool } from 'undici';
 import { PROTO_DIR, loadRlsMethod } from './service-load.js';
 import { SERVICE_RULES } from './service-server.js';
@@ -57,33 +57,42 @@ function hostile(url: string, grpcTarget: string, stop: { done: boolean }): Prom
     }
   })();
   const method = loadRlsMethod(PROTO_DIR);
-  // grpc-js picks its own source address: the overrides come from the normal client's address.
-  const client = new grpc.Client(grpcTarget, grpc.credentials.createInsecure());
+  // gRPC by hand over node:http2, so that its connection too comes from the hostile address.
+  const target = new URL(`http://${grpcTarget}`);
+  const session = h2connect(target, {
+    createConnection: () => connect({ host: target.hostname, port: Number(target.port), localAddress: HOSTILE_ADDRESS }),
+  });
+  session.on('error', () => undefined);
   let o = 0;
   const overrides = (async () => {
-    while (!stop.done) {
+    while (!stop.done && !session.destroyed) {
       const n = o++;
-      const request = {
+      const message = method.requestSerialize({
         domain: SERVICE_RULES.domain,
         descriptors: [
           { entries: [{ key: SERVICE_RULES.descriptorKey, value: `u${n}` }], limit: { requests_per_unit: 1 + n, unit: 'HOUR' } },
         ],
-      };
+      });
+      const frame = Buffer.alloc(5 + message.length);
+      frame.writeUInt32BE(message.length, 1);
+      message.copy(frame, 5);
       await new Promise<void>((resolve) => {
-        client.makeUnaryRequest(
-          method.path,
-          (x: object) => method.requestSerialize(x),
-          (b: Buffer) => method.responseDeserialize(b),
-          request,
-          { deadline: Date.now() + 5000 },
-          () => resolve(),
-        );
+        const call = session.request({
+          ':method': 'POST',
+          ':path': method.path,
+          'content-type': 'application/grpc',
+          te: 'trailers',
+        });
+        call.on('error', () => resolve());
+        call.on('close', () => resolve());
+        call.resume();
+        call.end(frame);
       });
     }
   })();
   return Promise.all([...floods, junk, overrides]).finally(async () => {
     for (const s of sockets) s.destroy();
-    client.close();
+    session.close();
     await flood.close();
   });
 }

@@ -10,6 +10,7 @@ import { OverrideTable } from './envoy/overrides.js';
 import { LiveRules } from './live-rules.js';
 import { ServerMetrics } from './metrics.js';
 import { buildHttpApp } from './http/app.js';
+import { FairTurns } from './fair-turns.js';
 import { outcomeAccess } from './http/auth.js';
 import { bindGrpc, buildGrpcServer, shutdownGrpc, type GrpcListener } from './grpc/server.js';
 import { WarningThrottle, createLogger, redactingLogger } from './logging.js';
@@ -163,6 +164,8 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   const logger = redactingLogger(options.logger ?? (await createLogger(settings.logLevel, settings.logFormat)));
   const metrics = new ServerMetrics();
   const warnings = new WarningThrottle(logger, (event) => metrics.warning(event));
+  // One share of the event loop per address, over both listeners.
+  const turns = new FairTurns({ maxClientQueued: settings.maxClientQueued });
   const stores = await openStores(settings, logger);
   // The rollout starts after the limiter, which needs the adaptive hooks first.
   const running: { rollout?: RolloutRunner | undefined } = {};
@@ -205,6 +208,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   let closing = false;
   const cleanup = async () => {
     warnings.close();
+    turns.close();
     stopWatch?.();
     await rules.settled();
     await adaptive.close();
@@ -268,6 +272,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     adaptive: () => adaptive.status(),
     dashboard: settings.dashboard,
     clock,
+    turns,
     ...(rollout === undefined ? {} : { rollout }),
   });
   const overrides = new OverrideTable({
@@ -299,7 +304,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     closing: () => closing,
     maxClientStreams: settings.maxClientStreams,
     writeTimeoutMs: settings.writeTimeoutMs,
-    maxClientQueued: settings.maxClientQueued,
+    turns,
   });
   let grpcListener: GrpcListener;
   try {

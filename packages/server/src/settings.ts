@@ -322,9 +322,9 @@ export const SETTINGS = {
   maxClientQueued: {
     flag: '--max-client-queued',
     env: 'SLUICE_MAX_CLIENT_QUEUED',
-    default: '10000',
-    schema: int(1, 10_000_000),
-    doc: 'Most decision items (HTTP items, gRPC calls) of one remote address waiting for their turn; more are refused `SLUICE_ERR_CLIENT_BUSY` (addresses take turns, 64 items a turn of the event loop)',
+    default: '1000',
+    schema: int(1, 1_000_000),
+    doc: 'Most API requests (HTTP requests, gRPC calls) of one remote address waiting for their turn; more are refused `SLUICE_ERR_CLIENT_BUSY` (addresses share the event loop by what their requests cost)',
   },
   maxClientStreams: {
     flag: '--max-client-streams',

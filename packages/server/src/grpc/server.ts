@@ -14,7 +14,7 @@ import { GrpcStatus, ServerError, ServerErrorCodes, describeError, grpcStatusOf 
 import type { OverrideTable } from '../envoy/overrides.js';
 import { shouldRateLimit } from '../envoy/rls.js';
 import type { EnvoyDomainSplit } from '../rollout/runner.js';
-import { TurnBatch } from '../turn-batch.js';
+import { FairTurns, ITEM_COST, requestCost } from '../fair-turns.js';
 import { authorized, type OutcomeAccess } from '../http/auth.js';
 import type { LiveRules } from '../live-rules.js';
 import type { ServerMetrics } from '../metrics.js';
@@ -54,7 +54,12 @@ export interface GrpcDeps {
   readonly maxClientStreams?: number;
   /** How long an answer may wait for the peer to take it before its connection is cut. @default 5000 */
   readonly writeTimeoutMs?: number;
-  /** Most calls of one remote address waiting for their turn (see `TurnBatch`). @default 10000 */
+  /**
+   * Where calls wait for their turn, shared with the HTTP listener so that an address's work on
+   * both counts as one. @default one of the server's own, with `maxClientQueued`
+   */
+  readonly turns?: FairTurns;
+  /** Most calls of one remote address waiting for their turn, when the server has its own `turns`. @default 1000 */
   readonly maxClientQueued?: number;
   /** The bearer token every call must carry in its `authorization` metadata; none: calls are open. */
   readonly token?: string | undefined;
@@ -114,8 +119,8 @@ function isGrpcContentType(value: string | undefined): boolean {
  * are kept (DEADLINE_EXCEEDED), messages over `maxMessageBytes` are RESOURCE_EXHAUSTED.
  */
 export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
-  // The calls of one loop turn reach the store together, addresses taking turns (see TurnBatch).
-  const turns = new TurnBatch(deps.maxClientQueued === undefined ? {} : { maxClientQueued: deps.maxClientQueued });
+  // Calls are decoded and decided in their address's turn, those of one turn together (see FairTurns).
+  const turns = deps.turns ?? new FairTurns(deps.maxClientQueued === undefined ? {} : { maxClientQueued: deps.maxClientQueued });
   const http2 = createH2Server({
     settings: { maxConcurrentStreams: MAX_CONCURRENT_STREAMS },
     // A stream's body is read as it arrives; this bounds what the peer may send ahead of that.
@@ -254,10 +259,21 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
       answer(() => fail(stream, new ServerError(ServerErrorCodes.SHUTTING_DOWN, 'the server is shutting down')));
       return;
     }
-    if (deps.outcomes !== undefined && outcomeStreams.has(stream)) {
-      reportCall(message, answer, stream, deps.outcomes);
-      return;
+    const client = stream.session?.socket?.remoteAddress ?? '';
+    const outcomes = deps.outcomes !== undefined && outcomeStreams.has(stream) ? deps.outcomes : undefined;
+    try {
+      turns.enter(client, requestCost(message.length), () =>
+        outcomes === undefined
+          ? rateLimitCall(client, message, answer, stream)
+          : reportCall(client, message, answer, stream, outcomes),
+      );
+    } catch (err) {
+      answer(() => fail(stream, err));
     }
+  };
+
+  /** `ShouldRateLimit`, in its address's turn. */
+  const rateLimitCall = (client: string, message: Buffer, answer: (send: () => void) => void, stream: ServerHttp2Stream) => {
     let request;
     try {
       request = decodeRlsRequest(decodeMessage(message), deps.bounds);
@@ -265,26 +281,29 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
       answer(() => fail(stream, err));
       return;
     }
-    turns
-      .defer(stream.session?.socket?.remoteAddress ?? '', () =>
-        shouldRateLimit(request, deps.limiter, deps.rules, deps.overrides, deps.envoySplit),
-      )
-      .then(
-        (response) =>
-          answer(() => {
-            deps.metrics.grpcRequest(METHOD, GrpcStatus.OK);
-            const bytes = writeRateLimitResponse(response);
-            stream.respond({ ':status': 200, 'content-type': CONTENT_TYPE }, { waitForTrailers: true });
-            stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' }));
-            stream.end(frameMessage(bytes));
-            sessions.answered(stream);
-          }),
-        (err: unknown) => answer(() => fail(stream, err)),
-      );
+    turns.charge(client, request.descriptors.length * ITEM_COST);
+    shouldRateLimit(request, deps.limiter, deps.rules, deps.overrides, deps.envoySplit).then(
+      (response) =>
+        answer(() => {
+          deps.metrics.grpcRequest(METHOD, GrpcStatus.OK);
+          const bytes = writeRateLimitResponse(response);
+          stream.respond({ ':status': 200, 'content-type': CONTENT_TYPE }, { waitForTrailers: true });
+          stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' }));
+          stream.end(frameMessage(bytes));
+          sessions.answered(stream);
+        }),
+      (err: unknown) => answer(() => fail(stream, err)),
+    );
   };
 
   /** `Outcomes/Report`: each outcome is answered on its own, as `POST /v1/outcomes` answers. */
-  const reportCall = (message: Buffer, answer: (send: () => void) => void, stream: ServerHttp2Stream, outcomes: GrpcOutcomes) => {
+  const reportCall = (
+    client: string,
+    message: Buffer,
+    answer: (send: () => void) => void,
+    stream: ServerHttp2Stream,
+    outcomes: GrpcOutcomes,
+  ) => {
     let items;
     try {
       items = decodeOutcomes(message, outcomes.bounds);
@@ -292,6 +311,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
       answer(() => fail(stream, err));
       return;
     }
+    turns.charge(client, items.length * ITEM_COST);
     void Promise.all(
       items.map((d) =>
         d.ok

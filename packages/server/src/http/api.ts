@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { fromZod } from '../errors.js';
 import type { RateLimitService } from '../service.js';
-import { TurnBatch, type TurnBatchOptions } from '../turn-batch.js';
+import { ITEM_COST, type FairTurns } from '../fair-turns.js';
 import { checkOutcomeCalls } from '../outcome-report.js';
 import { authorized, matchesAny, outcomeAccess, type OutcomeCredentials } from './auth.js';
 import { decodeBody, itemSchemas, type Decoded, type ItemBounds } from './items.js';
@@ -18,6 +18,13 @@ export const RULES_VERSION_HEADER = 'sluice-rules-version';
 /** The header remote clients identify themselves with (counted for fair shares). */
 export const CLIENT_ID_HEADER = 'sluice-client-id';
 const plainQuery = z.strictObject({});
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The route's requests wait for their address's turn before they are parsed (see `FairTurns`). */
+    turns?: boolean;
+  }
+}
 
 /** Whether a parsed query string has any parameter (fastify gives an object, possibly null-prototype). */
 function hasKeys(query: unknown): boolean {
@@ -87,12 +94,10 @@ export function registerApi(
   bounds: ItemBounds,
   logger: FaultLog,
   access: ApiAccess,
-  fairness: TurnBatchOptions = {},
+  turns: FairTurns,
 ): void {
   const token = access.apiToken;
   const schemas = itemSchemas(bounds);
-  // The calls of one loop turn reach the store together, addresses taking turns (see TurnBatch).
-  const turns = new TurnBatch(fairness);
   // An answer sent from a hook ends the request; fastify is told nothing more.
   const refuse = (reply: FastifyReply, message: string) => void sendUnauthorized(reply, message, logger);
   // Without a token there is nothing to check: no hook at all (each one costs every request).
@@ -113,7 +118,9 @@ export function registerApi(
   const dataPlane = (header: unknown) => token === undefined || matchesAny(header, tokens);
   const route = <T, R>(op: Op<T, R>) => {
     const hook = 'onRequest' in op ? op.onRequest : onRequest;
-    app.post(op.path, hook === undefined ? {} : { onRequest: hook }, async (request: FastifyRequest, reply: FastifyReply) => {
+    // Parsed and decided in the address's turn, the calls of one turn together (see FairTurns).
+    const options = hook === undefined ? { config: { turns: true } } : { onRequest: hook, config: { turns: true } };
+    app.post(op.path, options, async (request: FastifyRequest, reply: FastifyReply) => {
       void reply.header(RULES_VERSION_HEADER, String(service.rulesVersion));
       const q = hasKeys(request.query) ? op.query.safeParse(request.query) : { success: true as const, data: NO_QUERY };
       if (!q.success) return sendError(reply, fromZod(q.error), logger);
@@ -124,6 +131,7 @@ export function registerApi(
       } catch (err) {
         return sendError(reply, err, logger);
       }
+      if (body.batch) turns.charge(request.ip, body.items.length * ITEM_COST);
       // Clients are counted from the calls that use limits (authenticated, when a token is set):
       // the count divides every remote client's fallback share, so no public call may move it.
       if (op.countsClient !== false) service.clients.note(request.headers[CLIENT_ID_HEADER]);
@@ -140,7 +148,7 @@ export function registerApi(
       const context: CallContext = { signal, client: request.ip };
       const answer = async (d: Decoded<T>) => {
         if (!d.ok) throw d.error;
-        return turns.defer(context.client, () => op.run(d.value, context), op.waits === true);
+        return op.run(d.value, context);
       };
       if (!body.batch) {
         let r: R;

@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import { clockSkewView, registerTime, type ServerClock } from '../clock-skew.js';
 import { limitConnections } from '../connections.js';
 import { ServerError, ServerErrorCodes } from '../errors.js';
+import { FairTurns, requestCost } from '../fair-turns.js';
 import type { LiveRules } from '../live-rules.js';
 import { WarningThrottle } from '../logging.js';
 import type { ServerMetrics } from '../metrics.js';
@@ -22,25 +23,24 @@ import type { RolloutRunner } from '../rollout/runner.js';
 import { registerRolloutSummary } from './rollout.js';
 import { fromFastifyError, sendError } from './reply.js';
 
-/** Bounds of the HTTP listener's connections (their defaults are the settings' defaults). */
-type ConnectionSetting = 'bodyTimeoutMs' | 'idleTimeoutMs' | 'maxConnections' | 'maxClientConnections';
+/** Numeric settings the app may be given or not (their defaults are the settings' defaults). */
+type DefaultedSetting = 'bodyTimeoutMs' | 'idleTimeoutMs' | 'maxConnections' | 'maxClientConnections' | 'maxOutcomeCalls';
 
-function connectionSettings(given: Partial<Pick<Settings, ConnectionSetting>>): Pick<Settings, ConnectionSetting> {
-  const or = (v: number | undefined, name: ConnectionSetting) => v ?? Number(SETTINGS[name].default);
+function defaulted(given: Partial<Pick<Settings, DefaultedSetting>>): Pick<Settings, DefaultedSetting> {
+  const or = (v: number | undefined, name: DefaultedSetting) => v ?? Number(SETTINGS[name].default);
   return {
     bodyTimeoutMs: or(given.bodyTimeoutMs, 'bodyTimeoutMs'),
     idleTimeoutMs: or(given.idleTimeoutMs, 'idleTimeoutMs'),
     maxConnections: or(given.maxConnections, 'maxConnections'),
     maxClientConnections: or(given.maxClientConnections, 'maxClientConnections'),
+    maxOutcomeCalls: or(given.maxOutcomeCalls, 'maxOutcomeCalls'),
   };
 }
 
 /** What the HTTP app is built from. */
 export interface HttpDeps {
   readonly settings: Pick<Settings, 'maxBodyBytes' | 'maxBatch' | 'maxKeyLength' | 'maxWaitMs' | 'adminToken'> &
-    Partial<
-      Pick<Settings, 'apiToken' | 'outcomesToken' | 'openOutcomes' | 'maxOutcomeCalls' | 'maxClientQueued' | ConnectionSetting>
-    >;
+    Partial<Pick<Settings, 'apiToken' | 'outcomesToken' | 'openOutcomes' | 'maxClientQueued' | DefaultedSetting>>;
   readonly service: RateLimitService;
   readonly rules: LiveRules;
   readonly ruleStore: RuleStore;
@@ -63,6 +63,11 @@ export interface HttpDeps {
   readonly clock?: ServerClock;
   /** The fleet's rollout: `GET /v1/rollout` and the admin API's `/v1/admin/rollout` routes. */
   readonly rollout?: RolloutRunner;
+  /**
+   * Where the API's requests wait for their turn, shared with the gRPC listener so that an
+   * address's work on both counts as one. @default one of the app's own, closed with it
+   */
+  readonly turns?: FairTurns;
 }
 
 /**
@@ -72,10 +77,13 @@ export interface HttpDeps {
  */
 export function buildHttpApp(deps: HttpDeps): FastifyInstance {
   const { settings, logger, metrics } = deps;
-  const limits = connectionSettings(settings);
+  const limits = defaulted(settings);
   const ownWarnings = deps.warnings === undefined;
   const warnings = deps.warnings ?? new WarningThrottle(logger, (event) => metrics.warning(event));
   const faults = warnings.faults('request_failed');
+  const ownTurns = deps.turns === undefined;
+  const turns =
+    deps.turns ?? new FairTurns(settings.maxClientQueued === undefined ? {} : { maxClientQueued: settings.maxClientQueued });
   const cut = (reason: Parameters<typeof metrics.connectionClosed>[1]) => metrics.connectionClosed('http', reason);
   // Typed as fastify's logger, so the instance has fastify's default type.
   const fastifyLogger: FastifyBaseLogger = logger;
@@ -105,6 +113,7 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
   limitConnections(app.server, limits, { cut, open: (delta) => metrics.connectionsOpen('http', delta) });
   app.server.on('request', (_req: IncomingMessage, res: ServerResponse) => trackResponse(res));
   if (ownWarnings) app.addHook('onClose', async () => warnings.close());
+  if (ownTurns) app.addHook('onClose', async () => turns.close());
 
   // JSON only, parsed here so that every parse failure has the server's error code.
   app.removeContentTypeParser(['application/json', 'text/plain']);
@@ -125,16 +134,29 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
       done(new ServerError(ServerErrorCodes.MALFORMED_BODY, 'the body is not valid UTF-8'), undefined);
       return;
     }
-    const body = bytes.toString('utf8');
-    if (body.trim() === '') {
-      done(new ServerError(ServerErrorCodes.MALFORMED_BODY, 'the body is empty; send a JSON object'), undefined);
+    const parse = () => {
+      const body = bytes.toString('utf8');
+      if (body.trim() === '') {
+        done(new ServerError(ServerErrorCodes.MALFORMED_BODY, 'the body is empty; send a JSON object'), undefined);
+        return;
+      }
+      try {
+        done(null, JSON.parse(body));
+      } catch (err) {
+        const why = err instanceof Error ? err.message.split('\n')[0] : 'invalid JSON';
+        done(new ServerError(ServerErrorCodes.MALFORMED_BODY, `the body is not valid JSON: ${why}`), undefined);
+      }
+    };
+    // The API's requests are parsed, decided and answered in their address's turn (FairTurns);
+    // the admin API's are not shared out.
+    if (request.routeOptions.config.turns !== true) {
+      parse();
       return;
     }
     try {
-      done(null, JSON.parse(body));
+      turns.enter(request.ip, requestCost(bytes.length), parse);
     } catch (err) {
-      const why = err instanceof Error ? err.message.split('\n')[0] : 'invalid JSON';
-      done(new ServerError(ServerErrorCodes.MALFORMED_BODY, `the body is not valid JSON: ${why}`), undefined);
+      done(err as Error, undefined);
     }
   });
 
@@ -168,9 +190,9 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
       outcomesToken: settings.outcomesToken,
       adminToken: settings.adminToken,
       openOutcomes: settings.openOutcomes,
-      maxOutcomeCalls: settings.maxOutcomeCalls ?? Number(SETTINGS.maxOutcomeCalls.default),
+      maxOutcomeCalls: limits.maxOutcomeCalls,
     },
-    settings.maxClientQueued === undefined ? {} : { maxClientQueued: settings.maxClientQueued },
+    turns,
   );
   registerAdmin(app, {
     store: deps.ruleStore,
@@ -217,8 +239,8 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
 type StatsHotKeys = HotKeyReport & { readonly keysHidden?: true };
 
 /** The hot-key reports with their keys (`admin`), or with the counts only. */
-function hotKeysFor(reports: readonly HotKeyReport[], admin: boolean): StatsHotKeys[] {
-  return admin ? [...reports] : reports.map((r) => ({ ...r, keys: [], keysHidden: true }));
+function hotKeysFor(reports: readonly HotKeyReport[], admin: boolean): readonly StatsHotKeys[] {
+  return admin ? reports : reports.map((r) => ({ ...r, keys: [], keysHidden: true }));
 }
 
 /** JSON is UTF-8 (RFC 8259); a body declared in another charset would be read wrongly. */

@@ -1,0 +1,149 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { ACTIVE_MS, FairTurns, WORK_PER_TURN, type FairTurnsOptions } from './fair-turns.js';
+
+/** One turn of the loop: the runs scheduled by the turns before it have happened. */
+const turn = () => new Promise<void>((r) => setImmediate(r));
+
+/** A FairTurns on a manual clock whose loop is as busy as `load.utilization` says. */
+function harness(options: Partial<FairTurnsOptions> = {}) {
+  const clock = { now: 0 };
+  const load = { utilization: 1 };
+  const turns = new FairTurns({ now: () => clock.now, utilization: () => load.utilization, ...options });
+  const started: Record<string, number> = {};
+  const enter = (client: string, cost: number, then?: () => void) =>
+    turns.enter(client, cost, () => {
+      started[client] = (started[client] ?? 0) + cost;
+      then?.();
+    });
+  /** Moves the clock on by `ms` and lets the turns (and any timer that fell due) run. */
+  const advance = async (ms: number) => {
+    clock.now += ms;
+    vi.advanceTimersByTime(ms);
+    await turn();
+  };
+  return { turns, clock, load, started, enter, advance };
+}
+
+describe('FairTurns', () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('starts the requests of one turn together, after the turn, in order', async () => {
+    const { turns } = harness();
+    const order: number[] = [];
+    for (const n of [1, 2, 3]) turns.enter('c', 1, () => order.push(n));
+    expect(order).toEqual([]);
+    await turn();
+    expect(order).toEqual([1, 2, 3]);
+    turns.close();
+  });
+
+  it('starts at most a turn of work per turn, clients in turn, and the rest in the next turns', async () => {
+    const { turns } = harness();
+    const order: string[] = [];
+    for (let i = 0; i < 20; i++) turns.enter('flood', 4, () => order.push('flood'));
+    turns.enter('other', 1, () => order.push('other'));
+    await turn();
+    // The other client's request is in the first turn, after one of the flood's.
+    expect(order.slice(0, 2)).toEqual(['flood', 'other']);
+    expect(order.length).toBeLessThanOrEqual(Math.ceil(WORK_PER_TURN / 4) + 1);
+    while (turns.size > 0) await turn();
+    expect(order.length).toBe(21);
+    turns.close();
+  });
+
+  it('refuses a client past its queue bound with SLUICE_ERR_CLIENT_BUSY, and still serves the others', async () => {
+    const { turns, enter, started } = harness({ maxClientQueued: 3 });
+    for (let i = 0; i < 3; i++) enter('flood', 1);
+    expect(() => enter('flood', 1)).toThrow(expect.objectContaining({ code: 'SLUICE_ERR_CLIENT_BUSY' }));
+    enter('other', 1);
+    await turn();
+    expect(started).toEqual({ flood: 3, other: 1 });
+    turns.close();
+  });
+
+  it('keeps running the others when one run throws, and reports what it threw', async () => {
+    const errors: unknown[] = [];
+    const { turns, enter, started } = harness({ onError: (err) => errors.push(err) });
+    turns.enter('c', 1, () => {
+      throw new Error('boom');
+    });
+    enter('c', 1);
+    await turn();
+    expect(errors).toEqual([new Error('boom')]);
+    expect(started).toEqual({ c: 1 });
+    turns.close();
+  });
+
+  it('shares a busy loop equally by cost between a flood of big requests and a client of small ones', async () => {
+    const { turns, enter, started, advance } = harness();
+    // The flood always has requests waiting; the neighbour sends one-unit requests one after
+    // the other, each as soon as the last one started (a closed loop).
+    const flood = () => enter('flood', 20, flood);
+    for (let i = 0; i < 8; i++) flood();
+    const neighbour = () => enter('neighbour', 1, neighbour);
+    neighbour();
+    for (let t = 0; t < 2000; t++) await advance(0.25);
+    // Equal shares of the cost started, within a burst or two.
+    const ratio = started.neighbour! / started.flood!;
+    expect(ratio).toBeGreaterThan(0.8);
+    expect(ratio).toBeLessThan(1.25);
+    turns.close();
+  });
+
+  it("keeps a neighbour's share for it while its next request is on its way", async () => {
+    const { turns, enter, started, advance } = harness();
+    const flood = () => enter('flood', 20, flood);
+    for (let i = 0; i < 8; i++) flood();
+    // The neighbour asks again 1 ms after each start: it has nothing waiting most of the time.
+    const neighbour = () => enter('neighbour', 1, () => setTimeout(neighbour, 1));
+    neighbour();
+    for (let t = 0; t < 4000; t++) await advance(0.25);
+    // 1,000 ms: the neighbour started about a request per ms. A scheduler that only orders
+    // what waits would have started 80 units of the flood's per ms (a turn's worth every
+    // 0.25 ms); here the flood's credit runs out while the neighbour's share is kept for it.
+    expect(started.neighbour!).toBeGreaterThan(900);
+    expect(started.flood!).toBeLessThan(started.neighbour! * 10);
+    turns.close();
+  });
+
+  it('never holds a lone client back, however much it takes', async () => {
+    const { turns, enter, started, advance } = harness();
+    const flood = () => enter('flood', 20, flood);
+    for (let i = 0; i < 8; i++) flood();
+    for (let t = 0; t < 100; t++) await advance(0.25);
+    // Every turn starts a turn's work: WORK_PER_TURN / 20 rounded up, one a turn at least.
+    expect(started.flood!).toBeGreaterThanOrEqual(100 * 20);
+    turns.close();
+  });
+
+  it('holds nobody back while the loop is not busy', async () => {
+    const { turns, enter, started, advance, load } = harness();
+    load.utilization = 0.5;
+    const flood = () => enter('flood', 20, flood);
+    for (let i = 0; i < 8; i++) flood();
+    const neighbour = () => enter('neighbour', 1, () => setTimeout(neighbour, 1));
+    neighbour();
+    for (let t = 0; t < 400; t++) await advance(0.25);
+    // Every turn started work of the flood's: about a turn's worth each 0.25 ms.
+    expect(started.flood!).toBeGreaterThanOrEqual(400 * 20);
+    turns.close();
+  });
+
+  it('stops keeping a share for a client gone quiet', async () => {
+    const { turns, enter, started, advance } = harness();
+    const flood = () => enter('flood', 20, flood);
+    for (let i = 0; i < 8; i++) flood();
+    enter('neighbour', 1);
+    for (let t = 0; t < 4 * ACTIVE_MS; t++) await advance(0.25);
+    const before = started.flood!;
+    for (let t = 0; t < 4 * ACTIVE_MS; t++) await advance(0.25);
+    // Alone again after ACTIVE_MS: the flood is no longer held, (almost) every turn starts its work.
+    expect(started.flood! - before).toBeGreaterThanOrEqual(0.95 * 4 * ACTIVE_MS * 20);
+    turns.close();
+  });
+});
