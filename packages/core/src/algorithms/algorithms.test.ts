@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { compileLimit, type CompiledLimit, type LimitPolicy } from '../policy.js';
+import { compileLimit, type CompiledLimit, type LimitPolicy } from '../shared/policy.js';
 import {
   concurrency,
   fixedWindow,

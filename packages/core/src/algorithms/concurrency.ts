@@ -1,4 +1,4 @@
-import type { CompiledLimit } from '../policy.js';
+import type { CompiledLimit } from '../shared/policy.js';
 import { EPS_PERMITS, ceilMs, wholePermits } from './types.js';
 
 /** One held concurrency permit: `cost` permits until `expiresAt` unless renewed. */

@@ -1,4 +1,4 @@
-import type { CompiledLimit } from '../policy.js';
+import type { CompiledLimit } from '../shared/policy.js';
 import { fixedWindow } from './fixed-window.js';
 import { gcra } from './gcra.js';
 import { slidingLog } from './sliding-log.js';

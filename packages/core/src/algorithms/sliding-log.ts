@@ -1,5 +1,5 @@
 import { EPS_PERMITS, wholePermits, type RateAlgorithm } from './types.js';
-import type { CompiledLimit } from '../policy.js';
+import type { CompiledLimit } from '../shared/policy.js';
 import {
   appendEntry,
   liveEntries,

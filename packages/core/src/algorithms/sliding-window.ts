@@ -1,4 +1,4 @@
-import type { CompiledLimit } from '../policy.js';
+import type { CompiledLimit } from '../shared/policy.js';
 import {
   appendEntry,
   liveEntries,

@@ -1,4 +1,4 @@
-import type { CompiledLimit } from '../policy.js';
+import type { CompiledLimit } from '../shared/policy.js';
 import { EPS_PERMITS, adjustedUsage, ceilMs, wholePermits, type RateAlgorithm, type RateState } from './types.js';
 
 /**

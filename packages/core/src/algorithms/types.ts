@@ -1,4 +1,4 @@
-import type { CompiledLimit } from '../policy.js';
+import type { CompiledLimit } from '../shared/policy.js';
 
 /**
  * State of one rate limit on one key: a small array of numbers whose first element is the
