@@ -146,6 +146,7 @@ export {
   optionsPermitId,
   compileLimit,
   compileLimits,
+  hasConcurrency,
   maxCost,
   type Algorithm,
   type CompiledLimit,

@@ -11,7 +11,7 @@ import { compileHotKeyOptions, type CompiledHotKeyOptions, type HotKeyOptions } 
 import { compileLeaseSettings, type CompiledLeaseSettings, type LeaseSettings } from '../local/lease-cache.js';
 import { BOOKING_BOUNDS, DEFAULT_BOOKING, type BookingBounds } from '../store/booking.js';
 import { intOption } from '../shared/options.js';
-import { compileLimits, type CompiledLimit, type LimitPolicy } from '../shared/policy.js';
+import { compileLimits, hasConcurrency, type CompiledLimit, type LimitPolicy } from '../shared/policy.js';
 import { hasLoneSurrogate } from '../store/storage-key.js';
 import {
   compileBoost,
@@ -263,14 +263,14 @@ export function compileResource(
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.onStoreFailure`, `must be one of ${STORE_FAILURE_POLICIES.join(', ')}`);
   }
   const limits = compileLimits(config.limits, `${path}.limits`);
-  if (config.lease !== undefined && limits.some((l) => l.algorithm === 'concurrency')) {
+  if (config.lease !== undefined && hasConcurrency(limits)) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.lease`, 'concurrency limits cannot be leased');
   }
   const split = config.split ?? 1;
   if (typeof split !== 'number' || !Number.isInteger(split) || split < 1 || split > 64) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.split`, 'must be an integer between 1 and 64');
   }
-  if (split > 1 && limits.some((l) => l.algorithm === 'concurrency')) {
+  if (split > 1 && hasConcurrency(limits)) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.split`, 'concurrency limits cannot be split');
   }
   if (config.shadow !== undefined && typeof config.shadow !== 'boolean') {
@@ -284,7 +284,7 @@ export function compileResource(
   if (boost !== undefined && config.lease !== undefined) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.boost`, 'a boost pool cannot be combined with leases');
   }
-  if (boost !== undefined && limits.some((l) => l.algorithm === 'concurrency')) {
+  if (boost !== undefined && hasConcurrency(limits)) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.boost`, 'resources with a concurrency limit cannot have a boost pool');
   }
   const tenants = new Map<string, readonly CompiledLimit[]>();
@@ -361,7 +361,7 @@ function checkHotKeyLease(
   coreShare: number,
   path: string,
 ): void {
-  const why = limits.some((l) => l.algorithm === 'concurrency')
+  const why = hasConcurrency(limits)
     ? 'concurrency limits cannot be leased'
     : config.lease !== undefined
       ? 'the resource leases every key already'

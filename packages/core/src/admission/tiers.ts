@@ -1,4 +1,5 @@
 import { ErrorCodes, SluiceError, invalid } from '../shared/errors.js';
+import { ALGORITHM_TRAITS, type AlgorithmTraits } from '../algorithms/index.js';
 import { compileLimit, type Algorithm, type CompiledLimit } from '../shared/policy.js';
 
 /**
@@ -216,7 +217,7 @@ export function compileBoost(
     }
   }
   const { limit, windowMs, algorithm = 'sliding-window', tiers } = boost;
-  if ((algorithm as string) === 'concurrency') {
+  if ((ALGORITHM_TRAITS as Partial<Record<string, AlgorithmTraits>>)[algorithm]?.rate === false) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.algorithm`, 'must be a rate algorithm, not concurrency');
   }
   const policy = { id: 'boost', algorithm, limit, ...(windowMs === undefined ? {} : { windowMs }) };

@@ -4,6 +4,7 @@ import { ErrorCodes, invalid } from '../shared/errors.js';
 import type { Failover } from '../failover/failover.js';
 import { fallbackDecision, type StoreFailurePolicy } from '../failover/failover-state.js';
 import { OldestFirst } from './oldest-first.js';
+import { algorithmOf } from '../algorithms/index.js';
 import { maxCost, type CompiledLimit } from '../shared/policy.js';
 import type { StorageKeyParts } from '../store/storage-key.js';
 
@@ -515,5 +516,5 @@ function leaseDecision(last: Decision, remaining: number, retryAfterMs: number):
 
 /** Limits whose state stamps each charge (see `ReserveRequest.holdMs`). */
 function isWindowed(limit: CompiledLimit): boolean {
-  return limit.algorithm === 'sliding-window' || limit.algorithm === 'sliding-log';
+  return algorithmOf(limit).windowed;
 }

@@ -1,4 +1,5 @@
 import type { Algorithm, CompiledLimit } from './limits.js';
+import { ALGORITHM_TRAITS } from '../algorithms/index.js';
 
 /**
  * Why a decision came out the way it did. Later layers add their own (pre-filter, fallbacks,
@@ -142,7 +143,7 @@ export function combineStatuses(statuses: readonly LimitStatus[], permitId?: str
     remaining: decider.remaining,
     retryAfterMs: allowed ? 0 : decider.retryAfterMs,
     resetAfterMs: decider.resetAfterMs,
-    reason: allowed ? 'allowed' : decider.algorithm === 'concurrency' ? 'concurrency_limited' : 'rate_limited',
+    reason: allowed ? 'allowed' : !ALGORITHM_TRAITS[decider.algorithm].rate ? 'concurrency_limited' : 'rate_limited',
     limitId: decider.id,
     statuses,
   } as const;

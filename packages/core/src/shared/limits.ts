@@ -30,3 +30,20 @@ export interface CompiledLimit {
   readonly slices: number;
   readonly leaseTtlMs: number;
 }
+
+/** Upper bounds on policy fields; anything larger is a configuration mistake. */
+export const POLICY_BOUNDS = Object.freeze({
+  maxLimit: 1_000_000_000,
+  maxWindowMs: 366 * 24 * 3600 * 1000,
+  maxSlices: 100,
+  /** The exact log keeps one entry per admitted call, so its limit is kept small. */
+  maxLogLimit: 10_000,
+  minLeaseTtlMs: 10,
+  maxLeaseTtlMs: 24 * 3600 * 1000,
+  maxLimitsPerKey: 8,
+  maxIdLength: 64,
+  /** The longest a reservation's permits may be held before use (a lease's lifetime). */
+  maxHoldMs: 60_000,
+  /** The largest stamp a refund may name (epoch ms in the year 33658: any real clock is below it). */
+  maxStampMs: 1e15,
+});

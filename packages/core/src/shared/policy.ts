@@ -1,25 +1,9 @@
 import { ErrorCodes, SluiceError, invalid } from './errors.js';
-import { ALGORITHMS, ALGORITHM_CODES, type Algorithm, type CompiledLimit } from './limits.js';
+import { algorithmOf, ALGORITHM_TRAITS } from '../algorithms/index.js';
+import { ALGORITHMS, POLICY_BOUNDS, type Algorithm, type CompiledLimit } from './limits.js';
 import { hasLoneSurrogate } from '../store/storage-key.js';
 
-export { ALGORITHMS, ALGORITHM_CODES, type Algorithm, type CompiledLimit } from './limits.js';
-
-/** Upper bounds on policy fields; anything larger is a configuration mistake. */
-export const POLICY_BOUNDS = Object.freeze({
-  maxLimit: 1_000_000_000,
-  maxWindowMs: 366 * 24 * 3600 * 1000,
-  maxSlices: 100,
-  /** The exact log keeps one entry per admitted call, so its limit is kept small. */
-  maxLogLimit: 10_000,
-  minLeaseTtlMs: 10,
-  maxLeaseTtlMs: 24 * 3600 * 1000,
-  maxLimitsPerKey: 8,
-  maxIdLength: 64,
-  /** The longest a reservation's permits may be held before use (a lease's lifetime). */
-  maxHoldMs: 60_000,
-  /** The largest stamp a refund may name (epoch ms in the year 33658: any real clock is below it). */
-  maxStampMs: 1e15,
-});
+export { ALGORITHMS, ALGORITHM_CODES, POLICY_BOUNDS, type Algorithm, type CompiledLimit } from './limits.js';
 
 /**
  * One limit on a key, as a user writes it. A key may carry several (e.g. 100/s and 10,000/day);
@@ -96,8 +80,8 @@ export function compileLimit(policy: LimitPolicy, path = 'policy', defaultId?: s
       `unknown algorithm ${JSON.stringify(algorithm)}; expected one of ${ALGORITHMS.join(', ')}`,
     );
   }
-  const maxLimit = algorithm === 'sliding-log' ? POLICY_BOUNDS.maxLogLimit : POLICY_BOUNDS.maxLimit;
-  const limit = checkInt(policy.limit, `${path}.limit`, 1, maxLimit);
+  const traits = ALGORITHM_TRAITS[algorithm];
+  const limit = checkInt(policy.limit, `${path}.limit`, 1, traits.largestLimit);
   const windowMs = checkInt(policy.windowMs ?? 1000, `${path}.windowMs`, 1, POLICY_BOUNDS.maxWindowMs);
   const burst = checkInt(policy.burst ?? limit, `${path}.burst`, 1, POLICY_BOUNDS.maxLimit);
   const slices = checkInt(policy.slices ?? 10, `${path}.slices`, 1, POLICY_BOUNDS.maxSlices);
@@ -115,7 +99,7 @@ export function compileLimit(policy: LimitPolicy, path = 'policy', defaultId?: s
       `must match ${ID_PATTERN} and be at most ${POLICY_BOUNDS.maxIdLength} characters`,
     );
   }
-  return Object.freeze({ id, algorithm, code: ALGORITHM_CODES[algorithm], limit, windowMs, burst, slices, leaseTtlMs });
+  return Object.freeze({ id, algorithm, code: traits.code, limit, windowMs, burst, slices, leaseTtlMs });
 }
 
 /**
@@ -135,7 +119,7 @@ export function compileLimits(policies: readonly LimitPolicy[] | LimitPolicy, pa
     seen.add(c.id);
     return c;
   });
-  if (compiled.filter((c) => c.algorithm === 'concurrency').length > 1) {
+  if (compiled.filter((c) => !algorithmOf(c).rate).length > 1) {
     throw invalid(ErrorCodes.INVALID_POLICY, path, 'at most one concurrency limit per key');
   }
   return Object.freeze(compiled);
@@ -143,7 +127,7 @@ export function compileLimits(policies: readonly LimitPolicy[] | LimitPolicy, pa
 
 /** The most a limit can hold at once: a bucket's burst, a window's limit, concurrent permits. */
 export function capacityOf(limit: CompiledLimit): number {
-  return limit.algorithm === 'token-bucket' || limit.algorithm === 'gcra' ? limit.burst : limit.limit;
+  return algorithmOf(limit).capacity(limit);
 }
 
 /** Largest cost one call may ask for under these limits; more can never be admitted. */
@@ -253,8 +237,8 @@ export function optionsPermitId(options: { readonly permitId?: unknown; readonly
   return checkPermitId(permitId);
 }
 
-/** True when one of `limits` is a concurrency limit (its calls take leases). */
+/** True when one of `limits` is a concurrency limit (its calls take permits to hold). */
 export function hasConcurrency(limits: readonly CompiledLimit[]): boolean {
-  for (const l of limits) if (l.algorithm === 'concurrency') return true;
+  for (const l of limits) if (!algorithmOf(l).rate) return true;
   return false;
 }

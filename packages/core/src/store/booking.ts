@@ -3,7 +3,7 @@ import { normalizeState, rateAlgorithm, type RateState } from '../algorithms/ind
 import { ErrorCodes, SluiceError, invalid } from '../shared/errors.js';
 import { evaluateKey, type LimitState } from './evaluate.js';
 import type { BookOutcome, LimitStatus } from '../shared/decision.js';
-import type { CompiledLimit } from '../shared/policy.js';
+import { capacityOf, hasConcurrency, type CompiledLimit } from '../shared/policy.js';
 
 /**
  * Bookings: deferred admission. A caller denied now may book the earliest slot at which its
@@ -144,8 +144,7 @@ const MAX_CAP = 1_000_000_000;
 export function bookedCap(limits: readonly CompiledLimit[], bounds: BookingBounds): number {
   let cap = MAX_CAP;
   for (const l of limits) {
-    const capacity =
-      (l.algorithm === 'token-bucket' || l.algorithm === 'gcra' ? l.burst : l.limit) + (l.limit * bounds.maxAheadMs) / l.windowMs;
+    const capacity = capacityOf(l) + (l.limit * bounds.maxAheadMs) / l.windowMs;
     cap = Math.min(cap, Math.floor(bounds.maxShare * capacity + 1e-9));
   }
   return cap;
@@ -244,7 +243,7 @@ const FORBIDDEN: BookKeyResult = Object.freeze({ outcome: 'denied', statuses: []
  */
 export function bookKey(s: BookingState, limits: readonly CompiledLimit[], request: BookKeyRequest, now: number): BookKeyResult {
   const { cost, id } = request;
-  if (limits.some((l) => l.algorithm === 'concurrency')) {
+  if (hasConcurrency(limits)) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', 'keys with a concurrency limit cannot be booked');
   }
   const held = s.ledger?.bookings.find((b) => b.id === id);

@@ -1,4 +1,11 @@
-import { concurrency, normalizeState, rateAlgorithm, type ConcurrencyState, type RateState } from '../algorithms/index.js';
+import {
+  algorithmOf,
+  concurrency,
+  normalizeState,
+  rateAlgorithm,
+  type ConcurrencyState,
+  type RateState,
+} from '../algorithms/index.js';
 import type { LimitStatus } from '../shared/decision.js';
 import { capacityOf, type CompiledLimit } from '../shared/policy.js';
 
@@ -75,7 +82,7 @@ function decideLimit(
   permitId: string,
   holdMs: number,
 ) {
-  return limit.algorithm === 'concurrency'
+  return !algorithmOf(limit).rate
     ? concurrency.acquire(stored as ConcurrencyState | undefined, permitId, cost, now, limit)
     : rateAlgorithm(limit.code)!.evaluate(normalizeState(stored as RateState | undefined, now, limit), cost, now, limit, holdMs);
 }
@@ -118,7 +125,7 @@ export function adjustKey(
   let ttlMs = 0;
   const next = limits.map((limit, i) => {
     const stored = states[i];
-    if (limit.algorithm === 'concurrency') {
+    if (!algorithmOf(limit).rate) {
       const leases = stored as ConcurrencyState | undefined;
       if (leases !== undefined) ttlMs = Math.max(ttlMs, ...leases.map((l) => Math.ceil(l.expiresAt - now)));
       return leases;

@@ -1,4 +1,4 @@
-import { normalizeState, tokenBucket, type RateState } from '../algorithms/index.js';
+import { algorithmOf, normalizeState, tokenBucket, type RateState } from '../algorithms/index.js';
 import { liveEntries, sumEntries } from '../algorithms/timed-log.js';
 import type { LimitState } from './evaluate.js';
 import type { CompiledLimit } from '../shared/policy.js';
@@ -51,7 +51,7 @@ export class GroupSummary {
   accepts(limits: readonly CompiledLimit[]): boolean {
     let wanted = 0;
     for (const limit of limits) {
-      if (limit.algorithm === 'concurrency') return false;
+      if (!algorithmOf(limit).rate) return false;
       if (this.#find(limit) === undefined) wanted++;
     }
     return this.budget.used + wanted <= this.budget.max;
@@ -82,7 +82,7 @@ export class GroupSummary {
     const [a, b] = this.#slots(key);
     let any = false;
     const states = limits.map((limit) => {
-      if (limit.algorithm === 'concurrency') return undefined;
+      if (!algorithmOf(limit).rate) return undefined;
       let x = 0;
       let y = 0;
       let found = false;

@@ -2,7 +2,8 @@ import type { BookingLedger } from './booking.js';
 import type { LimitState } from './evaluate.js';
 import { ExpiryWheel } from './expiry-wheel.js';
 import { GroupSummary } from './key-summary.js';
-import type { CompiledLimit } from '../shared/policy.js';
+import { algorithmOf } from '../algorithms/index.js';
+import { hasConcurrency, type CompiledLimit } from '../shared/policy.js';
 
 /** A key's state as the store works with it: per-limit states aligned with `limits`. */
 export interface KeyView {
@@ -184,8 +185,8 @@ export class KeyTable {
     const aligned = limits.map((l) => {
       const i = written.findIndex((o) => o.id === l.id);
       if (i < 0) return undefined;
-      const wasConcurrency = written[i]!.algorithm === 'concurrency';
-      return wasConcurrency === (l.algorithm === 'concurrency') ? states[i] : undefined;
+      const wasRate = algorithmOf(written[i]!).rate;
+      return wasRate === algorithmOf(l).rate ? states[i] : undefined;
     });
     // Keep the alignment, as the Redis script does: a limit that was removed and comes back
     // later starts afresh instead of finding its old state.
@@ -322,7 +323,7 @@ export class KeyTable {
   #summarizable(name: string, limits: readonly CompiledLimit[]): boolean {
     const summary = this.#groups.get(name)?.summary;
     if (summary !== undefined) return summary.accepts(limits);
-    return limits.every((l) => l.algorithm !== 'concurrency') && this.#budget.used + limits.length <= this.#budget.max;
+    return !hasConcurrency(limits) && this.#budget.used + limits.length <= this.#budget.max;
   }
 
   #summaryOf(name: string): GroupSummary {
@@ -395,7 +396,7 @@ export class KeyTable {
     states: (LimitState | undefined)[],
     ledger: BookingLedger | undefined,
   ): Slot {
-    if (ledger !== undefined || limits.some((l) => l.algorithm === 'concurrency')) return { expiresAt, limits, states, ledger };
+    if (ledger !== undefined || hasConcurrency(limits)) return { expiresAt, limits, states, ledger };
     return this.#pack(expiresAt, limits, states as (readonly number[] | undefined)[]);
   }
 

@@ -1,5 +1,5 @@
 import type { ConcurrencyState } from '../algorithms/index.js';
-import { concurrency } from '../algorithms/index.js';
+import { algorithmOf, concurrency } from '../algorithms/index.js';
 import { systemClock, type Clock, type TimerHandle } from '../shared/clock.js';
 import { ErrorCodes, SluiceError, invalid } from '../shared/errors.js';
 import { bookKey, bookingTokenRefused, cancelBooking, openBookings } from './booking.js';
@@ -8,7 +8,7 @@ import { unjudgedStatuses, type LimitStatus } from '../shared/decision.js';
 import { KeyTable } from './key-table.js';
 import type { LimiterObserver } from '../shared/observer.js';
 import { intOption } from '../shared/options.js';
-import type { CompiledLimit } from '../shared/policy.js';
+import { hasConcurrency, type CompiledLimit } from '../shared/policy.js';
 import type { KeyView } from './key-table.js';
 import type {
   AdjustRequest,
@@ -234,7 +234,7 @@ export class MemoryStore implements LimitStore, OutcomeStore {
   async cancel(request: CancelRequest): Promise<boolean> {
     this.#checkOpen();
     const now = this.#options.clock.now();
-    if (request.limits.some((l) => l.algorithm === 'concurrency')) {
+    if (hasConcurrency(request.limits)) {
       throw invalid(ErrorCodes.INVALID_OPTIONS, 'resource', 'keys with a concurrency limit cannot be booked');
     }
     const entry = this.#table.read(request.key, request.limits, now);
@@ -287,7 +287,7 @@ export class MemoryStore implements LimitStore, OutcomeStore {
 
   #permit(request: PermitRequest, op: 'renew' | 'release'): boolean {
     this.#checkOpen();
-    const index = request.limits.findIndex((l) => l.algorithm === 'concurrency');
+    const index = request.limits.findIndex((l) => !algorithmOf(l).rate);
     if (index < 0) throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'the key has no concurrency limit to hold leases');
     const limit = request.limits[index]!;
     const now = this.#options.clock.now();
