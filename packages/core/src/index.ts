@@ -163,6 +163,7 @@ export {
   type ResourceConfig,
   type ResourceOptions,
 } from './admission/resource.js';
+export type { ResourcePaths, SyncSource } from './admission/resource-paths.js';
 export {
   MAX_TIERS,
   MAX_TIER_HOLDBACK,

@@ -4,7 +4,7 @@
  */
 import { combineStatuses, unjudgedStatuses, type BookingInfo, type Decision } from '../shared/decision.js';
 import { ErrorCodes, SluiceError, invalid } from '../shared/errors.js';
-import { hasConcurrency, type CompiledLimit } from '../shared/policy.js';
+import type { CompiledLimit } from '../shared/policy.js';
 import { isTenantName, type CompiledResource } from './resource.js';
 import type { StorageKeyParts } from '../store/storage-key.js';
 import type { CompiledTier } from './tiers.js';
@@ -56,19 +56,12 @@ export function checkTenant(tenant: unknown): string {
 }
 
 /**
- * True when a call on the resource can be booked: its limits are rate limits on one key, with
- * nothing that decides across several keys or outside the store (see `Limiter.book`).
+ * True when a call on the resource can be booked: the resource's keys can be (its
+ * `paths.bookable`), and the call neither draws on a tenant quota nor holds a share back for a
+ * higher tier (see `Limiter.book`).
  */
 export function bookable(r: CompiledResource, tenant: string | undefined, holdback: number): boolean {
-  return (
-    r.split === 1 &&
-    !r.shadow &&
-    r.lease === undefined &&
-    tenant === undefined &&
-    holdback === 0 &&
-    r.boost === undefined &&
-    !hasConcurrency(r.limits)
-  );
+  return r.paths.bookable && tenant === undefined && holdback === 0;
 }
 
 export function info(outcome: BookingInfo['outcome'], id: string): BookingInfo {

@@ -12,6 +12,7 @@ import { compileLeaseSettings, type CompiledLeaseSettings, type LeaseSettings } 
 import { BOOKING_BOUNDS, DEFAULT_BOOKING, type BookingBounds } from '../store/booking.js';
 import { intOption } from '../shared/options.js';
 import { compileLimits, hasConcurrency, type CompiledLimit, type LimitPolicy } from '../shared/policy.js';
+import { resourcePaths, type ResourcePaths } from './resource-paths.js';
 import { hasLoneSurrogate } from '../store/storage-key.js';
 import {
   compileBoost,
@@ -132,6 +133,8 @@ export interface CompiledResource {
   readonly booking: BookingBounds;
   /** Hot-key detection, when configured. */
   readonly hotKeys?: CompiledHotKeyOptions | undefined;
+  /** What each verb may do with the resource, decided here once (see {@link ResourcePaths}). */
+  readonly paths: ResourcePaths;
 }
 
 /** Largest share of a limit a resource may keep for core traffic (`priority.coreShare`). */
@@ -219,9 +222,9 @@ export function compileResource(
   }
   const path = `resources.${name}`;
   if (!isOptions(config)) {
-    return Object.freeze({
+    return withPaths({
       name,
-      limits: compileLimits(config as LimitPolicy | LimitPolicy[], path),
+      limits: compileLimits(config, path),
       prefilter: true,
       breaker: undefined,
       onStoreFailure,
@@ -300,7 +303,7 @@ export function compileResource(
   }
   const hotKeys = config.hotKeys === undefined ? undefined : compileHotKeyOptions(config.hotKeys, `${path}.hotKeys`);
   if (hotKeys?.action === 'lease') checkHotKeyLease(limits, config, split, coreShare, `${path}.hotKeys.action`);
-  return Object.freeze({
+  return withPaths({
     name,
     hotKeys,
     booking: compileBooking(config.booking, `${path}.booking`),
@@ -318,6 +321,11 @@ export function compileResource(
     prefilter: config.prefilter ?? true,
     ...compiledBreaker(config.breaker, clock),
   });
+}
+
+/** A compiled resource, with the paths its options open, frozen. */
+function withPaths(r: Omit<CompiledResource, 'paths'>): CompiledResource {
+  return Object.freeze({ ...r, paths: resourcePaths(r) });
 }
 
 function compileBooking(options: BookingOptions | undefined, path: string): BookingBounds {

@@ -142,10 +142,17 @@ export const MAX_COST = 1_000_000_000;
 
 /** Validates a cost (a non-negative safe integer) against the key's limits. */
 export function checkCost(cost: unknown, limits: readonly CompiledLimit[], field = 'cost'): number {
+  return checkCostAtMost(cost, maxCost(limits), field);
+}
+
+/**
+ * Validates a cost against the largest a key's limits admit, `max`, when it is known already (a
+ * compiled resource's `paths.maxCost`); as {@link checkCost} otherwise.
+ */
+export function checkCostAtMost(cost: unknown, max: number, field = 'cost'): number {
   if (typeof cost !== 'number' || !Number.isInteger(cost) || cost < 0 || cost > MAX_COST) {
     throw invalid(ErrorCodes.INVALID_COST, field, `must be an integer between 0 and ${MAX_COST}, got ${String(cost)}`);
   }
-  const max = maxCost(limits);
   if (cost > max) {
     throw new SluiceError(
       ErrorCodes.COST_EXCEEDS_LIMIT,
