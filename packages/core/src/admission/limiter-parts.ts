@@ -47,7 +47,7 @@ export interface LimiterParts {
   readonly charges: Charges;
 }
 
-/** Validates a limiter's options and builds its parts (options are checked in their order of old). */
+/** Validates a limiter's options and builds its parts (in the order they were always checked, so an invalid set names the same option first). */
 export function limiterParts(options: LimiterOptions): LimiterParts {
   if (typeof options !== 'object' || options === null || typeof options.resources !== 'object') {
     throw invalid(ErrorCodes.INVALID_OPTIONS, 'resources', 'must be an object of resource -> limits');
