@@ -38,7 +38,7 @@ export {
   type BookingState,
   type BookKeyRequest,
   type BookKeyResult,
-} from './booking.js';
+} from './store/booking.js';
 export {
   CircuitBreaker,
   compileFleetBreaker,
@@ -46,7 +46,7 @@ export {
   type CircuitPermission,
   type CircuitState,
   type CompiledFleetBreaker,
-} from './circuit-breaker.js';
+} from './breakers/circuit-breaker.js';
 export {
   MAX_COHORT_LENGTH,
   MAX_REPORT_COHORTS,
@@ -60,10 +60,10 @@ export {
   type FleetBreakerPolicy,
   type FleetBreakerRecord,
   type FleetBreakerStatus,
-} from './fleet-breaker-state.js';
-export { checkCohort, checkOutcomesRequest, checkTotals, checkWindow } from './memory-outcomes.js';
-export { OutcomeRecorder, type OutcomeRecorderSettings, type OutcomeRecorderStats } from './outcome-recorder.js';
-export { ManualClock, systemClock, type Clock, type TimerHandle } from './clock.js';
+} from './breakers/fleet-breaker-state.js';
+export { checkCohort, checkOutcomesRequest, checkTotals, checkWindow } from './store/memory-outcomes.js';
+export { OutcomeRecorder, type OutcomeRecorderSettings, type OutcomeRecorderStats } from './breakers/outcome-recorder.js';
+export { ManualClock, systemClock, type Clock, type TimerHandle } from './shared/clock.js';
 export {
   ClockSkewMonitor,
   SkewEstimator,
@@ -80,7 +80,7 @@ export {
   type CompiledClockSkewMonitorOptions,
   type StoreTimeReading,
   type TimeSource,
-} from './clock-skew.js';
+} from './shared/clock-skew.js';
 export {
   combineStatuses,
   withReason,
@@ -90,12 +90,12 @@ export {
   type DecisionReason,
   type DecisionSource,
   type LimitStatus,
-} from './decision.js';
-export { ErrorCodes, SluiceError, invalid, isSluiceError, type ErrorCode, type SluiceErrorOptions } from './errors.js';
-export { AdaptiveTimeout, type AdaptiveTimeoutOptions } from './adaptive-timeout.js';
-export { FailureStreak } from './failure-streak.js';
-export { createStderrLogger, resolveLogger, stderrLogger, type LineWriter } from './log.js';
-export { Failover, isStoreFailure, type FailoverOptions, type Logger, type PeerCount } from './failover.js';
+} from './shared/decision.js';
+export { ErrorCodes, SluiceError, invalid, isSluiceError, type ErrorCode, type SluiceErrorOptions } from './shared/errors.js';
+export { AdaptiveTimeout, type AdaptiveTimeoutOptions } from './failover/adaptive-timeout.js';
+export { FailureStreak } from './failover/failure-streak.js';
+export { createStderrLogger, resolveLogger, stderrLogger, type LineWriter } from './shared/log.js';
+export { Failover, isStoreFailure, type FailoverOptions, type Logger, type PeerCount } from './failover/failover.js';
 export {
   FailoverMachine,
   LOCAL_PERMIT_PREFIX,
@@ -111,10 +111,10 @@ export {
   type FailoverStateName,
   type FailoverSwitch,
   type StoreFailurePolicy,
-} from './failover-state.js';
-export { adjustKey, evaluateKey, reserveKey, type KeyOutcome, type LimitState } from './evaluate.js';
-export { Limiter, type LimiterOptions } from './limiter.js';
-export { RATE_LIMIT_RESOURCE, rateLimit, type KeyLimiter, type RateLimitOptions } from './rate-limit.js';
+} from './failover/failover-state.js';
+export { adjustKey, evaluateKey, reserveKey, type KeyOutcome, type LimitState } from './store/evaluate.js';
+export { Limiter, type LimiterOptions } from './admission/limiter.js';
+export { RATE_LIMIT_RESOURCE, rateLimit, type KeyLimiter, type RateLimitOptions } from './admission/rate-limit.js';
 export type {
   AcquireOptions,
   AdjustOptions,
@@ -125,11 +125,11 @@ export type {
   Priority,
   RateLimiter,
   TryOptions,
-} from './rate-limiter.js';
-export { MemoryStore, compileMemoryStoreOptions, type MemoryStoreOptions, type MemoryStoreStats } from './memory-store.js';
-export type { DecisionMode, LimiterObserver } from './observer.js';
-export { OldestFirst } from './oldest-first.js';
-export { intOption } from './options.js';
+} from './admission/rate-limiter.js';
+export { MemoryStore, compileMemoryStoreOptions, type MemoryStoreOptions, type MemoryStoreStats } from './store/memory-store.js';
+export type { DecisionMode, LimiterObserver } from './shared/observer.js';
+export { OldestFirst } from './local/oldest-first.js';
+export { intOption } from './shared/options.js';
 export {
   ALGORITHMS,
   ALGORITHM_CODES,
@@ -146,11 +146,12 @@ export {
   optionsPermitId,
   compileLimit,
   compileLimits,
+  hasConcurrency,
   maxCost,
   type Algorithm,
   type CompiledLimit,
   type LimitPolicy,
-} from './policy.js';
+} from './shared/policy.js';
 export {
   MAX_CORE_SHARE,
   MAX_RESERVED_SHARE,
@@ -161,7 +162,8 @@ export {
   type PriorityOptions,
   type ResourceConfig,
   type ResourceOptions,
-} from './resource.js';
+} from './admission/resource.js';
+export type { ResourcePaths, SyncSource } from './admission/resource-paths.js';
 export {
   MAX_TIERS,
   MAX_TIER_HOLDBACK,
@@ -172,7 +174,7 @@ export {
   type CompiledPriority,
   type CompiledTier,
   type TierOptions,
-} from './tiers.js';
+} from './admission/tiers.js';
 export {
   boostKey,
   escapeKey,
@@ -184,7 +186,7 @@ export {
   tenantKey,
   unescapeKey,
   type StorageKeyParts,
-} from './storage-key.js';
+} from './store/storage-key.js';
 export type {
   AdjustRequest,
   BookRequest,
@@ -197,11 +199,11 @@ export type {
   PermitRequest,
   ReserveRequest,
   ReserveResult,
-} from './store.js';
-export { requestPermitId, isOutcomeStore } from './store.js';
-export type { CohortTotals, OutcomeStore, OutcomesRequest, OutcomesResult } from './store.js';
-export { COHORT_BUCKETS, cohortAt, cohortBucket, type Cohort } from './cohort.js';
-export { NO_OUTCOMES, type OutcomeReport, type OutcomeSource, type OutcomeTotals } from './outcomes.js';
+} from './store/store.js';
+export { requestPermitId, isOutcomeStore } from './store/store.js';
+export type { CohortTotals, OutcomeStore, OutcomesRequest, OutcomesResult } from './store/store.js';
+export { COHORT_BUCKETS, cohortAt, cohortBucket, type Cohort } from './breakers/cohort.js';
+export { NO_OUTCOMES, type OutcomeReport, type OutcomeSource, type OutcomeTotals } from './breakers/outcomes.js';
 export {
   HotKeys,
   compileHotKeyOptions,
@@ -211,5 +213,5 @@ export {
   type HotKeyOptions,
   type HotKeyReport,
   type HotKeyThreshold,
-} from './hot-keys.js';
-export { SpaceSaving, WindowedSpaceSaving, type Counter, type WindowEstimate } from './space-saving.js';
+} from './local/hot-keys.js';
+export { SpaceSaving, WindowedSpaceSaving, type Counter, type WindowEstimate } from './local/space-saving.js';

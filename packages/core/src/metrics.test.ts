@@ -1,7 +1,7 @@
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from './clock.js';
-import { Limiter } from './limiter.js';
+import { ManualClock } from './shared/clock.js';
+import { Limiter } from './admission/limiter.js';
 import { createPrometheusObserver } from './metrics.js';
 
 describe('Prometheus observer', () => {

@@ -8,8 +8,8 @@
  * const limiter = new Limiter({ resources, observer: createPrometheusObserver({ registry }) });
  */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import type { ClockSkewObserver } from './clock-skew.js';
-import type { LimiterObserver } from './observer.js';
+import type { ClockSkewObserver } from './shared/clock-skew.js';
+import type { LimiterObserver } from './shared/observer.js';
 
 /** Options of {@link createPrometheusObserver}. */
 export interface PrometheusObserverOptions {

@@ -1,5 +1,6 @@
 import {
   ALGORITHM_CODES,
+  ALGORITHM_TRAITS,
   BOOKING_BOUNDS,
   ErrorCodes,
   POLICY_BOUNDS,
@@ -11,6 +12,7 @@ import {
   checkBookingId,
   checkBookingToken,
   compileLimits,
+  hasConcurrency,
   intOption,
   policyText,
   type BookingBounds,
@@ -74,12 +76,12 @@ export function policyArg(limits: readonly CompiledLimit[]): string {
   return arg;
 }
 
-/** Algorithms whose state is three numbers: what the script's one-limit consume takes. */
-const ONE_LIMIT_ALGORITHMS: ReadonlySet<string> = new Set(['token-bucket', 'gcra', 'fixed-window']);
-
-/** True for a policy of one token bucket, GCRA or fixed window (checked by {@link policyArg}). */
+/**
+ * True for a policy of one limit whose algorithm takes the script's one-limit consume (its state
+ * is three numbers: `AlgorithmTraits.fastPath`), checked by {@link policyArg}.
+ */
 export function isOneLimit(limits: readonly CompiledLimit[]): boolean {
-  return limits.length === 1 && ONE_LIMIT_ALGORITHMS.has(limits[0]!.algorithm);
+  return limits.length === 1 && ALGORITHM_TRAITS[limits[0]!.algorithm].fastPath;
 }
 
 /**
@@ -195,21 +197,21 @@ export function storeBookingToken(token: unknown): string {
 
 /** Bookings take rate limits only, as the core's bookKey says. */
 export function notBookable(limits: readonly CompiledLimit[]): void {
-  if (limits.some((l) => l.algorithm === 'concurrency')) {
+  if (hasConcurrency(limits)) {
     throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'keys with a concurrency limit cannot be booked');
   }
 }
 
 /** Reservations take rate permits only: a lease cannot be shared out. */
 export function noConcurrencyLimit(limits: readonly CompiledLimit[]): void {
-  if (limits.some((l) => l.algorithm === 'concurrency')) {
+  if (hasConcurrency(limits)) {
     throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'keys with a concurrency limit cannot be reserved');
   }
 }
 
 /** The key's concurrency limit, which renew and release need. */
 export function concurrencyLimit(limits: readonly CompiledLimit[]): CompiledLimit {
-  const limit = limits.find((l) => l.algorithm === 'concurrency');
+  const limit = limits.find((l) => !ALGORITHM_TRAITS[l.algorithm].rate);
   if (limit === undefined) throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'the key has no concurrency limit to hold leases');
   return limit;
 }

@@ -1,4 +1,4 @@
-import { POLICY_BOUNDS, type LimitPolicy } from '@sluice/core';
+import { ALGORITHM_TRAITS, POLICY_BOUNDS, type LimitPolicy } from '@sluice/core';
 import { z } from 'zod';
 import type { Path, PathIssue } from './issues.js';
 import type { ResourceRule } from './native.js';
@@ -164,7 +164,7 @@ export function toAdaptiveRules(
       issues.push({ path: [...at, 'limit'], message: `names no limit of the resource: ${JSON.stringify(ref)}` });
       continue;
     }
-    if (policy.algorithm === 'concurrency') {
+    if (ALGORITHM_TRAITS[policy.algorithm]?.rate === false) {
       issues.push({ path: [...at, 'limit'], message: 'a concurrency limit cannot adapt (it counts permits held, not calls)' });
       continue;
     }

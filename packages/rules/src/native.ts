@@ -1,6 +1,8 @@
 import {
+  ALGORITHM_TRAITS,
   CircuitBreaker,
   ManualClock,
+  RATE_ALGORITHMS,
   RESOURCE_PATTERN,
   STORE_FAILURE_POLICIES,
   compileLimits,
@@ -129,7 +131,7 @@ const priority = z.strictObject({
 const boost = z.strictObject({
   limit: z.number(),
   windowMs: z.number().optional(),
-  algorithm: z.enum(['token-bucket', 'gcra', 'sliding-window', 'sliding-log', 'fixed-window']).optional(),
+  algorithm: z.enum(RATE_ALGORITHMS).optional(),
   tiers: z.array(z.string()),
 });
 
@@ -226,7 +228,7 @@ function coreChecks(r: ResourceInput): PathIssue[] {
  * off (and core-priority calls of a resource with a core share are booked).
  */
 function bookingIssues(r: ResourceInput): PathIssue[] {
-  const why = list(r.limits).some((l) => l.algorithm === 'concurrency')
+  const why = list(r.limits).some((l) => ALGORITHM_TRAITS[l.algorithm]?.rate === false)
     ? 'concurrency limits cannot be booked'
     : r.lease !== undefined
       ? 'a leased resource cannot be booked'

@@ -2,6 +2,7 @@ import { defaultOutcomeOf } from './outcomes.js';
 import {
   ErrorCodes,
   MAX_COST,
+  algorithmOf,
   SluiceError,
   checkCost,
   intOption,
@@ -367,7 +368,7 @@ export function compilePermit(
   if (permit.tenant !== undefined && typeof permit.tenant !== 'function' && typeof permit.tenant !== 'string') {
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.tenant`, `${where}: must be a string or a function`);
   }
-  const ttl = limits?.find((l) => l.algorithm === 'concurrency')?.leaseTtlMs;
+  const ttl = limits?.find((l) => !algorithmOf(l).rate)?.leaseTtlMs;
   return Object.freeze({
     resource,
     cost: constant(permit.cost, 1)!,

@@ -1,6 +1,17 @@
 import { describe, expect, it } from 'vitest';
-import { compileLimit, type CompiledLimit, type LimitPolicy } from '../policy.js';
 import {
+  ALGORITHMS,
+  ALGORITHM_CODES,
+  POLICY_BOUNDS,
+  compileLimit,
+  type Algorithm,
+  type CompiledLimit,
+  type LimitPolicy,
+} from '../shared/policy.js';
+import {
+  ALGORITHM_TRAITS,
+  RATE_ALGORITHMS,
+  algorithmOf,
   concurrency,
   fixedWindow,
   gcra,
@@ -379,5 +390,36 @@ describe('concurrency', () => {
     expect(released.found).toBe(true);
     expect(concurrency.usage(released.next, 10)).toBe(1);
     expect(concurrency.renew(b.next, 'a', 1000, limit).found).toBe(false);
+  });
+});
+
+describe('algorithm traits', () => {
+  it('names every algorithm once, under its own name and code', () => {
+    expect(Object.keys(ALGORITHM_TRAITS).sort()).toEqual([...ALGORITHMS].sort());
+    for (const name of ALGORITHMS) {
+      expect(ALGORITHM_TRAITS[name].name).toBe(name);
+      expect(ALGORITHM_TRAITS[name].code).toBe(ALGORITHM_CODES[name]);
+      expect(algorithmOf(lim({ algorithm: name, limit: 5 }))).toBe(ALGORITHM_TRAITS[name]);
+    }
+  });
+
+  it('say what each algorithm holds, stamps and may take', () => {
+    const capacity = (algorithm: Algorithm) => {
+      const l = lim({ algorithm, limit: 5, burst: 8 });
+      return algorithmOf(l).capacity(l);
+    };
+    expect(ALGORITHMS.map((a) => [a, capacity(a)])).toEqual([
+      ['token-bucket', 8],
+      ['gcra', 8],
+      ['sliding-window', 5],
+      ['sliding-log', 5],
+      ['fixed-window', 5],
+      ['concurrency', 5],
+    ]);
+    expect(ALGORITHMS.filter((a) => ALGORITHM_TRAITS[a].windowed)).toEqual(['sliding-window', 'sliding-log']);
+    expect(ALGORITHMS.filter((a) => ALGORITHM_TRAITS[a].fastPath)).toEqual(['token-bucket', 'gcra', 'fixed-window']);
+    expect(RATE_ALGORITHMS).toEqual(ALGORITHMS.filter((a) => a !== 'concurrency'));
+    expect(ALGORITHM_TRAITS['sliding-log'].largestLimit).toBe(POLICY_BOUNDS.maxLogLimit);
+    expect(ALGORITHM_TRAITS.gcra.largestLimit).toBe(POLICY_BOUNDS.maxLimit);
   });
 });

@@ -1,4 +1,4 @@
-import type { CompiledLimit } from '../policy.js';
+import { ALGORITHM_CODES, POLICY_BOUNDS, type CompiledLimit } from '../shared/limits.js';
 import { EPS_PERMITS, ceilMs, wholePermits } from './types.js';
 
 /** One held concurrency permit: `cost` permits until `expiresAt` unless renewed. */
@@ -31,6 +31,13 @@ export interface ConcurrencyOutcome {
  * itself when it expires. Pure functions of (leases, request, now, policy).
  */
 export const concurrency = {
+  name: 'concurrency' as const,
+  code: ALGORITHM_CODES.concurrency,
+  rate: false,
+  windowed: false,
+  fastPath: false,
+  largestLimit: POLICY_BOUNDS.maxLimit,
+  capacity: (limit: CompiledLimit): number => limit.limit,
   /** Takes `cost` permits under `permitId` for `limit.leaseTtlMs` (or `ttlMs`). */
   acquire(
     state: ConcurrencyState | undefined,

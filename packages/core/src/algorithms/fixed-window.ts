@@ -1,3 +1,4 @@
+import { ALGORITHM_CODES, POLICY_BOUNDS } from '../shared/limits.js';
 import { EPS_PERMITS, ceilMs, wholePermits, type RateAlgorithm, type RateState } from './types.js';
 
 /**
@@ -11,7 +12,13 @@ import { EPS_PERMITS, ceilMs, wholePermits, type RateAlgorithm, type RateState }
  * boundary.
  */
 export const fixedWindow: RateAlgorithm = {
-  code: 4,
+  name: 'fixed-window',
+  code: ALGORITHM_CODES['fixed-window'],
+  rate: true,
+  windowed: false,
+  fastPath: true,
+  largestLimit: POLICY_BOUNDS.maxLimit,
+  capacity: (limit) => limit.limit,
 
   evaluate(state, cost, now, limit) {
     const w = windowsOf(state, now, limit.windowMs);

@@ -1,3 +1,4 @@
+import { ALGORITHM_CODES, POLICY_BOUNDS } from '../shared/limits.js';
 import { EPS_MS, ceilMs, wholePermits, type RateAlgorithm, type RateState } from './types.js';
 
 /**
@@ -10,7 +11,13 @@ import { EPS_MS, ceilMs, wholePermits, type RateAlgorithm, type RateState } from
  * over).
  */
 export const gcra: RateAlgorithm = {
-  code: 2,
+  name: 'gcra',
+  code: ALGORITHM_CODES['gcra'],
+  rate: true,
+  windowed: false,
+  fastPath: true,
+  largestLimit: POLICY_BOUNDS.maxLimit,
+  capacity: (limit) => limit.burst,
 
   evaluate(state, cost, now, limit) {
     const T = limit.windowMs / limit.limit;

@@ -1,10 +1,11 @@
-import type { CompiledLimit } from '../policy.js';
+import { ALGORITHMS, type Algorithm, type CompiledLimit } from '../shared/limits.js';
+import { concurrency } from './concurrency.js';
 import { fixedWindow } from './fixed-window.js';
 import { gcra } from './gcra.js';
 import { slidingLog } from './sliding-log.js';
 import { slidingWindow } from './sliding-window.js';
 import { tokenBucket } from './token-bucket.js';
-import type { RateAlgorithm, RateState } from './types.js';
+import type { AlgorithmTraits, RateAlgorithm, RateState } from './types.js';
 
 export { concurrency, type ConcurrencyOutcome, type ConcurrencyState, type Lease } from './concurrency.js';
 export { fixedWindow } from './fixed-window.js';
@@ -16,6 +17,33 @@ export * from './types.js';
 
 const BY_CODE = new Map<number, RateAlgorithm>(
   [tokenBucket, gcra, slidingWindow, fixedWindow, slidingLog].map((a) => [a.code, a]),
+);
+
+/** Every algorithm, by name: what each is (see {@link AlgorithmTraits}). */
+export const ALGORITHM_TRAITS: Readonly<Record<Algorithm, AlgorithmTraits>> = Object.freeze({
+  'token-bucket': tokenBucket,
+  gcra,
+  'sliding-window': slidingWindow,
+  'sliding-log': slidingLog,
+  'fixed-window': fixedWindow,
+  concurrency,
+});
+
+/** The traits by code (a dense array: looked up on every decision). */
+const TRAITS_BY_CODE: readonly AlgorithmTraits[] = (() => {
+  const byCode: AlgorithmTraits[] = [];
+  for (const name of ALGORITHMS) byCode[ALGORITHM_TRAITS[name].code] = ALGORITHM_TRAITS[name];
+  return byCode;
+})();
+
+/** The algorithm of a compiled limit (by its code). */
+export function algorithmOf(limit: Pick<CompiledLimit, 'code'>): AlgorithmTraits {
+  return TRAITS_BY_CODE[limit.code]!;
+}
+
+/** The rate algorithms' names (every algorithm but concurrency), in {@link ALGORITHMS}' order. */
+export const RATE_ALGORITHMS: readonly Exclude<Algorithm, 'concurrency'>[] = Object.freeze(
+  ALGORITHMS.filter((a): a is Exclude<Algorithm, 'concurrency'> => ALGORITHM_TRAITS[a].rate),
 );
 
 /** The rate algorithm for a code, or undefined (concurrency has no rate algorithm). */

@@ -1,5 +1,5 @@
 import { EPS_PERMITS, wholePermits, type RateAlgorithm } from './types.js';
-import type { CompiledLimit } from '../policy.js';
+import { ALGORITHM_CODES, POLICY_BOUNDS, type CompiledLimit } from '../shared/limits.js';
 import {
   appendEntry,
   liveEntries,
@@ -19,7 +19,13 @@ import {
  * the new window and limit.
  */
 export const slidingLog: RateAlgorithm = {
-  code: 5,
+  name: 'sliding-log',
+  code: ALGORITHM_CODES['sliding-log'],
+  rate: true,
+  windowed: true,
+  fastPath: false,
+  largestLimit: POLICY_BOUNDS.maxLogLimit,
+  capacity: (limit) => limit.limit,
 
   evaluate(state, cost, now, limit, holdMs = 0) {
     const entries = liveEntries(state, 1, now, limit.windowMs);

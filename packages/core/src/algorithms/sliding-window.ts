@@ -1,4 +1,4 @@
-import type { CompiledLimit } from '../policy.js';
+import { ALGORITHM_CODES, POLICY_BOUNDS, type CompiledLimit } from '../shared/limits.js';
 import {
   appendEntry,
   liveEntries,
@@ -31,7 +31,13 @@ import { EPS_PERMITS, wholePermits, type RateAlgorithm, type RateState } from '.
  * the tests that check them); with at most `8 * slices` calls per window it is the exact log.
  */
 export const slidingWindow: RateAlgorithm = {
-  code: 3,
+  name: 'sliding-window',
+  code: ALGORITHM_CODES['sliding-window'],
+  rate: true,
+  windowed: true,
+  fastPath: false,
+  largestLimit: POLICY_BOUNDS.maxLimit,
+  capacity: (limit) => limit.limit,
 
   evaluate(state, cost, now, limit, holdMs = 0) {
     const entries = liveOf(state, now, limit);

@@ -1,4 +1,4 @@
-import type { CompiledLimit } from '../policy.js';
+import { ALGORITHM_CODES, POLICY_BOUNDS, type CompiledLimit } from '../shared/limits.js';
 import { EPS_PERMITS, adjustedUsage, ceilMs, wholePermits, type RateAlgorithm, type RateState } from './types.js';
 
 /**
@@ -12,7 +12,13 @@ import { EPS_PERMITS, adjustedUsage, ceilMs, wholePermits, type RateAlgorithm, t
  * window of length `windowMs` is at most `burst + limit`.
  */
 export const tokenBucket: RateAlgorithm = {
-  code: 1,
+  name: 'token-bucket',
+  code: ALGORITHM_CODES['token-bucket'],
+  rate: true,
+  windowed: false,
+  fastPath: true,
+  largestLimit: POLICY_BOUNDS.maxLimit,
+  capacity: (limit) => limit.burst,
 
   evaluate(state, cost, now, limit) {
     const rate = limit.limit / limit.windowMs;

@@ -1,4 +1,4 @@
-import type { CompiledLimit } from '../policy.js';
+import type { Algorithm, CompiledLimit } from '../shared/limits.js';
 
 /**
  * State of one rate limit on one key: a small array of numbers whose first element is the
@@ -28,11 +28,37 @@ export interface AdjustOutcome {
 }
 
 /**
+ * What the rest of Sluice asks of an algorithm without running it: the facts that decide which
+ * checks, calls and fast paths a limit of it takes. Read them here instead of comparing names.
+ */
+export interface AlgorithmTraits {
+  /** The algorithm's name in policies. */
+  readonly name: Algorithm;
+  /** Its code, the first number of its state (shared with the Redis scripts). */
+  readonly code: number;
+  /**
+   * Counts permits over time. False for concurrency, whose permits are held until released: such
+   * limits cannot be leased, reserved, booked, split or given a boost pool.
+   */
+  readonly rate: boolean;
+  /**
+   * Stamps each charge: a reservation's hold and a refund's stamp apply to it (see
+   * `ReserveRequest.holdMs`, `AdjustRequest.at`).
+   */
+  readonly windowed: boolean;
+  /** Its state is three numbers, which the Redis script's one-limit fast path takes. */
+  readonly fastPath: boolean;
+  /** The largest `limit` a policy of it may set (the exact log keeps one entry per permit). */
+  readonly largestLimit: number;
+  /** The most a limit of it holds at once: a bucket's burst, a window's limit, concurrent permits. */
+  capacity(limit: CompiledLimit): number;
+}
+
+/**
  * A rate algorithm as pure functions of (state, request, now, policy). `now` is milliseconds on
  * the store's clock. Every function tolerates `now` going backwards (it never refunds time).
  */
-export interface RateAlgorithm {
-  readonly code: number;
+export interface RateAlgorithm extends AlgorithmTraits {
   /**
    * Decides a request of `cost` permits. `holdMs` (a lease's lifetime) says the permits may be
    * used until `now + holdMs`: the window algorithms count them as taken then, so their bound

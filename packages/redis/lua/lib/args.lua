@@ -108,7 +108,7 @@ local function parse_policy(text)
     if code == concurrency.code then
       policy.concurrency = j
     end
-    -- capacityOf() in packages/core/src/policy.ts: what a reserve is a share of.
+    -- capacityOf() in packages/core/src/shared/policy.ts: what a reserve is a share of.
     limit.capacity = (code == token_bucket.code or code == gcra.code) and limit.burst or limit.limit
     -- The rate algorithm's functions (nil for concurrency), looked up once.
     limit.rate = RATE[code]

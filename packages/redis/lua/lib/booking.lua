@@ -1,4 +1,4 @@
--- Bookings (deferred admission), mirroring packages/core/src/booking.ts: a caller denied now may
+-- Bookings (deferred admission), mirroring packages/core/src/store/booking.ts: a caller denied now may
 -- book the earliest slot at which its permits will be free, after every slot already promised,
 -- and claim it in its span [start, end) without competing; a booking never claimed expires and
 -- gives its permits back where the algorithm's bound allows (each algorithm's book, unbook and

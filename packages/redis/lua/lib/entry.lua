@@ -1,5 +1,5 @@
 -- Entries: the state of one Sluice key, mirroring the MemoryStore's entries
--- (packages/core/src/memory-store.ts, key-table.ts). An entry is read once per call, changed in
+-- (packages/core/src/store/memory-store.ts, key-table.ts). An entry is read once per call, changed in
 -- Lua by every item that names it, in order, and written back once at the end.
 --
 -- Stored value of the state key (STRING, cmsgpack), the layout of protocol 1 with one more pair

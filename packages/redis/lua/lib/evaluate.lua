@@ -1,4 +1,4 @@
--- evaluateKey() of packages/core/src/evaluate.ts: every limit of a key judged on its current
+-- evaluateKey() of packages/core/src/store/evaluate.ts: every limit of a key judged on its current
 -- state, nothing written. Used by the operations (lib/operations.lua) and by bookings
 -- (lib/booking.lua). Results are appended to one flat reply (see batch.lua's header); per-item
 -- tables are avoided on purpose, as allocation is a large part of a decision's cost in Redis' Lua.

@@ -1,5 +1,5 @@
 -- The operations an item can ask for, mirroring reserveKey()/adjustKey() in
--- packages/core/src/evaluate.ts, bookKey()/cancelBooking() in booking.ts and the MemoryStore
+-- packages/core/src/store/evaluate.ts, bookKey()/cancelBooking() in booking.ts and the MemoryStore
 -- methods around them. Results are appended to one flat reply (see batch.lua's header); per-item
 -- tables are avoided on purpose, as allocation is a large part of a decision's cost in Redis' Lua.
 

@@ -1,0 +1,126 @@
+/**
+ * A limiter's resources: compiled once when set, replaced as a whole by a rule update, and the
+ * validation that turns a caller's options into a {@link Call} on one of them.
+ */
+import type { OutcomeRecorders } from '../breakers/outcome-recorders.js';
+import type { StoreFailurePolicy } from '../failover/failover-state.js';
+import type { HotKeyTrackers } from '../local/hot-keys.js';
+import type { Prefilter } from '../local/prefilter.js';
+import type { Clock } from '../shared/clock.js';
+import { ErrorCodes, SluiceError } from '../shared/errors.js';
+import { checkCostAtMost, checkKey } from '../shared/policy.js';
+import { resourceKey } from '../store/storage-key.js';
+import { checkTenant, type Call } from './limiter-calls.js';
+import type { TryOptions } from './rate-limiter.js';
+import { compileResource, type CompiledResource, type ResourceConfig } from './resource.js';
+import { tierOf } from './tiers.js';
+
+/** What a {@link ResourceTable} keeps in step with its resources. */
+export interface ResourceTableParts {
+  readonly clock: Clock;
+  readonly onStoreFailure: StoreFailurePolicy;
+  readonly maxKeyLength: number;
+  readonly hot: HotKeyTrackers;
+  readonly prefilter: Prefilter;
+}
+
+/** The compiled resources of one limiter, by name. */
+export class ResourceTable {
+  readonly #resources = new Map<string, CompiledResource>();
+  readonly #parts: ResourceTableParts;
+  /** Outcome recorders of the resources' fleet breakers (set once the store is known). */
+  #outcomes: OutcomeRecorders | undefined;
+
+  constructor(parts: ResourceTableParts) {
+    this.#parts = parts;
+  }
+
+  /** Starts keeping the outcome recorders in step (checking every resource already set). */
+  useOutcomes(outcomes: OutcomeRecorders): void {
+    for (const r of this.#resources.values()) outcomes.check(r);
+    this.#outcomes = outcomes;
+  }
+
+  /** Sets or replaces one resource (see `Limiter.setLimits`). */
+  set(resource: string, config: ResourceConfig): void {
+    const compiled = compileResource(resource, config, this.#parts.clock, this.#parts.onStoreFailure);
+    this.#outcomes?.check(compiled);
+    this.#resources.set(resource, this.#keepBreaker(compiled));
+    this.#parts.hot.sync(compiled.name, compiled.hotKeys);
+    this.#parts.prefilter.clear();
+  }
+
+  /** Replaces every resource, validating all before changing any (see `Limiter.setResources`). */
+  setAll(resources: Record<string, ResourceConfig>): void {
+    const compiled = Object.entries(resources).map(([name, config]) =>
+      compileResource(name, config, this.#parts.clock, this.#parts.onStoreFailure),
+    );
+    for (const r of compiled) this.#outcomes?.check(r);
+    const next = new Map<string, CompiledResource>();
+    for (const r of compiled) next.set(r.name, this.#keepBreaker(r));
+    for (const name of this.#resources.keys()) if (!next.has(name)) this.#outcomes?.remove(name);
+    this.#resources.clear();
+    for (const [name, r] of next) this.#resources.set(name, r);
+    this.#parts.hot.keepOnly(next);
+    for (const r of next.values()) this.#parts.hot.sync(r.name, r.hotKeys);
+    this.#parts.prefilter.clear();
+  }
+
+  /** Keeps a running breaker's history when only the limits change. */
+  #keepBreaker(compiled: CompiledResource): CompiledResource {
+    const breaker = this.#resources.get(compiled.name)?.breaker;
+    return breaker && compiled.breaker ? { ...compiled, breaker } : compiled;
+  }
+
+  /** Removes a resource; false when it had none. */
+  remove(resource: string): boolean {
+    this.#outcomes?.remove(resource);
+    this.#parts.hot.drop(resource);
+    return this.#resources.delete(resource);
+  }
+
+  has(resource: string): boolean {
+    return this.#resources.has(resource);
+  }
+
+  names(): string[] {
+    return [...this.#resources.keys()];
+  }
+
+  /** The resources by name, read-only (the hot path of `trySync` looks them up itself). */
+  get byName(): ReadonlyMap<string, CompiledResource> {
+    return this.#resources;
+  }
+
+  /** The resource; throws `SLUICE_ERR_UNKNOWN_RESOURCE` when it is not set. */
+  get(resource: string): CompiledResource {
+    const r = this.#resources.get(resource);
+    if (r === undefined) {
+      throw new SluiceError(ErrorCodes.UNKNOWN_RESOURCE, `no limits configured for resource ${JSON.stringify(resource)}`, {
+        field: 'resource',
+      });
+    }
+    return r;
+  }
+
+  /** A caller's options on a resource, validated. */
+  call(resource: string, options: TryOptions): Call {
+    const r = this.get(resource);
+    const sub = checkKey(options.key ?? '', this.#parts.maxKeyLength);
+    const cost = checkCostAtMost(options.cost ?? 1, r.paths.maxCost);
+    const tenant = options.tenant === undefined ? undefined : checkTenant(options.tenant);
+    const tier = tierOf(r.priority, options.priority, resource);
+    const parts = { resource, key: sub };
+    return {
+      resource: r,
+      sub,
+      key: resourceKey(resource, sub),
+      parts,
+      limits: r.limits,
+      cost,
+      tenant,
+      priority: tier.name,
+      tier,
+    };
+  }
+}

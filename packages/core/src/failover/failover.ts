@@ -1,0 +1,318 @@
+import type { Clock } from '../shared/clock.js';
+import { ErrorCodes, SluiceError, invalid } from '../shared/errors.js';
+import {
+  FailoverMachine,
+  answeringPolicy,
+  fairShareOf,
+  isLocalPermit,
+  localPermitId,
+  policyStatuses,
+  type FailoverSwitch,
+  type StoreFailurePolicy,
+} from './failover-state.js';
+import { resolveLogger, type Logger } from '../shared/log.js';
+import { MemoryStore } from '../store/memory-store.js';
+import { unjudgedStatuses } from '../shared/decision.js';
+import type { CompiledLimit } from '../shared/policy.js';
+export type { Logger } from '../shared/log.js';
+export type { PeerCount } from '../store/store.js';
+import type {
+  BookRequest,
+  BookResult,
+  CancelRequest,
+  ConsumeRequest,
+  ConsumeResult,
+  PermitRequest,
+  LimitStore,
+  PeerCount,
+  ReserveRequest,
+  ReserveResult,
+} from '../store/store.js';
+import { requestPermitId } from '../store/store.js';
+
+export { STORE_FAILURE_POLICIES, type StoreFailurePolicy } from './failover-state.js';
+
+/** Options of {@link Failover}. */
+export interface FailoverOptions {
+  /**
+   * Live clients sharing the store: a registry, or a fixed number.
+   * @default the store's own count (`store.peers`, kept by the Redis store), else 1 (a store
+   * that only this process uses, such as the in-memory one)
+   */
+  peers?: PeerCount | number;
+  /**
+   * Consecutive timed-out calls that switch to the fallback (calls in flight together count
+   * once). Each timed-out call is answered by its policy either way; this only decides when to
+   * stop asking the store. Connection loss switches at once.
+   * @default 3
+   */
+  consecutiveFailures?: number;
+  /** First health probe after a failure, in ms; probes back off to `maxProbeIntervalMs`. @default 50 */
+  probeIntervalMs?: number;
+  /** @default 500 (the store's return is noticed within this) */
+  maxProbeIntervalMs?: number;
+  /** Where switches are logged; `false` for nowhere. @default JSON lines on stderr */
+  logger?: Logger | false;
+  /** Called on every switch between the store and the fallback. */
+  onSwitch?: (event: FailoverSwitch) => void;
+  /**
+   * The health of the store, shared with other users of the same store (the remote client's
+   * checks and leases), so there is one health loop for it. When given, it is the shared
+   * machine's settings that count (`consecutiveFailures`, probe intervals, logger), and it is
+   * the caller's to close.
+   * @default a machine of this failover's own
+   */
+  health?: FailoverMachine;
+}
+
+/** True for faults that mean "the store is away", as opposed to bad input. */
+export function isStoreFailure(err: unknown): boolean {
+  return err instanceof SluiceError && (err.code === ErrorCodes.STORE_TIMEOUT || err.code === ErrorCodes.STORE_UNAVAILABLE);
+}
+
+/**
+ * What {@link Failover.consume} answers: the store's result as it is, or the fallback's marked
+ * `fallback: true` (`unavailable`: denied for want of the store, not by a local share).
+ */
+export type FailoverResult = ConsumeResult & { readonly fallback?: true; readonly unavailable?: boolean };
+
+/**
+ * Guards a store: while it answers, calls go to it. A call that fails (timed out, unreachable)
+ * is answered by its resource's {@link StoreFailurePolicy} (`local` denies such a call until
+ * the switch: the process's global admissions are its share until then). The guard marks the store down at
+ * once on connection loss (the store's own report, or a failed call of a store that does not
+ * report its connection), or after `consecutiveFailures` failed calls in a row, so one slow reply under load does not switch a
+ * whole process to its local share. While down, every call is answered by its policy at once
+ * (nothing queues) and the store is probed in the background (with backoff) until it answers.
+ */
+export class Failover {
+  readonly #primary: LimitStore;
+  readonly #clock: Clock;
+  readonly #fallback: MemoryStore;
+  readonly #peers: PeerCount;
+  readonly #health: FailoverMachine;
+  readonly #ownHealth: boolean;
+  readonly #unwatch: (() => void) | undefined;
+  readonly #unlisten: (() => void) | undefined;
+  readonly #scaled = new WeakMap<readonly CompiledLimit[], { peers: number; limits: readonly CompiledLimit[] }>();
+
+  constructor(primary: LimitStore, clock: Clock, options: FailoverOptions = {}) {
+    this.#primary = primary;
+    this.#clock = clock;
+    this.#fallback = new MemoryStore({ clock });
+    const peers = options.peers ?? primary.peers ?? 1;
+    if (typeof peers === 'number' && (!Number.isInteger(peers) || peers < 1)) {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'failover.peers', 'must be an integer >= 1 or a PeerCount');
+    }
+    this.#peers = typeof peers === 'number' ? { count: peers } : peers;
+    this.#ownHealth = options.health === undefined;
+    this.#health =
+      options.health ??
+      new FailoverMachine({
+        clock,
+        probe: () => primary.ping(),
+        ...(options.consecutiveFailures === undefined ? {} : { consecutiveFailures: options.consecutiveFailures }),
+        ...(options.probeIntervalMs === undefined ? {} : { probeIntervalMs: options.probeIntervalMs }),
+        ...(options.maxProbeIntervalMs === undefined ? {} : { maxProbeIntervalMs: options.maxProbeIntervalMs }),
+        // A store that reports its connection (the Redis store) has said so already if it was
+        // lost: its failed calls (say, a connection still being set up on a busy host) count as timeouts.
+        connectionReported: primary.watchConnection !== undefined,
+        subject: 'rate-limit store',
+        logFields: () => ({
+          store: primary.name,
+          peers: this.#peers.known === false ? 'unknown' : this.#peers.count,
+          consecutiveFailures: this.#health.consecutiveFailures,
+        }),
+        logger: resolveLogger(options.logger),
+      });
+    const onSwitch = options.onSwitch;
+    this.#unlisten = onSwitch === undefined ? undefined : this.#health.onSwitch(onSwitch);
+    const health = this.#health;
+    this.#unwatch = primary.watchConnection?.((up, error) => (up ? health.probeNow() : health.markDown(error)));
+  }
+
+  /** False while the store is considered down. */
+  get healthy(): boolean {
+    return this.#health.healthy;
+  }
+
+  /** The store's health: its state and switches. */
+  get health(): FailoverMachine {
+    return this.#health;
+  }
+
+  /**
+   * Decides on the store, or by `policy` while it is down. `fallback` tells which one answered;
+   * `unavailable` that the call was denied for want of the store (not by a local share).
+   */
+  consume(request: ConsumeRequest, policy: StoreFailurePolicy): Promise<FailoverResult> {
+    if (!this.#health.healthy) return this.#fallbackResult(request, policy);
+    // One reaction on the store's promise, no async frame: this is every decision's path.
+    const ticket = this.#health.begin();
+    let pending: Promise<ConsumeResult>;
+    try {
+      pending = this.#primary.consume(request);
+    } catch (err) {
+      pending = Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+    return pending.then(
+      (result): FailoverResult => {
+        this.#health.succeeded();
+        // Passed on as it is: a copy per decision showed in profiles.
+        return result;
+      },
+      (err: unknown) => {
+        this.#failed(err, ticket);
+        return this.#fallbackResult(request, policy);
+      },
+    );
+  }
+
+  async #fallbackResult(request: ConsumeRequest, policy: StoreFailurePolicy): Promise<FailoverResult> {
+    const answer = this.#answering(policy);
+    const result = await this.#fallbackConsume(request, answer);
+    return { ...result, fallback: true as const, unavailable: answer === 'closed' };
+  }
+
+  /**
+   * Reserves on the store, or by `policy` while it is down (`open` grants `max`); `unavailable`
+   * as for {@link consume}.
+   */
+  async reserve(
+    request: ReserveRequest,
+    policy: StoreFailurePolicy,
+  ): Promise<ReserveResult & { fallback: boolean; unavailable?: boolean }> {
+    if (this.#health.healthy) {
+      const ticket = this.#health.begin();
+      try {
+        const result = await this.#primary.reserve(request);
+        this.#health.succeeded();
+        return { ...result, fallback: false };
+      } catch (err) {
+        this.#failed(err, ticket);
+      }
+    }
+    const answer = this.#answering(policy);
+    if (answer === 'local') {
+      return { ...(await this.#fallback.reserve({ ...request, limits: this.#scale(request.limits) })), fallback: true };
+    }
+    const r = await this.#fallbackConsume({ key: request.key, limits: request.limits, cost: request.min, permitId: '' }, answer);
+    return { ...r, granted: r.allowed ? request.max : 0, fallback: true, unavailable: answer === 'closed' };
+  }
+
+  /**
+   * Books on the store. A store that cannot book, or one that is down, gets a plain decision
+   * instead (outcome `admitted` or `denied`, by `policy` while down): a fallback's local share
+   * has no global line to keep a place in, and a claim then finds nothing (`missing`).
+   */
+  async book(request: BookRequest, policy: StoreFailurePolicy): Promise<BookResult & { fallback?: true; unavailable?: boolean }> {
+    const plain = async (away: boolean): Promise<BookResult & { fallback?: true; unavailable?: boolean }> => {
+      if (!request.create) {
+        const missing: BookResult = {
+          allowed: false,
+          outcome: 'missing',
+          statuses: unjudgedStatuses(request.limits),
+          now: this.#clock.now(),
+        };
+        // While the store is away, the answer is the fallback's (a store that cannot book is not away).
+        return away ? { ...missing, fallback: true, unavailable: true } : missing;
+      }
+      const r = await this.consume({ key: request.key, limits: request.limits, cost: request.cost, permitId: '' }, policy);
+      return { ...r, outcome: r.allowed ? 'admitted' : 'denied' };
+    };
+    if (!this.#health.healthy || this.#primary.book === undefined) return plain(!this.#health.healthy);
+    const book = this.#primary.book.bind(this.#primary);
+    return this.#guarded(
+      () => book(request),
+      () => plain(true),
+    );
+  }
+
+  /** Cancels a booking on the store; false while it is down (the booking then expires there). */
+  async cancel(request: CancelRequest): Promise<boolean> {
+    if (!this.#health.healthy || this.#primary.cancel === undefined) return false;
+    const cancel = this.#primary.cancel.bind(this.#primary);
+    return this.#guarded(
+      () => cancel(request),
+      () => false,
+    );
+  }
+
+  async adjust(request: Parameters<LimitStore['adjust']>[0]): Promise<void> {
+    const local = () => this.#fallback.adjust({ ...request, limits: this.#scale(request.limits) });
+    if (!this.#health.healthy) return local();
+    return this.#guarded(() => this.#primary.adjust(request), local);
+  }
+
+  async renew(request: PermitRequest): Promise<boolean> {
+    return this.#permit(request, 'renew');
+  }
+
+  async release(request: PermitRequest): Promise<boolean> {
+    return this.#permit(request, 'release');
+  }
+
+  /** Stops probing (if the health is this failover's own) and frees the fallback; the primary store is the caller's to close. */
+  async close(): Promise<void> {
+    this.#unwatch?.();
+    this.#unlisten?.();
+    if (this.#ownHealth) await this.#health.close();
+    await this.#fallback.close();
+  }
+
+  async #permit(request: PermitRequest, op: 'renew' | 'release'): Promise<boolean> {
+    // Permits taken from the fallback carry a prefix, so they return to it after recovery.
+    if (isLocalPermit(requestPermitId(request))) {
+      return this.#fallback[op]({ ...request, limits: this.#scale(request.limits) });
+    }
+    // The permit lives in the unreachable store and expires there by itself; a renewal is
+    // reported as kept so work is not abandoned because of the outage.
+    const away = () => op === 'renew';
+    if (!this.#health.healthy) return away();
+    return this.#guarded(() => this.#primary[op](request), away);
+  }
+
+  /** One call to the store while it is healthy; `away` answers if it fails for want of the store. */
+  async #guarded<T>(call: () => Promise<T>, away: () => T | Promise<T>): Promise<T> {
+    const ticket = this.#health.begin();
+    try {
+      const result = await call();
+      this.#health.succeeded();
+      return result;
+    } catch (err) {
+      this.#failed(err, ticket);
+      return away();
+    }
+  }
+
+  /** The policy a call is answered by while the store cannot decide it (see {@link answeringPolicy}). */
+  #answering(policy: StoreFailurePolicy): StoreFailurePolicy {
+    return answeringPolicy(policy, this.#health.healthy, this.#peers.known !== false);
+  }
+
+  async #fallbackConsume(request: ConsumeRequest, policy: StoreFailurePolicy): Promise<ConsumeResult> {
+    if (policy === 'local') {
+      const limits = this.#scale(request.limits);
+      return this.#fallback.consume({ ...request, limits, permitId: localPermitId(requestPermitId(request)) });
+    }
+    const statuses = policyStatuses(request.limits, policy === 'open', this.#health.retryAfterMs);
+    return { allowed: policy === 'open', statuses, now: this.#clock.now() };
+  }
+
+  /** The limits divided by the number of live clients (at least 1 permit each). */
+  #scale(limits: readonly CompiledLimit[]): readonly CompiledLimit[] {
+    const peers = Math.max(1, Math.floor(this.#peers.count));
+    if (peers === 1) return limits;
+    const cached = this.#scaled.get(limits);
+    if (cached?.peers === peers) return cached.limits;
+    const scaled = Object.freeze(limits.map((l) => Object.freeze(fairShareOf(l, peers))));
+    this.#scaled.set(limits, { peers, limits: scaled });
+    return scaled;
+  }
+
+  /** A call failed: rethrows what is not a store failure, else tells the health (which may switch). */
+  #failed(err: unknown, ticket: number): void {
+    if (!isStoreFailure(err)) throw err;
+    this.#health.failed(err, ticket);
+  }
+}

@@ -1,0 +1,144 @@
+import {
+  algorithmOf,
+  concurrency,
+  normalizeState,
+  rateAlgorithm,
+  type ConcurrencyState,
+  type RateState,
+} from '../algorithms/index.js';
+import type { LimitStatus } from '../shared/decision.js';
+import { capacityOf, type CompiledLimit } from '../shared/policy.js';
+
+/** Stored state of one limit: a rate state or the leases of a concurrency limit. */
+export type LimitState = RateState | ConcurrencyState;
+
+/** Result of deciding one request against all limits of a key. */
+export interface KeyOutcome {
+  allowed: boolean;
+  statuses: LimitStatus[];
+  /** States to store, aligned with the limits (only meaningful when `allowed`). */
+  next: (LimitState | undefined)[];
+  /** How long the key's state must be kept. */
+  ttlMs: number;
+}
+
+/**
+ * Decides a request of `cost` against every limit of a key, all-or-nothing: each limit is
+ * evaluated on the current state, and only if all allow is any of them charged. `states` are
+ * aligned with `limits`. Pure: the same function runs in the in-memory store, and the Redis
+ * scripts mirror it step by step.
+ *
+ * `reserve` (0..1) is the share of each limit held back for core traffic: a caller outside it
+ * is admitted only if `cost` plus that share still fits, and is charged `cost` alone. `holdMs`
+ * is how long after `now` the permits may be used (a lease's lifetime, see `RateAlgorithm`).
+ */
+export function evaluateKey(
+  states: readonly (LimitState | undefined)[],
+  limits: readonly CompiledLimit[],
+  cost: number,
+  now: number,
+  permitId: string,
+  reserve = 0,
+  holdMs = 0,
+): KeyOutcome {
+  const statuses: LimitStatus[] = [];
+  // Sized up front: the array is kept as the key's state, and a pushed-to array over-allocates.
+  const next = new Array<LimitState | undefined>(limits.length);
+  let allowed = true;
+  let ttlMs = 0;
+  limits.forEach((limit, i) => {
+    const held = reserve > 0 ? Math.floor(reserve * capacityOf(limit)) : 0;
+    let o = decideLimit(states[i], limit, cost + held, now, permitId, holdMs);
+    // The check passed with the reserve: charge the cost alone.
+    if (held > 0 && o.allowed) o = decideLimit(states[i], limit, cost, now, permitId, holdMs);
+    allowed &&= o.allowed;
+    ttlMs = Math.max(ttlMs, o.ttlMs);
+    next[i] = o.next;
+    statuses.push({
+      id: limit.id,
+      algorithm: limit.algorithm,
+      allowed: o.allowed,
+      limit: limit.limit,
+      remaining: Math.max(0, o.remaining - held),
+      retryAfterMs: o.retryAfterMs,
+      resetAfterMs: o.resetAfterMs,
+    });
+  });
+  if (!allowed) {
+    // Nothing was charged, so limits that would have allowed still have the cost in hand.
+    for (let i = 0; i < statuses.length; i++) {
+      const s = statuses[i]!;
+      if (s.allowed) statuses[i] = { ...s, remaining: s.remaining + cost };
+    }
+  }
+  return { allowed, statuses, next, ttlMs };
+}
+
+function decideLimit(
+  stored: LimitState | undefined,
+  limit: CompiledLimit,
+  cost: number,
+  now: number,
+  permitId: string,
+  holdMs: number,
+) {
+  return !algorithmOf(limit).rate
+    ? concurrency.acquire(stored as ConcurrencyState | undefined, permitId, cost, now, limit)
+    : rateAlgorithm(limit.code)!.evaluate(normalizeState(stored as RateState | undefined, now, limit), cost, now, limit, holdMs);
+}
+
+/**
+ * Takes as many permits as the key can give now, between `min` and `max`, in one step: a
+ * zero-cost look at every limit gives the permits left, and `min(max, least left)` is charged
+ * all-or-nothing. Grants 0 (and charges nothing) when fewer than `min` are left. Used by client
+ * leases: a process takes a batch of permits from the global budget and serves them locally,
+ * for at most `holdMs`.
+ */
+export function reserveKey(
+  states: readonly (LimitState | undefined)[],
+  limits: readonly CompiledLimit[],
+  min: number,
+  max: number,
+  now: number,
+  holdMs = 0,
+): KeyOutcome & { granted: number } {
+  const peek = evaluateKey(states, limits, 0, now, '');
+  let left = max;
+  for (const s of peek.statuses) left = Math.min(left, s.remaining);
+  const granted = left >= min && left > 0 ? left : 0;
+  const outcome = evaluateKey(states, limits, granted === 0 ? min : granted, now, '', 0, holdMs);
+  return { ...outcome, allowed: granted > 0 && outcome.allowed, granted: granted > 0 && outcome.allowed ? granted : 0 };
+}
+
+/**
+ * Applies an adjustment of `delta` permits (negative: refund) to every rate limit of a key,
+ * unconditionally. Concurrency limits are not affected (a lease's size is fixed). `at` > 0 names
+ * the charge a refund is for (see `AdjustRequest.at`).
+ */
+export function adjustKey(
+  states: readonly (LimitState | undefined)[],
+  limits: readonly CompiledLimit[],
+  delta: number,
+  now: number,
+  at = 0,
+): { next: (LimitState | undefined)[]; ttlMs: number } {
+  let ttlMs = 0;
+  const next = limits.map((limit, i) => {
+    const stored = states[i];
+    if (!algorithmOf(limit).rate) {
+      const leases = stored as ConcurrencyState | undefined;
+      if (leases !== undefined) ttlMs = Math.max(ttlMs, ...leases.map((l) => Math.ceil(l.expiresAt - now)));
+      return leases;
+    }
+    const o = rateAlgorithm(limit.code)!.adjust(
+      normalizeState(stored as RateState | undefined, now, limit),
+      delta,
+      now,
+      limit,
+      at,
+    );
+    ttlMs = Math.max(ttlMs, o.ttlMs);
+    return o.next;
+  });
+  return { next, ttlMs };
+}
