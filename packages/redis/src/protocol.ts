@@ -237,12 +237,20 @@ interface PolicyFacts {
 /** Compiled limit lists are frozen and shared by every call of a resource: one entry each. */
 const policyFacts = new WeakMap<readonly CompiledLimit[], PolicyFacts>();
 
+// The last list asked about: a batch's items mostly share one (a resource's), and comparing it
+// costs less than a lookup. Holds one list alive at most.
+let lastLimits: readonly CompiledLimit[] | undefined;
+let lastFacts: PolicyFacts | undefined;
+
 function factsOf(limits: readonly CompiledLimit[]): PolicyFacts {
+  if (limits === lastLimits) return lastFacts!;
   let facts = policyFacts.get(limits);
   if (facts === undefined) {
     facts = { leases: limits.some((l) => l.algorithm === 'concurrency'), oneLimit: isOneLimit(limits) };
     policyFacts.set(limits, facts);
   }
+  lastLimits = limits;
+  lastFacts = facts;
   return facts;
 }
 
