@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { PROTOCOL_VERSION, ScriptCodes } from './codes.js';
 import { toStoreError } from './errors.js';
 import { keyNames } from './keys.js';
-import { decodeReply, encodeBatch, type BatchItem, type BookItem, type CancelItem, type ConsumeItem } from './protocol.js';
+import type { BatchItem, BookItem, CancelItem, ConsumeItem } from './items.js';
+import { decodeReply, encodeBatch } from './protocol.js';
 import { MAX_RESERVE, policyArg, storeReserve } from './validate.js';
 import { unpack } from '../test/msgpack.js';
 
