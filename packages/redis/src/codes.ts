@@ -21,11 +21,10 @@ export const ScriptCodes = Object.freeze({
 export const PROTOCOL_VERSION = '5';
 
 /**
- * The item operations of the batch protocol. `consumeOne` is a consume of a policy of one token
- * bucket, GCRA or fixed window with no reserve: sent in four values, answered in three or four.
- * `book` (eleven values) and `cancel` (seven) are bookings (deferred admission, see core's booking.ts).
+ * The item operations' codes in the batch protocol, written by protocol.ts's encoder only
+ * (callers build typed `BatchItem`s). `consumeOne` is a consume of a policy of one token bucket,
+ * GCRA or fixed window with no permit and no share held back: sent in four values, answered in
+ * three or four. `book` (eleven values) and `cancel` (seven) are bookings (deferred admission,
+ * see core's booking.ts).
  */
 export const Ops = Object.freeze({ consume: 1, adjust: 2, renew: 3, release: 4, reserve: 5, consumeOne: 6, book: 7, cancel: 8 });
-
-/** One of {@link Ops}. */
-export type Op = (typeof Ops)[keyof typeof Ops];

@@ -1,9 +1,10 @@
-import { DEFAULT_BOOKING, ErrorCodes, compileLimits, policyText } from '@sluice/core';
+import { DEFAULT_BOOKING, ErrorCodes, compileLimits, policyText, type BookingBounds, type CompiledLimit } from '@sluice/core';
 import { describe, expect, it } from 'vitest';
-import { Ops, PROTOCOL_VERSION, ScriptCodes } from './codes.js';
+import { PROTOCOL_VERSION, ScriptCodes } from './codes.js';
 import { toStoreError } from './errors.js';
 import { keyNames } from './keys.js';
-import { decodeReply, encodeBatch, type BatchItem } from './protocol.js';
+import type { BatchItem, BookItem, CancelItem, ConsumeItem } from './items.js';
+import { decodeReply, encodeBatch } from './protocol.js';
 import { MAX_RESERVE, policyArg, storeReserve } from './validate.js';
 import { unpack } from '../test/msgpack.js';
 
@@ -13,18 +14,38 @@ const limits = compileLimits([
 ]);
 const other = compileLimits({ algorithm: 'fixed-window', limit: 3 });
 
-function item(op: BatchItem['op'], key: string, amount: number, extra: string | number = '', l = limits, reserve = 0): BatchItem {
-  return { op, stateKey: keyNames('p:', key).state, limits: l, policy: policyArg(l), amount, extra, reserve };
+/** The fields every item has: `key`'s state under the policy `l`. */
+function on(key: string, l: readonly CompiledLimit[]) {
+  return { stateKey: keyNames('p:', key).state, limits: l, policy: policyArg(l) };
+}
+
+function consume(key: string, cost: number, permitId = '', l = limits, coreShare = 0): ConsumeItem {
+  return { op: 'consume', ...on(key, l), cost, permitId, coreShare };
+}
+
+function book(
+  key: string,
+  cost: number,
+  id: string,
+  l: readonly CompiledLimit[],
+  create: boolean,
+  bounds: BookingBounds,
+): BookItem {
+  return { op: 'book', ...on(key, l), cost, id, create, bounds, maxBooked: 0, token: '' };
+}
+
+function cancel(key: string, id: string, l: readonly CompiledLimit[], token = ''): CancelItem {
+  return { op: 'cancel', ...on(key, l), id, token };
 }
 
 describe('batch encoding', () => {
   it('sends each policy and each key once, lease keys only where a policy has leases', () => {
     const call = encodeBatch([
-      item(Ops.adjust, 'b', -2, '', other),
-      item(Ops.consume, 'a', 1, 'l1'),
-      item(Ops.consume, 'b', 1, 'l2'),
-      item(Ops.consume, 'a', 3, 'l3', other),
-      item(Ops.consume, 'c', 3, '', other),
+      { op: 'adjust', ...on('b', other), delta: -2, at: 0 },
+      consume('a', 1, 'l1'),
+      consume('b', 1, 'l2'),
+      consume('a', 3, 'l3', other),
+      consume('c', 3, '', other),
     ]);
     // Groups: b = 1, a = 2, c = 3; b and a have leases (listed in group order).
     expect(call.keys).toEqual(['p:{b}', 'p:{a}', 'p:{c}', 'p:{b}:l', 'p:{b}:c', 'p:{a}:l', 'p:{a}:c']);
@@ -40,15 +61,17 @@ describe('batch encoding', () => {
       ...[1, 2, 2, 1, 'l1', 0],
       ...[1, 2, 1, 1, 'l2', 0],
       ...[1, 1, 2, 3, 'l3', 0],
-      ...[1, 1, 3, 3, '', 0],
+      // One fixed window, no permit, nothing held back: the short consume.
+      ...[6, 1, 3, 3],
     ]);
   });
 
   it("sends each consume's reserve as the exact double it was given", () => {
     const reserves = [0.1, 0.25, 0.1 + 0.2, 1 / 3, 0.9, 0.5000000000000001, Number.MIN_VALUE];
     const call = encodeBatch([
-      ...reserves.map((r, i) => item(Ops.consume, `k${i}`, 1, '', other, r)),
-      item(Ops.consume, 'none', 1, '', other),
+      ...reserves.map((r, i) => consume(`k${i}`, 1, '', other, r)),
+      // Two limits: a consume that holds nothing back still goes in six values.
+      consume('none', 1, '', limits),
     ]);
     const values = unpack(call.args.at(-1) as Buffer) as unknown[];
     expect(values).toHaveLength(6 * (reserves.length + 1));
@@ -58,16 +81,53 @@ describe('batch encoding', () => {
   });
 });
 
+describe('consume encoding', () => {
+  const values = (item: ConsumeItem) => unpack(encodeBatch([item]).args.at(-1) as Buffer);
+
+  it('sends a consume in four values only for one token bucket, GCRA or fixed window, no permit, nothing held back', () => {
+    const gcra = compileLimits({ algorithm: 'gcra', limit: 10 });
+    const bucket = compileLimits({ algorithm: 'token-bucket', limit: 10, burst: 5 });
+    const sliding = compileLimits({ algorithm: 'sliding-window', limit: 10 });
+    for (const l of [gcra, bucket, other]) expect(values(consume('k', 2, '', l))).toEqual([6, 1, 1, 2]);
+    expect(values(consume('k', 2, '', sliding))).toEqual([1, 1, 1, 2, '', 0]);
+    expect(values(consume('k', 2, '', gcra, 0.25))).toEqual([1, 1, 1, 2, '', 0.25]);
+    expect(values(consume('k', 2, 'p', gcra))).toEqual([1, 1, 1, 2, 'p', 0]);
+    expect(values(consume('k', 2, '', limits))).toEqual([1, 1, 1, 2, '', 0]);
+  });
+
+  it("reads a short consume's result, allowed in three values and denied in four, beside a long one", () => {
+    const fw = compileLimits({ algorithm: 'fixed-window', limit: 3, id: 'f' });
+    const out = decodeReply(
+      [0, '1700000000', '123456', ...[1, 2, 40], ...[0, 3, 40, 40], ...[1, 1, 2, 0, 40]],
+      [consume('a', 1, '', fw), consume('b', 5, '', fw), consume('c', 1, '', fw, 0.5)],
+    );
+    const now = 1700000000123.456;
+    const status = (allowed: boolean, remaining: number, retryAfterMs: number) => ({
+      id: 'f',
+      algorithm: 'fixed-window',
+      allowed,
+      limit: 3,
+      remaining,
+      retryAfterMs,
+      resetAfterMs: 40,
+    });
+    expect(out).toEqual([
+      { ok: true, value: { allowed: true, statuses: [status(true, 2, 0)], now } },
+      { ok: true, value: { allowed: false, statuses: [status(false, 3, 40)], now } },
+      { ok: true, value: { allowed: true, statuses: [status(true, 2, 0)], now } },
+    ]);
+  });
+});
+
 describe('booking encoding', () => {
   it('sends a booking in eleven values and a cancel in seven, the policy as the core spells it', () => {
     const token = 'the-makers-token-0123';
-    const book = {
-      ...item(Ops.book, 'a', 2, 'order-7', other, 1),
-      bounds: { maxAheadMs: 5000, claimWindowMs: 250, maxBookings: 3, maxShare: 0.5 },
+    const booking: BookItem = {
+      ...book('a', 2, 'order-7', other, true, { maxAheadMs: 5000, claimWindowMs: 250, maxBookings: 3, maxShare: 0.5 }),
       maxBooked: 12,
       token,
     };
-    const call = encodeBatch([book, { ...item(Ops.cancel, 'a', 0, 'order-6', other), token }]);
+    const call = encodeBatch([booking, cancel('a', 'order-6', other, token)]);
     expect(call.args.slice(0, -1)).toEqual([PROTOCOL_VERSION, '1', policyText(other), '0']);
     expect(unpack(call.args.at(-1) as Buffer)).toEqual([
       ...[7, 1, 1, 2, 'order-7', 1, 5000, 250, 3, 12, token],
@@ -78,7 +138,7 @@ describe('booking encoding', () => {
 
   it('decodes every outcome, and a span exactly as the script formatted it', () => {
     const fw = compileLimits({ algorithm: 'fixed-window', limit: 3, id: 'f' });
-    const book = (create: number) => ({ ...item(Ops.book, 'b', 1, 'x', fw, create), bounds: DEFAULT_BOOKING });
+    const booking = (create: boolean) => book('b', 1, 'x', fw, create, DEFAULT_BOOKING);
     // Arbitrary bits, as a booking's start on a token bucket has.
     const start = 1700000000123 + 1 / 7;
     const end = start + 1 / 3;
@@ -93,7 +153,7 @@ describe('booking encoding', () => {
         ...[0, 1, 2, 0, 40],
         1,
       ],
-      [book(1), book(1), book(1), book(0), book(1), item(Ops.cancel, 'b', 0, 'x', fw)],
+      [booking(true), booking(true), booking(true), booking(false), booking(true), cancel('b', 'x', fw)],
     );
     const statuses = (allowed: boolean, remaining: number, retryAfterMs: number) => [
       { id: 'f', algorithm: 'fixed-window', allowed, limit: 3, remaining, retryAfterMs, resetAfterMs: 40 },
@@ -118,9 +178,9 @@ describe('booking encoding', () => {
 
   it('refuses booking results it cannot read, and maps the not-bookable code', () => {
     const fw = compileLimits({ algorithm: 'fixed-window', limit: 3, id: 'f' });
-    const book = { ...item(Ops.book, 'b', 1, 'x', fw, 1), bounds: DEFAULT_BOOKING };
+    const booking = book('b', 1, 'x', fw, true, DEFAULT_BOOKING);
     const code = (reply: unknown[]) =>
-      decodeReply([0, '1', '0', ...reply], [book]).map((o) => (o.ok ? 'ok' : toStoreError(o.failure).code));
+      decodeReply([0, '1', '0', ...reply], [booking]).map((o) => (o.ok ? 'ok' : toStoreError(o.failure).code));
     expect(code([5, 0, 0, 0, 0])).toEqual([ErrorCodes.STORE_PROTOCOL]);
     // A span as integer replies (truncated doubles) is not the protocol.
     expect(code([1, 0, 0, 0, 0, 12, 13])).toEqual([ErrorCodes.STORE_PROTOCOL]);
@@ -145,11 +205,11 @@ describe('consume validation', () => {
 });
 
 describe('reply decoding', () => {
-  const items = [
-    item(Ops.consume, 'a', 1, 'l'),
-    item(Ops.adjust, 'a', 1),
-    item(Ops.renew, 'a', 100, 'l'),
-    item(Ops.reserve, 'b', 5, 1, other),
+  const items: BatchItem[] = [
+    consume('a', 1, 'l'),
+    { op: 'adjust', ...on('a', limits), delta: 1, at: 0 },
+    { op: 'renew', ...on('a', limits), permitId: 'l', ttlMs: 100 },
+    { op: 'reserve', ...on('b', other), min: 1, max: 5, holdMs: 0 },
   ];
 
   it('decodes every kind of result exactly', () => {

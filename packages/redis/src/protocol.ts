@@ -1,57 +1,28 @@
 import {
   BOOK_OUTCOMES,
   type BookResult,
-  type BookingBounds,
   type CompiledLimit,
   type ConsumeResult,
   type LimitStatus,
   type ReserveRequest,
   type ReserveResult,
 } from '@sluice/core';
-import { Ops, PROTOCOL_VERSION, ScriptCodes, type Op } from './codes.js';
+import { Ops, PROTOCOL_VERSION, ScriptCodes } from './codes.js';
 import type { StoreFailure } from './errors.js';
+import type { BatchItem, ConsumeItem, ItemValues } from './items.js';
 import { namesOf } from './keys.js';
 import { packArray, type PackValue } from './msgpack.js';
 import type { ScriptCall } from './scripts.js';
+import { isOneLimit } from './validate.js';
 
 export type { ReserveRequest, ReserveResult };
-
-/** One operation in a batch, already validated. */
-export interface BatchItem {
-  readonly op: Op;
-  /** Redis name of the key's state (see keys.ts). */
-  readonly stateKey: string;
-  readonly limits: readonly CompiledLimit[];
-  /** The limits as the script reads them (see validate.ts policyArg). */
-  readonly policy: string;
-  /**
-   * cost (consume, book), delta (adjust), lifetime (renew), 0 (release, cancel) or max permits
-   * (reserve).
-   */
-  readonly amount: number;
-  /** The lease id (consume, renew, release), min permits (reserve), booking id (book, cancel) or '' (adjust). */
-  readonly extra: string | number;
-  /**
-   * Share of each limit held back (consume, 0..MAX_RESERVE); the hold in ms (reserve,
-   * 0..maxHoldMs, see `ReserveRequest.holdMs`); the stamp of the charge a refund is for (adjust,
-   * see `AdjustRequest.at`, 0 for none); create as 1 or 0 (book); 0 for the other ops.
-   */
-  readonly reserve: number;
-  /** The resource's booking bounds (book only). */
-  readonly bounds?: BookingBounds;
-  /** The most permits the key's bookings may hold, core's `bookedCap` (book only). */
-  readonly maxBooked?: number;
-  /** The call's booking token, '' for none (book and cancel). */
-  readonly token?: string;
-}
 
 /**
  * What one item came to: a consume, reserve or booking result, a renew/release/cancel flag,
  * nothing (adjust), or a failure.
  */
 export type ItemOutcome =
-  | { readonly ok: true; readonly value: ConsumeResult | ReserveResult | BookResult | boolean | undefined }
-  | { readonly ok: false; readonly failure: StoreFailure };
+  { readonly ok: true; readonly value: ItemValues[keyof ItemValues] } | { readonly ok: false; readonly failure: StoreFailure };
 
 /**
  * Encodes items as one call of `lua/batch.lua` (layout in its header). Policies and keys named
@@ -76,22 +47,39 @@ export function encodeBatch(items: readonly BatchItem[]): ScriptCall {
       groups.set(item.stateKey, g);
       keys.push(item.stateKey);
     }
-    if (item.op === Ops.consumeOne) {
-      values.push(item.op, p, g, item.amount);
-      continue;
+    // Each op's values, in the order the script's header lists them.
+    switch (item.op) {
+      case 'consume':
+        if (isShort(item)) {
+          values.push(Ops.consumeOne, p, g, item.cost);
+          continue;
+        }
+        values.push(Ops.consume, p, g, item.cost, item.permitId, item.coreShare);
+        break;
+      case 'reserve':
+        values.push(Ops.reserve, p, g, item.max, item.min, item.holdMs);
+        break;
+      case 'adjust':
+        values.push(Ops.adjust, p, g, item.delta, '', item.at);
+        break;
+      case 'renew':
+        values.push(Ops.renew, p, g, item.ttlMs, item.permitId, 0);
+        break;
+      case 'release':
+        values.push(Ops.release, p, g, 0, item.permitId, 0);
+        break;
+      case 'book': {
+        const b = item.bounds;
+        values.push(Ops.book, p, g, item.cost, item.id, item.create ? 1 : 0);
+        values.push(b.maxAheadMs, b.claimWindowMs, b.maxBookings, item.maxBooked, item.token);
+        // Bookings refuse a policy with a concurrency limit: no lease keys.
+        continue;
+      }
+      case 'cancel':
+        values.push(Ops.cancel, p, g, 0, item.id, 0, item.token);
+        continue;
     }
-    if (item.op === Ops.book) {
-      const b = item.bounds!;
-      values.push(item.op, p, g, item.amount, item.extra, item.reserve, b.maxAheadMs, b.claimWindowMs, b.maxBookings);
-      values.push(item.maxBooked ?? 0, item.token ?? '');
-      continue;
-    }
-    if (item.op === Ops.cancel) {
-      values.push(item.op, p, g, item.amount, item.extra, item.reserve, item.token ?? '');
-      continue;
-    }
-    if (hasConcurrency(item.limits) && !leaseGroups.includes(g)) leaseGroups.push(g);
-    values.push(item.op, p, g, item.amount, item.extra, item.reserve);
+    if (factsOf(item.limits).leases && !leaseGroups.includes(g)) leaseGroups.push(g);
   }
   // The script wants the groups with leases in increasing order, their keys in that order.
   leaseGroups.sort((a, b) => a - b);
@@ -107,15 +95,42 @@ export function encodeBatch(items: readonly BatchItem[]): ScriptCall {
   return { keys, args };
 }
 
-const withConcurrency = new WeakMap<readonly CompiledLimit[], boolean>();
+/**
+ * Whether a consume goes in short (op 6, lib/fast.lua: four values, answered in three or four
+ * instead of six and five): one token bucket, GCRA or fixed window (never a concurrency limit,
+ * so no lease keys), no permit, nothing held back. The decoder asks again to read the result.
+ */
+function isShort(item: ConsumeItem): boolean {
+  // The length first: a policy of several limits is answered without a lookup.
+  return item.permitId === '' && item.coreShare === 0 && item.limits.length === 1 && factsOf(item.limits).oneLimit;
+}
 
-function hasConcurrency(limits: readonly CompiledLimit[]): boolean {
-  let has = withConcurrency.get(limits);
-  if (has === undefined) {
-    has = limits.some((l) => l.algorithm === 'concurrency');
-    withConcurrency.set(limits, has);
+/** What the codec needs to know of a policy (its limit list), found once per list. */
+interface PolicyFacts {
+  /** It has a concurrency limit: its items need their key's lease keys. */
+  readonly leases: boolean;
+  /** It is one token bucket, GCRA or fixed window (see validate.ts isOneLimit). */
+  readonly oneLimit: boolean;
+}
+
+/** Compiled limit lists are frozen and shared by every call of a resource: one entry each. */
+const policyFacts = new WeakMap<readonly CompiledLimit[], PolicyFacts>();
+
+// The last list asked about: a batch's items mostly share one (a resource's), and comparing it
+// costs less than a lookup. Holds one list alive at most.
+let lastLimits: readonly CompiledLimit[] | undefined;
+let lastFacts: PolicyFacts | undefined;
+
+function factsOf(limits: readonly CompiledLimit[]): PolicyFacts {
+  if (limits === lastLimits) return lastFacts!;
+  let facts = policyFacts.get(limits);
+  if (facts === undefined) {
+    facts = { leases: limits.some((l) => l.algorithm === 'concurrency'), oneLimit: isOneLimit(limits) };
+    policyFacts.set(limits, facts);
   }
-  return has;
+  lastLimits = limits;
+  lastFacts = facts;
+  return facts;
 }
 
 function fail(items: readonly BatchItem[], failure: StoreFailure): ItemOutcome[] {
@@ -214,22 +229,6 @@ function decodeBook(
   return Number.isFinite(booking.start) && Number.isFinite(booking.end) ? { ...result, booking } : undefined;
 }
 
-/** How many reply values an item's result takes (when it is not an error code). */
-function width(item: BatchItem, first: unknown): number {
-  switch (item.op) {
-    case Ops.consumeOne:
-      return first === 1 ? 3 : 4;
-    case Ops.consume:
-      return 1 + 4 * item.limits.length;
-    case Ops.reserve:
-      return 2 + 4 * item.limits.length;
-    case Ops.book:
-      return 1 + 4 * item.limits.length + (first === BOOKED || first === CLAIMED ? 2 : 0);
-    default:
-      return 1;
-  }
-}
-
 /** Decodes a script reply into one outcome per item, in order. */
 export function decodeReply(reply: unknown, items: readonly BatchItem[]): ItemOutcome[] {
   if (!Array.isArray(reply) || typeof reply[0] !== 'number') {
@@ -248,32 +247,44 @@ export function decodeReply(reply: unknown, items: readonly BatchItem[]): ItemOu
       return { ok: false, failure: { kind: 'script', code: first, detail: item.stateKey } };
     }
     const start = at;
-    at += width(item, first);
+    // Each op's result and its width (the values it takes), as the script's header lists them.
     switch (item.op) {
-      case Ops.consumeOne: {
-        const value = first === 0 || first === 1 ? decodeConsumeOne(reply, start, item.limits[0]!, now) : undefined;
+      case 'consume': {
+        let value: ConsumeResult | undefined;
+        if (isShort(item)) {
+          at += first === 1 ? 3 : 4;
+          value = first === 0 || first === 1 ? decodeConsumeOne(reply, start, item.limits[0]!, now) : undefined;
+        } else {
+          at += 1 + 4 * item.limits.length;
+          value = decodeConsume(reply, start, item.limits, now);
+        }
         return value ? { ok: true, value } : { ok: false, failure: { kind: 'reply', detail: `bad result at ${start}` } };
       }
-      case Ops.consume:
-      case Ops.reserve: {
-        const value = decodeConsume(reply, start, item.limits, now, item.op === Ops.reserve);
+      case 'reserve': {
+        at += 2 + 4 * item.limits.length;
+        const value = decodeConsume(reply, start, item.limits, now, true);
         return value ? { ok: true, value } : { ok: false, failure: { kind: 'reply', detail: `bad result at ${start}` } };
       }
-      case Ops.book: {
+      case 'book': {
+        at += 1 + 4 * item.limits.length + (first === BOOKED || first === CLAIMED ? 2 : 0);
         const value = decodeBook(reply, start, item.limits, now);
         return value ? { ok: true, value } : { ok: false, failure: { kind: 'reply', detail: `bad book result at ${start}` } };
       }
-      case Ops.adjust:
+      case 'adjust':
+        at += 1;
         return first === 0
           ? { ok: true, value: undefined }
           : { ok: false, failure: { kind: 'reply', detail: `bad adjust result ${String(first)}` } };
-      default:
-        // renew, release and cancel: 1 or 0.
+      case 'renew':
+      case 'release':
+      case 'cancel':
+        at += 1;
+        // 1 or 0.
         return first === 0 || first === 1
           ? { ok: true, value: first === 1 }
           : {
               ok: false,
-              failure: { kind: 'reply', detail: `bad ${item.op === Ops.cancel ? 'cancel' : 'lease'} result ${String(first)}` },
+              failure: { kind: 'reply', detail: `bad ${item.op === 'cancel' ? 'cancel' : 'lease'} result ${String(first)}` },
             };
     }
   });

@@ -17,14 +17,14 @@ import {
 } from '@sluice/core';
 import type { Cluster, Redis } from 'ioredis';
 import { readMemoryPolicy, type MemoryPolicy } from './memory-policy.js';
-import { Ops, type Op } from './codes.js';
 import { openConnection } from './connection.js';
 import { Deadlines } from './deadlines.js';
 import { toStoreError, type StoreFailure } from './errors.js';
 import { slotOf, stateKey } from './keys.js';
 import { compileRedisStoreOptions, type CompiledRedisStoreOptions, type RedisStoreOptions } from './options.js';
 import { RedisPeerRegistry } from './peer-registry.js';
-import { decodeReply, encodeBatch, type BatchItem, type ReserveRequest, type ReserveResult } from './protocol.js';
+import type { BatchItem, ItemValue } from './items.js';
+import { decodeReply, encodeBatch, type ReserveRequest, type ReserveResult } from './protocol.js';
 import { batchScriptSource, ScriptRunner } from './scripts.js';
 import { parseRedisTime } from './time.js';
 import { decodeRead, decodeReport, encodeRead, encodeReport, outcomesScriptSource } from './outcomes.js';
@@ -46,7 +46,6 @@ import {
   storeStamp,
   storeReserve,
   storeReserveBounds,
-  isOneLimit,
 } from './validate.js';
 
 /** A queue naming at least this many keys is sent as two script calls (see RedisStore#chunks). */
@@ -158,9 +157,8 @@ export class RedisStore implements LimitStore, OutcomeStore {
       const policy = policyArg(request.limits);
       const cost = storeCost(request.cost);
       const permitId = storePermitId(requestPermitId(request));
-      const reserve = storeReserve(request.coreShare ?? request.reserve);
-      const op = permitId === '' && reserve === 0 && isOneLimit(request.limits) ? Ops.consumeOne : Ops.consume;
-      return this.#item(op, request.key, request.limits, policy, cost, permitId, reserve);
+      const coreShare = storeReserve(request.coreShare ?? request.reserve);
+      return { op: 'consume', stateKey: this.#stateKey(request.key), limits: request.limits, policy, cost, permitId, coreShare };
     });
   }
 
@@ -169,14 +167,17 @@ export class RedisStore implements LimitStore, OutcomeStore {
       const policy = policyArg(request.limits);
       noConcurrencyLimit(request.limits);
       const [min, max] = storeReserveBounds(request.min, request.max);
-      return this.#item(Ops.reserve, request.key, request.limits, policy, max, min, storeHold(request.holdMs));
+      const holdMs = storeHold(request.holdMs);
+      return { op: 'reserve', stateKey: this.#stateKey(request.key), limits: request.limits, policy, min, max, holdMs };
     });
   }
 
   adjust(request: AdjustRequest): Promise<void> {
     return this.#submit(() => {
       const policy = policyArg(request.limits);
-      return this.#item(Ops.adjust, request.key, request.limits, policy, storeDelta(request.delta), '', storeStamp(request.at));
+      const delta = storeDelta(request.delta);
+      const at = storeStamp(request.at);
+      return { op: 'adjust', stateKey: this.#stateKey(request.key), limits: request.limits, policy, delta, at };
     });
   }
 
@@ -184,7 +185,8 @@ export class RedisStore implements LimitStore, OutcomeStore {
     return this.#submit(() => {
       const policy = policyArg(request.limits);
       const ttlMs = storeLeaseTtl(request.ttlMs ?? concurrencyLimit(request.limits).leaseTtlMs);
-      return this.#item(Ops.renew, request.key, request.limits, policy, ttlMs, storePermitId(requestPermitId(request)));
+      const permitId = storePermitId(requestPermitId(request));
+      return { op: 'renew', stateKey: this.#stateKey(request.key), limits: request.limits, policy, permitId, ttlMs };
     });
   }
 
@@ -192,7 +194,8 @@ export class RedisStore implements LimitStore, OutcomeStore {
     return this.#submit(() => {
       const policy = policyArg(request.limits);
       concurrencyLimit(request.limits);
-      return this.#item(Ops.release, request.key, request.limits, policy, 0, storePermitId(requestPermitId(request)));
+      const permitId = storePermitId(requestPermitId(request));
+      return { op: 'release', stateKey: this.#stateKey(request.key), limits: request.limits, policy, permitId };
     });
   }
 
@@ -207,11 +210,12 @@ export class RedisStore implements LimitStore, OutcomeStore {
       notBookable(request.limits);
       const cost = storeCost(request.cost);
       const id = storeBookingId(request.id);
-      const create = storeCreate(request.create) ? 1 : 0;
+      const create = storeCreate(request.create);
       const bounds = storeBookingBounds(request.bounds);
       const token = storeBookingToken(request.token);
-      const booked = { bounds, maxBooked: bookedCap(request.limits, bounds), token };
-      return { ...this.#item(Ops.book, request.key, request.limits, policy, cost, id, create), ...booked };
+      const maxBooked = bookedCap(request.limits, bounds);
+      const stateKey = this.#stateKey(request.key);
+      return { op: 'book', stateKey, limits: request.limits, policy, cost, id, create, bounds, maxBooked, token };
     });
   }
 
@@ -221,7 +225,8 @@ export class RedisStore implements LimitStore, OutcomeStore {
       const policy = policyArg(request.limits);
       notBookable(request.limits);
       const token = storeBookingToken(request.token);
-      return { ...this.#item(Ops.cancel, request.key, request.limits, policy, 0, storeBookingId(request.id)), token };
+      const id = storeBookingId(request.id);
+      return { op: 'cancel', stateKey: this.#stateKey(request.key), limits: request.limits, policy, id, token };
     });
   }
 
@@ -274,27 +279,20 @@ export class RedisStore implements LimitStore, OutcomeStore {
     return this.#closing;
   }
 
-  #item(
-    op: Op,
-    key: string,
-    limits: BatchItem['limits'],
-    policy: string,
-    amount: number,
-    extra: string | number,
-    reserve = 0,
-  ): BatchItem {
-    return { op, stateKey: stateKey(this.options.prefix, storeKey(key)), limits, policy, amount, extra, reserve };
+  /** The Redis name of a key's state (the key checked first). */
+  #stateKey(key: string): string {
+    return stateKey(this.options.prefix, storeKey(key));
   }
 
-  #submit<T>(build: () => BatchItem): Promise<T> {
+  #submit<I extends BatchItem>(build: () => I): Promise<ItemValue<I>> {
     if (this.#closed) return Promise.reject(toStoreError({ kind: 'closed' }));
-    let item: BatchItem;
+    let item: I;
     try {
       item = build();
     } catch (error) {
       return Promise.reject(error instanceof Error ? error : new Error(String(error)));
     }
-    return new Promise<T>((resolve, reject) => {
+    return new Promise<ItemValue<I>>((resolve, reject) => {
       this.#queue.push({ item, resolve, reject });
       if (!this.#scheduled) {
         this.#scheduled = true;
