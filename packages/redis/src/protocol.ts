@@ -1,5 +1,6 @@
 import {
   BOOK_OUTCOMES,
+  hasConcurrency,
   type BookResult,
   type CompiledLimit,
   type ConsumeResult,
@@ -125,7 +126,7 @@ function factsOf(limits: readonly CompiledLimit[]): PolicyFacts {
   if (limits === lastLimits) return lastFacts!;
   let facts = policyFacts.get(limits);
   if (facts === undefined) {
-    facts = { leases: limits.some((l) => l.algorithm === 'concurrency'), oneLimit: isOneLimit(limits) };
+    facts = { leases: hasConcurrency(limits), oneLimit: isOneLimit(limits) };
     policyFacts.set(limits, facts);
   }
   lastLimits = limits;
