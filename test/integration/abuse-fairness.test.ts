@@ -62,6 +62,51 @@ function post(
   });
 }
 
+/**
+ * POSTs `bodies` to `path` at once from `localAddress`, each on a connection of its own: every
+ * request is sent but for its last byte, and once all are, the last bytes together, so that the
+ * server reads them all in the same turn. Resolves with each answer's status and JSON body.
+ */
+async function postTogether(
+  base: string,
+  path: string,
+  bodies: unknown[],
+  localAddress: string,
+): Promise<{ status: number; json: any }[]> {
+  const { hostname, port } = new URL(base);
+  const sockets = await Promise.all(
+    bodies.map(
+      () =>
+        new Promise<Socket>((resolve, reject) => {
+          const s = connect({ host: hostname, port: Number(port), localAddress }, () => resolve(s));
+          s.once('error', reject);
+        }),
+    ),
+  );
+  const texts = bodies.map((b) => JSON.stringify(b));
+  const answers = sockets.map(
+    (s) =>
+      new Promise<{ status: number; json: any }>((resolve, reject) => {
+        let data = '';
+        s.setEncoding('utf8');
+        s.on('data', (c: string) => (data += c));
+        s.once('error', reject);
+        s.once('end', () => {
+          const [head = '', body = ''] = data.split('\r\n\r\n');
+          resolve({ status: Number(head.split(' ')[1]), json: JSON.parse(body) });
+        });
+      }),
+  );
+  const requests = texts.map(
+    (t) =>
+      `POST ${path} HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(t)}\r\nConnection: close\r\n\r\n${t}`,
+  );
+  requests.forEach((r, i) => sockets[i]!.write(r.slice(0, -1)));
+  await new Promise((r) => setTimeout(r, 200));
+  requests.forEach((r, i) => sockets[i]!.write(r.slice(-1)));
+  return Promise.all(answers);
+}
+
 async function until(probe: () => Promise<boolean> | boolean, what: string): Promise<void> {
   const deadline = Date.now() + GUARD_MS * 2;
   while (!(await probe())) {
@@ -261,16 +306,14 @@ describe.each(STORES)('fair service per address (%s store)', (store) => {
       const flooder = HOSTILE[2]!;
       const bounded = await start({ SLUICE_MAX_CLIENT_QUEUED: '5' });
       try {
-        // 40 batches at once, on 40 connections: more than 5 wait for their turn at a time.
-        const batches = await Promise.all(
-          Array.from({ length: 40 }, (_, b) =>
-            post(
-              bounded.url,
-              '/v1/check',
-              { items: Array.from({ length: 100 }, (_, k) => ({ resource: 'api:fixed', key: `q${b}-${k}` })) },
-              flooder,
-            ),
-          ),
+        // 40 batches read in one turn, on 40 connections: more than 5 wait for their turn at once.
+        const batches = await postTogether(
+          bounded.url,
+          '/v1/check',
+          Array.from({ length: 40 }, (_, b) => ({
+            items: Array.from({ length: 100 }, (_, k) => ({ resource: 'api:fixed', key: `q${b}-${k}` })),
+          })),
+          flooder,
         );
         const refused = batches.filter((b) => b.status === 429 && b.json.error?.code === 'SLUICE_ERR_CLIENT_BUSY');
         const answered = batches.filter((b) => b.status === 200);

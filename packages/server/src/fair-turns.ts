@@ -17,12 +17,16 @@ export interface FairTurnsOptions {
   readonly utilization?: () => number;
 }
 
-/** Work started per turn of the loop, in cost units (one unit: a one-item request; a 100-item batch is about 20). */
-export const WORK_PER_TURN = 16;
+/**
+ * Work started per turn of the loop, in cost units (one unit: a one-item request; a 100-item
+ * batch is about 17); a quarter of it while several clients have requests waiting, so that one
+ * client's batches cannot fill a turn (and the store round trip it makes) ahead of the others'.
+ */
+export const WORK_PER_TURN = 64;
 
-/** What a request costs before it is parsed: one unit, and one more per 768 bytes of it. */
+/** What a request costs before it is parsed: one unit, and one more per 512 bytes of it. */
 export function requestCost(bytes: number): number {
-  return 1 + bytes / 768;
+  return 1 + bytes / 512;
 }
 
 /** What each decoded item (an HTTP batch item, a gRPC descriptor) adds to its request's cost. */
@@ -30,15 +34,19 @@ export const ITEM_COST = 1 / 15;
 
 /** Share of the time the loop must be running for shares to be kept. */
 export const BUSY = 0.9;
-/** How often the loop's business and capacity are measured, ms. */
+/** How often the loop's business is measured, ms. */
 export const BUSY_WINDOW_MS = 20;
-/** How long a client counts among those sharing the loop after its last request, ms. */
-export const ACTIVE_MS = 100;
-/** Credit a client may save up, in ms of its share (at least {@link MIN_BURST} units). */
-const BURST_MS = 5;
-const MIN_BURST = 32;
-/** The loop's capacity before it is measured, in cost units per ms of running. */
-const INITIAL_CAPACITY = 10;
+/** How far, in cost units, a client may run ahead of another that shares the loop. */
+export const LEAD = 20;
+/**
+ * A client that usually asks again within this many ms of being served (a closed loop) keeps
+ * sharing the loop for as long after it was last served: the others wait for it.
+ */
+export const RETURN_MS = 5;
+/** A client back after this long (ms) comes in level with the others: what it did not use is not saved up. */
+export const PAUSE_MS = 50;
+/** Clients not seen for this long are forgotten (they start level with the others when back), ms. */
+const FORGET_MS = 1000;
 
 /** A request waiting for its turn. */
 interface Waiting {
@@ -46,24 +54,25 @@ interface Waiting {
   readonly run: () => void;
 }
 
-/** One client: its requests waiting, and its credit. */
+/** One client: its requests waiting, and what it was given. */
 class Client {
   readonly queue: Waiting[] = [];
   head = 0;
-  /** Its credit in cost units, as of when the shared accrual stood at `creditAt`. */
-  credit: number;
-  creditAt: number;
+  /** The cost units started for it, counted from where it came in level with the others. */
+  given: number;
   /** When it last sent or started a request (ms). */
   lastSeen: number;
+  /** When the turn that started its last request ended (ms): about when a quick answer left. */
+  lastServed = Number.NEGATIVE_INFINITY;
+  /** How soon it usually asks again after being served, in ms (a moving average); NaN: unknown. */
+  gap = Number.NaN;
 
   constructor(
     readonly id: string,
-    credit: number,
-    accrued: number,
+    given: number,
     now: number,
   ) {
-    this.credit = credit;
-    this.creditAt = accrued;
+    this.given = given;
     this.lastSeen = now;
   }
 
@@ -90,14 +99,15 @@ class Client {
  *
  * Each request waits here before it is parsed, with a cost from its size ({@link requestCost}),
  * to which its items add once decoded ({@link charge}). While the loop is busy (running at least
- * {@link BUSY} of the time), each client that sent a request in the last {@link ACTIVE_MS} earns
- * credit at an equal share of what the loop can start per ms (its capacity, measured), saves up
- * at most {@link BURST_MS} ms of it, and starts a request only while its credit is positive; a
- * request costing more than the credit left takes it below zero, and the client waits until its
- * share has paid it back. So a client flooding batches of 100 gets the same share of the loop as
- * a neighbour sending one-item requests one after the other, and the neighbour's share does not
- * go to the flood while its next request is on its way (as it would with a scheduler that only
- * orders what waits). While the loop is not busy, nothing waits beyond its turn.
+ * {@link BUSY} of the time), a client may not start work more than {@link LEAD} units ahead of
+ * any other client sharing the loop: one with requests waiting, or one that usually asks again
+ * within {@link RETURN_MS} of being served and was served that recently (a closed loop whose next
+ * request is on its way). So a client flooding batches of 100 gets as much of the loop as a
+ * neighbour sending one-item checks one after the other, not the neighbour's share while its
+ * answer travels (which a scheduler that only orders what waits would give it). A client that
+ * comes back after a pause comes in level with the one given least among those waiting, so a
+ * pause is not saved up; one that asks rarely holds nobody back. While the loop is not busy,
+ * nothing waits beyond its turn, and a client alone is never held back.
  *
  * Work starts at the end of the turn that read it (`setImmediate`), at most `perTurn` units a
  * turn, clients in turn, so the requests of one turn reach the store together: a store that
@@ -109,21 +119,14 @@ export class FairTurns {
   readonly #now: () => number;
   readonly #utilization: () => number;
   readonly #onError: (err: unknown) => void;
-  /** Clients seen in the last {@link ACTIVE_MS}, least recently seen first. */
+  /** Clients seen in the last {@link FORGET_MS}, least recently seen first. */
   readonly #clients = new Map<string, Client>();
   /** Clients with requests waiting, next in turn first. */
   readonly #waiting = new Map<string, Client>();
-  /** What each active client has earned since the start, in cost units. */
-  #accrued = 0;
-  #accruedAt: number;
-  /** Cost units the loop starts per ms of running (a moving average). */
-  #capacity = INITIAL_CAPACITY;
-  /** Cost units started since the last measure. */
-  #started = 0;
+  /** Clients served in the last {@link RETURN_MS}, least recently first. */
+  readonly #recent = new Set<Client>();
   #measuredAt: number;
   #busy = false;
-  /** Clients held back for want of credit since the last measure. */
-  readonly #held = new Set<Client>();
   #scheduled = false;
   #timer: NodeJS.Timeout | undefined;
   #closed = false;
@@ -134,7 +137,8 @@ export class FairTurns {
     this.#now = options.now ?? (() => performance.now());
     this.#utilization = options.utilization ?? loopUtilization();
     this.#onError = options.onError ?? ((err) => process.emitWarning(err instanceof Error ? err : String(err)));
-    this.#accruedAt = this.#measuredAt = this.#now();
+    // The first turn measures the loop (since it was made).
+    this.#measuredAt = Number.NEGATIVE_INFINITY;
   }
 
   /** How many requests wait for their turn. */
@@ -142,11 +146,6 @@ export class FairTurns {
     let n = 0;
     for (const c of this.#waiting.values()) n += c.size;
     return n;
-  }
-
-  /** Whether shares are being kept (the loop was busy at the last measure). */
-  get busy(): boolean {
-    return this.#busy;
   }
 
   /**
@@ -157,7 +156,7 @@ export class FairTurns {
     const now = this.#now();
     let c = this.#clients.get(client);
     if (c === undefined) {
-      c = new Client(client, this.#burst(), this.#accrued, now);
+      c = new Client(client, this.#level(), now);
     } else {
       if (c.size >= this.#maxClientQueued) {
         throw new ServerError(
@@ -167,6 +166,14 @@ export class FairTurns {
       }
       this.#clients.delete(client);
       c.lastSeen = now;
+      if (c.size === 0) {
+        if (c.lastServed > Number.NEGATIVE_INFINITY) {
+          const gap = now - c.lastServed;
+          c.gap = Number.isNaN(c.gap) ? gap : c.gap * 0.75 + gap * 0.25;
+        }
+        // Back after a pause: level with the others, what it did not use is not saved up.
+        if (now - c.lastServed > PAUSE_MS) c.given = Math.max(c.given, this.#level());
+      }
     }
     this.#clients.set(client, c);
     c.queue.push({ cost, run });
@@ -174,13 +181,10 @@ export class FairTurns {
     this.#schedule();
   }
 
-  /** Takes `cost` more from `client`'s credit (learned once its request was decoded). */
+  /** Counts `cost` more as given to `client` (learned once its request was decoded). */
   charge(client: string, cost: number): void {
     const c = this.#clients.get(client);
-    if (c === undefined) return;
-    this.#settle(c);
-    c.credit -= cost;
-    this.#started += cost;
+    if (c !== undefined) c.given += cost;
   }
 
   /** Stops the timer; requests still waiting never start. */
@@ -190,19 +194,33 @@ export class FairTurns {
     this.#timer = undefined;
   }
 
-  #burst(): number {
-    return Math.max(MIN_BURST, this.#capacity * BURST_MS);
+  /** What a client coming in is given already: as much as the one given least among those waiting. */
+  #level(): number {
+    let level = Number.POSITIVE_INFINITY;
+    for (const c of this.#waiting.values()) level = Math.min(level, c.given);
+    return Number.isFinite(level) ? level : 0;
+  }
+
+  /** Whether `c`, with nothing waiting, is a closed loop whose next request is on its way. */
+  #returning(c: Client, now: number): boolean {
+    return c.gap <= RETURN_MS && now - c.lastServed <= RETURN_MS;
   }
 
   /**
-   * Brings `c`'s credit up to date with what it earned since: at most the burst, and, while the
-   * loop is not busy, no more than a burst below zero (what it took of an idle loop is forgiven).
+   * Whether `c` must wait for another client given less than it: the time (ms) until that
+   * client stops holding it back, 0 for one with requests waiting; undefined when `c` may go.
    */
-  #settle(c: Client): void {
-    const burst = this.#burst();
-    c.credit = Math.min(burst, c.credit + (this.#accrued - c.creditAt));
-    if (!this.#busy && c.credit < -burst) c.credit = -burst;
-    c.creditAt = this.#accrued;
+  #heldFor(c: Client, now: number): number | undefined {
+    let held: number | undefined;
+    for (const other of this.#waiting.values()) {
+      if (other !== c && c.given > other.given + LEAD) return 0;
+    }
+    for (const other of this.#recent) {
+      if (other === c || other.size > 0 || c.given <= other.given + LEAD || !this.#returning(other, now)) continue;
+      const left = other.lastServed + RETURN_MS - now;
+      held = held === undefined ? left : Math.min(held, left);
+    }
+    return held;
   }
 
   #schedule(): void {
@@ -217,30 +235,36 @@ export class FairTurns {
     clearTimeout(this.#timer);
     this.#timer = undefined;
     const now = this.#now();
-    this.#accrue(now);
-    if (now - this.#measuredAt >= BUSY_WINDOW_MS) this.#measure(now);
-    let budget = this.#perTurn;
-    let short = Number.POSITIVE_INFINITY;
+    this.#forget(now);
+    if (now - this.#measuredAt >= BUSY_WINDOW_MS) {
+      this.#busy = this.#utilization() >= BUSY;
+      this.#measuredAt = now;
+    }
+    const sharing = this.#busy && this.#clients.size > 1;
+    let budget = this.#waiting.size > 1 ? this.#perTurn / 4 : this.#perTurn;
+    let wait = Number.POSITIVE_INFINITY;
+    const served: Client[] = [];
     // Rounds over the clients with requests waiting, one request each; while the loop is busy, a
-    // client out of credit sits the round out.
+    // client too far ahead of another sits the round out.
     for (let started = true; started && budget > 0;) {
       started = false;
       for (const c of [...this.#waiting.values()]) {
         if (budget <= 0) break;
-        this.#settle(c);
-        if (c.credit <= 0 && this.#sharing()) {
-          this.#held.add(c);
-          short = Math.min(short, -c.credit);
-          continue;
+        if (sharing) {
+          const held = this.#heldFor(c, now);
+          if (held !== undefined) {
+            wait = Math.min(wait, held);
+            continue;
+          }
         }
         const w = c.take();
         this.#waiting.delete(c.id);
         if (c.size > 0) this.#waiting.set(c.id, c);
-        c.credit -= w.cost;
+        c.given += w.cost;
         c.lastSeen = now;
-        this.#started += w.cost;
         budget -= w.cost;
         started = true;
+        served.push(c);
         try {
           w.run();
         } catch (err) {
@@ -248,52 +272,35 @@ export class FairTurns {
         }
       }
     }
+    const end = this.#now();
+    for (const c of served) {
+      c.lastServed = end;
+      this.#recent.delete(c);
+      this.#recent.add(c);
+    }
     if (this.#waiting.size === 0) return;
-    if (budget <= 0) {
+    if (served.length > 0) {
       this.#schedule();
       return;
     }
-    // Every client waiting is out of credit: start again once the one owed least has earned it.
-    const rate = this.#capacity / Math.max(1, this.#clients.size);
-    this.#timer = setTimeout(this.#run, Math.max(1, Math.ceil(short / rate)));
+    // Every client waiting is held back for a closed loop whose next request is on its way.
+    this.#timer = setTimeout(this.#run, Math.max(1, Math.ceil(Number.isFinite(wait) ? wait : RETURN_MS)));
   };
 
-  /** Drops the clients gone quiet, and credits each active one its share of the time since the last accrual. */
-  #accrue(now: number): void {
+  /** Drops the clients not seen for {@link FORGET_MS} that have nothing waiting, and those served longer ago than {@link RETURN_MS} from the recent. */
+  #forget(now: number): void {
+    for (const c of this.#recent) {
+      if (now - c.lastServed <= RETURN_MS) break;
+      this.#recent.delete(c);
+    }
     for (const c of this.#clients.values()) {
-      if (now - c.lastSeen < ACTIVE_MS) break;
+      if (now - c.lastSeen < FORGET_MS) break;
       this.#clients.delete(c.id);
-      // A client still waiting stays active (at the back: it is seen now).
       if (c.size > 0) {
         c.lastSeen = now;
         this.#clients.set(c.id, c);
       }
     }
-    const n = Math.max(1, this.#clients.size);
-    this.#accrued += ((now - this.#accruedAt) * this.#capacity) / n;
-    this.#accruedAt = now;
-  }
-
-  /** Whether a client out of credit waits for its share: while the loop is busy and others share it. */
-  #sharing(): boolean {
-    return this.#busy && this.#clients.size > 1;
-  }
-
-  /** Whether the loop is busy, and what it starts per ms of running. */
-  #measure(now: number): void {
-    const utilization = this.#utilization();
-    const runningMs = (now - this.#measuredAt) * utilization;
-    if (this.#held.size > 1 && utilization < BUSY) {
-      // Several clients ran out of credit while the loop had time: the capacity was set too low.
-      this.#capacity *= 1.25;
-    } else if (runningMs >= BUSY_WINDOW_MS / 4 && this.#started > 0) {
-      // Measured only when the loop ran enough for the figure to mean something.
-      this.#capacity = this.#capacity * 0.8 + (this.#started / runningMs) * 0.2;
-    }
-    this.#busy = utilization >= BUSY;
-    this.#held.clear();
-    this.#started = 0;
-    this.#measuredAt = now;
   }
 }
 
