@@ -15,13 +15,30 @@ function harness(options: Partial<FairTurnsOptions> = {}) {
       started[client] = (started[client] ?? 0) + cost;
       then?.();
     });
+  /** A client that always has 8 requests of 20 units waiting (each one started sends the next). */
+  const flood = () => {
+    const next = () => enter('flood', 20, next);
+    for (let i = 0; i < 8; i++) next();
+  };
+  /**
+   * A client that sends one-unit requests one at a time, the next `thinkMs` after each one
+   * started (at once when 0), until stopped.
+   */
+  const neighbour = (thinkMs: number) => {
+    let stopped = false;
+    const next = () => {
+      if (!stopped) enter('neighbour', 1, () => (thinkMs === 0 ? next() : setTimeout(next, thinkMs)));
+    };
+    next();
+    return { stop: () => (stopped = true) };
+  };
   /** Moves the clock on by `ms` and lets the turns (and any timer that fell due) run. */
   const advance = async (ms: number) => {
     clock.now += ms;
     vi.advanceTimersByTime(ms);
     await turn();
   };
-  return { turns, clock, load, started, enter, advance };
+  return { turns, clock, load, started, enter, advance, flood, neighbour };
 }
 
 describe('FairTurns', () => {
@@ -81,13 +98,11 @@ describe('FairTurns', () => {
   });
 
   it('shares a busy loop equally by cost between a flood of big requests and a client of small ones', async () => {
-    const { turns, enter, started, advance } = harness();
+    const { turns, started, advance, flood, neighbour } = harness();
     // The flood always has requests waiting; the neighbour sends one-unit requests one after
     // the other, each as soon as the last one started.
-    const flood = () => enter('flood', 20, flood);
-    for (let i = 0; i < 8; i++) flood();
-    const neighbour = () => enter('neighbour', 1, neighbour);
-    neighbour();
+    flood();
+    neighbour(0);
     for (let t = 0; t < 2000; t++) await advance(0.25);
     // Equal shares of the cost started, within the lead and a request or two.
     expect(started.neighbour!).toBeGreaterThan(1000);
@@ -96,12 +111,10 @@ describe('FairTurns', () => {
   });
 
   it("keeps a closed loop's share for it while its next request is on its way", async () => {
-    const { turns, enter, started, advance } = harness();
-    const flood = () => enter('flood', 20, flood);
-    for (let i = 0; i < 8; i++) flood();
+    const { turns, started, advance, flood, neighbour } = harness();
+    flood();
     // The neighbour asks again 1 ms after each start: it has nothing waiting most of the time.
-    const neighbour = () => enter('neighbour', 1, () => setTimeout(neighbour, 1));
-    neighbour();
+    neighbour(1);
     for (let t = 0; t < 4000; t++) await advance(0.25);
     // 1,000 ms: the neighbour started about a request per ms. A scheduler that only orders
     // what waits would have started 80 units of the flood's per ms (a turn's worth every
@@ -112,12 +125,10 @@ describe('FairTurns', () => {
   });
 
   it('holds no one back for a client that asks rarely', async () => {
-    const { turns, enter, started, advance } = harness();
-    const flood = () => enter('flood', 20, flood);
-    for (let i = 0; i < 8; i++) flood();
+    const { turns, started, advance, flood, neighbour } = harness();
+    flood();
     // The neighbour asks again 20 ms after each start: well past RETURN_MS.
-    const neighbour = () => enter('neighbour', 1, () => setTimeout(neighbour, 4 * RETURN_MS));
-    neighbour();
+    neighbour(4 * RETURN_MS);
     for (let t = 0; t < 4000; t++) await advance(0.25);
     expect(started.neighbour!).toBeGreaterThanOrEqual(45);
     // The flood had (nearly) every turn: 20 units each.
@@ -126,9 +137,8 @@ describe('FairTurns', () => {
   });
 
   it('never holds a lone client back, however much it takes', async () => {
-    const { turns, enter, started, advance } = harness();
-    const flood = () => enter('flood', 20, flood);
-    for (let i = 0; i < 8; i++) flood();
+    const { turns, started, advance, flood } = harness();
+    flood();
     for (let t = 0; t < 100; t++) await advance(0.25);
     // Every turn starts a turn's work: WORK_PER_TURN, the request that crosses it included.
     expect(started.flood!).toBeGreaterThanOrEqual(100 * WORK_PER_TURN);
@@ -136,33 +146,26 @@ describe('FairTurns', () => {
   });
 
   it('holds nobody back while the loop is not busy', async () => {
-    const { turns, enter, started, advance, load } = harness();
+    const { turns, started, advance, load, flood, neighbour } = harness();
     load.utilization = 0.5;
-    const flood = () => enter('flood', 20, flood);
-    for (let i = 0; i < 8; i++) flood();
-    const neighbour = () => enter('neighbour', 1, () => setTimeout(neighbour, 1));
-    neighbour();
+    flood();
+    neighbour(1);
     for (let t = 0; t < 400; t++) await advance(0.25);
     expect(started.flood!).toBeGreaterThanOrEqual(400 * 20);
     turns.close();
   });
 
   it('lets a client back after a pause in level with the others, not ahead of them by its pause', async () => {
-    const { turns, enter, started, advance } = harness();
-    const flood = () => enter('flood', 20, flood);
-    for (let i = 0; i < 8; i++) flood();
-    const neighbour = () => enter('neighbour', 1, () => setTimeout(neighbour, 1));
-    neighbour();
+    const { turns, started, advance, flood, neighbour } = harness();
+    flood();
+    const first = neighbour(1);
     for (let t = 0; t < 400; t++) await advance(0.25);
-    // The neighbour pauses: 10 s at one request per 4 * PAUSE_MS.
-    let paused = true;
-    const slow = () => enter('neighbour', 1, () => paused && setTimeout(slow, 4 * PAUSE_MS));
-    setTimeout(slow, 4 * PAUSE_MS);
-    for (let t = 0; t < 40_000; t++) await advance(0.25);
-    paused = false;
-    // Back in a closed loop: the flood goes on at once, level with the neighbour (not held
-    // back until the neighbour has used what it did not during its pause).
-    neighbour();
+    // A pause of 4 x PAUSE_MS, during which the flood has the loop.
+    first.stop();
+    for (let t = 0; t < 16 * PAUSE_MS; t++) await advance(0.25);
+    // Back in a closed loop: the flood goes on at once, level with the neighbour, not held back
+    // until the neighbour has used what it did not during its pause.
+    neighbour(1);
     const before = started.flood!;
     for (let t = 0; t < 40; t++) await advance(0.25);
     expect(started.flood! - before).toBeGreaterThanOrEqual(20);
