@@ -207,14 +207,13 @@ export class FairTurns {
   }
 
   /**
-   * Whether `c` must wait for another client given less than it: the time (ms) until that
-   * client stops holding it back, 0 for one with requests waiting; undefined when `c` may go.
+   * Whether `c` must wait for a client given less than it: 0 when one with requests waiting was
+   * given `least` (the least of those waiting as the round began), else the time (ms) until a
+   * closed loop on its way stops holding it back; undefined when `c` may go.
    */
-  #heldFor(c: Client, now: number): number | undefined {
+  #heldFor(c: Client, least: number, now: number): number | undefined {
+    if (c.given > least + LEAD) return 0;
     let held: number | undefined;
-    for (const other of this.#waiting.values()) {
-      if (other !== c && c.given > other.given + LEAD) return 0;
-    }
     for (const other of this.#recent) {
       if (other === c || other.size > 0 || c.given <= other.given + LEAD || !this.#returning(other, now)) continue;
       const left = other.lastServed + RETURN_MS - now;
@@ -248,10 +247,11 @@ export class FairTurns {
     // client too far ahead of another sits the round out.
     for (let started = true; started && budget > 0;) {
       started = false;
+      const least = sharing ? this.#level() : 0;
       for (const c of [...this.#waiting.values()]) {
         if (budget <= 0) break;
         if (sharing) {
-          const held = this.#heldFor(c, now);
+          const held = this.#heldFor(c, least, now);
           if (held !== undefined) {
             wait = Math.min(wait, held);
             continue;

@@ -14,7 +14,7 @@ import { GrpcStatus, ServerError, ServerErrorCodes, describeError, grpcStatusOf 
 import type { OverrideTable } from '../envoy/overrides.js';
 import { shouldRateLimit } from '../envoy/rls.js';
 import type { EnvoyDomainSplit } from '../rollout/runner.js';
-import { FairTurns, ITEM_COST, requestCost } from '../fair-turns.js';
+import { ITEM_COST, requestCost, type FairTurns } from '../fair-turns.js';
 import { authorized, type OutcomeAccess } from '../http/auth.js';
 import type { LiveRules } from '../live-rules.js';
 import type { ServerMetrics } from '../metrics.js';
@@ -54,13 +54,8 @@ export interface GrpcDeps {
   readonly maxClientStreams?: number;
   /** How long an answer may wait for the peer to take it before its connection is cut. @default 5000 */
   readonly writeTimeoutMs?: number;
-  /**
-   * Where calls wait for their turn, shared with the HTTP listener so that an address's work on
-   * both counts as one. @default one of the server's own, with `maxClientQueued`
-   */
-  readonly turns?: FairTurns;
-  /** Most calls of one remote address waiting for their turn, when the server has its own `turns`. @default 1000 */
-  readonly maxClientQueued?: number;
+  /** Where calls wait for their turn, shared with the HTTP listener so that an address's work on both counts as one. */
+  readonly turns: FairTurns;
   /** The bearer token every call must carry in its `authorization` metadata; none: calls are open. */
   readonly token?: string | undefined;
 }
@@ -120,7 +115,7 @@ function isGrpcContentType(value: string | undefined): boolean {
  */
 export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
   // Calls are decoded and decided in their address's turn, those of one turn together (see FairTurns).
-  const turns = deps.turns ?? new FairTurns(deps.maxClientQueued === undefined ? {} : { maxClientQueued: deps.maxClientQueued });
+  const { turns } = deps;
   const http2 = createH2Server({
     settings: { maxConcurrentStreams: MAX_CONCURRENT_STREAMS },
     // A stream's body is read as it arrives; this bounds what the peer may send ahead of that.

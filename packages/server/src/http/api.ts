@@ -131,7 +131,7 @@ export function registerApi(
       } catch (err) {
         return sendError(reply, err, logger);
       }
-      if (body.batch) turns.charge(request.ip, body.items.length * ITEM_COST);
+      turns.charge(request.ip, (body.batch ? body.items.length : 1) * ITEM_COST);
       // Clients are counted from the calls that use limits (authenticated, when a token is set):
       // the count divides every remote client's fallback share, so no public call may move it.
       if (op.countsClient !== false) service.clients.note(request.headers[CLIENT_ID_HEADER]);
