@@ -42,7 +42,7 @@ export const LEAD = 20;
  * A client that usually asks again within this many ms of being served (a closed loop) keeps
  * sharing the loop for as long after it was last served: the others wait for it.
  */
-export const RETURN_MS = 5;
+export const RETURN_MS = 20;
 /** A client back after this long (ms) comes in level with the others: what it did not use is not saved up. */
 export const PAUSE_MS = 50;
 /** Clients not seen for this long are forgotten (they start level with the others when back), ms. */
