@@ -63,3 +63,20 @@ export function temporalAddress(): string {
 export function randomPrefix(label = 't'): string {
   return `${label}:${Math.random().toString(36).slice(2, 10)}:`;
 }
+
+/** The container image scripts/image.sh built from the Dockerfile, e.g. localhost/sluice:test. */
+export function containerImage(): string {
+  return required('SLUICE_IMAGE');
+}
+
+/** The podman command line (with the runtime flags this machine needs) that runs it. */
+export function podmanCommand(): string[] {
+  return required('SLUICE_PODMAN')
+    .split(' ')
+    .filter((w) => w !== '');
+}
+
+/** The helm binary scripts/helm.sh built (it lints and renders deploy/helm/sluice). */
+export function helmBinary(): string {
+  return required('SLUICE_HELM');
+}

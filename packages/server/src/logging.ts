@@ -17,15 +17,18 @@ export function chooseLogFormat(format: LogFormat, isTty: boolean): 'json' | 'pr
 /**
  * The server's logger at `level` on stdout, in the format {@link chooseLogFormat} picks (`isTty`:
  * whether stdout is a terminal). Pretty lines are formatted in this process and written
- * synchronously (no worker thread, nothing lost at exit), coloured only on a terminal;
+ * synchronously (no worker thread, nothing lost at exit), coloured only on a terminal and without
+ * `NO_COLOR`;
  * pino-pretty is loaded only then (JSON, the default off a terminal, does not pay for it).
  */
 export async function createLogger(level: string, format: LogFormat, isTty = process.stdout.isTTY === true): Promise<Logger> {
   if (chooseLogFormat(format, isTty) === 'json') return pino({ level });
   const { default: pretty } = await import('pino-pretty');
+  // NO_COLOR (https://no-color.org): any non-empty value turns colour off.
+  const colorize = isTty && !process.env.NO_COLOR;
   return pino(
     { level },
-    pretty({ destination: 1, sync: true, colorize: isTty, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' }),
+    pretty({ destination: 1, sync: true, colorize, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' }),
   );
 }
 

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { RunningServer } from '@sluice/server';
@@ -64,8 +65,37 @@ describe('the sluice command line', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('--port / SLUICE_PORT');
     const usage = await runCli(['rules', 'diff', 'x', '--server', server.url]);
-    expect(usage.code).not.toBe(0);
+    expect(usage.code).toBe(2);
     expect(usage.stderr).toContain('must be a positive integer');
+    // Unknown options and commands, and a required option left out, are usage errors too.
+    for (const args of [['serve', '--bogus'], ['nope'], ['rules', 'apply', 'x.yaml', '--server', server.url]]) {
+      const r = await runCli(args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr).toMatch(/unknown option|unknown command|required option '--reason <text>' not specified/);
+    }
+  });
+
+  it('prints its version, names what each option takes and marks the required ones', async () => {
+    const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+    for (const args of [['--version'], ['-V'], ['version']]) {
+      const r = await runCli(args);
+      expect(r.code).toBe(0);
+      expect(r.stdout.trim()).toBe(version);
+    }
+    const serveHelp = await runCli(['serve', '--help']);
+    expect(serveHelp.code).toBe(0);
+    for (const flag of [
+      '--port <port>',
+      '--redis <url>',
+      '--store-timeout-ms <ms>',
+      '--max-batch <n>',
+      '--admin-token <token>',
+    ]) {
+      expect(serveHelp.stdout).toContain(flag);
+    }
+    expect(serveHelp.stdout).not.toContain('<value>');
+    const applyHelp = await runCli(['rules', 'apply', '--help']);
+    expect(applyHelp.stdout).toMatch(/--reason <text>\s+why \(recorded with the version\) \(required\)/);
   });
 
   it('applies, lists, diffs and rolls back rules on a running server', async () => {

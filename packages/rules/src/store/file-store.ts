@@ -255,7 +255,8 @@ export class FileRuleStore implements RuleStore {
     try {
       await mkdir(this.#versions, { recursive: true });
     } catch (e) {
-      throw storeUnavailable(`create ${this.#versions}`, e);
+      // A read-only root file system (a container's) is the usual cause: say where to write.
+      throw storeUnavailable(`create ${this.#versions} (the rule versions need a writable directory: --rules-dir)`, e);
     }
     await this.#acquireLock();
     let made: RuleVersion;

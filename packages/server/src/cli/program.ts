@@ -1,4 +1,5 @@
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { createRequire } from 'node:module';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { isRulesError, formatIssue } from '@sluice/rules';
 import { runBench } from './bench.js';
 import { CliError } from './client.js';
@@ -18,6 +19,39 @@ import { startServer } from '../serve.js';
 import { SETTINGS, SettingsError, loadSettings, type SettingFlags, type Settings } from '../settings.js';
 
 const out = { log: (line: string) => console.log(line) };
+
+/** The installed package's version (`sluice --version`, `sluice version`). */
+export const VERSION = (createRequire(import.meta.url)('../../package.json') as { version: string }).version;
+
+/** Exit code of a usage error (unknown option or command, missing or bad argument): 2, as getopt tools do. */
+export const USAGE_EXIT = 2;
+
+/**
+ * The placeholder a setting's flag shows in `--help`: what kind of value it takes, from the
+ * setting's name (`<ms>`, `<port>`, `<url>`...), `<value>` when the name says nothing.
+ */
+export function placeholderOf(name: string): string {
+  const named: Record<string, string> = {
+    rules: 'file',
+    logLevel: 'level',
+    logFormat: 'format',
+    onStoreFailure: 'policy',
+    redisPrefix: 'prefix',
+    maxBodyBytes: 'bytes',
+    openOutcomes: 'on|off',
+    overridesPerMinute: 'n',
+  };
+  if (named[name] !== undefined) return named[name];
+  if (/Dir$/.test(name)) return 'dir';
+  if (/Ms$/.test(name)) return 'ms';
+  if (/Port$/.test(name) || name === 'port') return 'port';
+  if (/Url$/.test(name)) return 'url';
+  if (/Token$/.test(name)) return 'token';
+  if (name === 'host') return 'host';
+  if (name === 'redisCluster') return 'host:port,...';
+  if (/^(max|min)[A-Z]/.test(name)) return 'n';
+  return 'value';
+}
 
 function positiveInt(value: string): number {
   if (!/^\d+$/.test(value) || Number(value) < 1) throw new InvalidArgumentError('must be a positive integer');
@@ -72,7 +106,7 @@ function adminOptions(cmd: Command): Command {
 function changeOptions(cmd: Command): Command {
   return cmd
     .option('--author <name>', 'who makes the change', defaultAuthor())
-    .requiredOption('--reason <text>', 'why (recorded with the version)')
+    .requiredOption('--reason <text>', 'why (recorded with the version) (required)')
     .option(
       '--expected-version <n>',
       'apply only if this is still the current version (0: only into an empty store)',
@@ -86,8 +120,19 @@ const target = (o: { server: string; token?: string }): AdminTarget => ({ server
 export function buildCli(): Command {
   const program = new Command('sluice')
     .description('Global rate limits for fleets of workers and gateways')
+    .version(VERSION, '-V, --version', 'print the version and exit')
+    // Options of `sluice` itself only before a command: `sluice rules show --version 3` is the command's.
+    .enablePositionalOptions()
     .showHelpAfterError('(run with --help for usage)')
-    .configureOutput({ outputError: (str, write) => write(str) });
+    .configureOutput({ outputError: (str, write) => write(str) })
+    // Usage errors reach `main` as CommanderErrors (subcommands inherit this), which maps them
+    // to exit code 2 instead of commander's process.exit(1).
+    .exitOverride();
+
+  program
+    .command('version')
+    .description('print the version and exit')
+    .action(() => out.log(VERSION));
 
   const serveCmd = program
     .command('serve')
@@ -102,7 +147,7 @@ export function buildCli(): Command {
     // A `--no-...` flag takes no value: given, it sets its setting to `off`.
     const opt = spec.flag.startsWith('--no-')
       ? new Option(spec.flag, help)
-      : new Option(`${spec.flag} <${name === 'rules' ? 'file' : 'value'}>`, help);
+      : new Option(`${spec.flag} <${placeholderOf(name)}>`, help);
     if (name === 'rules') opt.argParser(collect);
     serveCmd.addOption(opt);
     attrToSetting.set(opt.attributeName(), name);
@@ -217,6 +262,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     await buildCli().parseAsync([...argv], { from: 'user' });
     return 0;
   } catch (err) {
+    if (err instanceof CommanderError) {
+      // --help and --version end here too, with their text already written.
+      return err.exitCode === 0 ? 0 : USAGE_EXIT;
+    }
     if (err instanceof CliError) {
       console.error(err.message);
       return err.exitCode;
