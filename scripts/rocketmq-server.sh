@@ -145,18 +145,6 @@ admin() {
     -cp "$(classpath)" org.apache.rocketmq.tools.command.MQAdminStartup "$@" -n "$HOST:$NAMESRV_PORT" </dev/null
 }
 
-wait_port() {
-  local port="$1" what="$2" deadline="$3"
-  until port_in_use "$port"; do
-    ((SECONDS < deadline)) || fail_start "$what did not listen on $HOST:$port in time"
-    local role
-    for role in namesrv broker proxy; do
-      [[ -f "$MQ_DIR/$role.pid" ]] && ! live_pid "$role" >/dev/null && fail_start "$role exited"
-    done
-    sleep 0.5
-  done
-}
-
 # Waits until `role` listens on `port`: 0 once it does, 1 if it exited first; a deadline passed
 # or another role exiting fails the start.
 wait_listening() {
@@ -184,6 +172,27 @@ start_role() {
     sleep 1
   done
   fail_start "$role exited"
+}
+
+launch_proxy() {
+  launch proxy "-Xms128m -Xmx384m -XX:MaxDirectMemorySize=256m" org.apache.rocketmq.proxy.ProxyStartup \
+    -pm cluster -pc "$MQ_DIR/rmq-proxy.json" -n "$HOST:$NAMESRV_PORT"
+}
+
+# Waits for the proxy launched while the topics were being created. On a loaded machine it can
+# exit at start (seen: "create topic DefaultHeartBeatSyncerTopic failed" while the broker was still
+# registering); it is started again, up to three launches in all, as start_role does for the others.
+await_proxy() {
+  local attempt
+  for attempt in 1 2 3; do
+    wait_listening "$PROXY_PORT" proxy "$deadline" && return 0
+    log "proxy exited before listening (attempt $attempt of 3); last output: $(tail -c 1000 "$MQ_DIR/proxy.out" 2>/dev/null)"
+    rm -f "$MQ_DIR/proxy.pid"
+    ((attempt < 3)) || break
+    sleep 1
+    launch_proxy
+  done
+  fail_start "proxy exited"
 }
 
 cmd_start() {
@@ -243,8 +252,7 @@ EOT
     org.apache.rocketmq.broker.BrokerStartup "$BROKER_PORT" -c "$MQ_DIR/broker.conf"
 
   log "starting proxy (cluster mode) gRPC $HOST:$PROXY_PORT, remoting $REMOTING_PORT"
-  launch proxy "-Xms128m -Xmx384m -XX:MaxDirectMemorySize=256m" org.apache.rocketmq.proxy.ProxyStartup \
-    -pm cluster -pc "$MQ_DIR/rmq-proxy.json" -n "$HOST:$NAMESRV_PORT"
+  launch_proxy
 
   # Topics and groups go straight to the broker (-b): with -c the admin tool would silently
   # create nothing while the broker has not registered with the name server yet. Each admin
@@ -273,7 +281,7 @@ EOT
     fail_start "creating topics or groups failed"
   fi
   grep -qi 'success' "$MQ_DIR/admin-0.out" || fail_start "partition topics were not created: $(cat "$MQ_DIR/admin-0.out")"
-  wait_port "$PROXY_PORT" proxy "$deadline"
+  await_proxy
   # The proxy answers routes only once the broker registered the topics with the name server.
   until admin topicRoute -t "$TOPIC-p-$((PARTITIONS - 1))" >"$MQ_DIR/route.out" 2>&1 && grep -q "$HOST:$BROKER_PORT" "$MQ_DIR/route.out"; do
     ((SECONDS < deadline)) || fail_start "no route for $TOPIC in the name server in time"
