@@ -53,7 +53,7 @@ describe('the Redis memory policy at start', () => {
   async function startWarnings(): Promise<string[]> {
     const serve = await spawnSluice(['--rules', rules.path, '--port', '0', '--grpc-port', '0', '--redis', url]);
     await serve.stop();
-    return serve.logs.filter((l) => l.includes('"level":40') && l.includes('Redis'));
+    return serve.logs.filter((l) => l.includes('"level":"warn"') && l.includes('Redis'));
   }
 
   it('warns of an evicting policy, of no maxmemory, and is quiet on maxmemory with noeviction', async () => {

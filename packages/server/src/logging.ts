@@ -22,7 +22,9 @@ export function chooseLogFormat(format: LogFormat, isTty: boolean): 'json' | 'pr
  * pino-pretty is loaded only then (JSON, the default off a terminal, does not pay for it).
  */
 export async function createLogger(level: string, format: LogFormat, isTty = process.stdout.isTTY === true): Promise<Logger> {
-  if (chooseLogFormat(format, isTty) === 'json') return pino({ level });
+  // Levels as words ("level":"warn"), as the library and the client write them: one format for
+  // every line a Sluice process writes.
+  if (chooseLogFormat(format, isTty) === 'json') return pino({ level, formatters: { level: (label) => ({ level: label }) } });
   const { default: pretty } = await import('pino-pretty');
   // NO_COLOR (https://no-color.org): any non-empty value turns colour off.
   const colorize = isTty && !process.env.NO_COLOR;

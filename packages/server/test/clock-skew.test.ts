@@ -66,7 +66,7 @@ describe('a server whose clock is 5 s ahead of Redis', () => {
     await vi.waitFor(() => expect(server.logs.some((l) => l.includes("differs from the store's"))).toBe(true), WAIT);
     const warnings = server.logs.filter((l) => l.includes("differs from the store's"));
     expect(warnings).toHaveLength(1);
-    expect(JSON.parse(warnings[0]!)).toMatchObject({ level: 40, store: 'redis', thresholdMs: 1000 });
+    expect(JSON.parse(warnings[0]!)).toMatchObject({ level: 'warn', store: 'redis', thresholdMs: 1000 });
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
     const skew = Number(/^sluice_clock_skew_ms (\S+)$/m.exec(metrics)?.[1]);
     expect(Math.abs(skew + SHIFT_MS)).toBeLessThanOrEqual(stats.clockSkew.uncertaintyMs + 1);
