@@ -4,8 +4,9 @@ import { LOG_FORMATS, type LogFormat } from './logging.js';
 
 /**
  * Process settings of `sluice serve`, read once at start. Each has a command-line flag, an
- * environment variable and a default; a flag wins over the variable, the variable over the
- * default. The README's settings table lists the same entries.
+ * environment variable, a key in the configuration file (`--config`) and a default; a flag wins
+ * over the variable, the variable over the file, the file over the default. The README's
+ * settings table lists the same entries.
  */
 export interface Settings {
   /** Rule files seeding the rule store when it has no version yet. */
@@ -390,17 +391,36 @@ export class SettingsError extends Error {
 }
 
 /**
- * Reads every setting once: flag, else environment variable, else default; validates and
- * freezes them. Throws a {@link SettingsError} naming the flag and variable at fault.
+ * A setting's key in a configuration file: its flag without the dashes (`--max-batch` is
+ * `max-batch`), and for the flags that only turn something off (`--no-dashboard`) the thing itself
+ * (`dashboard: false`).
+ */
+export function configKeyOf(name: keyof Settings): string {
+  return SETTINGS[name].flag.replace(/^--(no-)?/, '');
+}
+
+/** Settings read from a configuration file (`--config`): its path, for messages, and its values. */
+export interface SettingsFile {
+  readonly path: string;
+  readonly values: SettingFlags;
+}
+
+/**
+ * Reads every setting once: flag, else environment variable, else the configuration file's
+ * value, else default; validates and freezes them. Throws a {@link SettingsError} naming the
+ * flag and variable, or the file and its key, at fault.
  */
 export function loadSettings(
   flags: SettingFlags = {},
   env: Readonly<Record<string, string | undefined>> = process.env,
+  file?: SettingsFile,
 ): Settings {
   const out: Record<string, unknown> = {};
   for (const [name, spec] of Object.entries(SETTINGS) as [keyof Settings, SettingSpec][]) {
     const flag = flags[name];
-    const raw = Array.isArray(flag) ? flag.join(',') : ((flag as string | undefined) ?? nonEmpty(env[spec.env]) ?? spec.default);
+    const given = Array.isArray(flag) ? flag.join(',') : ((flag as string | undefined) ?? nonEmpty(env[spec.env]));
+    const fromFile = given === undefined ? (file?.values[name] as string | undefined) : undefined;
+    const raw = given ?? fromFile ?? spec.default;
     if (raw === undefined) {
       out[name] = undefined;
       continue;
@@ -408,7 +428,8 @@ export function loadSettings(
     const r = spec.schema.safeParse(raw);
     if (!r.success) {
       const why = r.error.issues[0]?.message ?? 'is invalid';
-      throw new SettingsError(`${spec.flag} / ${spec.env}: ${why} (got ${JSON.stringify(raw)})`);
+      const where = fromFile !== undefined ? `${file!.path}: ${configKeyOf(name)}` : `${spec.flag} / ${spec.env}`;
+      throw new SettingsError(`${where}: ${why} (got ${JSON.stringify(raw)})`);
     }
     out[name] = r.data;
   }

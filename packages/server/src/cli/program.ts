@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { stringify as stringifyYaml } from 'yaml';
 import { isRulesError, formatIssue } from '@sluice/rules';
 import { runBench } from './bench.js';
 import { CliError } from './client.js';
@@ -15,6 +16,7 @@ import {
 } from './rules.js';
 import { runStatus } from './status.js';
 import { addRolloutCommands } from './rollout.js';
+import { effectiveConfig, readConfigFile } from '../config-file.js';
 import { startServer } from '../serve.js';
 import { SETTINGS, SettingsError, loadSettings, type SettingFlags, type Settings } from '../settings.js';
 
@@ -65,8 +67,13 @@ function nonNegativeInt(value: string): number {
 
 const collect = (value: string, previous: string[] | undefined) => [...(previous ?? []), value];
 
-async function serve(flags: SettingFlags): Promise<void> {
-  const settings = loadSettings(flags);
+async function serve(flags: SettingFlags, config: { file?: string; print: boolean }): Promise<void> {
+  const file = config.file === undefined ? undefined : { path: config.file, values: readConfigFile(config.file) };
+  const settings = loadSettings(flags, process.env, file);
+  if (config.print) {
+    out.log(stringifyYaml(effectiveConfig(settings)).trimEnd());
+    return;
+  }
   // Signals are handled from the start: one that arrives while the server is still starting up
   // (after its first log lines) shuts it down gracefully once it is up.
   const started: { server?: Awaited<ReturnType<typeof startServer>>; pending?: NodeJS.Signals } = {};
@@ -152,6 +159,13 @@ export function buildCli(): Command {
     serveCmd.addOption(opt);
     attrToSetting.set(opt.attributeName(), name);
   }
+  serveCmd
+    .addOption(
+      new Option('--config <file>', "YAML file of settings, keyed by the flags' names (a flag or variable wins over it)").env(
+        'SLUICE_CONFIG',
+      ),
+    )
+    .option('--print-config', 'print the settings in force (credentials redacted) as a config file, and exit');
   serveCmd.action(async (opts: Record<string, string | string[] | boolean | undefined>) => {
     const flags: SettingFlags = {};
     for (const [attr, value] of Object.entries(opts)) {
@@ -160,7 +174,7 @@ export function buildCli(): Command {
       if (name === undefined || value === undefined || value === true) continue;
       flags[name] = value === false ? 'off' : value;
     }
-    await serve(flags);
+    await serve(flags, { file: opts.config as string | undefined, print: opts.printConfig === true });
   });
 
   const rules = program.command('rules').description('validate rule files; read and change the rules of a running server');
