@@ -7,14 +7,14 @@
  * const registry = new Registry();
  * const limiter = new Limiter({ resources, observer: createPrometheusObserver({ registry }) });
  */
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { ClockSkewObserver } from './shared/clock-skew.js';
 import type { LimiterObserver } from './shared/observer.js';
+import { promMetrics, type MetricsTarget } from './prom.js';
+
+export { promMetrics, type MetricsTarget, type PromMetrics } from './prom.js';
 
 /** Options of {@link createPrometheusObserver}. */
-export interface PrometheusObserverOptions {
-  /** Where the metrics are registered. */
-  registry: Registry;
+export interface PrometheusObserverOptions extends MetricsTarget {
   /** Metric name prefix. @default 'sluice_' */
   prefix?: string;
   /** Wait histogram buckets in seconds. @default 1 ms .. 30 s */
@@ -26,69 +26,58 @@ export interface PrometheusObserverOptions {
  * resource. Label values are bounded by the configured resources, never by caller keys.
  */
 export function createPrometheusObserver(options: PrometheusObserverOptions): LimiterObserver {
-  const prefix = options.prefix ?? 'sluice_';
-  const registers = [options.registry];
-  const decisions = new Counter({
-    name: `${prefix}decisions_total`,
+  const m = promMetrics(options, 'sluice_');
+  const decisions = m.counter({
+    name: 'decisions_total',
     help: 'Rate-limit decisions returned to callers',
     // source: store (global), prefilter (local tier), fallback (store away), breaker.
     labelNames: ['resource', 'mode', 'outcome', 'source'] as const,
-    registers,
   });
-  const rejections = new Counter({
-    name: `${prefix}rejections_total`,
+  const rejections = m.counter({
+    name: 'rejections_total',
     help: 'Denied decisions by reason',
     labelNames: ['resource', 'reason'] as const,
-    registers,
   });
-  const waits = new Histogram({
-    name: `${prefix}wait_seconds`,
+  const waits = m.histogram({
+    name: 'wait_seconds',
     help: 'Time callers spent queued in acquire',
     labelNames: ['resource', 'outcome'] as const,
     buckets: options.waitBuckets ?? [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-    registers,
   });
-  const switches = new Counter({
-    name: `${prefix}store_switches_total`,
+  const switches = m.counter({
+    name: 'store_switches_total',
     help: 'Switches between the store and the store-failure policy (to: fallback | store)',
     labelNames: ['to'] as const,
-    registers,
   });
-  const healthy = new Gauge({
-    name: `${prefix}store_healthy`,
+  const healthy = m.gauge({
+    name: 'store_healthy',
     help: '1 while the store answers, 0 while decisions follow the store-failure policy',
-    registers,
   });
   healthy.set(1);
-  const refills = new Counter({
-    name: `${prefix}lease_refills_total`,
+  const refills = m.counter({
+    name: 'lease_refills_total',
     help: 'Round trips that refilled a client-side lease',
     labelNames: ['resource'] as const,
-    registers,
   });
-  const leased = new Counter({
-    name: `${prefix}leased_permits_total`,
+  const leased = m.counter({
+    name: 'leased_permits_total',
     help: 'Permits taken into client-side leases',
     labelNames: ['resource'] as const,
-    registers,
   });
-  const tableFull = new Counter({
-    name: `${prefix}memory_store_full_total`,
+  const tableFull = m.counter({
+    name: 'memory_store_full_total',
     help: 'New keys that met the in-memory store full: evicted (a key at rest made room), demoted (a larger resource gave a live key to its summary), summarized (decided on its resource summary) or refused (denied: it needed a slot of its own)',
     labelNames: ['outcome'] as const,
-    registers,
   });
-  const breakerTransitions = new Counter({
-    name: `${prefix}fleet_breaker_transitions_total`,
+  const breakerTransitions = m.counter({
+    name: 'fleet_breaker_transitions_total',
     help: 'Fleet-wide circuit breaker state changes this process learned of, by the state entered',
     labelNames: ['resource', 'to'] as const,
-    registers,
   });
-  const reportsFailed = new Counter({
-    name: `${prefix}outcome_reports_failed_total`,
+  const reportsFailed = m.counter({
+    name: 'outcome_reports_failed_total',
     help: 'Reports of downstream outcomes the store did not take (their outcomes are dropped)',
     labelNames: ['resource'] as const,
-    registers,
   });
   return {
     fleetBreakerChanged({ resource, to }) {
@@ -121,9 +110,7 @@ export function createPrometheusObserver(options: PrometheusObserverOptions): Li
 }
 
 /** Options of {@link createClockSkewObserver}. */
-export interface ClockSkewMetricsOptions {
-  /** Where the metrics are registered. */
-  registry: Registry;
+export interface ClockSkewMetricsOptions extends MetricsTarget {
   /** Metric name prefix. @default 'sluice_' */
   prefix?: string;
 }
@@ -134,27 +121,22 @@ export interface ClockSkewMetricsOptions {
  * (times the skew went over the threshold) and `clock_skew_probe_failures_total`.
  */
 export function createClockSkewObserver(options: ClockSkewMetricsOptions): ClockSkewObserver {
-  const prefix = options.prefix ?? 'sluice_';
-  const registers = [options.registry];
-  const skew = new Gauge({
-    name: `${prefix}clock_skew_ms`,
+  const m = promMetrics(options, 'sluice_');
+  const skew = m.gauge({
+    name: 'clock_skew_ms',
     help: "The store's clock minus this host's wall clock, in ms, as last measured (0 until measured)",
-    registers,
   });
-  const uncertainty = new Gauge({
-    name: `${prefix}clock_skew_uncertainty_ms`,
+  const uncertainty = m.gauge({
+    name: 'clock_skew_uncertainty_ms',
     help: 'How far the measured clock skew may be off, in ms (half the round trip of the reading it comes from)',
-    registers,
   });
-  const warnings = new Counter({
-    name: `${prefix}clock_skew_warnings_total`,
+  const warnings = m.counter({
+    name: 'clock_skew_warnings_total',
     help: "Times the skew between this host's clock and the store's went over the warning threshold",
-    registers,
   });
-  const failures = new Counter({
-    name: `${prefix}clock_skew_probe_failures_total`,
+  const failures = m.counter({
+    name: 'clock_skew_probe_failures_total',
     help: "Readings of the store's clock that failed",
-    registers,
   });
   return {
     sampled(estimate) {

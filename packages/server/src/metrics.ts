@@ -1,7 +1,7 @@
 import type { ClockSkewObserver, Decision, LimiterObserver } from '@sluice/core';
-import { createClockSkewObserver, createPrometheusObserver } from '@sluice/core/metrics';
+import { createClockSkewObserver, createPrometheusObserver, promMetrics } from '@sluice/core/metrics';
 import { OVERRIDE_RESOURCE_PREFIX } from '@sluice/rules';
-import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { Registry, collectDefaultMetrics, type Counter, type Gauge } from 'prom-client';
 import type { ConnectionCut } from './connections.js';
 
 /** Live figures of one resource, for `GET /v1/stats` and `sluice status`. */
@@ -75,117 +75,99 @@ export class ServerMetrics {
   readonly #hotMitigations: Counter<'resource' | 'action'>;
 
   constructor() {
-    const registers = [this.registry];
+    const m = promMetrics({ registry: this.registry });
     collectDefaultMetrics({ register: this.registry });
-    this.#http = new Counter({
+    this.#http = m.counter({
       name: 'sluice_http_requests_total',
       help: 'HTTP requests by route, method and status',
       labelNames: ['route', 'method', 'status'] as const,
-      registers,
     });
-    this.#grpc = new Counter({
+    this.#grpc = m.counter({
       name: 'sluice_grpc_requests_total',
       help: 'gRPC calls by method and status code',
       labelNames: ['method', 'code'] as const,
-      registers,
     });
-    this.#version = new Gauge({
+    this.#version = m.gauge({
       name: 'sluice_rules_version',
       help: 'The active rule version (0: none yet); during a rollout also one per cohort',
       labelNames: ['cohort'] as const,
-      registers,
     });
     this.#version.set(0);
-    this.#ruleChanges = new Counter({
+    this.#ruleChanges = m.counter({
       name: 'sluice_rule_resources_changed_total',
       help: 'Resources added, changed or removed by rule versions becoming active',
       labelNames: ['change'] as const,
-      registers,
     });
-    this.#remaining = new Gauge({
+    this.#remaining = m.gauge({
       name: 'sluice_remaining_permits',
       help: 'Permits left on the deciding limit after the latest decision of a resource',
       labelNames: ['resource'] as const,
-      registers,
     });
-    this.#fallbacks = new Counter({
+    this.#fallbacks = m.counter({
       name: 'sluice_fallback_decisions_total',
       help: 'Decisions made by the store-failure policy while the store was unavailable',
       labelNames: ['resource'] as const,
-      registers,
     });
-    this.#prefilter = new Counter({
+    this.#prefilter = m.counter({
       name: 'sluice_prefilter_rejections_total',
       help: 'Denials made locally for keys known to be over their limit, without a store round trip',
       labelNames: ['resource'] as const,
-      registers,
     });
-    this.#bookings = new Counter({
+    this.#bookings = m.counter({
       name: 'sluice_booking_outcomes_total',
       help: 'Booking calls (book, claim, checks with a booking id) by outcome: admitted, booked, claimed, denied, missing',
       labelNames: ['resource', 'outcome'] as const,
-      registers,
     });
-    this.#overridesRefused = new Counter({
+    this.#overridesRefused = m.counter({
       name: 'sluice_envoy_overrides_refused_total',
       help: 'Envoy limit overrides not admitted (the override table was full of overrides in use, or new ones came too fast)',
-      registers,
     });
-    this.#cuts = new Counter({
+    this.#cuts = m.counter({
       name: 'sluice_connections_closed_total',
       help: 'Connections the server closed: over a connection cap, a request not received in time, a malformed request',
       labelNames: ['listener', 'reason'] as const,
-      registers,
     });
-    this.#open = new Gauge({
+    this.#open = m.gauge({
       name: 'sluice_connections_open',
       help: 'Connections open on each listener (within its caps), until their sockets have closed',
       labelNames: ['listener'] as const,
-      registers,
     });
-    this.#warnings = new Counter({
+    this.#warnings = m.counter({
       name: 'sluice_warnings_total',
       help: 'Warnings by event, each counted although repeats are logged only as a summary',
       labelNames: ['event'] as const,
-      registers,
     });
-    this.#adaptiveMoves = new Counter({
+    this.#adaptiveMoves = m.counter({
       name: 'sluice_adaptive_moves_total',
       help: 'Moves of adaptive limits applied by this server (each a rule version), by resource and direction',
       labelNames: ['resource', 'direction'] as const,
-      registers,
     });
-    this.#adaptiveLimit = new Gauge({
+    this.#adaptiveLimit = m.gauge({
       name: 'sluice_adaptive_limit',
       help: 'The moved limit of each adaptive resource in the active rule version',
       labelNames: ['resource'] as const,
-      registers,
     });
     this.clockSkew = createClockSkewObserver({ registry: this.registry });
     // Hot keys are counted per resource and action, never labelled by key (callers choose keys).
-    this.#hotMitigated = new Gauge({
+    this.#hotMitigated = m.gauge({
       name: 'sluice_hot_keys_mitigated',
       help: 'Keys mitigated now as hot (their calls leased), by resource and action',
       labelNames: ['resource', 'action'] as const,
-      registers,
     });
-    this.#hotMitigations = new Counter({
+    this.#hotMitigations = m.counter({
       name: 'sluice_hot_key_mitigations_total',
       help: 'Hot-key mitigations started, by resource and action',
       labelNames: ['resource', 'action'] as const,
-      registers,
     });
-    this.#boosted = new Counter({
+    this.#boosted = m.counter({
       name: 'sluice_boosted_decisions_total',
       help: "Calls the boost pool admitted after the resource's limits denied them, by tier ('' on resources without declared tiers)",
       labelNames: ['resource', 'tier'] as const,
-      registers,
     });
-    this.#tierDecisions = new Counter({
+    this.#tierDecisions = m.counter({
       name: 'sluice_tier_decisions_total',
       help: 'Decisions on resources that declare priority tiers, by tier and outcome (allowed, boosted, denied)',
       labelNames: ['resource', 'tier', 'outcome'] as const,
-      registers,
     });
     const core = createPrometheusObserver({ registry: this.registry });
     this.observer = {
@@ -322,18 +304,16 @@ export class RolloutMetrics {
   readonly #rollbacks: Counter;
 
   constructor(metrics: ServerMetrics) {
-    const registers = [metrics.registry];
+    const m = promMetrics({ registry: metrics.registry });
     // The same metric as the unlabelled active version: a series per cohort beside it.
     this.#version = metrics.registry.getSingleMetric('sluice_rules_version') as Gauge<'cohort'>;
-    this.#percent = new Gauge({
+    this.#percent = m.gauge({
       name: 'sluice_rollout_percent',
       help: 'Share of keys on the candidate rule version (0: no rollout)',
-      registers,
     });
-    this.#rollbacks = new Counter({
+    this.#rollbacks = m.counter({
       name: 'sluice_rollout_rollbacks_total',
       help: 'Rollouts rolled back automatically by this server',
-      registers,
     });
     this.#percent.set(0);
   }

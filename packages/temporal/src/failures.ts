@@ -64,13 +64,25 @@ export function limiterFaultFailure(resource: string, err: unknown, delayMs: num
   });
 }
 
-/** The failure for a request the limiter refuses as malformed: retrying cannot help. */
-export function invalidRequestFailure(resource: string, err: Error & { code?: string }): ApplicationFailure {
+/**
+ * The failure for a permit request that is malformed (refused by the limiter, or by the workflow
+ * helper's activity before it asks): non-retryable, as retrying the same call cannot succeed.
+ * The activity gate and the workflow helper's activity both fail with it.
+ *
+ * @param resource the resource the request names: the message and the details (with the
+ *   error's code) name it; `undefined` leaves the message as the reason's alone, without details
+ * @param reason the limiter's error (the failure's cause), or what is wrong, in words
+ */
+export function invalidRequestFailure(
+  resource: string | undefined,
+  reason: (Error & { code?: string }) | string,
+): ApplicationFailure {
+  const message = typeof reason === 'string' ? reason : reason.message;
   return ApplicationFailure.create({
     type: INVALID_REQUEST_FAILURE,
-    message: `invalid permit request for ${resource}: ${err.message}`,
+    message: resource === undefined ? message : `invalid permit request for ${resource}: ${message}`,
     nonRetryable: true,
-    details: [{ resource, code: err.code }],
-    cause: err,
+    ...(resource === undefined ? {} : { details: [{ resource, code: typeof reason === 'string' ? undefined : reason.code }] }),
+    ...(typeof reason === 'string' ? {} : { cause: reason }),
   });
 }

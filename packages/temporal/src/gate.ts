@@ -13,6 +13,7 @@ import {
 import type { PermitEvent } from './observer.js';
 import { DeliveryDelay } from './delivery-delay.js';
 import { reportAttempt } from './outcomes.js';
+import { bookedRetryDelayMs, retryDelayMs } from './retry-delay.js';
 
 /** What a waiting (or just admitted) activity reports in its heartbeat details, under `sluice`. */
 export interface PermitHeartbeat {
@@ -280,18 +281,20 @@ export class SluiceActivityGate {
 
   /**
    * `nextRetryDelay` for a booked denial: its slot's start, less the lead that lets Temporal's
-   * late delivery still arrive in time (the attempt then waits the rest). No jitter: the slot is
-   * the attempt's alone.
+   * late delivery still arrive in time (the attempt then waits the rest); see `retry-delay.ts`.
    */
   bookedRetryDelay(decision: Decision): number {
     const lead = this.options.retryLeadMs ?? this.deliveryDelay.estimate();
-    return Math.max(this.options.minRetryDelayMs, Math.ceil(decision.retryAfterMs - lead));
+    return bookedRetryDelayMs(decision.retryAfterMs, lead, this.options.minRetryDelayMs);
   }
 
-  /** `nextRetryDelay` for a denial: its retry-after (at least the minimum), plus jitter. */
+  /**
+   * `nextRetryDelay` for a denial: its retry-after (at least the minimum), plus jitter; the
+   * workflow helper sleeps by the same rule (`retry-delay.ts`).
+   */
   retryDelay(decision: Decision): number {
-    const base = Math.max(this.options.minRetryDelayMs, Math.ceil(decision.retryAfterMs));
-    return base + Math.floor(this.options.random() * base * this.options.retryJitter);
+    const { minRetryDelayMs, retryJitter, random } = this.options;
+    return retryDelayMs(decision.retryAfterMs, { minMs: minRetryDelayMs, jitter: retryJitter, random });
   }
 
   /** Renews held concurrency permits until stopped; a lost permit is logged. */

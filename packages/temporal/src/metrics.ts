@@ -7,13 +7,11 @@
  * const registry = new Registry();
  * const interceptors = createSluiceInterceptors({ limiter, activities, observer: createTemporalMetrics({ registry }) });
  */
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { promMetrics, type MetricsTarget } from '@sluice/core/metrics';
 import type { SluiceTemporalObserver } from './observer.js';
 
 /** Options of {@link createTemporalMetrics}. */
-export interface TemporalMetricsOptions {
-  /** Where the metrics are registered. */
-  registry: Registry;
+export interface TemporalMetricsOptions extends MetricsTarget {
   /** Metric name prefix. @default 'sluice_temporal_' */
   prefix?: string;
   /** Permit wait histogram buckets in seconds. @default 5 ms .. 5 min */
@@ -25,45 +23,38 @@ export interface TemporalMetricsOptions {
  * (histogram), denials, retries scheduled, bookings, concurrency permits held (gauge) and limiter faults.
  */
 export function createTemporalMetrics(options: TemporalMetricsOptions): SluiceTemporalObserver {
-  const prefix = options.prefix ?? 'sluice_temporal_';
-  const registers = [options.registry];
+  const m = promMetrics(options, 'sluice_temporal_');
   const labels = ['activity_type', 'resource'] as const;
-  const waits = new Histogram({
-    name: `${prefix}permit_wait_seconds`,
+  const waits = m.histogram({
+    name: 'permit_wait_seconds',
     help: 'Time activities spent waiting for a permit in blocking mode',
     labelNames: [...labels, 'outcome'] as const,
     buckets: options.waitBuckets ?? [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
-    registers,
   });
-  const denials = new Counter({
-    name: `${prefix}denials_total`,
+  const denials = m.counter({
+    name: 'denials_total',
     help: 'Permits the limiter denied to activities, by reason',
     labelNames: [...labels, 'reason'] as const,
-    registers,
   });
-  const retries = new Counter({
-    name: `${prefix}retries_scheduled_total`,
+  const retries = m.counter({
+    name: 'retries_scheduled_total',
     help: 'Activity attempts failed with SluiceRateLimited, to be retried by Temporal after the retry-after',
     labelNames: labels,
-    registers,
   });
-  const bookings = new Counter({
-    name: `${prefix}bookings_total`,
+  const bookings = m.counter({
+    name: 'bookings_total',
     help: 'Non-blocking attempts by what their booking came to (admitted, booked, claimed, denied, missing)',
     labelNames: [...labels, 'outcome'] as const,
-    registers,
   });
-  const held = new Gauge({
-    name: `${prefix}permits_held`,
+  const held = m.gauge({
+    name: 'permits_held',
     help: 'Concurrency permits held by running activities in this process',
     labelNames: labels,
-    registers,
   });
-  const faults = new Counter({
-    name: `${prefix}limiter_faults_total`,
+  const faults = m.counter({
+    name: 'limiter_faults_total',
     help: 'Limiter faults seen by activities (error: the limiter threw; fallback: the store-failure policy decided)',
     labelNames: [...labels, 'kind'] as const,
-    registers,
   });
   return {
     waited({ activityType, resource, waitedMs, outcome }) {

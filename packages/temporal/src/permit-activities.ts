@@ -1,7 +1,6 @@
-import { ApplicationFailure } from '@temporalio/common';
 import { ErrorCodes, SluiceError, type RateLimiter } from '@sluice/core';
 import { isPriority, isTenant } from './headers.js';
-import { INPUT_ERROR_CODES, INVALID_REQUEST_FAILURE } from './failures.js';
+import { INPUT_ERROR_CODES, invalidRequestFailure } from './failures.js';
 import {
   PERMIT_ACTIVITY,
   RELEASE_ACTIVITY,
@@ -19,18 +18,9 @@ export interface SluicePermitActivities {
 /** Workflow code names its resource at run time (no start-up check): an unknown one is bad input too. */
 const INPUT_CODES: ReadonlySet<string> = new Set([...INPUT_ERROR_CODES, ErrorCodes.UNKNOWN_RESOURCE]);
 
-function badRequest(message: string, err?: unknown): ApplicationFailure {
-  return ApplicationFailure.create({
-    type: INVALID_REQUEST_FAILURE,
-    message,
-    nonRetryable: true,
-    ...(err instanceof Error ? { cause: err } : {}),
-  });
-}
-
 /** Limiter input errors become non-retryable failures; faults stay retryable. */
 function rethrow(err: unknown): never {
-  if (err instanceof SluiceError && INPUT_CODES.has(err.code)) throw badRequest(err.message, err);
+  if (err instanceof SluiceError && INPUT_CODES.has(err.code)) throw invalidRequestFailure(undefined, err);
   throw err;
 }
 
@@ -45,12 +35,12 @@ export function createSluicePermitActivities(limiter: RateLimiter): SluicePermit
   return {
     async [PERMIT_ACTIVITY](request: PermitRequest): Promise<PermitAnswer> {
       if (typeof request !== 'object' || request === null || typeof request.resource !== 'string') {
-        throw badRequest('a permit request needs a resource');
+        throw invalidRequestFailure(undefined, 'a permit request needs a resource');
       }
       if (request.priority !== undefined && !isPriority(request.priority))
-        throw badRequest('priority must be a tier name (1 to 64 of A-Z a-z 0-9 _ . : -)');
+        throw invalidRequestFailure(undefined, 'priority must be a tier name (1 to 64 of A-Z a-z 0-9 _ . : -)');
       if (request.tenant !== undefined && !isTenant(request.tenant))
-        throw badRequest('tenant must be 1 to 128 characters without |');
+        throw invalidRequestFailure(undefined, 'tenant must be 1 to 128 characters without |');
       try {
         const d = await limiter.try(request.resource, {
           key: request.key ?? '',
@@ -73,7 +63,7 @@ export function createSluicePermitActivities(limiter: RateLimiter): SluicePermit
     },
     async [RELEASE_ACTIVITY](request: ReleaseRequest): Promise<boolean> {
       if (typeof request !== 'object' || request === null || typeof request.resource !== 'string') {
-        throw badRequest('a release request needs a resource and a leaseId (the permit id)');
+        throw invalidRequestFailure(undefined, 'a release request needs a resource and a leaseId (the permit id)');
       }
       try {
         return await limiter.release(request.resource, { key: request.key ?? '', permitId: request.leaseId });

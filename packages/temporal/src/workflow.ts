@@ -1,6 +1,7 @@
 /**
  * Sluice inside workflow code. This entry runs in Temporal's workflow sandbox: it imports only
- * `@temporalio/workflow` and `@temporalio/common`, never Node or Redis.
+ * `@temporalio/workflow`, `@temporalio/common` and this package's workflow-safe modules
+ * (`headers`, `permit-protocol`, `retry-delay`), never Node or Redis.
  *
  * - `interceptors`: register this module in `interceptors.workflowModules` so every activity a
  *   workflow schedules carries its priority and tenant in headers.
@@ -37,6 +38,7 @@ import {
   type PermitRequest,
   type ReleaseRequest,
 } from './permit-protocol.js';
+import { retryDelayMs } from './retry-delay.js';
 
 export {
   PRIORITY_HEADER,
@@ -170,8 +172,7 @@ export async function acquirePermit(resource: string, options: AcquirePermitOpti
     const answer = await ask(request);
     const waitedMs = Date.now() - started;
     if (answer.allowed) return { ...answer, waitedMs, asks };
-    const base = Math.max(minSleepMs, Math.ceil(answer.retryAfterMs));
-    const delay = base + Math.floor(Math.random() * base * jitter);
+    const delay = retryDelayMs(answer.retryAfterMs, { minMs: minSleepMs, jitter, random: () => Math.random() });
     if (waitedMs + delay > maxWaitMs || asks >= MAX_ASKS) return { ...answer, reason: 'wait_timeout', waitedMs, asks };
     await sleep(delay);
   }

@@ -32,6 +32,7 @@ describe('the workflow entry point', () => {
     expect([...modules].sort()).toEqual([
       'packages/temporal/dist/headers.js',
       'packages/temporal/dist/permit-protocol.js',
+      'packages/temporal/dist/retry-delay.js',
       'packages/temporal/dist/workflow.js',
     ]);
     expect(bundle.code).not.toMatch(/ioredis|@sluice\/(core|redis|client)|node_modules\/prom-client/);

@@ -1,6 +1,7 @@
 /**
  * Prometheus metrics of an aggregator, on a registry of the caller's choosing. prom-client is an
- * optional peer dependency: only this module (`@sluice/governance/metrics`) imports it.
+ * optional peer dependency: only this module (`@sluice/governance/metrics`) loads it, through
+ * `@sluice/core/metrics`.
  *
  * @example
  * import { Registry } from 'prom-client';
@@ -8,14 +9,12 @@
  * const registry = new Registry();
  * registerAggregatorMetrics(aggregator, { registry });
  */
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { promMetrics, type MetricsTarget } from '@sluice/core/metrics';
 import type { Aggregator } from './aggregator.js';
 import type { AggregatorStats } from './stats.js';
 
 /** Options of {@link registerAggregatorMetrics}. */
-export interface AggregatorMetricsOptions {
-  /** Where the metrics are registered. */
-  registry: Registry;
+export interface AggregatorMetricsOptions extends MetricsTarget {
   /** Metric name prefix. @default 'sluice_' */
   prefix?: string;
 }
@@ -49,8 +48,7 @@ const COUNTERS: readonly [CounterField, string, string][] = [
  * (label values bounded by the partition count).
  */
 export function registerAggregatorMetrics(aggregator: Aggregator, options: AggregatorMetricsOptions): void {
-  const prefix = options.prefix ?? 'sluice_';
-  const registers = [options.registry];
+  const m = promMetrics(options, 'sluice_');
   let stats: AggregatorStats | undefined;
   let statsAt = -1;
   // One stats() call per scrape, shared by every metric's collect.
@@ -64,10 +62,9 @@ export function registerAggregatorMetrics(aggregator: Aggregator, options: Aggre
   };
   for (const [field, name, help] of COUNTERS) {
     let seen = 0;
-    new Counter({
-      name: `${prefix}${name}`,
+    m.counter({
+      name,
       help,
-      registers,
       collect() {
         const v = read()[field];
         if (v > seen) this.inc(v - seen);
@@ -76,11 +73,10 @@ export function registerAggregatorMetrics(aggregator: Aggregator, options: Aggre
     });
   }
   const decisions = { block: 0, lift: 0 };
-  new Counter({
-    name: `${prefix}aggregator_decisions_total`,
+  m.counter({
+    name: 'aggregator_decisions_total',
     help: 'Decisions broadcast (block includes refreshes)',
     labelNames: ['action'] as const,
-    registers,
     collect() {
       const s = read();
       if (s.blocksSent > decisions.block) this.inc({ action: 'block' }, s.blocksSent - decisions.block);
@@ -89,55 +85,49 @@ export function registerAggregatorMetrics(aggregator: Aggregator, options: Aggre
       decisions.lift = Math.max(decisions.lift, s.liftsSent);
     },
   });
-  new Gauge({
-    name: `${prefix}aggregator_active_blocks`,
+  m.gauge({
+    name: 'aggregator_active_blocks',
     help: 'Values blocked by this aggregator now',
-    registers,
     collect() {
       this.set(read().activeBlocks);
     },
   });
-  new Gauge({
-    name: `${prefix}aggregator_rule_version`,
+  m.gauge({
+    name: 'aggregator_rule_version',
     help: 'Rule store version in force (0 when rules are given directly)',
-    registers,
     collect() {
       this.set(read().ruleVersion);
     },
   });
-  new Gauge({
-    name: `${prefix}aggregator_partitions_owned`,
+  m.gauge({
+    name: 'aggregator_partitions_owned',
     help: 'Partitions this aggregator consumes now',
-    registers,
     collect() {
       this.set(read().partitions.length);
     },
   });
-  new Gauge({
-    name: `${prefix}stream_lag_batches`,
+  m.gauge({
+    name: 'stream_lag_batches',
     help: 'Batches waiting behind the last one read, per owned partition (when the transport knows)',
     labelNames: ['partition'] as const,
-    registers,
     collect() {
       this.reset();
       for (const p of read().partitions) this.set({ partition: String(p.partition) }, p.lagBatches);
     },
   });
-  new Gauge({
-    name: `${prefix}stream_lag_seconds`,
+  m.gauge({
+    name: 'stream_lag_seconds',
     help: 'Age of the newest event of the last batch read, per owned partition',
     labelNames: ['partition'] as const,
-    registers,
     collect() {
       this.reset();
       for (const p of read().partitions) this.set({ partition: String(p.partition) }, p.lagMs / 1000);
     },
   });
-  new Gauge({
-    name: `${prefix}aggregator_degraded`,
+  m.gauge({
+    name: 'aggregator_degraded',
     help: 'Per owned partition: 0 normal, 1 sampling, 2 shedding batches',
     labelNames: ['partition'] as const,
-    registers,
     collect() {
       this.reset();
       for (const p of read().partitions)
