@@ -1,7 +1,17 @@
+import { unwatchFile, watchFile } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
-import { canonicalJson, loadRuleFiles, type RuleStore } from '@sluice/rules';
+import { canonicalJson, compileRules, loadRuleFiles, type RuleStore, type RuleVersion } from '@sluice/rules';
 import type { Logger } from 'pino';
+
+/**
+ * How `sluice serve` treats its rule files: `seed` makes them the first version of an empty
+ * store and then leaves the store's versions alone (changes go through the admin API); `files`
+ * makes them the source of truth: whenever their content differs from the version in force (at
+ * start, on SIGHUP, when a file changes) it becomes a new version.
+ */
+export const RULES_MODES = ['seed', 'files'] as const;
+export type RulesMode = (typeof RULES_MODES)[number];
 
 /** The text a rule store is seeded with: one file as written, several merged into one. */
 export async function seedText(files: readonly string[]): Promise<{ text: string; file: string }> {
@@ -23,9 +33,9 @@ export async function seedRuleStore(store: RuleStore, files: readonly string[], 
   const current = await store.current();
   if (current !== undefined) {
     if (current.source !== text) {
-      logger.info(
+      logger.warn(
         { version: current.version, files },
-        'the rule store already has versions; the rule files only seed an empty store',
+        'the rule files differ from the version in force and are ignored: they only seed an empty store (--rules-mode files makes them win)',
       );
     }
     return;
@@ -42,4 +52,63 @@ export async function seedRuleStore(store: RuleStore, files: readonly string[], 
     // Another server seeded it first: its version stands.
     if ((err as { code?: unknown }).code !== 'SLUICE_ERR_RULE_CONFLICT') throw err;
   }
+}
+
+/** What became of the rule files when they were compared with the version in force. */
+export type FollowResult =
+  | { readonly outcome: 'unchanged'; readonly version: number }
+  | { readonly outcome: 'applied'; readonly version: number }
+  /** Another server applied the same content first: its version stands. */
+  | { readonly outcome: 'converged'; readonly version: number };
+
+/** How often a server looks again when others keep changing the store under it. */
+const FOLLOW_ATTEMPTS = 5;
+
+/**
+ * Makes the rule files' content the version in force (`--rules-mode files`): nothing if the
+ * current version already has their content hash, else a new version naming the files, with the
+ * hash in its reason. Written with the current version as the expected one, so servers sharing
+ * a store and the same files converge on one new version: the first writes it, the others find
+ * it in place. Invalid files throw `SLUICE_ERR_INVALID_RULES` and change nothing.
+ */
+export async function followRuleFiles(store: RuleStore, files: readonly string[], logger: Logger): Promise<FollowResult> {
+  const { text, file } = await seedText(files);
+  const hash = compileRules(text, { file }).hash;
+  let current: RuleVersion | undefined;
+  for (let attempt = 0; attempt < FOLLOW_ATTEMPTS; attempt++) {
+    current = await store.current();
+    if (current?.hash === hash) return { outcome: attempt === 0 ? 'unchanged' : 'converged', version: current.version };
+    try {
+      const v = await store.apply(text, {
+        author: `rule files: ${files.map((f) => basename(f)).join(', ')}`.slice(0, 256),
+        reason: `content ${hash.slice(0, 16)} of ${files.join(', ')}`.slice(0, 256),
+        file,
+        expectedVersion: current?.version ?? 0,
+      });
+      logger.info({ version: v.version, files, hash, previous: current?.version }, 'rule files applied as a new version');
+      return { outcome: 'applied', version: v.version };
+    } catch (err) {
+      // Another server (or the admin API) made a version meanwhile: compare with that one.
+      if ((err as { code?: unknown }).code !== 'SLUICE_ERR_RULE_CONFLICT') throw err;
+    }
+  }
+  throw new Error(`the rule store kept changing while the rule files were applied (${FOLLOW_ATTEMPTS} attempts)`);
+}
+
+/**
+ * Calls `onChange` when any of `files` changes on disk: polled (`fs.watchFile`), which follows
+ * symbolic links, so a Kubernetes ConfigMap update (an atomic swap of a link) is seen too. Never
+ * keeps the process alive. Returns the function that stops watching.
+ */
+export function watchRuleFiles(files: readonly string[], onChange: () => void, intervalMs = 1000): () => void {
+  const listener = (
+    now: { mtimeMs: number; ino: number; size: number },
+    before: { mtimeMs: number; ino: number; size: number },
+  ) => {
+    if (now.mtimeMs !== before.mtimeMs || now.ino !== before.ino || now.size !== before.size) onChange();
+  };
+  for (const f of files) watchFile(f, { interval: intervalMs, persistent: false }, listener);
+  return () => {
+    for (const f of files) unwatchFile(f, listener);
+  };
 }

@@ -1,6 +1,7 @@
 import { STORE_FAILURE_POLICIES } from '@sluice/core';
 import { z } from 'zod';
 import { LOG_FORMATS, type LogFormat } from './logging.js';
+import { RULES_MODES, type RulesMode } from './seed.js';
 
 /**
  * Process settings of `sluice serve`, read once at start. Each has a command-line flag, an
@@ -13,6 +14,8 @@ export interface Settings {
   readonly rules: readonly string[];
   /** Directory of the file rule store (embedded store only). */
   readonly rulesDir: string | undefined;
+  /** Whether the rule files only seed an empty store or are the source of truth. */
+  readonly rulesMode: RulesMode;
   readonly host: string;
   readonly port: number;
   readonly grpcPort: number;
@@ -101,6 +104,13 @@ export const SETTINGS = {
     default: undefined,
     schema: z.string().min(1),
     doc: 'Directory of the versioned rule store on the embedded store (default: `<first rules file>.versions`)',
+  },
+  rulesMode: {
+    flag: '--rules-mode',
+    env: 'SLUICE_RULES_MODE',
+    default: 'seed',
+    schema: z.enum(RULES_MODES, { error: `must be ${RULES_MODES.join(' or ')}` }),
+    doc: '`seed`: the rule files seed an empty store, whose versions then win (changes through the admin API); `files`: the files win: content that differs from the version in force becomes a new version, at start, on SIGHUP and when a file changes',
   },
   host: {
     flag: '--host',

@@ -37,6 +37,7 @@ export function placeholderOf(name: string): string {
     rules: 'file',
     logLevel: 'level',
     logFormat: 'format',
+    rulesMode: 'seed|files',
     onStoreFailure: 'policy',
     redisPrefix: 'prefix',
     maxBodyBytes: 'bytes',
