@@ -14,7 +14,7 @@ const resources = {
   // A database: 200 queries/s and never more than 5 at once.
   'db:user_center': [
     { algorithm: 'gcra', limit: 200, burst: 20 },
-    { algorithm: 'concurrency', limit: 5, leaseTtlMs: 5000 },
+    { algorithm: 'concurrency', limit: 5, permitTtlMs: 5000 },
   ],
 };
 const limiter = new Limiter({ resources });

@@ -22,13 +22,13 @@ const RULES = (hot: string) => `
 resources:
   api:tenants:
     limits:
-      - { algorithm: concurrency, limit: 50, leaseTtlMs: ${HOUR} }
+      - { algorithm: concurrency, limit: 50, permitTtlMs: ${HOUR} }
       - { algorithm: sliding-window, limit: 1000, windowMs: ${HOUR} }
     priority: { reserved: 0.2 }
     tenants:
       acme: { limits: { algorithm: token-bucket, limit: 5, windowMs: ${HOUR} } }
   api:jobs:
-    limits: { algorithm: concurrency, limit: 20, leaseTtlMs: ${HOUR} }
+    limits: { algorithm: concurrency, limit: 20, permitTtlMs: ${HOUR} }
     tenants:
       initech: { limits: { algorithm: fixed-window, limit: 100, windowMs: ${HOUR} } }
   api:reserved:

@@ -9,7 +9,7 @@ const RESOURCES = {
   'api:local': { limits: { algorithm: 'fixed-window' as const, limit: 30, windowMs: 60_000 }, onStoreFailure: 'local' as const },
   'api:open': { limits: { algorithm: 'fixed-window' as const, limit: 5, windowMs: 60_000 }, onStoreFailure: 'open' as const },
   'api:closed': { limits: { algorithm: 'fixed-window' as const, limit: 5, windowMs: 60_000 }, onStoreFailure: 'closed' as const },
-  'db:pool': { limits: { algorithm: 'concurrency' as const, limit: 2, leaseTtlMs: 60_000 } },
+  'db:pool': { limits: { algorithm: 'concurrency' as const, limit: 2, permitTtlMs: 60_000 } },
   'api:leased': {
     limits: { algorithm: 'fixed-window' as const, limit: 1000, windowMs: 60_000 },
     lease: { ttlMs: 200, maxBatch: 50, maxShare: 0.1 },

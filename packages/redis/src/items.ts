@@ -61,7 +61,7 @@ export interface RenewItem extends ItemBase {
   readonly op: 'renew';
   /** The permit to extend. */
   readonly permitId: string;
-  /** Its new lifetime from now, in ms (1..maxLeaseTtlMs). */
+  /** Its new lifetime from now, in ms (1..maxPermitTtlMs). */
   readonly ttlMs: number;
 }
 

@@ -10,7 +10,7 @@ import { unpack } from '../test/msgpack.js';
 
 const limits = compileLimits([
   { algorithm: 'token-bucket', limit: 10, windowMs: 1000, burst: 5 },
-  { algorithm: 'concurrency', limit: 2, leaseTtlMs: 500, id: 'c' },
+  { algorithm: 'concurrency', limit: 2, permitTtlMs: 500, id: 'c' },
 ]);
 const other = compileLimits({ algorithm: 'fixed-window', limit: 3 });
 
@@ -39,7 +39,7 @@ function cancel(key: string, id: string, l: readonly CompiledLimit[], token = ''
 }
 
 describe('batch encoding', () => {
-  it('sends each policy and each key once, lease keys only where a policy has leases', () => {
+  it('sends each policy and each key once, permit keys only where a policy has concurrency permits', () => {
     const call = encodeBatch([
       { op: 'adjust', ...on('b', other), delta: -2, at: 0 },
       consume('a', 1, 'l1'),
@@ -47,7 +47,7 @@ describe('batch encoding', () => {
       consume('a', 3, 'l3', other),
       consume('c', 3, '', other),
     ]);
-    // Groups: b = 1, a = 2, c = 3; b and a have leases (listed in group order).
+    // Groups: b = 1, a = 2, c = 3; b and a have concurrency permits (listed in group order).
     expect(call.keys).toEqual(['p:{b}', 'p:{a}', 'p:{c}', 'p:{b}:l', 'p:{b}:c', 'p:{a}:l', 'p:{a}:c']);
     expect(call.args.slice(0, -1)).toEqual([
       PROTOCOL_VERSION,

@@ -41,7 +41,7 @@ import {
   storeDelta,
   storeKey,
   storePermitId,
-  storeLeaseTtl,
+  storePermitTtl,
   storeHold,
   storeStamp,
   storeReserve,
@@ -83,7 +83,7 @@ interface Pending {
  * and a peer registry (`peers`) counts the processes sharing this Redis.
  *
  * Storage, per Sluice key `k` (all under one hash tag, see keys.ts):
- * `<prefix>{k}` the limit states, `<prefix>{k}:l` and `<prefix>{k}:c` concurrency leases and
+ * `<prefix>{k}` the limit states, `<prefix>{k}:l` and `<prefix>{k}:c` held permits and
  * their costs; every key expires shortly after its state stops mattering.
  */
 export class RedisStore implements LimitStore, OutcomeStore {
@@ -184,7 +184,7 @@ export class RedisStore implements LimitStore, OutcomeStore {
   renew(request: PermitRequest): Promise<boolean> {
     return this.#submit(() => {
       const policy = policyArg(request.limits);
-      const ttlMs = storeLeaseTtl(request.ttlMs ?? concurrencyLimit(request.limits).leaseTtlMs);
+      const ttlMs = storePermitTtl(request.ttlMs ?? concurrencyLimit(request.limits).permitTtlMs);
       const permitId = storePermitId(requestPermitId(request));
       return { op: 'renew', stateKey: this.#stateKey(request.key), limits: request.limits, policy, permitId, ttlMs };
     });

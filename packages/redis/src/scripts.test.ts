@@ -89,8 +89,8 @@ describe('the batch script', () => {
     expect(bound('MAX_LOG_LIMIT')).toBe(core.POLICY_BOUNDS.maxLogLimit);
     expect(bound('MAX_WINDOW_MS')).toBe(core.POLICY_BOUNDS.maxWindowMs);
     expect(bound('MAX_SLICES')).toBe(core.POLICY_BOUNDS.maxSlices);
-    expect(bound('MIN_LEASE_TTL_MS')).toBe(core.POLICY_BOUNDS.minLeaseTtlMs);
-    expect(bound('MAX_LEASE_TTL_MS')).toBe(core.POLICY_BOUNDS.maxLeaseTtlMs);
+    expect(bound('MIN_PERMIT_TTL_MS')).toBe(core.POLICY_BOUNDS.minPermitTtlMs);
+    expect(bound('MAX_PERMIT_TTL_MS')).toBe(core.POLICY_BOUNDS.maxPermitTtlMs);
     expect(bound('MAX_ID_LENGTH')).toBe(core.POLICY_BOUNDS.maxIdLength);
     expect(bound('MAX_HOLD_MS')).toBe(core.POLICY_BOUNDS.maxHoldMs);
     expect(Number(/^local MAX_STAMP_MS = (\S+)$/m.exec(batch)?.[1])).toBe(core.POLICY_BOUNDS.maxStampMs);

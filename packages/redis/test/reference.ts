@@ -86,7 +86,7 @@ export class ReferenceStore {
     return found;
   }
 
-  lease(
+  permit(
     op: 'renew' | 'release',
     key: string,
     limits: readonly CompiledLimit[],
@@ -98,11 +98,11 @@ export class ReferenceStore {
     const limit = limits[index]!;
     const entry = this.#open(key, limits, now);
     if (entry === undefined) return false;
-    const leases = entry.states[index] as ConcurrencyState | undefined;
+    const held = entry.states[index] as ConcurrencyState | undefined;
     const r =
       op === 'renew'
-        ? concurrency.renew(leases, permitId, now, limit, ttlMs ?? limit.leaseTtlMs)
-        : concurrency.release(leases, permitId, now);
+        ? concurrency.renew(held, permitId, now, limit, ttlMs ?? limit.permitTtlMs)
+        : concurrency.release(held, permitId, now);
     const states = entry.states.slice();
     states[index] = r.next;
     this.#write(key, limits, states, Math.max(entry.expiresAt, now + r.ttlMs), entry.ledger);

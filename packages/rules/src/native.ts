@@ -51,7 +51,7 @@ const limitPolicy = z.strictObject({
   windowMs: z.number().optional(),
   burst: z.number().optional(),
   slices: z.number().optional(),
-  leaseTtlMs: z.number().optional(),
+  permitTtlMs: z.number().optional(),
   id: z.string().optional(),
 });
 const limits = z.union([limitPolicy, z.array(limitPolicy)]);

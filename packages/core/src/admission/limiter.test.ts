@@ -89,7 +89,7 @@ describe('Limiter.acquire', () => {
     const clock = new ManualClock(1000);
     const store = new SlowStore({ clock });
     const limiter = new Limiter({
-      resources: { 'db:pool': { algorithm: 'concurrency', limit: 1, leaseTtlMs: 60_000 } },
+      resources: { 'db:pool': { algorithm: 'concurrency', limit: 1, permitTtlMs: 60_000 } },
       store,
       clock,
       random: () => 0,
@@ -287,7 +287,7 @@ describe('Limiter.acquire', () => {
 
   it('wakes a concurrency waiter when a permit is released', async () => {
     const { clock, limiter } = setup(
-      { 'db:pool': { algorithm: 'concurrency', limit: 1, leaseTtlMs: 60_000 } },
+      { 'db:pool': { algorithm: 'concurrency', limit: 1, permitTtlMs: 60_000 } },
       { concurrencyPollMs: 10_000 },
     );
     const held = await limiter.acquire('db:pool');
@@ -304,7 +304,7 @@ describe('Limiter.acquire', () => {
   });
 
   it('still answers and takes the deprecated leaseId, the same value as permitId', async () => {
-    const { limiter } = setup({ 'db:pool': { algorithm: 'concurrency', limit: 1, leaseTtlMs: 60_000 }, 'api:a': oneEvery100ms });
+    const { limiter } = setup({ 'db:pool': { algorithm: 'concurrency', limit: 1, permitTtlMs: 60_000 }, 'api:a': oneEvery100ms });
     const held = await limiter.try('db:pool');
     expect(held.permitId).toEqual(expect.any(String));
     expect(held.leaseId).toBe(held.permitId);

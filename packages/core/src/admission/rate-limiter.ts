@@ -125,7 +125,7 @@ export interface PermitOptions {
    * @deprecated Set `permitId`.
    */
   leaseId?: string;
-  /** New lifetime for `renew`. @default the limit's leaseTtlMs */
+  /** New lifetime for `renew`. @default the limit's permitTtlMs */
   ttlMs?: number;
 }
 

@@ -155,13 +155,13 @@ const MAX_SLOT_STEPS = 16;
 
 /**
  * The encoding of a key's limits that the Redis script receives, one string (per limit code,
- * limit, windowMs, burst, slices, leaseTtlMs, id, all joined by commas). Bookings remember it, so
+ * limit, windowMs, burst, slices, permitTtlMs, id, all joined by commas). Bookings remember it, so
  * a policy change drops them: their charges were converted with the rest of the state.
  */
 export function policyText(limits: readonly CompiledLimit[]): string {
   let text = texts.get(limits);
   if (text === undefined) {
-    text = limits.map((l) => [l.code, l.limit, l.windowMs, l.burst, l.slices, l.leaseTtlMs, l.id].join(',')).join(',');
+    text = limits.map((l) => [l.code, l.limit, l.windowMs, l.burst, l.slices, l.permitTtlMs, l.id].join(',')).join(',');
     if (Object.isFrozen(limits)) texts.set(limits, text);
   }
   return text;

@@ -9,7 +9,7 @@ import {
 import type { LimitStatus } from '../shared/decision.js';
 import { capacityOf, type CompiledLimit } from '../shared/policy.js';
 
-/** Stored state of one limit: a rate state or the leases of a concurrency limit. */
+/** Stored state of one limit: a rate state or the held permits of a concurrency limit. */
 export type LimitState = RateState | ConcurrencyState;
 
 /** Result of deciding one request against all limits of a key. */
@@ -112,7 +112,7 @@ export function reserveKey(
 
 /**
  * Applies an adjustment of `delta` permits (negative: refund) to every rate limit of a key,
- * unconditionally. Concurrency limits are not affected (a lease's size is fixed). `at` > 0 names
+ * unconditionally. Concurrency limits are not affected (a held permit's size is fixed). `at` > 0 names
  * the charge a refund is for (see `AdjustRequest.at`).
  */
 export function adjustKey(
@@ -126,9 +126,9 @@ export function adjustKey(
   const next = limits.map((limit, i) => {
     const stored = states[i];
     if (!algorithmOf(limit).rate) {
-      const leases = stored as ConcurrencyState | undefined;
-      if (leases !== undefined) ttlMs = Math.max(ttlMs, ...leases.map((l) => Math.ceil(l.expiresAt - now)));
-      return leases;
+      const held = stored as ConcurrencyState | undefined;
+      if (held !== undefined) ttlMs = Math.max(ttlMs, ...held.map((l) => Math.ceil(l.expiresAt - now)));
+      return held;
     }
     const o = rateAlgorithm(limit.code)!.adjust(
       normalizeState(stored as RateState | undefined, now, limit),

@@ -94,7 +94,7 @@ export interface PermitRequest {
   readonly permitId?: string;
   /** @deprecated Set {@link permitId}; the limiter sends only that (stores read `permitId ?? leaseId`). */
   readonly leaseId?: string;
-  /** New lifetime for a renewal. @default the concurrency limit's leaseTtlMs */
+  /** New lifetime for a renewal. @default the concurrency limit's permitTtlMs */
   readonly ttlMs?: number;
 }
 
