@@ -45,7 +45,7 @@ async function patient(resource) {
     s.admitted++;
     if (d.waitedMs) s.waited++;
     await sleep(15 + Math.random() * 10);
-    if (d.leaseId) await limiter.release(resource, { leaseId: d.leaseId });
+    if (d.permitId) await limiter.release(resource, { permitId: d.permitId });
   }
 }
 

@@ -24,7 +24,7 @@ resources:
     limits:
       - { algorithm: concurrency, limit: 50, permitTtlMs: ${HOUR} }
       - { algorithm: sliding-window, limit: 1000, windowMs: ${HOUR} }
-    priority: { reserved: 0.2 }
+    priority: { coreShare: 0.2 }
     tenants:
       acme: { limits: { algorithm: token-bucket, limit: 5, windowMs: ${HOUR} } }
   api:jobs:
@@ -33,7 +33,7 @@ resources:
       initech: { limits: { algorithm: fixed-window, limit: 100, windowMs: ${HOUR} } }
   api:reserved:
     limits: { algorithm: fixed-window, limit: 4, windowMs: ${HOUR} }
-    priority: { reserved: 0.5 }
+    priority: { coreShare: 0.5 }
   api:plain:
     limits: { algorithm: fixed-window, limit: 2, windowMs: ${HOUR} }
   api:hot:
@@ -201,7 +201,7 @@ function resourcesOf(salt: string): Record<string, ResourceConfig> {
   return {
     [`${salt}:a`]: { limits: { algorithm: 'fixed-window', limit: 3, windowMs: HOUR }, tenants },
     [`${salt}:s`]: { limits: { algorithm: 'fixed-window', limit: 4, windowMs: HOUR }, split: 2, tenants },
-    [`${salt}:p`]: { limits: { algorithm: 'fixed-window', limit: 4, windowMs: HOUR }, priority: { reserved: 0.5 }, tenants },
+    [`${salt}:p`]: { limits: { algorithm: 'fixed-window', limit: 4, windowMs: HOUR }, priority: { coreShare: 0.5 }, tenants },
   };
 }
 

@@ -30,11 +30,11 @@ ARGV:
        (so G = #KEYS - 2C)
   then, as the last argument, the items: one MessagePack array of N (1..MAX_ITEMS) items of 6
        values each (integers, and strings or floats where said): op, policy (1..P), group
-       (1..G), amount, extra, reserve; or of 4 for op 6: op, policy, group, cost; or of 11 for
+       (1..G), amount, extra, param; or of 4 for op 6: op, policy, group, cost; or of 11 for
        op 7: op, policy, group, cost, id, create, max_ahead_ms, claim_window_ms, max_bookings,
        max_booked, token; or of 7 for op 8: op, policy, group, 0, id, 0, token
-       reserve: for a consume, the share of each limit held back (a float in
-       0..MAX_RESERVE: the cost must fit with floor(reserve * capacity) more, where capacity is
+       param: for a consume, its core share, the share of each limit kept for core traffic (a
+       float in 0..MAX_CORE_SHARE: the cost must fit with floor(core share * capacity) more, where capacity is
        the burst of a token bucket or gcra, else the limit); for a reserve, the hold in ms (an
        integer in 0..MAX_HOLD_MS: sliding windows and logs count the permits as taken that long
        after now, when the lease that takes them stops serving them); for an adjust, the stamp
@@ -45,7 +45,7 @@ ARGV:
        op 3 renew    amount = the permit's new lifetime in ms (1..86400000); extra = permit id
        op 4 release  amount = 0; extra = permit id
        op 5 reserve  amount = max permits (1..1e9); extra = min permits (0..max, an integer)
-       op 6 consume of a policy of one token bucket, GCRA or fixed window, with no reserve
+       op 6 consume of a policy of one token bucket, GCRA or fixed window, with no core share
                      (the common call, lib/fast.lua): 4 values, cost (0..1e9)
        op 7 book     (lib/booking.lua) 11 values: cost (0..1e9); id, the booking's name (a string
                      of 1..128 printable ASCII characters, no spaces); create (1: admit, claim
@@ -55,7 +55,7 @@ ARGV:
                      permits the key's bookings may hold, packages/core's bookedCap); then the
                      call's token (16..128 printable ASCII characters, no spaces, or '' for
                      none): a booking made keeps it, a held one must match it
-       op 8 cancel   7 values: amount = 0; extra = booking id (as op 7's); reserve = 0; token
+       op 8 cancel   7 values: amount = 0; extra = booking id (as op 7's); param = 0; token
        permit ids: at most 256 bytes; renew and release need a policy with a concurrency limit,
        reserve one without; an item whose policy has one needs its group's permit keys (ops 7
        and 8 excepted: they refuse such a policy as an item, ERR_NOT_BOOKABLE)
@@ -106,7 +106,7 @@ local MAX_PERMIT_TTL_MS = 86400000
 local MAX_COST = 1000000000
 local MAX_ID_LENGTH = 64
 local MAX_PERMIT_ID_LENGTH = 256
-local MAX_RESERVE = 0.9
+local MAX_CORE_SHARE = 0.9
 local MAX_HOLD_MS = 60000
 local MAX_STAMP_MS = 1e15
 local MAX_BOOKING_ID_LENGTH = 128
@@ -181,7 +181,7 @@ local function batch(keys, argv)
       out[#out + 1] = ERR_NOT_BOOKABLE
       at = at + booking_width(op)
     else
-      local amount, extra, reserve = items[at + 3], items[at + 4], items[at + 5]
+      local amount, extra, param = items[at + 3], items[at + 4], items[at + 5]
       local permit_at = permit_keys[group]
       if entry == nil then
         entry = entry_from(rpcall('GET', keys[group]), keys[group], permit_at and keys[permit_at], permit_at and keys[permit_at + 1])
@@ -193,14 +193,14 @@ local function batch(keys, argv)
       if entry.corrupt then
         out[#out + 1] = ERR_CORRUPT_STATE
       elseif op == 1 then
-        op_consume(entry, policy, amount, extra, reserve, now, out)
+        op_consume(entry, policy, amount, extra, param, now, out)
       elseif op == 2 then
-        op_adjust(entry, policy, amount, reserve, now, out)
+        op_adjust(entry, policy, amount, param, now, out)
       elseif op == 5 then
-        op_reserve(entry, policy, extra, amount, reserve, now, out)
+        op_reserve(entry, policy, extra, amount, param, now, out)
       elseif op == 7 then
         local bounds = { max_ahead = items[at + 6], claim_window = items[at + 7], max_bookings = items[at + 8], max_booked = items[at + 9] }
-        op_book(entry, policy, amount, extra, items[at + 10], reserve == 1, bounds, now, out)
+        op_book(entry, policy, amount, extra, items[at + 10], param == 1, bounds, now, out)
       elseif op == 8 then
         op_cancel(entry, policy, extra, items[at + 6], now, out)
       else

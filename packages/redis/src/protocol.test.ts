@@ -1,11 +1,19 @@
-import { DEFAULT_BOOKING, ErrorCodes, compileLimits, policyText, type BookingBounds, type CompiledLimit } from '@sluice/core';
+import {
+  DEFAULT_BOOKING,
+  ErrorCodes,
+  MAX_CORE_SHARE,
+  compileLimits,
+  policyText,
+  type BookingBounds,
+  type CompiledLimit,
+} from '@sluice/core';
 import { describe, expect, it } from 'vitest';
 import { PROTOCOL_VERSION, ScriptCodes } from './codes.js';
 import { toStoreError } from './errors.js';
 import { keyNames } from './keys.js';
 import type { BatchItem, BookItem, CancelItem, ConsumeItem } from './items.js';
 import { decodeReply, encodeBatch } from './protocol.js';
-import { MAX_RESERVE, policyArg, storeReserve } from './validate.js';
+import { policyArg, storeCoreShare } from './validate.js';
 import { unpack } from '../test/msgpack.js';
 
 const limits = compileLimits([
@@ -191,14 +199,14 @@ describe('booking encoding', () => {
 });
 
 describe('consume validation', () => {
-  it('takes a reserve between 0 and 0.9, 0 when omitted', () => {
-    expect(storeReserve(undefined)).toBe(0);
-    expect(storeReserve(0)).toBe(0);
-    expect(storeReserve(0.3)).toBe(0.3);
-    expect(storeReserve(MAX_RESERVE)).toBe(0.9);
+  it('takes a core share between 0 and 0.9, 0 when omitted', () => {
+    expect(storeCoreShare(undefined)).toBe(0);
+    expect(storeCoreShare(0)).toBe(0);
+    expect(storeCoreShare(0.3)).toBe(0.3);
+    expect(storeCoreShare(MAX_CORE_SHARE)).toBe(0.9);
     for (const bad of [-0.1, 0.95, 1, Number.NaN, Infinity, '0.5', null]) {
-      expect(() => storeReserve(bad), String(bad)).toThrow(
-        expect.objectContaining({ code: ErrorCodes.INVALID_OPTIONS, field: 'reserve' }),
+      expect(() => storeCoreShare(bad), String(bad)).toThrow(
+        expect.objectContaining({ code: ErrorCodes.INVALID_OPTIONS, field: 'coreShare' }),
       );
     }
   });

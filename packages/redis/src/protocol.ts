@@ -22,7 +22,7 @@ export type { ReserveRequest, ReserveResult };
  * What one item came to: a consume, reserve or booking result, a renew/release/cancel flag,
  * nothing (adjust), or a failure.
  */
-export type ItemOutcome =
+export type ItemResult =
   { readonly ok: true; readonly value: ItemValues[keyof ItemValues] } | { readonly ok: false; readonly failure: StoreFailure };
 
 /**
@@ -134,7 +134,7 @@ function factsOf(limits: readonly CompiledLimit[]): PolicyFacts {
   return facts;
 }
 
-function fail(items: readonly BatchItem[], failure: StoreFailure): ItemOutcome[] {
+function fail(items: readonly BatchItem[], failure: StoreFailure): ItemResult[] {
   return items.map(() => ({ ok: false, failure }));
 }
 
@@ -231,7 +231,7 @@ function decodeBook(
 }
 
 /** Decodes a script reply into one outcome per item, in order. */
-export function decodeReply(reply: unknown, items: readonly BatchItem[]): ItemOutcome[] {
+export function decodeReply(reply: unknown, items: readonly BatchItem[]): ItemResult[] {
   if (!Array.isArray(reply) || typeof reply[0] !== 'number') {
     return fail(items, { kind: 'reply', detail: `expected an array starting with a code, got ${typeof reply}` });
   }
@@ -241,7 +241,7 @@ export function decodeReply(reply: unknown, items: readonly BatchItem[]): ItemOu
   const now = Number(reply[1]) * 1000 + Number(reply[2]) / 1000;
   if (!Number.isFinite(now)) return fail(items, { kind: 'reply', detail: `bad time ${String(reply[1])} ${String(reply[2])}` });
   let at = 3;
-  const outcomes = items.map((item): ItemOutcome => {
+  const outcomes = items.map((item): ItemResult => {
     const first: unknown = reply[at];
     if (typeof first === 'number' && first < 0) {
       at += 1;

@@ -5,7 +5,6 @@ import {
   type BookRequest,
   type BookResult,
   type CancelRequest,
-  requestPermitId,
   type ConsumeRequest,
   type ConsumeResult,
   type LimitStore,
@@ -44,7 +43,7 @@ import {
   storePermitTtl,
   storeHold,
   storeStamp,
-  storeReserve,
+  storeCoreShare,
   storeReserveBounds,
 } from './validate.js';
 
@@ -156,8 +155,8 @@ export class RedisStore implements LimitStore, OutcomeStore {
     return this.#submit(() => {
       const policy = policyArg(request.limits);
       const cost = storeCost(request.cost);
-      const permitId = storePermitId(requestPermitId(request));
-      const coreShare = storeReserve(request.coreShare ?? request.reserve);
+      const permitId = storePermitId(request.permitId ?? '');
+      const coreShare = storeCoreShare(request.coreShare);
       return { op: 'consume', stateKey: this.#stateKey(request.key), limits: request.limits, policy, cost, permitId, coreShare };
     });
   }
@@ -185,7 +184,7 @@ export class RedisStore implements LimitStore, OutcomeStore {
     return this.#submit(() => {
       const policy = policyArg(request.limits);
       const ttlMs = storePermitTtl(request.ttlMs ?? concurrencyLimit(request.limits).permitTtlMs);
-      const permitId = storePermitId(requestPermitId(request));
+      const permitId = storePermitId(request.permitId);
       return { op: 'renew', stateKey: this.#stateKey(request.key), limits: request.limits, policy, permitId, ttlMs };
     });
   }
@@ -194,7 +193,7 @@ export class RedisStore implements LimitStore, OutcomeStore {
     return this.#submit(() => {
       const policy = policyArg(request.limits);
       concurrencyLimit(request.limits);
-      const permitId = storePermitId(requestPermitId(request));
+      const permitId = storePermitId(request.permitId);
       return { op: 'release', stateKey: this.#stateKey(request.key), limits: request.limits, policy, permitId };
     });
   }

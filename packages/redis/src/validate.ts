@@ -25,9 +25,6 @@ import { invalid } from './errors.js';
 /** Longest permit id, in UTF-8 bytes (the script's bound). */
 export const MAX_PERMIT_ID_BYTES = 256;
 
-/** Largest share of a limit a consume may hold back (the core's bound on `priority.coreShare`). */
-export const MAX_RESERVE = MAX_CORE_SHARE;
-
 const FIELDS = ['id', 'algorithm', 'code', 'limit', 'windowMs', 'burst', 'slices', 'permitTtlMs'] as const;
 
 /** Limit lists already checked, with their encoding for the script. Compiled lists are frozen. */
@@ -104,14 +101,14 @@ export function storeCost(cost: unknown): number {
   return cost;
 }
 
-/** A consume's reserve: a number in 0..MAX_RESERVE, 0 when omitted. */
-export function storeReserve(reserve: unknown): number {
-  if (reserve === undefined) return 0;
-  if (typeof reserve !== 'number' || !(reserve >= 0 && reserve <= MAX_RESERVE)) {
-    const got = typeof reserve === 'number' ? String(reserve) : JSON.stringify(reserve);
-    throw invalid(ErrorCodes.INVALID_OPTIONS, 'reserve', `must be a number between 0 and ${MAX_RESERVE}, got ${got}`);
+/** A consume's core share: a number in 0..MAX_CORE_SHARE (core's bound), 0 when omitted. */
+export function storeCoreShare(coreShare: unknown): number {
+  if (coreShare === undefined) return 0;
+  if (typeof coreShare !== 'number' || !(coreShare >= 0 && coreShare <= MAX_CORE_SHARE)) {
+    const got = typeof coreShare === 'number' ? String(coreShare) : JSON.stringify(coreShare);
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'coreShare', `must be a number between 0 and ${MAX_CORE_SHARE}, got ${got}`);
   }
-  return reserve;
+  return coreShare;
 }
 
 /** An adjustment: an integer in -MAX_COST..MAX_COST. */

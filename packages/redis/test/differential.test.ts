@@ -17,7 +17,7 @@ import {
   MemoryStore,
   isSluiceError,
   compileLimits,
-  type BookOutcome,
+  type BookingVerdict,
   type BookResult,
   type BookingBounds,
   type Clock,
@@ -49,7 +49,7 @@ class SetClock implements Clock {
 }
 
 type Step =
-  | { op: 'consume'; key: string; limits: readonly CompiledLimit[]; cost: number; permitId: string; reserve: number }
+  | { op: 'consume'; key: string; limits: readonly CompiledLimit[]; cost: number; permitId: string; coreShare: number }
   | { op: 'adjust'; key: string; limits: readonly CompiledLimit[]; delta: number; at?: number }
   | { op: 'reserve'; key: string; limits: readonly CompiledLimit[]; min: number; max: number; holdMs: number }
   | { op: 'renew' | 'release'; key: string; limits: readonly CompiledLimit[]; permitId: string; ttlMs?: number }
@@ -180,11 +180,11 @@ function strip(p: LimitPolicy): LimitPolicy {
 }
 
 /**
- * A consume's reserve, as the limiter sends it for traffic outside the core class: none most of
- * the time, else any double in 0.1..0.5 (so that floor(reserve * capacity) is taken from
+ * A consume's core share, as the limiter sends it for traffic outside the core class: none most of
+ * the time, else any double in 0.1..0.5 (so that floor(coreShare * capacity) is taken from
  * arbitrary bits, not only from round shares).
  */
-function randomReserve(rnd: () => number): number {
+function randomCoreShare(rnd: () => number): number {
   return rnd() < 0.6 ? 0 : 0.1 + 0.4 * rnd();
 }
 
@@ -246,7 +246,7 @@ function randomTick(
     const r = rnd();
     if (r < 0.6) {
       const cost = Math.floor(rnd() * (maxCost + 1));
-      steps.push({ op: 'consume', key, limits, cost, permitId, reserve: randomReserve(rnd) });
+      steps.push({ op: 'consume', key, limits, cost, permitId, coreShare: randomCoreShare(rnd) });
     } else if (r < 0.75) {
       // Now and then far beyond any limit: the bounds on adjustments must agree too.
       const scale = rnd() < 0.1 ? 1000 : 1;
@@ -262,14 +262,14 @@ function randomTick(
     } else if (hasPermits) {
       const ttl = rnd() < 0.5 ? undefined : 10 + Math.floor(rnd() * 60);
       steps.push({ op: rnd() < 0.5 ? 'renew' : 'release', key, limits, permitId, ...(ttl === undefined ? {} : { ttlMs: ttl }) });
-    } else steps.push({ op: 'consume', key, limits, cost: 0, permitId, reserve: randomReserve(rnd) });
+    } else steps.push({ op: 'consume', key, limits, cost: 0, permitId, coreShare: randomCoreShare(rnd) });
   }
   // Every tick reports its time through a consume or a reservation (a booking may be refused).
   if (!steps.some((s) => s.op === 'consume' || s.op === 'reserve')) {
     const key = pick(keys);
     const limits = policy.get(key)!;
     const permitId = limits.some((l) => l.algorithm === 'concurrency') ? 'permit-0' : '';
-    steps.push({ op: 'consume', key, limits, cost: Math.floor(rnd() * 2), permitId, reserve: randomReserve(rnd) });
+    steps.push({ op: 'consume', key, limits, cost: Math.floor(rnd() * 2), permitId, coreShare: randomCoreShare(rnd) });
   }
   return steps;
 }
@@ -329,7 +329,7 @@ function replayStep(ref: ReferenceStore, step: Step, now: number): Outcome {
     case 'cancel':
       return ref.cancel(step.key, step.limits, step.id, step.token, now);
     case 'consume':
-      return ref.consume(step.key, step.limits, step.cost, step.permitId, step.reserve, now);
+      return ref.consume(step.key, step.limits, step.cost, step.permitId, step.coreShare, now);
     case 'adjust':
       return ref.adjust(step.key, step.limits, step.delta, now, step.at);
     case 'reserve':
@@ -412,7 +412,7 @@ async function expectStored(
 }
 
 /** What the bookings of the whole file came to (checked by its last test: every path was run). */
-const tally = new Map<BookOutcome | 'cancelled' | 'not held' | 'refused', number>();
+const tally = new Map<BookingVerdict | 'cancelled' | 'not held' | 'refused', number>();
 function count(step: Step, result: Outcome): void {
   const what =
     typeof result === 'object' && 'refused' in result
@@ -531,13 +531,13 @@ describe('differential: Redis decides exactly as the in-memory store', () => {
     const b = compileLimits([{ algorithm: 'fixed-window', id: 'b', limit: 1, windowMs: 60_000 }]);
     const asPermits = compileLimits([{ algorithm: 'concurrency', id: 'a', limit: 2, permitTtlMs: 60_000 }]);
     const rate = compileLimits([{ algorithm: 'fixed-window', id: 'a', limit: 5, windowMs: 60_000 }]);
-    const consume = (key: string, limits: readonly CompiledLimit[], cost: number, permitId = '', reserve = 0): Step => ({
+    const consume = (key: string, limits: readonly CompiledLimit[], cost: number, permitId = '', coreShare = 0): Step => ({
       op: 'consume',
       key,
       limits,
       cost,
       permitId,
-      reserve,
+      coreShare,
     });
     // A tick reports its time through a consume: one on a key of its own for ticks without.
     const timed = (key: string, batch: Step[]) => [...batch, consume(`${key}:clock`, rate, 0)];

@@ -43,11 +43,11 @@ export class ReferenceStore {
     limits: readonly CompiledLimit[],
     cost: number,
     permitId: string,
-    reserve: number,
+    coreShare: number,
     now: number,
   ): ConsumeResult {
     const entry = this.#open(key, limits, now);
-    const o = evaluateKey(entry?.states ?? [], limits, cost, now, permitId, reserve);
+    const o = evaluateKey(entry?.states ?? [], limits, cost, now, permitId, coreShare);
     if (o.allowed) this.#write(key, limits, o.next, keep(entry, now + o.ttlMs), entry?.ledger);
     return { allowed: o.allowed, statuses: o.statuses, now };
   }

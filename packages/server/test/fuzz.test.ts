@@ -14,7 +14,7 @@ resources:
   api:tenants:
     limits: { algorithm: token-bucket, limit: 1000 }
     tenants: { acme: { limits: { algorithm: token-bucket, limit: 10 } } }
-    priority: { reserved: 0.2 }
+    priority: { coreShare: 0.2 }
 domains:
   - domain: edge
     descriptors:

@@ -303,20 +303,18 @@ describe('Limiter.acquire', () => {
     await limiter.close();
   });
 
-  it('still answers and takes the deprecated leaseId, the same value as permitId', async () => {
+  it('answers a permitId only for a held permit, and renews and releases it by that id', async () => {
     const { limiter } = setup({ 'db:pool': { algorithm: 'concurrency', limit: 1, permitTtlMs: 60_000 }, 'api:a': oneEvery100ms });
     const held = await limiter.try('db:pool');
     expect(held.permitId).toEqual(expect.any(String));
-    expect(held.leaseId).toBe(held.permitId);
     const plain = await limiter.try('api:a');
-    expect(Object.hasOwn(plain, 'permitId') || Object.hasOwn(plain, 'leaseId')).toBe(false);
-    await expect(limiter.release('db:pool', { permitId: held.permitId!, leaseId: 'other' })).rejects.toMatchObject({
+    expect(Object.hasOwn(plain, 'permitId')).toBe(false);
+    await expect(limiter.release('db:pool', {} as never)).rejects.toMatchObject({
       code: 'SLUICE_ERR_INVALID_OPTIONS',
-      field: 'leaseId',
+      field: 'permitId',
     });
-    await expect(limiter.release('db:pool', {})).rejects.toMatchObject({ code: 'SLUICE_ERR_INVALID_OPTIONS', field: 'permitId' });
-    expect(await limiter.renew('db:pool', { leaseId: held.leaseId! })).toBe(true);
-    expect(await limiter.release('db:pool', { leaseId: held.leaseId! })).toBe(true);
+    expect(await limiter.renew('db:pool', { permitId: held.permitId! })).toBe(true);
+    expect(await limiter.release('db:pool', { permitId: held.permitId! })).toBe(true);
     expect(await limiter.release('db:pool', { permitId: held.permitId! })).toBe(false);
     await limiter.close();
   });

@@ -12,7 +12,7 @@ export interface HeldPermit {
 export type ConcurrencyState = readonly HeldPermit[];
 
 /** Result of a concurrency decision. */
-export interface ConcurrencyOutcome {
+export interface ConcurrencyVerdict {
   allowed: boolean;
   remaining: number;
   /**
@@ -46,7 +46,7 @@ export const concurrency = {
     now: number,
     limit: CompiledLimit,
     ttlMs = limit.permitTtlMs,
-  ): ConcurrencyOutcome {
+  ): ConcurrencyVerdict {
     const held = livePermits(state, now).filter((l) => l.id !== permitId);
     const used = usedBy(held);
     if (used + cost <= limit.limit + EPS_PERMITS) {

@@ -227,21 +227,9 @@ export function checkPermitId(permitId: unknown, field = 'permitId'): string {
   return permitId;
 }
 
-/**
- * The permit `release` and `renew` options name: `permitId`, or the deprecated `leaseId` (the
- * same value when both are given, else refused), validated by {@link checkPermitId}.
- */
-export function optionsPermitId(options: { readonly permitId?: unknown; readonly leaseId?: unknown }): string {
-  const { permitId, leaseId } = options;
-  if (permitId === undefined && leaseId !== undefined) return checkPermitId(leaseId, 'leaseId');
-  if (leaseId !== undefined && leaseId !== permitId) {
-    throw invalid(
-      ErrorCodes.INVALID_OPTIONS,
-      'leaseId',
-      'is the deprecated name of permitId: give one, or both with the same value',
-    );
-  }
-  return checkPermitId(permitId);
+/** The permit `release` and `renew` options name, validated by {@link checkPermitId}. */
+export function optionsPermitId(options: { readonly permitId?: unknown }): string {
+  return checkPermitId(options.permitId);
 }
 
 /** True when one of `limits` is a concurrency limit (its calls take permits to hold). */

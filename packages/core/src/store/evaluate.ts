@@ -13,7 +13,7 @@ import { capacityOf, type CompiledLimit } from '../shared/policy.js';
 export type LimitState = RateState | ConcurrencyState;
 
 /** Result of deciding one request against all limits of a key. */
-export interface KeyOutcome {
+export interface KeyVerdict {
   allowed: boolean;
   statuses: LimitStatus[];
   /** States to store, aligned with the limits (only meaningful when `allowed`). */
@@ -28,7 +28,7 @@ export interface KeyOutcome {
  * aligned with `limits`. Pure: the same function runs in the in-memory store, and the Redis
  * scripts mirror it step by step.
  *
- * `reserve` (0..1) is the share of each limit held back for core traffic: a caller outside it
+ * `coreShare` (0..1) is the share of each limit kept for core traffic: a caller outside it
  * is admitted only if `cost` plus that share still fits, and is charged `cost` alone. `holdMs`
  * is how long after `now` the permits may be used (a lease's lifetime, see `RateAlgorithm`).
  */
@@ -38,19 +38,19 @@ export function evaluateKey(
   cost: number,
   now: number,
   permitId: string,
-  reserve = 0,
+  coreShare = 0,
   holdMs = 0,
-): KeyOutcome {
+): KeyVerdict {
   const statuses: LimitStatus[] = [];
   // Sized up front: the array is kept as the key's state, and a pushed-to array over-allocates.
   const next = new Array<LimitState | undefined>(limits.length);
   let allowed = true;
   let ttlMs = 0;
   limits.forEach((limit, i) => {
-    const held = reserve > 0 ? Math.floor(reserve * capacityOf(limit)) : 0;
-    let o = decideLimit(states[i], limit, cost + held, now, permitId, holdMs);
-    // The check passed with the reserve: charge the cost alone.
-    if (held > 0 && o.allowed) o = decideLimit(states[i], limit, cost, now, permitId, holdMs);
+    const corePermits = coreShare > 0 ? Math.floor(coreShare * capacityOf(limit)) : 0;
+    let o = decideLimit(states[i], limit, cost + corePermits, now, permitId, holdMs);
+    // The check passed with the core share: charge the cost alone.
+    if (corePermits > 0 && o.allowed) o = decideLimit(states[i], limit, cost, now, permitId, holdMs);
     allowed &&= o.allowed;
     ttlMs = Math.max(ttlMs, o.ttlMs);
     next[i] = o.next;
@@ -59,7 +59,7 @@ export function evaluateKey(
       algorithm: limit.algorithm,
       allowed: o.allowed,
       limit: limit.limit,
-      remaining: Math.max(0, o.remaining - held),
+      remaining: Math.max(0, o.remaining - corePermits),
       retryAfterMs: o.retryAfterMs,
       resetAfterMs: o.resetAfterMs,
     });
@@ -101,7 +101,7 @@ export function reserveKey(
   max: number,
   now: number,
   holdMs = 0,
-): KeyOutcome & { granted: number } {
+): KeyVerdict & { granted: number } {
   const peek = evaluateKey(states, limits, 0, now, '');
   let left = max;
   for (const s of peek.statuses) left = Math.min(left, s.remaining);

@@ -27,7 +27,6 @@ import type {
 } from './store.js';
 import { MemoryOutcomes } from './memory-outcomes.js';
 import type { OutcomeTotals } from '../breakers/outcomes.js';
-import { requestPermitId } from './store.js';
 
 /**
  * The expiry a write gives a key: what the operation needs, and no less than a key holding
@@ -177,8 +176,8 @@ export class MemoryStore implements LimitStore, OutcomeStore {
       request.limits,
       request.cost,
       now,
-      requestPermitId(request),
-      request.coreShare ?? request.reserve ?? 0,
+      request.permitId ?? '',
+      request.coreShare ?? 0,
     );
     if (outcome.allowed) this.#table.write(request.key, request.limits, outcome.next, keepUntil(view, now + outcome.ttlMs), now);
     return { allowed: outcome.allowed, statuses: outcome.statuses, now };
@@ -296,7 +295,7 @@ export class MemoryStore implements LimitStore, OutcomeStore {
     const entry = read.ledger === undefined ? read : this.#settle(request.key, request.limits, read, now);
     const states = entry.states.slice();
     const held = states[index] as ConcurrencyState | undefined;
-    const permitId = requestPermitId(request);
+    const permitId = request.permitId;
     const result =
       op === 'renew'
         ? concurrency.renew(held, permitId, now, limit, request.ttlMs ?? limit.permitTtlMs)

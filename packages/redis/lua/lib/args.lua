@@ -108,7 +108,7 @@ local function parse_policy(text)
     if code == concurrency.code then
       policy.concurrency = j
     end
-    -- capacityOf() in packages/core/src/shared/policy.ts: what a reserve is a share of.
+    -- capacityOf() in packages/core/src/shared/policy.ts: what a core share is a share of.
     limit.capacity = (code == token_bucket.code or code == gcra.code) and limit.burst or limit.limit
     -- The rate algorithm's functions (nil for concurrency), looked up once.
     limit.rate = RATE[code]
@@ -254,7 +254,7 @@ local function parse_args(keys, argv)
       end
       at = at + booking_width(op)
     else
-      local group, amount, extra, reserve = items[at + 2], items[at + 3], items[at + 4], items[at + 5]
+      local group, amount, extra, param = items[at + 2], items[at + 3], items[at + 4], items[at + 5]
       -- Indexing checks op and policy: only the integers 1..5 and 1..P find an entry. The other
       -- checks are written out rather than calls to is_int: this loop runs for every item.
       local bounds, policy = AMOUNT_BOUNDS[op], policies[items[at + 1]]
@@ -273,12 +273,12 @@ local function parse_args(keys, argv)
         or ((op == 3 or op == 4) and policy.concurrency == nil)
         or (op == 5 and policy.concurrency ~= nil)
         or (policy.concurrency ~= nil and permit_keys[group] == nil)
-        -- The sixth value: a number in [0, MAX_RESERVE] for a consume, an integer hold in
+        -- The sixth value (param): a number in [0, MAX_CORE_SHARE] for a consume, an integer hold in
         -- [0, MAX_HOLD_MS] for a reserve, a stamp in [0, MAX_STAMP_MS] for an adjust, 0 otherwise
         -- (NaN fails every test).
-        or type(reserve) ~= 'number'
-        or not (reserve >= 0 and reserve <= (op == 1 and MAX_RESERVE or op == 5 and MAX_HOLD_MS or op == 2 and MAX_STAMP_MS or 0))
-        or (op == 5 and reserve % 1 ~= 0)
+        or type(param) ~= 'number'
+        or not (param >= 0 and param <= (op == 1 and MAX_CORE_SHARE or op == 5 and MAX_HOLD_MS or op == 2 and MAX_STAMP_MS or 0))
+        or (op == 5 and param % 1 ~= 0)
       then
         return nil, ERR_BAD_ARGUMENT, 'item ' .. item_count
       end

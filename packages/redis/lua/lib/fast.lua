@@ -1,5 +1,5 @@
 -- The fast path: a consume of a policy with one token-bucket, GCRA or fixed-window limit, no
--- reserve and no permit (op 6, what most calls are). It decides exactly as op_consume would (the
+-- core share and no permit (op 6, what most calls are). It decides exactly as op_consume would (the
 -- same algorithm functions, the same expiry and normalisation, the same stored value), but keeps
 -- the key in a small record instead of an entry (no policy alignment, no per-limit loops) and
 -- answers in the short form. Any other item naming the key in the same call turns the record

@@ -17,15 +17,15 @@ local function commit_key(entry, policy, plan, permit_id, ttl, now)
   entry_write(entry, policy, NEXTS, entry_keep(entry, now + ttl))
 end
 
--- consume: all-or-nothing over the key's limits, `reserve` of each held back. Appends A, then
+-- consume: all-or-nothing over the key's limits, `core_share` of each kept for core traffic. Appends A, then
 -- per limit a, m, t, s.
-local function op_consume(entry, policy, cost, permit_id, reserve, now, out)
+local function op_consume(entry, policy, cost, permit_id, core_share, now, out)
   entry_align(entry, policy, now)
   open_bookings(entry, policy, now)
   local head = #out + 1
   -- Filled first so the reply stays a sequence (no holes) while statuses are written after it.
   out[head] = 0
-  local allowed, plan, ttl = evaluate_key(entry, policy, cost, permit_id, now, out, head, reserve, 0)
+  local allowed, plan, ttl = evaluate_key(entry, policy, cost, permit_id, now, out, head, core_share, 0)
   out[head] = allowed and 1 or 0
   if allowed then
     commit_key(entry, policy, plan, permit_id, ttl, now)
