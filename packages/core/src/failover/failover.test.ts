@@ -92,7 +92,7 @@ describe('store failure policies', () => {
     }
   });
 
-  it('returns fallback leases to the fallback after the store is back', async () => {
+  it('returns fallback permits to the fallback after the store is back', async () => {
     const clock = new ManualClock();
     const store = new FlakyStore({ clock });
     // Switched at the first timeout, so the permit comes from the local share.
