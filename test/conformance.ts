@@ -167,7 +167,7 @@ export function runConformance(target: ConformanceTarget): void {
     });
 
     describe('concurrency', () => {
-      const policy: LimitPolicy = { algorithm: 'concurrency', limit: 2, leaseTtlMs: MINUTE };
+      const policy: LimitPolicy = { algorithm: 'concurrency', limit: 2, permitTtlMs: MINUTE };
 
       it('holds at most the limit, and a release frees a permit', async () => {
         const key = newKey();
@@ -190,7 +190,7 @@ export function runConformance(target: ConformanceTarget): void {
 
       it('counts the cost of each lease', async () => {
         const key = newKey();
-        const p: LimitPolicy = { algorithm: 'concurrency', limit: 5, leaseTtlMs: MINUTE };
+        const p: LimitPolicy = { algorithm: 'concurrency', limit: 5, permitTtlMs: MINUTE };
         expect((await consume(key, p, 3, 'x')).remaining).toBe(2);
         expect((await consume(key, p, 3, 'y')).allowed).toBe(false);
         expect((await consume(key, p, 2, 'z')).allowed).toBe(true);
@@ -201,7 +201,7 @@ export function runConformance(target: ConformanceTarget): void {
         // Real stores let more time pass than `advance` asks for (a loaded machine stalls for
         // a second or more). Each check holds however much longer the waits take, except the
         // "still held" one, which leaves 1.9 s of room between the renewal and itself.
-        const p: LimitPolicy = { algorithm: 'concurrency', limit: 1, leaseTtlMs: 4000 };
+        const p: LimitPolicy = { algorithm: 'concurrency', limit: 1, permitTtlMs: 4000 };
         const limits = compileLimits(p);
         expect((await consume(key, p, 1, 'held')).allowed).toBe(true);
         await target.advance(2100);
@@ -217,7 +217,7 @@ export function runConformance(target: ConformanceTarget): void {
       it('takes no lease when a rate limit on the same key denies', async () => {
         const key = newKey();
         const both: LimitPolicy[] = [
-          { algorithm: 'concurrency', limit: 5, leaseTtlMs: MINUTE },
+          { algorithm: 'concurrency', limit: 5, permitTtlMs: MINUTE },
           { algorithm: 'fixed-window', limit: 1, windowMs: 10 * MINUTE },
         ];
         expect((await consume(key, both, 1, 'l1')).allowed).toBe(true);

@@ -14,7 +14,7 @@ const resources = {
   // A database: 200 queries/s and never more than 5 at once.
   'db:user_center': [
     { algorithm: 'gcra', limit: 200, burst: 20 },
-    { algorithm: 'concurrency', limit: 5, leaseTtlMs: 5000 },
+    { algorithm: 'concurrency', limit: 5, permitTtlMs: 5000 },
   ],
 };
 const limiter = new Limiter({ resources });
@@ -45,7 +45,7 @@ async function patient(resource) {
     s.admitted++;
     if (d.waitedMs) s.waited++;
     await sleep(15 + Math.random() * 10);
-    if (d.leaseId) await limiter.release(resource, { leaseId: d.leaseId });
+    if (d.permitId) await limiter.release(resource, { permitId: d.permitId });
   }
 }
 

@@ -6,7 +6,7 @@ export const resources = {
   'api:payment_provider': {
     limits: { algorithm: 'token-bucket', limit: LIMIT_PER_SECOND, windowMs: 1000, burst: BURST },
     // A quarter of the provider's quota is kept for core business (charges); refunds are shed first.
-    priority: { reserved: 0.25 },
+    priority: { coreShare: 0.25 },
   },
 };
 

@@ -22,18 +22,18 @@ const RULES = (hot: string) => `
 resources:
   api:tenants:
     limits:
-      - { algorithm: concurrency, limit: 50, leaseTtlMs: ${HOUR} }
+      - { algorithm: concurrency, limit: 50, permitTtlMs: ${HOUR} }
       - { algorithm: sliding-window, limit: 1000, windowMs: ${HOUR} }
-    priority: { reserved: 0.2 }
+    priority: { coreShare: 0.2 }
     tenants:
       acme: { limits: { algorithm: token-bucket, limit: 5, windowMs: ${HOUR} } }
   api:jobs:
-    limits: { algorithm: concurrency, limit: 20, leaseTtlMs: ${HOUR} }
+    limits: { algorithm: concurrency, limit: 20, permitTtlMs: ${HOUR} }
     tenants:
       initech: { limits: { algorithm: fixed-window, limit: 100, windowMs: ${HOUR} } }
   api:reserved:
     limits: { algorithm: fixed-window, limit: 4, windowMs: ${HOUR} }
-    priority: { reserved: 0.5 }
+    priority: { coreShare: 0.5 }
   api:plain:
     limits: { algorithm: fixed-window, limit: 2, windowMs: ${HOUR} }
   api:hot:
@@ -201,7 +201,7 @@ function resourcesOf(salt: string): Record<string, ResourceConfig> {
   return {
     [`${salt}:a`]: { limits: { algorithm: 'fixed-window', limit: 3, windowMs: HOUR }, tenants },
     [`${salt}:s`]: { limits: { algorithm: 'fixed-window', limit: 4, windowMs: HOUR }, split: 2, tenants },
-    [`${salt}:p`]: { limits: { algorithm: 'fixed-window', limit: 4, windowMs: HOUR }, priority: { reserved: 0.5 }, tenants },
+    [`${salt}:p`]: { limits: { algorithm: 'fixed-window', limit: 4, windowMs: HOUR }, priority: { coreShare: 0.5 }, tenants },
   };
 }
 

@@ -30,7 +30,7 @@ resources:
     limits: { algorithm: token-bucket, limit: 1000, windowMs: 3600000 }
     tenants: { acme: { limits: { algorithm: token-bucket, limit: 10, windowMs: 3600000 } } }
   soak:flood: { limits: { algorithm: token-bucket, limit: 5, windowMs: 3600000 } }
-  soak:pool: { limits: { algorithm: concurrency, limit: 1, leaseTtlMs: 600000 } }
+  soak:pool: { limits: { algorithm: concurrency, limit: 1, permitTtlMs: 600000 } }
   soak:guarded:
     limits: { algorithm: gcra, limit: 100000, windowMs: 1000 }
     breaker: { scope: fleet, minimumCalls: 20, failureRateThreshold: 0.5, openDurationMs: 600000, syncMs: 50 }

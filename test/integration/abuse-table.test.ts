@@ -18,7 +18,7 @@ resources:
   api:
     limits: { algorithm: token-bucket, limit: 100, windowMs: 86400000 }
   pool:
-    limits: { algorithm: concurrency, limit: 20, leaseTtlMs: 30000 }
+    limits: { algorithm: concurrency, limit: 20, permitTtlMs: 30000 }
 `;
 
 interface Answer {

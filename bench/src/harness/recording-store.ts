@@ -2,7 +2,7 @@ import type {
   AdjustRequest,
   ConsumeRequest,
   ConsumeResult,
-  LeaseRequest,
+  PermitRequest,
   LimitStore,
   ReserveRequest,
   ReserveResult,
@@ -32,11 +32,11 @@ class ForwardingStore implements LimitStore {
     return this.inner.reserve(request);
   }
 
-  renew(request: LeaseRequest): Promise<boolean> {
+  renew(request: PermitRequest): Promise<boolean> {
     return this.inner.renew(request);
   }
 
-  release(request: LeaseRequest): Promise<boolean> {
+  release(request: PermitRequest): Promise<boolean> {
     return this.inner.release(request);
   }
 

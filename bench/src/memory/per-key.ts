@@ -19,7 +19,7 @@ const POLICIES: ReadonlyArray<readonly [string, LimitPolicy | LimitPolicy[]]> = 
   ['fixed window', { algorithm: 'fixed-window', limit: 100, windowMs: DAY }],
   ['sliding window', { algorithm: 'sliding-window', limit: 100, windowMs: DAY }],
   ['sliding log', { algorithm: 'sliding-log', limit: 100, windowMs: DAY }],
-  ['concurrency', { algorithm: 'concurrency', limit: 100, leaseTtlMs: DAY }],
+  ['concurrency', { algorithm: 'concurrency', limit: 100, permitTtlMs: DAY }],
   [
     'two limits (sliding window + token bucket)',
     [

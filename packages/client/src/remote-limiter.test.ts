@@ -9,7 +9,7 @@ const RESOURCES = {
   'api:local': { limits: { algorithm: 'fixed-window' as const, limit: 30, windowMs: 60_000 }, onStoreFailure: 'local' as const },
   'api:open': { limits: { algorithm: 'fixed-window' as const, limit: 5, windowMs: 60_000 }, onStoreFailure: 'open' as const },
   'api:closed': { limits: { algorithm: 'fixed-window' as const, limit: 5, windowMs: 60_000 }, onStoreFailure: 'closed' as const },
-  'db:pool': { limits: { algorithm: 'concurrency' as const, limit: 2, leaseTtlMs: 60_000 } },
+  'db:pool': { limits: { algorithm: 'concurrency' as const, limit: 2, permitTtlMs: 60_000 } },
   'api:leased': {
     limits: { algorithm: 'fixed-window' as const, limit: 1000, windowMs: 60_000 },
     lease: { ttlMs: 200, maxBatch: 50, maxShare: 0.1 },
@@ -99,19 +99,15 @@ describe('RemoteLimiter over a fake service', () => {
     expect((await limiter.try('db:pool', { key: 'w' })).allowed).toBe(true);
   });
 
-  it('sends permitId and still takes the deprecated leaseId', async () => {
+  it('sends permitId', async () => {
     const { limiter, service } = setup();
     await limiter.ready();
     const a = await limiter.try('db:pool', { key: 'v' });
     expect(a.permitId).toEqual(expect.any(String));
-    expect(a.leaseId).toBe(a.permitId);
-    expect(await limiter.release('db:pool', { key: 'v', leaseId: a.leaseId! })).toBe(true);
+    expect(await limiter.release('db:pool', { key: 'v', permitId: a.permitId! })).toBe(true);
     expect(service.seen.filter((s) => s.path === '/v1/release').map((s) => s.body)).toEqual([
       { resource: 'db:pool', key: 'v', permitId: a.permitId },
     ]);
-    const b = await limiter.try('db:pool', { key: 'v' });
-    const both = limiter.release('db:pool', { key: 'v', permitId: b.permitId!, leaseId: 'other' });
-    await expect(both).rejects.toMatchObject({ code: 'SLUICE_ERR_INVALID_OPTIONS', field: 'leaseId' });
   });
 
   it('decides by each store-failure policy while the service is away, then returns', async () => {

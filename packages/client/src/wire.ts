@@ -123,8 +123,8 @@ function resourcesOf(raws: Record<string, unknown>, logger?: Logger): Map<string
     try {
       const policies = raw.limits.map((l: unknown) => {
         if (!isObject(l)) throw protocol('a malformed limit');
-        const { id, algorithm, limit, windowMs, burst, slices, leaseTtlMs } = l;
-        return { id, algorithm, limit, windowMs, burst, slices, leaseTtlMs } as LimitPolicy;
+        const { id, algorithm, limit, windowMs, burst, slices, permitTtlMs } = l;
+        return { id, algorithm, limit, windowMs, burst, slices, permitTtlMs } as LimitPolicy;
       });
       const compiled = compileResource(
         name,

@@ -11,7 +11,7 @@ resources:
     limits: { algorithm: fixed-window, limit: 400, windowMs: 600000 }
     lease: { ttlMs: 2000, maxBatch: 20, targetMs: 50, maxShare: 0.05 }
     tenants: { acme: { limits: { algorithm: fixed-window, limit: 3, windowMs: 600000 } } }
-  db:pool: { limits: { algorithm: concurrency, limit: 3, leaseTtlMs: 10000 } }
+  db:pool: { limits: { algorithm: concurrency, limit: 3, permitTtlMs: 10000 } }
 `;
 
 describe('two clients against two services sharing one Redis', () => {

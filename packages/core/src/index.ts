@@ -84,7 +84,7 @@ export {
 export {
   combineStatuses,
   withReason,
-  type BookOutcome,
+  type BookingVerdict,
   type BookingInfo,
   type Decision,
   type DecisionReason,
@@ -112,7 +112,7 @@ export {
   type FailoverSwitch,
   type StoreFailurePolicy,
 } from './failover/failover-state.js';
-export { adjustKey, evaluateKey, reserveKey, type KeyOutcome, type LimitState } from './store/evaluate.js';
+export { adjustKey, evaluateKey, reserveKey, type KeyVerdict, type LimitState } from './store/evaluate.js';
 export { Limiter, type LimiterOptions } from './admission/limiter.js';
 export { RATE_LIMIT_RESOURCE, rateLimit, type KeyLimiter, type RateLimitOptions } from './admission/rate-limit.js';
 export type {
@@ -120,7 +120,6 @@ export type {
   AdjustOptions,
   BookOptions,
   CancelOptions,
-  LeaseOptions,
   PermitOptions,
   Priority,
   RateLimiter,
@@ -153,8 +152,6 @@ export {
   type LimitPolicy,
 } from './shared/policy.js';
 export {
-  MAX_CORE_SHARE,
-  MAX_RESERVED_SHARE,
   RESOURCE_PATTERN,
   compileResource,
   type BookingOptions,
@@ -165,8 +162,8 @@ export {
 } from './admission/resource.js';
 export type { ResourcePaths, SyncSource } from './admission/resource-paths.js';
 export {
+  MAX_CORE_SHARE,
   MAX_TIERS,
-  MAX_TIER_HOLDBACK,
   TIER_NAME,
   isTierName,
   type BoostOptions,
@@ -179,7 +176,6 @@ export {
   boostKey,
   escapeKey,
   hasLoneSurrogate,
-  parseStorageKey,
   resourceKey,
   splitKey,
   storageKey,
@@ -194,13 +190,12 @@ export type {
   CancelRequest,
   ConsumeRequest,
   ConsumeResult,
-  LeaseRequest,
   LimitStore,
   PermitRequest,
   ReserveRequest,
   ReserveResult,
 } from './store/store.js';
-export { requestPermitId, isOutcomeStore } from './store/store.js';
+export { isOutcomeStore } from './store/store.js';
 export type { CohortTotals, OutcomeStore, OutcomesRequest, OutcomesResult } from './store/store.js';
 export { COHORT_BUCKETS, cohortAt, cohortBucket, type Cohort } from './breakers/cohort.js';
 export { NO_OUTCOMES, type OutcomeReport, type OutcomeSource, type OutcomeTotals } from './breakers/outcomes.js';

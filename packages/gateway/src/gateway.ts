@@ -97,7 +97,7 @@ export interface RouteOptions {
 }
 
 /** A route's {@link LimitOptions} once compiled: its key selector is a reader. */
-export interface CompiledLimit extends LimitOptions {
+export interface CompiledRouteLimit extends LimitOptions {
   readonly key?: RequestValue;
 }
 
@@ -105,7 +105,7 @@ export interface CompiledLimit extends LimitOptions {
 export interface Route {
   readonly resource: number;
   readonly path: number;
-  readonly limit: CompiledLimit | undefined;
+  readonly limit: CompiledRouteLimit | undefined;
 }
 
 /** An answer the gateway gives instead of the application. */
@@ -346,7 +346,7 @@ export class Gateway {
   #limit(
     req: IncomingMessage,
     res: ServerResponse,
-    limit: CompiledLimit,
+    limit: CompiledRouteLimit,
   ): Rejection | undefined | Promise<Rejection | undefined> {
     let options: { key?: string; cost?: number } | undefined;
     try {

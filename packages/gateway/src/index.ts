@@ -37,7 +37,7 @@ export {
 export {
   Gateway,
   writeRejection,
-  type CompiledLimit,
+  type CompiledRouteLimit,
   type GatewayCacheOptions,
   type GatewayOptions,
   type GatewayProbeOptions,

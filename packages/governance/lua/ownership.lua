@@ -4,7 +4,7 @@ partition and on the registry of live aggregators. Taking a free partition is a 
 and does not go through this script. Time is Redis' (TIME), never the caller's.
 
 KEYS (one hash tag per call, so the script runs on one Redis Cluster slot):
-  renew, release: [1] the partition's owner key (`...:lease`), a STRING holding the owner id, with a TTL
+  renew, release: [1] the partition's owner key (`...:lease`, a suffix kept from 0.1), a STRING holding the owner id, with a TTL
   save:           [1] the owner key, [2] the partition's snapshot, a STRING (same hash tag)
   members, leave: [1] the registry of live aggregators, a ZSET of owner ids scored by expiry (ms)
 

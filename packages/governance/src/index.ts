@@ -22,4 +22,3 @@ export { compileAggregatorOptions, type AggregatorOptions, type CompiledAggregat
 export { STAT_FIELDS, windowShape, type WindowShape, type WindowStats } from './aggregator/window.js';
 export { MemoryOwnershipStore, type MemoryOwnershipStoreOptions, type OwnershipStore } from './ownership/store.js';
 export { RedisOwnershipStore, type RedisOwnershipStoreOptions } from './ownership/redis-store.js';
-export * from './deprecated.js';

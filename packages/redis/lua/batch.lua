@@ -9,12 +9,12 @@ servers without functions, a script that ends with `return batch(KEYS, ARGV)` (E
 whole file runs at every call).
 
 KEYS: one state key per key group g = 1..G (a group is one Sluice key; the caller sends one
-      call per Cluster slot), then two lease keys for each group listed in ARGV (see below):
+      call per Cluster slot), then two permit keys for each group listed in ARGV (see below):
   KEYS[g]          the group's state: STRING, cmsgpack {expires_at, gc_at, id, state, ...,
                    "!b", ledger} (lib/entry.lua; the ledger pair only while it holds bookings)
-  KEYS[G + 2j - 1] the j-th listed group's concurrency leases: ZSET lease id -> expires_at (ms)
-  KEYS[G + 2j]     their costs: HASH lease id -> permits
-  All keys of a group carry the same hash tag. Lease keys are declared (and touched) only for
+  KEYS[G + 2j - 1] the j-th listed group's held permits: ZSET permit id -> expires_at (ms)
+  KEYS[G + 2j]     their costs: HASH permit id -> permits
+  All keys of a group carry the same hash tag. Permit keys are declared (and touched) only for
   groups named by an item whose policy has a concurrency limit.
 
 ARGV:
@@ -23,29 +23,29 @@ ARGV:
   then P policies, one argument each: its L limits (1..8), 7 comma-separated fields each, all
        joined by commas (at most 1024 bytes): code (1 token bucket, 2 gcra, 3 sliding window,
        4 fixed window, 5 sliding log, 6 concurrency), limit, window_ms, burst, slices,
-       lease_ttl_ms, id (integers within packages/core's POLICY_BOUNDS; ids unique within the
+       permit_ttl_ms, id (integers within packages/core's POLICY_BOUNDS; ids unique within the
        policy, at most one concurrency limit). A policy is read once per server and then found
        by its text (lib/args.lua).
-  then C, the number of groups with lease keys, and those C groups in increasing order
+  then C, the number of groups with permit keys, and those C groups in increasing order
        (so G = #KEYS - 2C)
   then, as the last argument, the items: one MessagePack array of N (1..MAX_ITEMS) items of 6
        values each (integers, and strings or floats where said): op, policy (1..P), group
-       (1..G), amount, extra, reserve; or of 4 for op 6: op, policy, group, cost; or of 11 for
+       (1..G), amount, extra, param; or of 4 for op 6: op, policy, group, cost; or of 11 for
        op 7: op, policy, group, cost, id, create, max_ahead_ms, claim_window_ms, max_bookings,
        max_booked, token; or of 7 for op 8: op, policy, group, 0, id, 0, token
-       reserve: for a consume, the share of each limit held back (a float in
-       0..MAX_RESERVE: the cost must fit with floor(reserve * capacity) more, where capacity is
+       param: for a consume, its core share, the share of each limit kept for core traffic (a
+       float in 0..MAX_CORE_SHARE: the cost must fit with floor(core share * capacity) more, where capacity is
        the burst of a token bucket or gcra, else the limit); for a reserve, the hold in ms (an
        integer in 0..MAX_HOLD_MS: sliding windows and logs count the permits as taken that long
        after now, when the lease that takes them stops serving them); for an adjust, the stamp
        of the charge a refund is for (a reservation's now + hold, epoch ms, or 0 for the
        newest charges made by now); 0 for every other op
-       op 1 consume  amount = cost (0..1e9); extra = the lease a concurrency limit takes
+       op 1 consume  amount = cost (0..1e9); extra = the permit id a concurrency limit takes
        op 2 adjust   amount = delta (-1e9..1e9, negative refunds); extra = ""
-       op 3 renew    amount = the lease's new lifetime in ms (1..86400000); extra = lease id
-       op 4 release  amount = 0; extra = lease id
+       op 3 renew    amount = the permit's new lifetime in ms (1..86400000); extra = permit id
+       op 4 release  amount = 0; extra = permit id
        op 5 reserve  amount = max permits (1..1e9); extra = min permits (0..max, an integer)
-       op 6 consume of a policy of one token bucket, GCRA or fixed window, with no reserve
+       op 6 consume of a policy of one token bucket, GCRA or fixed window, with no core share
                      (the common call, lib/fast.lua): 4 values, cost (0..1e9)
        op 7 book     (lib/booking.lua) 11 values: cost (0..1e9); id, the booking's name (a string
                      of 1..128 printable ASCII characters, no spaces); create (1: admit, claim
@@ -55,9 +55,9 @@ ARGV:
                      permits the key's bookings may hold, packages/core's bookedCap); then the
                      call's token (16..128 printable ASCII characters, no spaces, or '' for
                      none): a booking made keeps it, a held one must match it
-       op 8 cancel   7 values: amount = 0; extra = booking id (as op 7's); reserve = 0; token
-       lease ids: at most 256 bytes; renew and release need a policy with a concurrency limit,
-       reserve one without; an item whose policy has one needs its group's lease keys (ops 7
+       op 8 cancel   7 values: amount = 0; extra = booking id (as op 7's); param = 0; token
+       permit ids: at most 256 bytes; renew and release need a policy with a concurrency limit,
+       reserve one without; an item whose policy has one needs its group's permit keys (ops 7
        and 8 excepted: they refuse such a policy as an item, ERR_NOT_BOOKABLE)
 
 Returns {0, seconds, microseconds, results...}: the decision time as Redis TIME gave it (now, in
@@ -69,8 +69,8 @@ item's results, one after the other (the caller knows each item's width):
   op 6     the consume's result in short: 1, m, s when allowed (t is 0), 0, m, t, s when denied
   reserve  G, then as consume: G permits granted (0: none, nothing charged)
   adjust   0
-  renew    1 if the lease was live and is extended, else 0
-  release  1 if the lease was live and is freed, else 0
+  renew    1 if the permit was live and is extended, else 0
+  release  1 if the permit was live and is freed, else 0
   book     O, then per limit a, m, t, s as consume, then when O is 1 or 2 the booking's start and
            end (ms, Redis clock) as strings of 17 significant digits, exact for any double.
            O: 0 admitted (charged now), 1 booked (held, from start), 2 claimed (admitted on the
@@ -101,12 +101,12 @@ local MAX_LIMIT = 1000000000
 local MAX_LOG_LIMIT = 10000
 local MAX_WINDOW_MS = 31622400000
 local MAX_SLICES = 100
-local MIN_LEASE_TTL_MS = 10
-local MAX_LEASE_TTL_MS = 86400000
+local MIN_PERMIT_TTL_MS = 10
+local MAX_PERMIT_TTL_MS = 86400000
 local MAX_COST = 1000000000
 local MAX_ID_LENGTH = 64
 local MAX_PERMIT_ID_LENGTH = 256
-local MAX_RESERVE = 0.9
+local MAX_CORE_SHARE = 0.9
 local MAX_HOLD_MS = 60000
 local MAX_STAMP_MS = 1e15
 local MAX_BOOKING_ID_LENGTH = 128
@@ -134,10 +134,10 @@ local MAX_BOOKINGS = 10000
 
 -- Decides one batch: KEYS and ARGV as in the header above.
 local function batch(keys, argv)
-  local policies, lease_keys, items = parse_args(keys, argv)
+  local policies, permit_keys, items = parse_args(keys, argv)
   if policies == nil then
     -- parse_args returned nil, a code and a message.
-    return { lease_keys, items }
+    return { permit_keys, items }
   end
 
   local time = rcall('TIME')
@@ -156,17 +156,17 @@ local function batch(keys, argv)
         local raw
         entry, raw = fast_open(keys[group], fast)
         if entry == nil then
-          local lease_at = lease_keys[group]
-          entry = entry_from(raw, keys[group], lease_at and keys[lease_at], lease_at and keys[lease_at + 1])
+          local permit_at = permit_keys[group]
+          entry = entry_from(raw, keys[group], permit_at and keys[permit_at], permit_at and keys[permit_at + 1])
         end
         entries[group] = entry
       end
       if entry.limit == fast then
         fast_consume(entry, fast, items[at + 3], now, out)
       else
-        local lease_at = lease_keys[group]
+        local permit_at = permit_keys[group]
         if entry.fast then
-          entry = fast_to_entry(entry, lease_at and keys[lease_at], lease_at and keys[lease_at + 1])
+          entry = fast_to_entry(entry, permit_at and keys[permit_at], permit_at and keys[permit_at + 1])
           entries[group] = entry
         end
         if entry.corrupt then
@@ -181,30 +181,30 @@ local function batch(keys, argv)
       out[#out + 1] = ERR_NOT_BOOKABLE
       at = at + booking_width(op)
     else
-      local amount, extra, reserve = items[at + 3], items[at + 4], items[at + 5]
-      local lease_at = lease_keys[group]
+      local amount, extra, param = items[at + 3], items[at + 4], items[at + 5]
+      local permit_at = permit_keys[group]
       if entry == nil then
-        entry = entry_from(rpcall('GET', keys[group]), keys[group], lease_at and keys[lease_at], lease_at and keys[lease_at + 1])
+        entry = entry_from(rpcall('GET', keys[group]), keys[group], permit_at and keys[permit_at], permit_at and keys[permit_at + 1])
       elseif entry.fast then
         -- A record never holds bookings (fast_open), so the entry starts without a ledger.
-        entry = fast_to_entry(entry, lease_at and keys[lease_at], lease_at and keys[lease_at + 1])
+        entry = fast_to_entry(entry, permit_at and keys[permit_at], permit_at and keys[permit_at + 1])
       end
       entries[group] = entry
       if entry.corrupt then
         out[#out + 1] = ERR_CORRUPT_STATE
       elseif op == 1 then
-        op_consume(entry, policy, amount, extra, reserve, now, out)
+        op_consume(entry, policy, amount, extra, param, now, out)
       elseif op == 2 then
-        op_adjust(entry, policy, amount, reserve, now, out)
+        op_adjust(entry, policy, amount, param, now, out)
       elseif op == 5 then
-        op_reserve(entry, policy, extra, amount, reserve, now, out)
+        op_reserve(entry, policy, extra, amount, param, now, out)
       elseif op == 7 then
         local bounds = { max_ahead = items[at + 6], claim_window = items[at + 7], max_bookings = items[at + 8], max_booked = items[at + 9] }
-        op_book(entry, policy, amount, extra, items[at + 10], reserve == 1, bounds, now, out)
+        op_book(entry, policy, amount, extra, items[at + 10], param == 1, bounds, now, out)
       elseif op == 8 then
         op_cancel(entry, policy, extra, items[at + 6], now, out)
       else
-        op_lease(entry, policy, op, extra, amount, now, out)
+        op_permit(entry, policy, op, extra, amount, now, out)
       end
       at = at + (op >= 7 and booking_width(op) or ITEM_WIDTH)
     end

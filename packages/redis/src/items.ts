@@ -24,7 +24,7 @@ export interface ConsumeItem extends ItemBase {
   /** The concurrency permit to take when the policy has a concurrency limit; '' for none. */
   readonly permitId: string;
   /**
-   * Share of each limit held back (`ConsumeRequest.coreShare`, 0..MAX_RESERVE): the cost must fit
+   * Share of each limit kept for core traffic (`ConsumeRequest.coreShare`, 0..MAX_CORE_SHARE): the cost must fit
    * with that share of the limit's capacity still left. 0 for none.
    */
   readonly coreShare: number;
@@ -61,7 +61,7 @@ export interface RenewItem extends ItemBase {
   readonly op: 'renew';
   /** The permit to extend. */
   readonly permitId: string;
-  /** Its new lifetime from now, in ms (1..maxLeaseTtlMs). */
+  /** Its new lifetime from now, in ms (1..maxPermitTtlMs). */
   readonly ttlMs: number;
 }
 

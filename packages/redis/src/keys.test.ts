@@ -4,10 +4,10 @@ import { hashTag, keyNames, slotOf } from './keys.js';
 const odd = ['', 'plain', '}', '{', '{}', '}{', '%', '%25', '%7D', 'a}b{c', 'ünï', ' ', 'x'.repeat(256)];
 
 describe('key names', () => {
-  it('put a key and its lease keys in one slot whatever the key contains', () => {
+  it('put a key and its permit keys in one slot whatever the key contains', () => {
     for (const key of odd) {
       const n = keyNames('sluice:', key);
-      expect(slotOf(n.leases), key).toBe(slotOf(n.state));
+      expect(slotOf(n.permits), key).toBe(slotOf(n.state));
       expect(slotOf(n.costs), key).toBe(slotOf(n.state));
     }
   });
@@ -28,6 +28,6 @@ describe('key names', () => {
     expect(hashTag('')).toBe('{%}');
     expect(hashTag('a}b')).toBe('{a%7Db}');
     expect(hashTag('50%')).toBe('{50%25}');
-    expect(keyNames('sluice:', 'k')).toEqual({ state: 'sluice:{k}', leases: 'sluice:{k}:l', costs: 'sluice:{k}:c' });
+    expect(keyNames('sluice:', 'k')).toEqual({ state: 'sluice:{k}', permits: 'sluice:{k}:l', costs: 'sluice:{k}:c' });
   });
 });

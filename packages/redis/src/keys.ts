@@ -7,9 +7,9 @@ import calculateSlot from 'cluster-key-slot';
 export interface KeyNames {
   /** STRING: the key's limit states. */
   readonly state: string;
-  /** ZSET: concurrency lease id -> expiry. */
-  readonly leases: string;
-  /** HASH: concurrency lease id -> cost. */
+  /** ZSET: concurrency permit id -> expiry. */
+  readonly permits: string;
+  /** HASH: concurrency permit id -> cost. */
   readonly costs: string;
 }
 
@@ -31,7 +31,7 @@ export function stateKey(prefix: string, key: string): string {
 
 /** The names of a Sluice key's data, from the name of its state. */
 export function namesOf(state: string): KeyNames {
-  return { state, leases: `${state}:l`, costs: `${state}:c` };
+  return { state, permits: `${state}:l`, costs: `${state}:c` };
 }
 
 /** The names of a Sluice key's data under `prefix`. */

@@ -1,7 +1,7 @@
 /**
  * What every Sluice package that talks to Redis shares (`@sluice/redis/kit`): opening a
  * connection, telling Redis' error replies apart, and running a plain Lua script by EVALSHA
- * with the EVAL fallback in one place, and the fleet's leases (`lua/lease.lua`). Loads nothing
+ * with the EVAL fallback in one place, and the fleet's leaderships (`lua/leadership.lua`). Loads nothing
  * but ioredis and Node's own modules: the rule store and the stream package use it without the
  * limit store.
  *
@@ -122,31 +122,32 @@ export async function evalScript(
   }
 }
 
-let leaseScript: PlainScript | undefined;
+let leadershipScript: PlainScript | undefined;
 
-/** lua/lease.lua, read once (lua/ is a sibling of both src/ and dist/). */
-function lease(): PlainScript {
-  leaseScript ??= plainScript(readFileSync(new URL('../lua/lease.lua', import.meta.url), 'utf8'));
-  return leaseScript;
+/** lua/leadership.lua, read once (lua/ is a sibling of both src/ and dist/). */
+function leadership(): PlainScript {
+  leadershipScript ??= plainScript(readFileSync(new URL('../lua/leadership.lua', import.meta.url), 'utf8'));
+  return leadershipScript;
 }
 
-async function runLease(client: Redis | Cluster, key: string, owner: string, ttlMs: number): Promise<boolean> {
-  const reply = await evalScript(client, lease(), [key], ['1', owner, ttlMs]);
-  if (reply !== 0 && reply !== 1) throw new Error(`the lease script refused its arguments (reply ${String(reply)})`);
+async function runLeadership(client: Redis | Cluster, key: string, owner: string, ttlMs: number): Promise<boolean> {
+  const reply = await evalScript(client, leadership(), [key], ['1', owner, ttlMs]);
+  if (reply !== 0 && reply !== 1) throw new Error(`the leadership script refused its arguments (reply ${String(reply)})`);
   return reply === 1;
 }
 
 /**
- * Takes the lease `key` for `owner` (1..128 characters) when it is free, or extends it when
- * `owner` holds it, for `ttlMs` (rounded up to a whole ms): true when `owner` holds it
- * afterwards. One lease per duty that one process at a time must do for the fleet (a rollout's
- * ramp, an adaptive limit's moves); a holder that stops renewing loses it when the TTL ends.
+ * Takes the leadership `key` for `owner` (1..128 characters) when it is free, or extends it when
+ * `owner` is the leader, for `ttlMs` (rounded up to a whole ms): true when `owner` leads
+ * afterwards. One leadership per duty that one process at a time must do for the fleet (a
+ * rollout's ramp, an adaptive limit's moves); a leader that stops renewing loses it when the TTL
+ * ends.
  */
-export function takeLease(client: Redis | Cluster, key: string, owner: string, ttlMs: number): Promise<boolean> {
-  return runLease(client, key, owner, Math.max(1, Math.ceil(ttlMs)));
+export function takeLeadership(client: Redis | Cluster, key: string, owner: string, ttlMs: number): Promise<boolean> {
+  return runLeadership(client, key, owner, Math.max(1, Math.ceil(ttlMs)));
 }
 
-/** Gives the lease `key` up when `owner` holds it (so another can take it at once): true when it did. */
-export function giveLeaseUp(client: Redis | Cluster, key: string, owner: string): Promise<boolean> {
-  return runLease(client, key, owner, 0);
+/** Resigns the leadership `key` when `owner` leads (so another can take it at once): true when it did. */
+export function resignLeadership(client: Redis | Cluster, key: string, owner: string): Promise<boolean> {
+  return runLeadership(client, key, owner, 0);
 }

@@ -1,16 +1,24 @@
-import { DEFAULT_BOOKING, ErrorCodes, compileLimits, policyText, type BookingBounds, type CompiledLimit } from '@sluice/core';
+import {
+  DEFAULT_BOOKING,
+  ErrorCodes,
+  MAX_CORE_SHARE,
+  compileLimits,
+  policyText,
+  type BookingBounds,
+  type CompiledLimit,
+} from '@sluice/core';
 import { describe, expect, it } from 'vitest';
 import { PROTOCOL_VERSION, ScriptCodes } from './codes.js';
 import { toStoreError } from './errors.js';
 import { keyNames } from './keys.js';
 import type { BatchItem, BookItem, CancelItem, ConsumeItem } from './items.js';
 import { decodeReply, encodeBatch } from './protocol.js';
-import { MAX_RESERVE, policyArg, storeReserve } from './validate.js';
+import { policyArg, storeCoreShare } from './validate.js';
 import { unpack } from '../test/msgpack.js';
 
 const limits = compileLimits([
   { algorithm: 'token-bucket', limit: 10, windowMs: 1000, burst: 5 },
-  { algorithm: 'concurrency', limit: 2, leaseTtlMs: 500, id: 'c' },
+  { algorithm: 'concurrency', limit: 2, permitTtlMs: 500, id: 'c' },
 ]);
 const other = compileLimits({ algorithm: 'fixed-window', limit: 3 });
 
@@ -39,7 +47,7 @@ function cancel(key: string, id: string, l: readonly CompiledLimit[], token = ''
 }
 
 describe('batch encoding', () => {
-  it('sends each policy and each key once, lease keys only where a policy has leases', () => {
+  it('sends each policy and each key once, permit keys only where a policy has concurrency permits', () => {
     const call = encodeBatch([
       { op: 'adjust', ...on('b', other), delta: -2, at: 0 },
       consume('a', 1, 'l1'),
@@ -47,7 +55,7 @@ describe('batch encoding', () => {
       consume('a', 3, 'l3', other),
       consume('c', 3, '', other),
     ]);
-    // Groups: b = 1, a = 2, c = 3; b and a have leases (listed in group order).
+    // Groups: b = 1, a = 2, c = 3; b and a have concurrency permits (listed in group order).
     expect(call.keys).toEqual(['p:{b}', 'p:{a}', 'p:{c}', 'p:{b}:l', 'p:{b}:c', 'p:{a}:l', 'p:{a}:c']);
     expect(call.args.slice(0, -1)).toEqual([
       PROTOCOL_VERSION,
@@ -191,14 +199,14 @@ describe('booking encoding', () => {
 });
 
 describe('consume validation', () => {
-  it('takes a reserve between 0 and 0.9, 0 when omitted', () => {
-    expect(storeReserve(undefined)).toBe(0);
-    expect(storeReserve(0)).toBe(0);
-    expect(storeReserve(0.3)).toBe(0.3);
-    expect(storeReserve(MAX_RESERVE)).toBe(0.9);
+  it('takes a core share between 0 and 0.9, 0 when omitted', () => {
+    expect(storeCoreShare(undefined)).toBe(0);
+    expect(storeCoreShare(0)).toBe(0);
+    expect(storeCoreShare(0.3)).toBe(0.3);
+    expect(storeCoreShare(MAX_CORE_SHARE)).toBe(0.9);
     for (const bad of [-0.1, 0.95, 1, Number.NaN, Infinity, '0.5', null]) {
-      expect(() => storeReserve(bad), String(bad)).toThrow(
-        expect.objectContaining({ code: ErrorCodes.INVALID_OPTIONS, field: 'reserve' }),
+      expect(() => storeCoreShare(bad), String(bad)).toThrow(
+        expect.objectContaining({ code: ErrorCodes.INVALID_OPTIONS, field: 'coreShare' }),
       );
     }
   });

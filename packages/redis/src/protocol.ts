@@ -22,19 +22,19 @@ export type { ReserveRequest, ReserveResult };
  * What one item came to: a consume, reserve or booking result, a renew/release/cancel flag,
  * nothing (adjust), or a failure.
  */
-export type ItemOutcome =
+export type ItemResult =
   { readonly ok: true; readonly value: ItemValues[keyof ItemValues] } | { readonly ok: false; readonly failure: StoreFailure };
 
 /**
  * Encodes items as one call of `lua/batch.lua` (layout in its header). Policies and keys named
- * by several items are sent once; lease keys only for keys whose policy has a concurrency
+ * by several items are sent once; permit keys only for keys whose policy has a concurrency
  * limit. Items keep their order, which the script applies them in.
  */
 export function encodeBatch(items: readonly BatchItem[]): ScriptCall {
   const policies = new Map<string, number>();
   const groups = new Map<string, number>();
   const keys: string[] = [];
-  const leaseGroups: number[] = [];
+  const permitGroups: number[] = [];
   const values: PackValue[] = [];
   for (const item of items) {
     let p = policies.get(item.policy);
@@ -73,25 +73,25 @@ export function encodeBatch(items: readonly BatchItem[]): ScriptCall {
         const b = item.bounds;
         values.push(Ops.book, p, g, item.cost, item.id, item.create ? 1 : 0);
         values.push(b.maxAheadMs, b.claimWindowMs, b.maxBookings, item.maxBooked, item.token);
-        // Bookings refuse a policy with a concurrency limit: no lease keys.
+        // Bookings refuse a policy with a concurrency limit: no permit keys.
         continue;
       }
       case 'cancel':
         values.push(Ops.cancel, p, g, 0, item.id, 0, item.token);
         continue;
     }
-    if (factsOf(item.limits).leases && !leaseGroups.includes(g)) leaseGroups.push(g);
+    if (factsOf(item.limits).permits && !permitGroups.includes(g)) permitGroups.push(g);
   }
-  // The script wants the groups with leases in increasing order, their keys in that order.
-  leaseGroups.sort((a, b) => a - b);
-  for (const g of leaseGroups) {
+  // The script wants the groups with permit keys in increasing order, their keys in that order.
+  permitGroups.sort((a, b) => a - b);
+  for (const g of permitGroups) {
     const names = namesOf(keys[g - 1]!);
-    keys.push(names.leases, names.costs);
+    keys.push(names.permits, names.costs);
   }
   const args: (string | Buffer)[] = [PROTOCOL_VERSION, String(policies.size)];
   for (const policy of policies.keys()) args.push(policy);
-  args.push(String(leaseGroups.length));
-  for (const g of leaseGroups) args.push(String(g));
+  args.push(String(permitGroups.length));
+  for (const g of permitGroups) args.push(String(g));
   args.push(packArray(values));
   return { keys, args };
 }
@@ -99,7 +99,7 @@ export function encodeBatch(items: readonly BatchItem[]): ScriptCall {
 /**
  * Whether a consume goes in short (op 6, lib/fast.lua: four values, answered in three or four
  * instead of six and five): one token bucket, GCRA or fixed window (never a concurrency limit,
- * so no lease keys), no permit, nothing held back. The decoder asks again to read the result.
+ * so no permit keys), no permit, nothing held back. The decoder asks again to read the result.
  */
 function isShort(item: ConsumeItem): boolean {
   // The length first: a policy of several limits is answered without a lookup.
@@ -108,8 +108,8 @@ function isShort(item: ConsumeItem): boolean {
 
 /** What the codec needs to know of a policy (its limit list), found once per list. */
 interface PolicyFacts {
-  /** It has a concurrency limit: its items need their key's lease keys. */
-  readonly leases: boolean;
+  /** It has a concurrency limit: its items need their key's permit keys. */
+  readonly permits: boolean;
   /** It is one token bucket, GCRA or fixed window (see validate.ts isOneLimit). */
   readonly oneLimit: boolean;
 }
@@ -126,7 +126,7 @@ function factsOf(limits: readonly CompiledLimit[]): PolicyFacts {
   if (limits === lastLimits) return lastFacts!;
   let facts = policyFacts.get(limits);
   if (facts === undefined) {
-    facts = { leases: hasConcurrency(limits), oneLimit: isOneLimit(limits) };
+    facts = { permits: hasConcurrency(limits), oneLimit: isOneLimit(limits) };
     policyFacts.set(limits, facts);
   }
   lastLimits = limits;
@@ -134,7 +134,7 @@ function factsOf(limits: readonly CompiledLimit[]): PolicyFacts {
   return facts;
 }
 
-function fail(items: readonly BatchItem[], failure: StoreFailure): ItemOutcome[] {
+function fail(items: readonly BatchItem[], failure: StoreFailure): ItemResult[] {
   return items.map(() => ({ ok: false, failure }));
 }
 
@@ -231,7 +231,7 @@ function decodeBook(
 }
 
 /** Decodes a script reply into one outcome per item, in order. */
-export function decodeReply(reply: unknown, items: readonly BatchItem[]): ItemOutcome[] {
+export function decodeReply(reply: unknown, items: readonly BatchItem[]): ItemResult[] {
   if (!Array.isArray(reply) || typeof reply[0] !== 'number') {
     return fail(items, { kind: 'reply', detail: `expected an array starting with a code, got ${typeof reply}` });
   }
@@ -241,7 +241,7 @@ export function decodeReply(reply: unknown, items: readonly BatchItem[]): ItemOu
   const now = Number(reply[1]) * 1000 + Number(reply[2]) / 1000;
   if (!Number.isFinite(now)) return fail(items, { kind: 'reply', detail: `bad time ${String(reply[1])} ${String(reply[2])}` });
   let at = 3;
-  const outcomes = items.map((item): ItemOutcome => {
+  const outcomes = items.map((item): ItemResult => {
     const first: unknown = reply[at];
     if (typeof first === 'number' && first < 0) {
       at += 1;
@@ -285,7 +285,7 @@ export function decodeReply(reply: unknown, items: readonly BatchItem[]): ItemOu
           ? { ok: true, value: first === 1 }
           : {
               ok: false,
-              failure: { kind: 'reply', detail: `bad ${item.op === 'cancel' ? 'cancel' : 'lease'} result ${String(first)}` },
+              failure: { kind: 'reply', detail: `bad ${item.op === 'cancel' ? 'cancel' : 'permit'} result ${String(first)}` },
             };
     }
   });

@@ -5,7 +5,6 @@ import {
   type BookRequest,
   type BookResult,
   type CancelRequest,
-  requestPermitId,
   type ConsumeRequest,
   type ConsumeResult,
   type LimitStore,
@@ -41,10 +40,10 @@ import {
   storeDelta,
   storeKey,
   storePermitId,
-  storeLeaseTtl,
+  storePermitTtl,
   storeHold,
   storeStamp,
-  storeReserve,
+  storeCoreShare,
   storeReserveBounds,
 } from './validate.js';
 
@@ -83,7 +82,7 @@ interface Pending {
  * and a peer registry (`peers`) counts the processes sharing this Redis.
  *
  * Storage, per Sluice key `k` (all under one hash tag, see keys.ts):
- * `<prefix>{k}` the limit states, `<prefix>{k}:l` and `<prefix>{k}:c` concurrency leases and
+ * `<prefix>{k}` the limit states, `<prefix>{k}:l` and `<prefix>{k}:c` held permits and
  * their costs; every key expires shortly after its state stops mattering.
  */
 export class RedisStore implements LimitStore, OutcomeStore {
@@ -156,8 +155,8 @@ export class RedisStore implements LimitStore, OutcomeStore {
     return this.#submit(() => {
       const policy = policyArg(request.limits);
       const cost = storeCost(request.cost);
-      const permitId = storePermitId(requestPermitId(request));
-      const coreShare = storeReserve(request.coreShare ?? request.reserve);
+      const permitId = storePermitId(request.permitId ?? '');
+      const coreShare = storeCoreShare(request.coreShare);
       return { op: 'consume', stateKey: this.#stateKey(request.key), limits: request.limits, policy, cost, permitId, coreShare };
     });
   }
@@ -184,8 +183,8 @@ export class RedisStore implements LimitStore, OutcomeStore {
   renew(request: PermitRequest): Promise<boolean> {
     return this.#submit(() => {
       const policy = policyArg(request.limits);
-      const ttlMs = storeLeaseTtl(request.ttlMs ?? concurrencyLimit(request.limits).leaseTtlMs);
-      const permitId = storePermitId(requestPermitId(request));
+      const ttlMs = storePermitTtl(request.ttlMs ?? concurrencyLimit(request.limits).permitTtlMs);
+      const permitId = storePermitId(request.permitId);
       return { op: 'renew', stateKey: this.#stateKey(request.key), limits: request.limits, policy, permitId, ttlMs };
     });
   }
@@ -194,7 +193,7 @@ export class RedisStore implements LimitStore, OutcomeStore {
     return this.#submit(() => {
       const policy = policyArg(request.limits);
       concurrencyLimit(request.limits);
-      const permitId = storePermitId(requestPermitId(request));
+      const permitId = storePermitId(request.permitId);
       return { op: 'release', stateKey: this.#stateKey(request.key), limits: request.limits, policy, permitId };
     });
   }

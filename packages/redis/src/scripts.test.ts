@@ -3,7 +3,6 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { PROTOCOL_VERSION, ScriptCodes } from './codes.js';
-import { MAX_RESERVE } from './validate.js';
 import { batchScriptSource, buildScript, loadScript, resolveIncludes } from './scripts.js';
 
 const lua = (file: string) => readFileSync(fileURLToPath(new URL(`../lua/${file}`, import.meta.url)), 'utf8');
@@ -89,12 +88,12 @@ describe('the batch script', () => {
     expect(bound('MAX_LOG_LIMIT')).toBe(core.POLICY_BOUNDS.maxLogLimit);
     expect(bound('MAX_WINDOW_MS')).toBe(core.POLICY_BOUNDS.maxWindowMs);
     expect(bound('MAX_SLICES')).toBe(core.POLICY_BOUNDS.maxSlices);
-    expect(bound('MIN_LEASE_TTL_MS')).toBe(core.POLICY_BOUNDS.minLeaseTtlMs);
-    expect(bound('MAX_LEASE_TTL_MS')).toBe(core.POLICY_BOUNDS.maxLeaseTtlMs);
+    expect(bound('MIN_PERMIT_TTL_MS')).toBe(core.POLICY_BOUNDS.minPermitTtlMs);
+    expect(bound('MAX_PERMIT_TTL_MS')).toBe(core.POLICY_BOUNDS.maxPermitTtlMs);
     expect(bound('MAX_ID_LENGTH')).toBe(core.POLICY_BOUNDS.maxIdLength);
     expect(bound('MAX_HOLD_MS')).toBe(core.POLICY_BOUNDS.maxHoldMs);
     expect(Number(/^local MAX_STAMP_MS = (\S+)$/m.exec(batch)?.[1])).toBe(core.POLICY_BOUNDS.maxStampMs);
-    expect(Number(/^local MAX_RESERVE = (\S+)$/m.exec(batch)?.[1])).toBe(MAX_RESERVE);
+    expect(Number(/^local MAX_CORE_SHARE = (\S+)$/m.exec(batch)?.[1])).toBe(core.MAX_CORE_SHARE);
     expect(bound('MAX_COST')).toBe(core.MAX_COST);
     expect(bound('MAX_BOOKING_ID_LENGTH')).toBe(core.MAX_BOOKING_ID_LENGTH);
     expect(bound('MAX_AHEAD_MS')).toBe(core.BOOKING_BOUNDS.maxAheadMs);

@@ -22,13 +22,10 @@ import {
 } from '@sluice/core';
 import { invalid } from './errors.js';
 
-/** Longest lease id, in UTF-8 bytes (the script's bound). */
+/** Longest permit id, in UTF-8 bytes (the script's bound). */
 export const MAX_PERMIT_ID_BYTES = 256;
 
-/** Largest share of a limit a consume may hold back (the core's bound on `priority.coreShare`). */
-export const MAX_RESERVE = MAX_CORE_SHARE;
-
-const FIELDS = ['id', 'algorithm', 'code', 'limit', 'windowMs', 'burst', 'slices', 'leaseTtlMs'] as const;
+const FIELDS = ['id', 'algorithm', 'code', 'limit', 'windowMs', 'burst', 'slices', 'permitTtlMs'] as const;
 
 /** Limit lists already checked, with their encoding for the script. Compiled lists are frozen. */
 const checked = new WeakMap<readonly CompiledLimit[], string>();
@@ -36,7 +33,7 @@ const checked = new WeakMap<readonly CompiledLimit[], string>();
 /**
  * Checks that `limits` is a list of compiled limits (as `compileLimits` makes them) and returns
  * its encoding for the batch script, one argument: the core's `policyText` (per limit code,
- * limit, windowMs, burst, slices, leaseTtlMs, id, all joined by commas), which a key's bookings
+ * limit, windowMs, burst, slices, permitTtlMs, id, all joined by commas), which a key's bookings
  * also remember to notice a policy change, so both sides must spell it alike. Frozen lists are
  * checked once.
  */
@@ -57,7 +54,7 @@ export function policyArg(limits: readonly CompiledLimit[]): string {
       windowMs: l.windowMs,
       burst: l.burst,
       slices: l.slices,
-      leaseTtlMs: l.leaseTtlMs,
+      permitTtlMs: l.permitTtlMs,
       id: l.id,
     })),
   );
@@ -104,14 +101,14 @@ export function storeCost(cost: unknown): number {
   return cost;
 }
 
-/** A consume's reserve: a number in 0..MAX_RESERVE, 0 when omitted. */
-export function storeReserve(reserve: unknown): number {
-  if (reserve === undefined) return 0;
-  if (typeof reserve !== 'number' || !(reserve >= 0 && reserve <= MAX_RESERVE)) {
-    const got = typeof reserve === 'number' ? String(reserve) : JSON.stringify(reserve);
-    throw invalid(ErrorCodes.INVALID_OPTIONS, 'reserve', `must be a number between 0 and ${MAX_RESERVE}, got ${got}`);
+/** A consume's core share: a number in 0..MAX_CORE_SHARE (core's bound), 0 when omitted. */
+export function storeCoreShare(coreShare: unknown): number {
+  if (coreShare === undefined) return 0;
+  if (typeof coreShare !== 'number' || !(coreShare >= 0 && coreShare <= MAX_CORE_SHARE)) {
+    const got = typeof coreShare === 'number' ? String(coreShare) : JSON.stringify(coreShare);
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'coreShare', `must be a number between 0 and ${MAX_CORE_SHARE}, got ${got}`);
   }
-  return reserve;
+  return coreShare;
 }
 
 /** An adjustment: an integer in -MAX_COST..MAX_COST. */
@@ -127,13 +124,13 @@ export function storePermitId(permitId: unknown): string {
   return permitId;
 }
 
-/** A lease lifetime for a renewal: an integer in 1..maxLeaseTtlMs. */
-export function storeLeaseTtl(ttlMs: unknown): number {
-  if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs < 1 || ttlMs > POLICY_BOUNDS.maxLeaseTtlMs) {
+/** A permit's lifetime for a renewal: an integer in 1..maxPermitTtlMs. */
+export function storePermitTtl(ttlMs: unknown): number {
+  if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs < 1 || ttlMs > POLICY_BOUNDS.maxPermitTtlMs) {
     throw invalid(
       ErrorCodes.INVALID_OPTIONS,
       'ttlMs',
-      `must be an integer between 1 and ${POLICY_BOUNDS.maxLeaseTtlMs}, got ${String(ttlMs)}`,
+      `must be an integer between 1 and ${POLICY_BOUNDS.maxPermitTtlMs}, got ${String(ttlMs)}`,
     );
   }
   return ttlMs;
@@ -202,7 +199,7 @@ export function notBookable(limits: readonly CompiledLimit[]): void {
   }
 }
 
-/** Reservations take rate permits only: a lease cannot be shared out. */
+/** Reservations take rate permits only: a held concurrency permit cannot be shared out. */
 export function noConcurrencyLimit(limits: readonly CompiledLimit[]): void {
   if (hasConcurrency(limits)) {
     throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'keys with a concurrency limit cannot be reserved');
@@ -212,6 +209,6 @@ export function noConcurrencyLimit(limits: readonly CompiledLimit[]): void {
 /** The key's concurrency limit, which renew and release need. */
 export function concurrencyLimit(limits: readonly CompiledLimit[]): CompiledLimit {
   const limit = limits.find((l) => !ALGORITHM_TRAITS[l.algorithm].rate);
-  if (limit === undefined) throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'the key has no concurrency limit to hold leases');
+  if (limit === undefined) throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'the key has no concurrency limit to hold permits');
   return limit;
 }

@@ -17,7 +17,7 @@ import {
   MemoryStore,
   isSluiceError,
   compileLimits,
-  type BookOutcome,
+  type BookingVerdict,
   type BookResult,
   type BookingBounds,
   type Clock,
@@ -49,7 +49,7 @@ class SetClock implements Clock {
 }
 
 type Step =
-  | { op: 'consume'; key: string; limits: readonly CompiledLimit[]; cost: number; permitId: string; reserve: number }
+  | { op: 'consume'; key: string; limits: readonly CompiledLimit[]; cost: number; permitId: string; coreShare: number }
   | { op: 'adjust'; key: string; limits: readonly CompiledLimit[]; delta: number; at?: number }
   | { op: 'reserve'; key: string; limits: readonly CompiledLimit[]; min: number; max: number; holdMs: number }
   | { op: 'renew' | 'release'; key: string; limits: readonly CompiledLimit[]; permitId: string; ttlMs?: number }
@@ -140,8 +140,8 @@ function scenarios(): Scenario[] {
     {
       name: 'concurrency',
       variants: [
-        [{ algorithm: 'concurrency', id: 'c', limit: 3, leaseTtlMs: 60 }],
-        [{ algorithm: 'concurrency', id: 'c', limit: 2, leaseTtlMs: 25 }],
+        [{ algorithm: 'concurrency', id: 'c', limit: 3, permitTtlMs: 60 }],
+        [{ algorithm: 'concurrency', id: 'c', limit: 2, permitTtlMs: 25 }],
       ],
       maxCost: 2,
     },
@@ -151,7 +151,7 @@ function scenarios(): Scenario[] {
         [
           { algorithm: 'token-bucket', id: 'a', limit: 10, windowMs: 120, burst: 4 },
           { algorithm: 'sliding-window', id: 'b', limit: 6, windowMs: 200, slices: 5 },
-          { algorithm: 'concurrency', id: 'c', limit: 3, leaseTtlMs: 80 },
+          { algorithm: 'concurrency', id: 'c', limit: 3, permitTtlMs: 80 },
         ],
         [
           { algorithm: 'gcra', id: 'a', limit: 7, windowMs: 100, burst: 3 },
@@ -159,11 +159,11 @@ function scenarios(): Scenario[] {
         ],
         [
           { algorithm: 'sliding-log', id: 'b', limit: 5, windowMs: 150 },
-          { algorithm: 'concurrency', id: 'c', limit: 2, leaseTtlMs: 40 },
+          { algorithm: 'concurrency', id: 'c', limit: 2, permitTtlMs: 40 },
           { algorithm: 'token-bucket', id: 'd', limit: 9, windowMs: 60 },
         ],
         // The same id switching between rate and concurrency drops its state.
-        [{ algorithm: 'concurrency', id: 'a', limit: 2, leaseTtlMs: 50 }],
+        [{ algorithm: 'concurrency', id: 'a', limit: 2, permitTtlMs: 50 }],
       ],
       maxCost: 3,
     },
@@ -180,11 +180,11 @@ function strip(p: LimitPolicy): LimitPolicy {
 }
 
 /**
- * A consume's reserve, as the limiter sends it for traffic outside the core class: none most of
- * the time, else any double in 0.1..0.5 (so that floor(reserve * capacity) is taken from
+ * A consume's core share, as the limiter sends it for traffic outside the core class: none most of
+ * the time, else any double in 0.1..0.5 (so that floor(coreShare * capacity) is taken from
  * arbitrary bits, not only from round shares).
  */
-function randomReserve(rnd: () => number): number {
+function randomCoreShare(rnd: () => number): number {
   return rnd() < 0.6 ? 0 : 0.1 + 0.4 * rnd();
 }
 
@@ -228,9 +228,9 @@ function randomTick(
     const key = pick(keys);
     if (rnd() < 0.08) policy.set(key, pick(compiled));
     const limits = policy.get(key)!;
-    const hasLeases = limits.some((l) => l.algorithm === 'concurrency');
-    const permitId = hasLeases ? `lease-${Math.floor(rnd() * 4)}` : '';
-    if (!hasLeases && rnd() < 0.25) {
+    const hasPermits = limits.some((l) => l.algorithm === 'concurrency');
+    const permitId = hasPermits ? `permit-${Math.floor(rnd() * 4)}` : '';
+    if (!hasPermits && rnd() < 0.25) {
       // A small pool of ids, so that later calls claim, re-book or cancel earlier bookings; more
       // often one held, so that claims come within spans.
       const ids = held.get(key) ?? [];
@@ -246,7 +246,7 @@ function randomTick(
     const r = rnd();
     if (r < 0.6) {
       const cost = Math.floor(rnd() * (maxCost + 1));
-      steps.push({ op: 'consume', key, limits, cost, permitId, reserve: randomReserve(rnd) });
+      steps.push({ op: 'consume', key, limits, cost, permitId, coreShare: randomCoreShare(rnd) });
     } else if (r < 0.75) {
       // Now and then far beyond any limit: the bounds on adjustments must agree too.
       const scale = rnd() < 0.1 ? 1000 : 1;
@@ -254,22 +254,22 @@ function randomTick(
       // A lease returning unused permits names its reservation's stamp.
       const at = delta < 0 && stamps.length > 0 && rnd() < 0.5 ? pick(stamps) : 0;
       steps.push({ op: 'adjust', key, limits, delta, ...(at > 0 ? { at } : {}) });
-    } else if (r < 0.85 && !hasLeases) {
+    } else if (r < 0.85 && !hasPermits) {
       const max = 1 + Math.floor(rnd() * 2 * maxCost);
       // A lease's hold: none, or a stamp ahead of now that windows count the permits at.
       const holdMs = rnd() < 0.5 ? 0 : 1 + Math.floor(rnd() * 80);
       steps.push({ op: 'reserve', key, limits, min: Math.floor(rnd() * (max + 1)), max, holdMs });
-    } else if (hasLeases) {
+    } else if (hasPermits) {
       const ttl = rnd() < 0.5 ? undefined : 10 + Math.floor(rnd() * 60);
       steps.push({ op: rnd() < 0.5 ? 'renew' : 'release', key, limits, permitId, ...(ttl === undefined ? {} : { ttlMs: ttl }) });
-    } else steps.push({ op: 'consume', key, limits, cost: 0, permitId, reserve: randomReserve(rnd) });
+    } else steps.push({ op: 'consume', key, limits, cost: 0, permitId, coreShare: randomCoreShare(rnd) });
   }
   // Every tick reports its time through a consume or a reservation (a booking may be refused).
   if (!steps.some((s) => s.op === 'consume' || s.op === 'reserve')) {
     const key = pick(keys);
     const limits = policy.get(key)!;
-    const permitId = limits.some((l) => l.algorithm === 'concurrency') ? 'lease-0' : '';
-    steps.push({ op: 'consume', key, limits, cost: Math.floor(rnd() * 2), permitId, reserve: randomReserve(rnd) });
+    const permitId = limits.some((l) => l.algorithm === 'concurrency') ? 'permit-0' : '';
+    steps.push({ op: 'consume', key, limits, cost: Math.floor(rnd() * 2), permitId, coreShare: randomCoreShare(rnd) });
   }
   return steps;
 }
@@ -329,14 +329,14 @@ function replayStep(ref: ReferenceStore, step: Step, now: number): Outcome {
     case 'cancel':
       return ref.cancel(step.key, step.limits, step.id, step.token, now);
     case 'consume':
-      return ref.consume(step.key, step.limits, step.cost, step.permitId, step.reserve, now);
+      return ref.consume(step.key, step.limits, step.cost, step.permitId, step.coreShare, now);
     case 'adjust':
       return ref.adjust(step.key, step.limits, step.delta, now, step.at);
     case 'reserve':
       return ref.reserve(step.key, step.limits, step.min, step.max, now, step.holdMs);
     case 'renew':
     case 'release':
-      return ref.lease(step.op, step.key, step.limits, step.permitId, step.op === 'renew' ? step.ttlMs : undefined, now);
+      return ref.permit(step.op, step.key, step.limits, step.permitId, step.op === 'renew' ? step.ttlMs : undefined, now);
   }
 }
 
@@ -396,23 +396,23 @@ async function expectStored(
       expect(stored.get(limit.id), `${context}: state of ${limit.id}`).toEqual(state);
       continue;
     }
-    const leases = (state as readonly { id: string; cost: number; expiresAt: number }[])
+    const held = (state as readonly { id: string; cost: number; expiresAt: number }[])
       .slice()
       .sort((a, b) => (a.id < b.id ? -1 : 1));
-    const scores = await admin.zrange(names.leases, 0, -1, 'WITHSCORES');
+    const scores = await admin.zrange(names.permits, 0, -1, 'WITHSCORES');
     const costs = await admin.hgetall(names.costs);
     const inRedis = [];
     for (let i = 0; i < scores.length; i += 2)
       inRedis.push({ id: scores[i]!, cost: Number(costs[scores[i]!]), expiresAt: Number(scores[i + 1]) });
     inRedis.sort((a, b) => (a.id < b.id ? -1 : 1));
-    expect(inRedis, `${context}: leases of ${limit.id}`).toEqual(leases);
-    expect(Object.keys(costs).length, `${context}: lease costs`).toBe(leases.length);
-    expect(stored.get(limit.id), `${context}: lease total`).toEqual([6, leases.reduce((sum, l) => sum + l.cost, 0)]);
+    expect(inRedis, `${context}: permits of ${limit.id}`).toEqual(held);
+    expect(Object.keys(costs).length, `${context}: permit costs`).toBe(held.length);
+    expect(stored.get(limit.id), `${context}: permit total`).toEqual([6, held.reduce((sum, l) => sum + l.cost, 0)]);
   }
 }
 
 /** What the bookings of the whole file came to (checked by its last test: every path was run). */
-const tally = new Map<BookOutcome | 'cancelled' | 'not held' | 'refused', number>();
+const tally = new Map<BookingVerdict | 'cancelled' | 'not held' | 'refused', number>();
 function count(step: Step, result: Outcome): void {
   const what =
     typeof result === 'object' && 'refused' in result
@@ -526,18 +526,18 @@ describe('differential: Redis decides exactly as the in-memory store', () => {
   ] as const)('as a %s', (_form, formStore) => {
     const a = compileLimits([
       { algorithm: 'token-bucket', id: 'a', limit: 4, windowMs: 60_000 },
-      { algorithm: 'concurrency', id: 'c', limit: 2, leaseTtlMs: 60_000 },
+      { algorithm: 'concurrency', id: 'c', limit: 2, permitTtlMs: 60_000 },
     ]);
     const b = compileLimits([{ algorithm: 'fixed-window', id: 'b', limit: 1, windowMs: 60_000 }]);
-    const asLeases = compileLimits([{ algorithm: 'concurrency', id: 'a', limit: 2, leaseTtlMs: 60_000 }]);
+    const asPermits = compileLimits([{ algorithm: 'concurrency', id: 'a', limit: 2, permitTtlMs: 60_000 }]);
     const rate = compileLimits([{ algorithm: 'fixed-window', id: 'a', limit: 5, windowMs: 60_000 }]);
-    const consume = (key: string, limits: readonly CompiledLimit[], cost: number, permitId = '', reserve = 0): Step => ({
+    const consume = (key: string, limits: readonly CompiledLimit[], cost: number, permitId = '', coreShare = 0): Step => ({
       op: 'consume',
       key,
       limits,
       cost,
       permitId,
-      reserve,
+      coreShare,
     });
     // A tick reports its time through a consume: one on a key of its own for ticks without.
     const timed = (key: string, batch: Step[]) => [...batch, consume(`${key}:clock`, rate, 0)];
@@ -568,10 +568,10 @@ describe('differential: Redis decides exactly as the in-memory store', () => {
         [consume(key, rate, 1)],
         // Refunded to nothing: the entry stays until the window ends.
         timed(key, [{ op: 'adjust', key, limits: rate, delta: -1 }]),
-        // A release finds the entry, so it is written, with no lease.
-        timed(key, [{ op: 'release', key, limits: asLeases, permitId: 'x' }]),
-        [consume(key, asLeases, 1, 'x')],
-        timed(key, [{ op: 'renew', key, limits: asLeases, permitId: 'x', ttlMs: 30_000 }]),
+        // A release finds the entry, so it is written, with no permit.
+        timed(key, [{ op: 'release', key, limits: asPermits, permitId: 'x' }]),
+        [consume(key, asPermits, 1, 'x')],
+        timed(key, [{ op: 'renew', key, limits: asPermits, permitId: 'x', ttlMs: 30_000 }]),
         [consume(key, rate, 2), { op: 'adjust', key, limits: rate, delta: -2 }],
       ];
       for (const [i, batch] of ticks.entries()) await diff.tick(batch, [key], `${_form}, tick ${i}`);

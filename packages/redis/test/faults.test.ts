@@ -262,8 +262,8 @@ describe('input, lifecycle and foreign data', () => {
       [store.consume({ ...request(), limits: [{ ...limits[0]!, windowMs: 0 }] }), ErrorCodes.INVALID_POLICY],
       [store.consume({ ...request(), limits: [{ id: 'x' } as CompiledLimit] }), ErrorCodes.INVALID_POLICY],
       [store.consume({ ...request(), permitId: 'l'.repeat(257) }), ErrorCodes.INVALID_OPTIONS],
-      [store.consume({ ...request(), reserve: 0.95 }), ErrorCodes.INVALID_OPTIONS],
-      [store.consume({ ...request(), reserve: Number.NaN }), ErrorCodes.INVALID_OPTIONS],
+      [store.consume({ ...request(), coreShare: 0.95 }), ErrorCodes.INVALID_OPTIONS],
+      [store.consume({ ...request(), coreShare: Number.NaN }), ErrorCodes.INVALID_OPTIONS],
       [store.adjust({ key: 'k', limits, delta: Number.NaN }), ErrorCodes.INVALID_COST],
       [store.reserve({ key: 'k', limits, min: 3, max: 2 }), ErrorCodes.INVALID_COST],
       [store.reserve({ key: 'k', limits, min: 0, max: 0 }), ErrorCodes.INVALID_COST],
@@ -409,7 +409,7 @@ describe('input, lifecycle and foreign data', () => {
     const keys = [key.state];
     const v = PROTOCOL_VERSION;
     // One policy (P = 1) of one limit: a token bucket of 100 an hour (nothing refills between the
-    // calls, however slow the machine); no lease keys (C = 0).
+    // calls, however slow the machine); no permit keys (C = 0).
     const limit = ['1', '100', '3600000', '100', '10', '30000', 'tb'];
     const one = (...limits: string[][]) => limits.map((l) => l.join(',')).join(',');
     const policy = ['1', one(limit), '0'];
@@ -419,7 +419,7 @@ describe('input, lifecycle and foreign data', () => {
       function: (k: string[], args: (string | Buffer)[]) => client.fcall(functionName, k.length, ...k, ...args),
       script: (k: string[], args: (string | Buffer)[]) => client.evalsha(sha, k.length, ...k, ...args),
     };
-    // Everything after the lease groups is the items, packed as the store packs them.
+    // Everything after the permit groups is the items, packed as the store packs them.
     const call = (form: keyof typeof forms, args: (string | number)[], k = keys, itemsAt = args.length - w) =>
       forms[form](k, [...args.slice(0, itemsAt).map(String), packAny(args.slice(itemsAt))]);
     const concurrency = ['1', '6,1,1,1,1,10,c'];
@@ -438,11 +438,11 @@ describe('input, lifecycle and foreign data', () => {
       ['negative cost', [v, ...policy, 1, 1, 1, -1, '', 0]],
       ['fractional cost', [v, ...policy, 1, 1, 1, 1.5, '', 0]],
       ['cost too large', [v, ...policy, 1, 1, 1, 2e9, '', 0]],
-      ['lease id too long', [v, ...policy, 1, 1, 1, 1, 'x'.repeat(257), 0]],
+      ['permit id too long', [v, ...policy, 1, 1, 1, 1, 'x'.repeat(257), 0]],
       ['renew without a concurrency limit', [v, ...policy, 3, 1, 1, 100, 'a', 0]],
       ['reserve with min > max', [v, ...policy, 5, 1, 1, 2, 3, 0]],
       ['reserve min as a string', [v, ...policy, 5, 1, 1, 2, '1', 0]],
-      ['lease id as a number', [v, ...policy, 1, 1, 1, 1, 7, 0]],
+      ['permit id as a number', [v, ...policy, 1, 1, 1, 1, 7, 0]],
       ['negative reserve', [v, ...policy, 1, 1, 1, 1, '', -0.1]],
       ['reserve above 0.9', [v, ...policy, 1, 1, 1, 1, '', 0.95]],
       ['reserve as a string', [v, ...policy, 1, 1, 1, 1, '', '0.5']],
@@ -454,7 +454,7 @@ describe('input, lifecycle and foreign data', () => {
       ['unknown algorithm', [v, '1', one(['7', ...limit.slice(1)]), '0', ...item]],
       ['zero window', [v, '1', '1,100,0,100,10,30000,tb', '0', ...item]],
       ['log limit too big', [v, '1', '5,20000,1000,1,1,30000,log', '0', ...item]],
-      ['lease ttl too short', [v, '1', '6,5,1000,5,10,9,c', '0', ...item]],
+      ['permit ttl too short', [v, '1', '6,5,1000,5,10,9,c', '0', ...item]],
       ['id pattern', [v, '1', one([...limit.slice(0, 6), 'bad id!']), '0', ...item]],
       ['two concurrency limits', [v, '1', '6,1,1,1,1,10,c1,6,1,1,1,1,10,c2', '0', ...item]],
       ['duplicate id', [v, '1', one(limit, limit), '0', ...item]],
@@ -462,9 +462,9 @@ describe('input, lifecycle and foreign data', () => {
       ['one-limit consume of two limits', [v, '1', one(limit, [...limit.slice(0, 6), 'b']), '0', 6, 1, 1, 1], keys, 4],
       ['one-limit consume cut short', [v, ...policy, 6, 1, 1], keys, policy.length + 1],
       ['one-limit consume of a fractional cost', [v, ...policy, 6, 1, 1, 0.5], keys, policy.length + 1],
-      ['leases without lease keys', [v, ...concurrency, '0', ...item]],
-      ['lease keys of no group', [v, ...concurrency, '1', '2', ...item], [key.state, key.leases, key.costs]],
-      ['lease keys missing', [v, ...concurrency, '1', '1', ...item], [key.state, key.leases]],
+      ['permits without permit keys', [v, ...concurrency, '0', ...item]],
+      ['permit keys of no group', [v, ...concurrency, '1', '2', ...item], [key.state, key.permits, key.costs]],
+      ['permit keys missing', [v, ...concurrency, '1', '1', ...item], [key.state, key.permits]],
       ...bookingItems(v, policy),
     ];
     for (const form of ['function', 'script'] as const) {
@@ -507,7 +507,7 @@ describe('input, lifecycle and foreign data', () => {
         ScriptCodes.ERR_NOT_BOOKABLE,
       ]);
     }
-    expect(await client.exists(key.state, key.leases, key.costs)).toBe(0);
+    expect(await client.exists(key.state, key.permits, key.costs)).toBe(0);
     // The same calls, well formed, are applied: the same program either way.
     expect(await call('function', [v, ...policy, ...item])).toEqual([
       0,
@@ -564,8 +564,8 @@ describe('input, lifecycle and foreign data', () => {
       expect.any(Number),
       0,
     ]);
-    const leases = [key.state, key.leases, key.costs];
-    expect(await call('function', [v, ...concurrency, '1', '1', 1, 1, 1, 1, 'l', 0], leases)).toEqual([
+    const withPermits = [key.state, key.permits, key.costs];
+    expect(await call('function', [v, ...concurrency, '1', '1', 1, 1, 1, 1, 'l', 0], withPermits)).toEqual([
       0,
       expect.any(String),
       expect.any(String),
@@ -575,7 +575,7 @@ describe('input, lifecycle and foreign data', () => {
       0,
       10,
     ]);
-    expect(await client.exists(key.state, key.leases, key.costs)).toBe(3);
+    expect(await client.exists(key.state, key.permits, key.costs)).toBe(3);
   });
 });
 

@@ -2,15 +2,15 @@
 import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { evalScript, giveLeaseUp, isReply, isReplyError, plainScript, takeLease } from '../src/kit.js';
+import { evalScript, isReply, isReplyError, plainScript, resignLeadership, takeLeadership } from '../src/kit.js';
 import { randomPrefix, redisUrl } from '../../../test/env.js';
 
 describe('the Redis kit', () => {
   const client = new Redis(redisUrl(), { lazyConnect: true });
   const key = `${randomPrefix('kit')}k`;
-  const lease = `${randomPrefix('kit')}lease`;
+  const lead = `${randomPrefix('kit')}lead`;
   afterAll(async () => {
-    await client.del(key, lease);
+    await client.del(key, lead);
     client.disconnect();
   });
 
@@ -40,20 +40,20 @@ describe('the Redis kit', () => {
     expect(isReplyError(new Error('connection lost'))).toBe(false);
   });
 
-  it('holds a lease for one owner at a time: renewed by it, given up only by it, free once its time ends', async () => {
+  it('gives a leadership to one owner at a time: renewed by it, resigned only by it, free once its time ends', async () => {
     // Times far longer than any round trip on a busy machine, but for the one that must run out.
-    expect(await takeLease(client, lease, 'a', 60_000)).toBe(true);
-    expect(await takeLease(client, lease, 'b', 60_000)).toBe(false);
-    expect(await takeLease(client, lease, 'a', 60_000)).toBe(true);
-    expect(await giveLeaseUp(client, lease, 'b')).toBe(false);
-    expect(await client.get(lease)).toBe('a');
-    expect(await giveLeaseUp(client, lease, 'a')).toBe(true);
-    expect(await takeLease(client, lease, 'b', 200.4)).toBe(true);
-    expect(await client.pttl(lease)).toBeLessThanOrEqual(201);
-    await vi.waitFor(async () => expect(await takeLease(client, lease, 'a', 60_000)).toBe(true), {
+    expect(await takeLeadership(client, lead, 'a', 60_000)).toBe(true);
+    expect(await takeLeadership(client, lead, 'b', 60_000)).toBe(false);
+    expect(await takeLeadership(client, lead, 'a', 60_000)).toBe(true);
+    expect(await resignLeadership(client, lead, 'b')).toBe(false);
+    expect(await client.get(lead)).toBe('a');
+    expect(await resignLeadership(client, lead, 'a')).toBe(true);
+    expect(await takeLeadership(client, lead, 'b', 200.4)).toBe(true);
+    expect(await client.pttl(lead)).toBeLessThanOrEqual(201);
+    await vi.waitFor(async () => expect(await takeLeadership(client, lead, 'a', 60_000)).toBe(true), {
       timeout: 10_000,
       interval: 50,
     });
-    await expect(takeLease(client, lease, 'x'.repeat(129), 1000)).rejects.toThrow(/refused its arguments/);
+    await expect(takeLeadership(client, lead, 'x'.repeat(129), 1000)).rejects.toThrow(/refused its arguments/);
   });
 });

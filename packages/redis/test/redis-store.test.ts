@@ -125,11 +125,11 @@ describe('standalone', () => {
     const store = new RedisStore({ client, prefix, commandTimeoutMs: TEST_COMMAND_TIMEOUT_MS });
     const short = compileLimits([
       { algorithm: 'fixed-window', limit: 5, windowMs: 200 },
-      { algorithm: 'concurrency', limit: 2, leaseTtlMs: 100 },
+      { algorithm: 'concurrency', limit: 2, permitTtlMs: 100 },
     ]);
     const r = await store.consume({ key: 'idle', limits: short, cost: 1, permitId: 'l' });
     const names = keyNames(prefix, 'idle');
-    for (const name of [names.state, names.leases, names.costs]) {
+    for (const name of [names.state, names.permits, names.costs]) {
       // When Redis removes the key, on its own clock (TIME and PTTL read at one instant).
       const [sec, usec, ttl] = (await client.eval(
         "local t = redis.call('TIME') return { t[1], t[2], redis.call('PTTL', KEYS[1]) }",
@@ -143,7 +143,7 @@ describe('standalone', () => {
       expect(removedAt, name).toBeLessThanOrEqual(r.now + 200 + 2000 + 2);
     }
     await sleep(2300);
-    expect(await client.exists(names.state, names.leases, names.costs)).toBe(0);
+    expect(await client.exists(names.state, names.permits, names.costs)).toBe(0);
     await store.close();
   });
 
@@ -238,10 +238,10 @@ describe('cluster', () => {
     await store.close();
   });
 
-  it('keeps a key and its leases in one slot whatever the key contains', async () => {
+  it('keeps a key and its held permits in one slot whatever the key contains', async () => {
     const store = new RedisStore({ clusterNodes: redisClusterNodes(), prefix, commandTimeoutMs: 1000 });
     const both = compileLimits([
-      { algorithm: 'concurrency', limit: 1, leaseTtlMs: 60_000 },
+      { algorithm: 'concurrency', limit: 1, permitTtlMs: 60_000 },
       { algorithm: 'gcra', limit: 10, windowMs: 60_000 },
     ]);
     for (const key of ['', '}', '{', '{}', '}{', '%', '%7D', 'a}b{c', 'üñï']) {

@@ -43,11 +43,11 @@ export class ReferenceStore {
     limits: readonly CompiledLimit[],
     cost: number,
     permitId: string,
-    reserve: number,
+    coreShare: number,
     now: number,
   ): ConsumeResult {
     const entry = this.#open(key, limits, now);
-    const o = evaluateKey(entry?.states ?? [], limits, cost, now, permitId, reserve);
+    const o = evaluateKey(entry?.states ?? [], limits, cost, now, permitId, coreShare);
     if (o.allowed) this.#write(key, limits, o.next, keep(entry, now + o.ttlMs), entry?.ledger);
     return { allowed: o.allowed, statuses: o.statuses, now };
   }
@@ -86,7 +86,7 @@ export class ReferenceStore {
     return found;
   }
 
-  lease(
+  permit(
     op: 'renew' | 'release',
     key: string,
     limits: readonly CompiledLimit[],
@@ -98,11 +98,11 @@ export class ReferenceStore {
     const limit = limits[index]!;
     const entry = this.#open(key, limits, now);
     if (entry === undefined) return false;
-    const leases = entry.states[index] as ConcurrencyState | undefined;
+    const held = entry.states[index] as ConcurrencyState | undefined;
     const r =
       op === 'renew'
-        ? concurrency.renew(leases, permitId, now, limit, ttlMs ?? limit.leaseTtlMs)
-        : concurrency.release(leases, permitId, now);
+        ? concurrency.renew(held, permitId, now, limit, ttlMs ?? limit.permitTtlMs)
+        : concurrency.release(held, permitId, now);
     const states = entry.states.slice();
     states[index] = r.next;
     this.#write(key, limits, states, Math.max(entry.expiresAt, now + r.ttlMs), entry.ledger);

@@ -51,7 +51,7 @@ const limitPolicy = z.strictObject({
   windowMs: z.number().optional(),
   burst: z.number().optional(),
   slices: z.number().optional(),
-  leaseTtlMs: z.number().optional(),
+  permitTtlMs: z.number().optional(),
   id: z.string().optional(),
 });
 const limits = z.union([limitPolicy, z.array(limitPolicy)]);
@@ -117,12 +117,10 @@ const fieldsMatch: [
 ] = [true, true, true, true, true];
 void fieldsMatch;
 
-// Bounds of the core share and tenant names are core's; only shapes are checked here. `reserved`
-// is the former name of `coreShare`, still accepted (both given: core's error).
+// Bounds of the core share and tenant names are core's; only shapes are checked here.
 // Tiers (instead of `coreShare`): names, shares, their sum and the default are core's to check.
 const priority = z.strictObject({
   coreShare: z.number().optional(),
-  reserved: z.number().optional(),
   tiers: z.array(z.strictObject({ name: z.string(), share: z.number().optional() })).optional(),
   default: z.string().optional(),
 });

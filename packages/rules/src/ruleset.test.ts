@@ -13,7 +13,7 @@ resources:
       - { algorithm: concurrency, limit: 20 }
     onStoreFailure: local
     shadow: false
-    priority: { reserved: 0.2 }
+    priority: { coreShare: 0.2 }
     tenants:
       acme: { limits: [{ algorithm: token-bucket, limit: 50 }] }
       "*":  { limits: [{ algorithm: token-bucket, limit: 20 }] }
@@ -52,7 +52,7 @@ describe('compileRules (native files)', () => {
       ],
       onStoreFailure: 'local',
       shadow: false,
-      priority: { reserved: 0.2 },
+      priority: { coreShare: 0.2 },
       tenants: {
         acme: [{ algorithm: 'token-bucket', limit: 50 }],
         '*': [{ algorithm: 'token-bucket', limit: 20 }],
@@ -73,7 +73,7 @@ describe('compileRules (native files)', () => {
       expect(compileResource(name, rule, new ManualClock()).name).toBe(name);
     }
     const db = compileResource('db:user_center', rules.resources['db:user_center']!, new ManualClock());
-    expect(db.reserved).toBe(0.2);
+    expect(db.coreShare).toBe(0.2);
     expect([...db.tenants.keys()]).toEqual(['acme', '*']);
     const limiter = new Limiter({ clock: new ManualClock(), resources: {} });
     limiter.setResources(rules.resources);

@@ -32,7 +32,7 @@ function suite(name: string, connect: () => Redis | Cluster) {
       expect((await b.rolloutStore().read())!.revision).toBe(2);
     });
 
-    it('leases the decider to one owner at a time, renewable by it and free once given up', async () => {
+    it('makes one owner the decider at a time, renewable by it and free once resigned', async () => {
       const owners = await Promise.all(['x', 'y', 'z'].map((o) => a.rolloutStore().lead(o, 60_000)));
       expect(owners.filter(Boolean)).toHaveLength(1);
       const holder = ['x', 'y', 'z'][owners.indexOf(true)]!;

@@ -1,7 +1,7 @@
 --[[
 sluice adaptive limits, protocol 2: adds one server's demand counts of one adaptive resource to
-an interval the fleet shares. (The resource's decider holds a lease of its own, taken with
-@sluice/redis' lua/lease.lua.)
+an interval the fleet shares. (The resource's decider holds a leadership of its own, taken with
+@sluice/redis' lua/leadership.lua.)
 
 KEYS:
   [1] one interval's counts (`<prefix>{adapt:<resource>}:d:<interval>:<start>`), a HASH of

@@ -408,7 +408,7 @@ function startRollouts(
     logger,
     ...(outcomes === undefined ? {} : { outcomes }),
     pollIntervalMs: settings.rolloutPollMs,
-    leaseTtlMs: settings.rolloutLeaseMs,
+    leadershipTtlMs: settings.rolloutLeadershipMs,
     onChange: (state, rolledBack) => {
       const baseline = rules.version?.version ?? 0;
       const splitting = state !== undefined && (state.status === 'running' || state.status === 'paused');

@@ -48,6 +48,13 @@ describe('loadSettings', () => {
     expect(() => loadSettings({ redisUrl: 'redis://a:1', redisCluster: 'a:1' }, {})).toThrow(/exclude each other/);
   });
 
+  it('refuses a variable of 0.1 that was renamed, naming the new one', () => {
+    expect(() => loadSettings({}, { SLUICE_ROLLOUT_LEASE_MS: '2000' })).toThrow(
+      /SLUICE_ROLLOUT_LEASE_MS was renamed: use SLUICE_ROLLOUT_LEADERSHIP_MS/,
+    );
+    expect(loadSettings({}, { SLUICE_ROLLOUT_LEADERSHIP_MS: '2000' }).rolloutLeadershipMs).toBe(2000);
+  });
+
   it('serves the dashboard unless --no-dashboard or SLUICE_DASHBOARD=off', () => {
     expect(loadSettings({}, {}).dashboard).toBe(true);
     expect(loadSettings({}, { SLUICE_DASHBOARD: 'off' }).dashboard).toBe(false);

@@ -70,8 +70,8 @@ export interface Settings {
   readonly logFormat: LogFormat;
   /** How often the rollout is read and, by the decider, advanced and judged (ms). */
   readonly rolloutPollMs: number;
-  /** The rollout decider's lease (ms): another server takes over this long after it stops. */
-  readonly rolloutLeaseMs: number;
+  /** How long the rollout decider's leadership lasts unrenewed (ms): another server takes over this long after it stops. */
+  readonly rolloutLeadershipMs: number;
 }
 
 const int = (min: number, max: number) => z.coerce.number().int('must be an integer').min(min).max(max);
@@ -380,12 +380,12 @@ export const SETTINGS = {
     schema: int(50, 60_000),
     doc: 'How often the rule rollout is read and counts are flushed; the decider then advances and judges it (see docs/control-plane.md)',
   },
-  rolloutLeaseMs: {
-    flag: '--rollout-lease-ms',
-    env: 'SLUICE_ROLLOUT_LEASE_MS',
+  rolloutLeadershipMs: {
+    flag: '--rollout-leadership-ms',
+    env: 'SLUICE_ROLLOUT_LEADERSHIP_MS',
     default: '10000',
     schema: int(200, 600_000),
-    doc: "The rollout decider's lease: if the deciding server stops, another takes over after this long",
+    doc: "How long the rollout decider's leadership lasts unrenewed: if the deciding server stops, another takes over after this long",
   },
 } as const satisfies Record<keyof Settings, SettingSpec>;
 
@@ -398,6 +398,22 @@ export class SettingsError extends Error {
     super(message);
     this.name = 'SettingsError';
   }
+}
+
+/**
+ * Flags and variables of 0.1 that were renamed: start refuses them (instead of ignoring a value
+ * the operator meant) with a message naming the setting's new flag and variable.
+ */
+export const RENAMED_SETTINGS: readonly { readonly flag: string; readonly env: string; readonly setting: keyof Settings }[] = [
+  { flag: '--rollout-lease-ms', env: 'SLUICE_ROLLOUT_LEASE_MS', setting: 'rolloutLeadershipMs' },
+];
+
+/** The error for a renamed flag or variable given at start (see {@link RENAMED_SETTINGS}). */
+export function renamedSettingError(given: string): SettingsError | undefined {
+  const old = RENAMED_SETTINGS.find((r) => r.flag === given || r.env === given);
+  if (old === undefined) return undefined;
+  const now = SETTINGS[old.setting];
+  return new SettingsError(`${given} was renamed: use ${given === old.flag ? now.flag : now.env} (${now.flag} / ${now.env})`);
 }
 
 /**
@@ -425,6 +441,9 @@ export function loadSettings(
   env: Readonly<Record<string, string | undefined>> = process.env,
   file?: SettingsFile,
 ): Settings {
+  for (const old of RENAMED_SETTINGS) {
+    if (nonEmpty(env[old.env]) !== undefined) throw renamedSettingError(old.env)!;
+  }
   const out: Record<string, unknown> = {};
   for (const [name, spec] of Object.entries(SETTINGS) as [keyof Settings, SettingSpec][]) {
     const flag = flags[name];

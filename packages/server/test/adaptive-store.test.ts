@@ -52,9 +52,9 @@ describe.each(stores)('the demand store on %s', (_name, make) => {
     expect(await store.read('api:y', 500, 0, 5000)).toEqual([]);
   });
 
-  it('lets one owner decide at a time, until it resigns or its lease ends', async () => {
+  it('lets one owner decide at a time, until it resigns or its leadership ends', async () => {
     const store = make();
-    // Leases far longer than any round trip on a loaded machine: only resign and expiry free them.
+    // Leaderships far longer than any round trip on a loaded machine: only resign and expiry free them.
     expect(await store.lead('api:x', 'a', 60_000)).toBe(true);
     expect(await store.lead('api:x', 'b', 60_000)).toBe(false);
     expect(await store.lead('api:x', 'a', 60_000)).toBe(true);
@@ -62,7 +62,7 @@ describe.each(stores)('the demand store on %s', (_name, make) => {
     expect(await store.lead('api:x', 'b', 60_000)).toBe(false);
     await store.resign('api:x', 'a');
     expect(await store.lead('api:x', 'b', 300)).toBe(true);
-    // b stops renewing: its lease ends and a takes over (the bound only stops a hang).
+    // b stops renewing: its leadership ends and a takes over (the bound only stops a hang).
     await vi.waitFor(async () => expect(await store.lead('api:x', 'a', 60_000)).toBe(true), { timeout: 10_000, interval: 50 });
     expect(await store.lead('api:x', 'b', 60_000)).toBe(false);
   });

@@ -12,7 +12,7 @@ resources:
     limits: { algorithm: fixed-window, limit: 1, windowMs: 1000 }
     booking: { claimWindowMs: 1000, maxAheadMs: 10000, maxBookings: 20 }
   api:hour: { limits: { algorithm: token-bucket, limit: 1, windowMs: 3600000 } }
-  db:pool: { limits: { algorithm: concurrency, limit: 1, leaseTtlMs: 60000 } }
+  db:pool: { limits: { algorithm: concurrency, limit: 1, permitTtlMs: 60000 } }
 `;
 const API_TOKEN = 'booking-api-token-0123456789';
 

@@ -64,6 +64,9 @@ describe('the sluice command line', () => {
     const r = await runCli(['serve', '--port', 'abc']);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('--port / SLUICE_PORT');
+    const renamed = await runCli(['serve', '--rollout-lease-ms', '2000']);
+    expect(renamed.code).toBe(2);
+    expect(renamed.stderr).toContain('--rollout-lease-ms was renamed: use --rollout-leadership-ms');
     const usage = await runCli(['rules', 'diff', 'x', '--server', server.url]);
     expect(usage.code).toBe(2);
     expect(usage.stderr).toContain('must be a positive integer');

@@ -10,11 +10,11 @@ import { RlsClient, TOKEN, call, scratch, startTestServer, writeRules } from './
 const RULES = `
 resources:
   api:fixed: { limits: { algorithm: fixed-window, limit: 5, windowMs: 600000 } }
-  db:pool: { limits: { algorithm: concurrency, limit: 2, leaseTtlMs: 1000 } }
+  db:pool: { limits: { algorithm: concurrency, limit: 2, permitTtlMs: 1000 } }
   api:tenants:
     limits: { algorithm: token-bucket, limit: 1000 }
     tenants: { acme: { limits: { algorithm: token-bucket, limit: 10 } } }
-    priority: { reserved: 0.2 }
+    priority: { coreShare: 0.2 }
 domains:
   - domain: edge
     descriptors:

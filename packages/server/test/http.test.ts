@@ -8,13 +8,13 @@ import { TOKEN, call, eventually, scratch, startTestServer, writeRules } from '.
 const V1 = `
 resources:
   api:fixed: { limits: { algorithm: fixed-window, limit: 3, windowMs: 60000 } }
-  db:pool: { limits: { algorithm: concurrency, limit: 1, leaseTtlMs: 60000 } }
+  db:pool: { limits: { algorithm: concurrency, limit: 1, permitTtlMs: 60000 } }
   api:paced: { limits: { algorithm: gcra, limit: 20, windowMs: 1000, burst: 1 } }
 `;
 const V2 = `
 resources:
   api:fixed: { limits: { algorithm: fixed-window, limit: 10, windowMs: 60000 } }
-  db:pool: { limits: { algorithm: concurrency, limit: 1, leaseTtlMs: 60000 } }
+  db:pool: { limits: { algorithm: concurrency, limit: 1, permitTtlMs: 60000 } }
 `;
 
 describe('sluice serve over HTTP (embedded store)', () => {

@@ -132,7 +132,7 @@ describe('gradual rollout across sluice serve processes on one Redis', () => {
     );
     const metrics = await Promise.all(servers.map((s) => call(s.url, '/metrics')));
     const rollbacks = metrics.map((m) => Number(/^sluice_rollout_rollbacks_total (\d+)$/m.exec(m.json as string)?.[1] ?? 0));
-    // Decided once, by the server holding the lease.
+    // Decided once, by the server holding the leadership.
     expect(rollbacks.reduce((a, b) => a + b, 0)).toBe(1);
     for (const m of metrics) expect(m.json).toMatch(/^sluice_rollout_percent 0$/m);
   });

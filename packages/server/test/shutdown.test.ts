@@ -7,7 +7,7 @@ import { call, eventually, scratch, spawnServer, writeRules } from './support.js
 const RULES = `
 resources:
   api:paced: { limits: { algorithm: gcra, limit: 1, windowMs: 300, burst: 1 } }
-  db:pool: { limits: { algorithm: concurrency, limit: 1, leaseTtlMs: 600000 } }
+  db:pool: { limits: { algorithm: concurrency, limit: 1, permitTtlMs: 600000 } }
 `;
 
 /** True once the server answers 503 on /readyz (it is shutting down) or not at all. */

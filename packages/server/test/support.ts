@@ -171,8 +171,8 @@ export function runCli(
   });
 }
 
-/** Flags that make a spawned server follow rollouts quickly: read every 100 ms, decider lease 2 s. */
-export const FAST_ROLLOUT = ['--rollout-poll-ms', '100', '--rollout-lease-ms', '2000', '--store-timeout-ms', '2000'];
+/** Flags that make a spawned server follow rollouts quickly: read every 100 ms, decider's leadership 2 s. */
+export const FAST_ROLLOUT = ['--rollout-poll-ms', '100', '--rollout-leadership-ms', '2000', '--store-timeout-ms', '2000'];
 
 /** A call to `s`'s admin API (`/v1/admin<path>`) with the admin token. */
 export function admin(s: ServerProcess, path: string, body?: unknown) {

@@ -12,11 +12,6 @@ export const StreamErrorCodes = Object.freeze({
   BATCH_TOO_LARGE: 'SLUICE_ERR_STREAM_BATCH_TOO_LARGE',
   /** The partition ownership store (Redis) failed, did not answer, or refused the call. */
   OWNERSHIP_UNAVAILABLE: 'SLUICE_ERR_STREAM_OWNERSHIP_UNAVAILABLE',
-  /**
-   * @deprecated Use {@link StreamErrorCodes.OWNERSHIP_UNAVAILABLE}; the same code (partition
-   * ownership is no longer called a lease).
-   */
-  LEASE_UNAVAILABLE: 'SLUICE_ERR_STREAM_OWNERSHIP_UNAVAILABLE',
   /** A broker subpath (`@sluice/stream/nats`, ...) was loaded without its client package installed. */
   MISSING_PEER: 'SLUICE_ERR_STREAM_MISSING_PEER',
 });

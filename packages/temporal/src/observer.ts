@@ -1,4 +1,4 @@
-import type { BookOutcome } from '@sluice/core';
+import type { BookingVerdict } from '@sluice/core';
 
 /**
  * Hooks the activity gate calls as permits are waited for, denied, held and released;
@@ -17,7 +17,7 @@ export interface SluiceTemporalObserver {
    * `claimed` (its booked slot), `booked` (a slot to come back for), `denied` (none could be
    * booked: retried as without bookings) or `missing`.
    */
-  booked?(event: PermitEvent & { outcome: BookOutcome }): void;
+  booked?(event: PermitEvent & { outcome: BookingVerdict }): void;
   /** A concurrency permit was taken (+1) or given back (-1). */
   permitHeld?(event: PermitEvent & { delta: 1 | -1 }): void;
   /**

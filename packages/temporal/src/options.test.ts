@@ -65,9 +65,9 @@ describe('compileActivityOptions (worker start)', () => {
     expect(codeOf(() => compileActivityOptions({ limiter, activities: { a: [] } })).code).toBe('SLUICE_ERR_INVALID_OPTIONS');
   });
 
-  it('fills defaults and renews concurrency permits at a third of their lease TTL', async () => {
+  it('fills defaults and renews concurrency permits at a third of their permitTtlMs', async () => {
     const real = new Limiter({
-      resources: { pool: { algorithm: 'concurrency', limit: 2, leaseTtlMs: 3000 }, 'api:a': { algorithm: 'gcra', limit: 5 } },
+      resources: { pool: { algorithm: 'concurrency', limit: 2, permitTtlMs: 3000 }, 'api:a': { algorithm: 'gcra', limit: 5 } },
     });
     const o = compileActivityOptions({
       limiter: real,

@@ -107,7 +107,7 @@ export interface SluiceActivityOptions {
   maxSlotWaitMs?: number;
   /**
    * How often a held concurrency permit is renewed, in ms.
-   * @default a third of the limit's lease TTL when the limiter exposes it, else 5000
+   * @default a third of the limit's `permitTtlMs` when the limiter exposes it, else 5000
    */
   renewIntervalMs?: number;
   /** Metrics and other hooks (see `@sluice/temporal/metrics`). */
@@ -368,7 +368,7 @@ export function compilePermit(
   if (permit.tenant !== undefined && typeof permit.tenant !== 'function' && typeof permit.tenant !== 'string') {
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.tenant`, `${where}: must be a string or a function`);
   }
-  const ttl = limits?.find((l) => !algorithmOf(l).rate)?.leaseTtlMs;
+  const ttl = limits?.find((l) => !algorithmOf(l).rate)?.permitTtlMs;
   return Object.freeze({
     resource,
     cost: constant(permit.cost, 1)!,

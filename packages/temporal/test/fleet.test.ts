@@ -1,6 +1,6 @@
 /**
  * Several worker processes on two task queues share one downstream limit through Redis; a
- * killed worker's concurrency permits come back after their lease TTL. Real Temporal, real Redis.
+ * killed worker's concurrency permits come back after their permitTtlMs. Real Temporal, real Redis.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Limiter, type ResourceConfig } from '@sluice/core';
@@ -20,11 +20,11 @@ import {
 const RATE = 20;
 const BURST = 5;
 const POOL = 3;
-const LEASE_TTL_MS = 2000;
+const PERMIT_TTL_MS = 2000;
 
 const resources: Record<string, ResourceConfig> = {
   'api:shared': { algorithm: 'token-bucket', limit: RATE, windowMs: 1000, burst: BURST },
-  'pool:shared': { algorithm: 'concurrency', limit: POOL, leaseTtlMs: LEASE_TTL_MS },
+  'pool:shared': { algorithm: 'concurrency', limit: POOL, permitTtlMs: PERMIT_TTL_MS },
 };
 const activities = { callShared: { resource: 'api:shared' }, hold: { resource: 'pool:shared' } };
 
@@ -101,7 +101,7 @@ describe('a fleet of worker processes sharing one downstream', () => {
     }
   });
 
-  it("frees a killed worker's concurrency permits after the lease TTL", async () => {
+  it("frees a killed worker's concurrency permits after their permitTtlMs", async () => {
     const queue = randomId('pool');
     const victim = startWorker(queue);
     await victim.ready();
@@ -124,8 +124,8 @@ describe('a fleet of worker processes sharing one downstream', () => {
       const right = await probe.try('pool:shared');
       expect(right.allowed).toBe(false);
       expect(right.reason).toBe('concurrency_limited');
-      // ...until their leases expire: nobody renews them any more.
-      const freed = await probe.acquire('pool:shared', { maxWaitMs: LEASE_TTL_MS * 5 });
+      // ...until their permits expire: nobody renews them any more.
+      const freed = await probe.acquire('pool:shared', { maxWaitMs: PERMIT_TTL_MS * 5 });
       expect(freed.allowed).toBe(true);
       await probe.release('pool:shared', { permitId: freed.permitId! });
       // Another worker picks the retried activities up and gets the permits.

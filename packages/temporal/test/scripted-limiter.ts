@@ -2,7 +2,7 @@
  * A scripted RateLimiter for unit tests: answers from a queue of decisions (or errors) and
  * records every call. Not exported from the package.
  */
-import type { AcquireOptions, Decision, LeaseOptions, RateLimiter, TryOptions } from '@sluice/core';
+import type { AcquireOptions, Decision, PermitOptions, RateLimiter, TryOptions } from '@sluice/core';
 
 export type Answer = Decision | Error | ((options: AcquireOptions) => Promise<Decision>);
 
@@ -61,11 +61,11 @@ export class ScriptedLimiter implements RateLimiter {
     this.calls.push({ method: 'acquire', resource, options });
     return this.next(options);
   }
-  async release(resource: string, options: LeaseOptions): Promise<boolean> {
+  async release(resource: string, options: PermitOptions): Promise<boolean> {
     this.calls.push({ method: 'release', resource, options });
     return true;
   }
-  async renew(resource: string, options: LeaseOptions): Promise<boolean> {
+  async renew(resource: string, options: PermitOptions): Promise<boolean> {
     this.calls.push({ method: 'renew', resource, options });
     return true;
   }

@@ -93,7 +93,7 @@ describe('priority and tenant travel in headers', () => {
   it('sheds normal traffic first: core calls use the share reserved for them', async () => {
     // 10 permits a minute, half reserved for core: normal calls get 5.
     const limiter = limiterWith({
-      'api:prio': { limits: { algorithm: 'token-bucket', limit: 10, windowMs: 60_000, burst: 10 }, priority: { reserved: 0.5 } },
+      'api:prio': { limits: { algorithm: 'token-bucket', limit: 10, windowMs: 60_000, burst: 10 }, priority: { coreShare: 0.5 } },
     });
     try {
       await withWorker(

@@ -151,8 +151,10 @@ export class FakeService implements Transport {
             await this.limiter.adjust(i.resource, i);
             return { status: 200, body: { adjusted: true } };
           }
-          if (path === '/v1/release') return { status: 200, body: { released: await this.limiter.release(i.resource, i) } };
-          return { status: 200, body: { renewed: await this.limiter.renew(i.resource, i) } };
+          // The permit named as the service's /v1/release and /v1/renew read it.
+          const permit = { ...i, permitId: i.permitId ?? i.leaseId ?? '' };
+          if (path === '/v1/release') return { status: 200, body: { released: await this.limiter.release(i.resource, permit) } };
+          return { status: 200, body: { renewed: await this.limiter.renew(i.resource, permit) } };
         } catch (err) {
           return errorAnswer(err);
         }

@@ -44,7 +44,7 @@ export class Bookings {
     const r = call.resource;
     const resource = r.name;
     const asPlain = (d: Decision): Decision => ({ ...d, booking: info(d.allowed ? 'admitted' : 'denied', id) });
-    if (!bookable(r, call.tenant, call.tier.holdback)) {
+    if (!bookable(r, call.tenant, call.tier.coreShare)) {
       // Nothing of it can have been booked: a claim finds nothing, a booking is a plain call
       // (counted for hot keys by `try`).
       if (!create) return decider.observe(resource, 'book', nothingToClaim(r.limits, id), call.tier);

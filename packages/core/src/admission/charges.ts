@@ -84,9 +84,9 @@ export class Charges {
     }
     if (delta < 0) {
       // Refunded here: what the pre-filter learnt of these keys no longer holds.
-      const holdbacks = call.resource.priority.holdbacks;
-      prefilter.forget(key, holdbacks);
-      if (tenantKey !== undefined) prefilter.forget(tenantKey, holdbacks);
+      const coreShares = call.resource.priority.coreShares;
+      prefilter.forget(key, coreShares);
+      if (tenantKey !== undefined) prefilter.forget(tenantKey, coreShares);
       waiting.wake(key);
     }
   }

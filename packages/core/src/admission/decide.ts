@@ -66,7 +66,7 @@ export class Decider {
   decide(call: Call): Promise<Decision> {
     const r = call.resource;
     return r.paths.direct && this.tenantLimits(call) === undefined
-      ? this.#consumeKey(r, call.key, call.parts, call.limits, call.cost, call.tier.holdback)
+      ? this.#consumeKey(r, call.key, call.parts, call.limits, call.cost, call.tier.coreShare)
       : this.consume(call);
   }
 
@@ -81,7 +81,7 @@ export class Decider {
       const pass = await this.#outcomes.of(resource)?.admit();
       if (pass?.allowed === false) return breakerDecision(limits, pass.retryAfterMs);
     }
-    const coreShare = call.tier.holdback;
+    const coreShare = call.tier.coreShare;
     const tenantLimits = this.tenantLimits(call);
     let decision: Decision;
     const charges: Charge[] = [];

@@ -60,8 +60,8 @@ export function checkTenant(tenant: unknown): string {
  * `paths.bookable`), and the call neither draws on a tenant quota nor holds a share back for a
  * higher tier (see `Limiter.book`).
  */
-export function bookable(r: CompiledResource, tenant: string | undefined, holdback: number): boolean {
-  return r.paths.bookable && tenant === undefined && holdback === 0;
+export function bookable(r: CompiledResource, tenant: string | undefined, coreShare: number): boolean {
+  return r.paths.bookable && tenant === undefined && coreShare === 0;
 }
 
 export function info(outcome: BookingInfo['outcome'], id: string): BookingInfo {

@@ -50,7 +50,7 @@ export interface LimiterOptions {
   maxWaitersPerClient?: number;
   /**
    * How often a queue re-asks a concurrency limit: permits released by other processes are not
-   * announced, and a denial's retry-after only says when leases would expire.
+   * announced, and a denial's retry-after only says when held permits would expire.
    * @default 50
    */
   concurrencyPollMs?: number;

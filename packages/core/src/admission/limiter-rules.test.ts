@@ -79,9 +79,9 @@ describe('tenants', () => {
 });
 
 describe('priorities', () => {
-  it('sheds normal traffic first, keeping the reserved share for core', async () => {
+  it('sheds normal traffic first, keeping the core share for core', async () => {
     const limiter = new Limiter({
-      resources: { db: { limits: { algorithm: 'fixed-window', limit: 10, windowMs: minute }, priority: { reserved: 0.3 } } },
+      resources: { db: { limits: { algorithm: 'fixed-window', limit: 10, windowMs: minute }, priority: { coreShare: 0.3 } } },
       clock: new ManualClock(),
     });
     let normal = 0;
@@ -96,7 +96,7 @@ describe('priorities', () => {
     await limiter.close();
   });
 
-  it('names the share coreShare; reserved is its former name, and both at once is an error', async () => {
+  it('names the share coreShare, bounded by MAX_CORE_SHARE', async () => {
     const clock = new ManualClock();
     const fixed = { algorithm: 'fixed-window', limit: 10, windowMs: minute } as const;
     const limiter = new Limiter({ resources: { db: { limits: fixed, priority: { coreShare: 0.3 } } }, clock });
@@ -105,11 +105,12 @@ describe('priorities', () => {
     expect(normal).toBe(7);
     expect((await limiter.try('db', { priority: 'core' })).allowed).toBe(true);
     expect(limiter.settingsOf('db').reservable).toBe(false);
-    expect(() => limiter.setLimits('db', { limits: fixed, priority: { coreShare: 0.3, reserved: 0.3 } })).toThrow(
-      expect.objectContaining({ code: ErrorCodes.INVALID_OPTIONS, field: 'resources.db.priority' }),
-    );
     expect(() => limiter.setLimits('db', { limits: fixed, priority: { coreShare: 0.95 } })).toThrow(
       expect.objectContaining({ code: ErrorCodes.INVALID_OPTIONS, field: 'resources.db.priority.coreShare' }),
+    );
+    // `reserved`, the name of 0.1, is no field.
+    expect(() => limiter.setLimits('db', { limits: fixed, priority: { reserved: 0.3 } as never })).toThrow(
+      expect.objectContaining({ code: ErrorCodes.INVALID_OPTIONS, field: 'resources.db.priority.reserved' }),
     );
     await limiter.close();
   });

@@ -89,7 +89,7 @@ describe('Limiter.acquire', () => {
     const clock = new ManualClock(1000);
     const store = new SlowStore({ clock });
     const limiter = new Limiter({
-      resources: { 'db:pool': { algorithm: 'concurrency', limit: 1, leaseTtlMs: 60_000 } },
+      resources: { 'db:pool': { algorithm: 'concurrency', limit: 1, permitTtlMs: 60_000 } },
       store,
       clock,
       random: () => 0,
@@ -287,7 +287,7 @@ describe('Limiter.acquire', () => {
 
   it('wakes a concurrency waiter when a permit is released', async () => {
     const { clock, limiter } = setup(
-      { 'db:pool': { algorithm: 'concurrency', limit: 1, leaseTtlMs: 60_000 } },
+      { 'db:pool': { algorithm: 'concurrency', limit: 1, permitTtlMs: 60_000 } },
       { concurrencyPollMs: 10_000 },
     );
     const held = await limiter.acquire('db:pool');
@@ -303,20 +303,18 @@ describe('Limiter.acquire', () => {
     await limiter.close();
   });
 
-  it('still answers and takes the deprecated leaseId, the same value as permitId', async () => {
-    const { limiter } = setup({ 'db:pool': { algorithm: 'concurrency', limit: 1, leaseTtlMs: 60_000 }, 'api:a': oneEvery100ms });
+  it('answers a permitId only for a held permit, and renews and releases it by that id', async () => {
+    const { limiter } = setup({ 'db:pool': { algorithm: 'concurrency', limit: 1, permitTtlMs: 60_000 }, 'api:a': oneEvery100ms });
     const held = await limiter.try('db:pool');
     expect(held.permitId).toEqual(expect.any(String));
-    expect(held.leaseId).toBe(held.permitId);
     const plain = await limiter.try('api:a');
-    expect(Object.hasOwn(plain, 'permitId') || Object.hasOwn(plain, 'leaseId')).toBe(false);
-    await expect(limiter.release('db:pool', { permitId: held.permitId!, leaseId: 'other' })).rejects.toMatchObject({
+    expect(Object.hasOwn(plain, 'permitId')).toBe(false);
+    await expect(limiter.release('db:pool', {} as never)).rejects.toMatchObject({
       code: 'SLUICE_ERR_INVALID_OPTIONS',
-      field: 'leaseId',
+      field: 'permitId',
     });
-    await expect(limiter.release('db:pool', {})).rejects.toMatchObject({ code: 'SLUICE_ERR_INVALID_OPTIONS', field: 'permitId' });
-    expect(await limiter.renew('db:pool', { leaseId: held.leaseId! })).toBe(true);
-    expect(await limiter.release('db:pool', { leaseId: held.leaseId! })).toBe(true);
+    expect(await limiter.renew('db:pool', { permitId: held.permitId! })).toBe(true);
+    expect(await limiter.release('db:pool', { permitId: held.permitId! })).toBe(true);
     expect(await limiter.release('db:pool', { permitId: held.permitId! })).toBe(false);
     await limiter.close();
   });

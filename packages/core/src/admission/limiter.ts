@@ -318,7 +318,7 @@ export class Limiter implements RateLimiter {
         return this.#decider.observe(resource, 'acquire', last, call.tier);
       }
       // A rate limit's retry-after is exact, so a wait that cannot fit is refused at once. A
-      // concurrency limit's is only the worst case (leases may be released sooner): queue.
+      // concurrency limit's is only the worst case (permits may be released sooner): queue.
       if (last.reason === 'rate_limited' && last.retryAfterMs > maxWaitMs) {
         const timedOut = { ...withReason(last, 'wait_timeout', false), waitedMs: 0 };
         return this.#decider.observe(resource, 'acquire', timedOut, call.tier);

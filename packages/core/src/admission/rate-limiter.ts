@@ -115,22 +115,14 @@ export interface CancelOptions {
   token?: string;
 }
 
-/** Identifies a concurrency permit for `release` and `renew`: give `permitId` (or the deprecated `leaseId`). */
+/** Identifies a concurrency permit for `release` and `renew`. */
 export interface PermitOptions {
   key?: string;
   /** The permit's id: a decision's `permitId`. */
-  permitId?: string;
-  /**
-   * The permit's id under its old name (giving both with different values is refused).
-   * @deprecated Set `permitId`.
-   */
-  leaseId?: string;
-  /** New lifetime for `renew`. @default the limit's leaseTtlMs */
+  permitId: string;
+  /** New lifetime for `renew`. @default the limit's permitTtlMs */
   ttlMs?: number;
 }
-
-/** @deprecated Renamed {@link PermitOptions}. */
-export type LeaseOptions = PermitOptions;
 
 /** What `adjust` charges or refunds. */
 export interface AdjustOptions {

@@ -15,6 +15,7 @@ import { compileLimits, hasConcurrency, type CompiledLimit, type LimitPolicy } f
 import { resourcePaths, type ResourcePaths } from './resource-paths.js';
 import { hasLoneSurrogate } from '../store/storage-key.js';
 import {
+  MAX_CORE_SHARE,
   compileBoost,
   compilePriority,
   twoTiers,
@@ -56,7 +57,7 @@ export interface ResourceOptions {
   shadow?: boolean;
   /**
    * `coreShare`: a share of every limit (0..0.9) that only `core` traffic may use; `normal` is
-   * shed first. `reserved` is its former name, still accepted (giving both is an error).
+   * shed first.
    * `tiers` (instead of `coreShare`): ordered tiers, highest first, each keeping a share of every
    * limit from the tiers below it; `default` names the tier of calls that give none (see tiers.ts).
    */
@@ -120,15 +121,13 @@ export interface CompiledResource {
   readonly shadow: boolean;
   /**
    * Share of every limit kept for core traffic (0 when none); with tiers, the share the lowest
-   * tier may not use (the largest hold-back).
+   * tier may not use (the largest core share of its tiers).
    */
   readonly coreShare: number;
   /** The resource's tiers (`core` and `normal` unless it declares its own). */
   readonly priority: CompiledPriority;
   /** The boost pool, if any. */
   readonly boost: CompiledBoost | undefined;
-  /** @deprecated Use {@link coreShare} (the same value). */
-  readonly reserved: number;
   readonly tenants: ReadonlyMap<string, readonly CompiledLimit[]>;
   readonly booking: BookingBounds;
   /** Hot-key detection, when configured. */
@@ -136,11 +135,6 @@ export interface CompiledResource {
   /** What each verb may do with the resource, decided here once (see {@link ResourcePaths}). */
   readonly paths: ResourcePaths;
 }
-
-/** Largest share of a limit a resource may keep for core traffic (`priority.coreShare`). */
-export const MAX_CORE_SHARE = 0.9;
-/** @deprecated Use {@link MAX_CORE_SHARE}. */
-export const MAX_RESERVED_SHARE = MAX_CORE_SHARE;
 
 /** The tiers of a resource without `priority` options: `core` and `normal`, nothing kept. */
 const NO_TIERS = twoTiers(0);
@@ -152,7 +146,7 @@ function compileTiers(config: ResourceOptions, path: string): { priority: Compil
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.priority`, 'must be an object');
   }
   for (const k of Object.keys(p ?? {})) {
-    if (!['coreShare', 'reserved', 'tiers', 'default'].includes(k)) {
+    if (!['coreShare', 'tiers', 'default'].includes(k)) {
       throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.priority.${k}`, 'unknown field');
     }
   }
@@ -168,14 +162,9 @@ function compileTiers(config: ResourceOptions, path: string): { priority: Compil
 export function compileCoreShare(priority: PriorityOptions | undefined, path: string): number {
   if (priority === undefined) return 0;
   if (typeof priority !== 'object' || priority === null) throw invalid(ErrorCodes.INVALID_OPTIONS, path, 'must be an object');
-  const { coreShare, reserved } = priority;
-  if (coreShare !== undefined && reserved !== undefined) {
-    throw invalid(ErrorCodes.INVALID_OPTIONS, path, 'give coreShare or its former name reserved, not both');
-  }
-  const share = coreShare ?? reserved ?? 0;
-  const field = coreShare === undefined && reserved !== undefined ? 'reserved' : 'coreShare';
+  const share = priority.coreShare ?? 0;
   if (typeof share !== 'number' || !(share >= 0 && share <= MAX_CORE_SHARE)) {
-    throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.${field}`, `must be a number between 0 and ${MAX_CORE_SHARE}`);
+    throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.coreShare`, `must be a number between 0 and ${MAX_CORE_SHARE}`);
   }
   return share;
 }
@@ -233,7 +222,6 @@ export function compileResource(
       splitLimits: [],
       shadow: false,
       coreShare: 0,
-      reserved: 0,
       priority: NO_TIERS,
       boost: undefined,
       tenants: new Map(),
@@ -280,7 +268,7 @@ export function compileResource(
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.shadow`, 'must be a boolean');
   }
   const { priority, boost } = compileTiers(config, `${path}`);
-  const coreShare = priority.tiers[priority.tiers.length - 1]!.holdback;
+  const coreShare = priority.tiers[priority.tiers.length - 1]!.coreShare;
   if (coreShare > 0 && config.lease !== undefined) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.priority`, 'a core share cannot be combined with leases');
   }
@@ -310,7 +298,6 @@ export function compileResource(
     split,
     shadow: config.shadow ?? false,
     coreShare,
-    reserved: coreShare,
     priority,
     boost,
     tenants,

@@ -22,7 +22,7 @@ async function take(limiter: Limiter, resource: string, n: number, options: { pr
 describe('priority tiers', () => {
   it('holds back from each tier the shares of the tiers above it', () => {
     const p = compilePriority({ tiers }, 0, 'p');
-    expect(p.tiers.map((t) => [t.name, t.holdback])).toEqual([
+    expect(p.tiers.map((t) => [t.name, t.coreShare])).toEqual([
       ['vip', 0],
       ['standard', 0.2],
       ['bulk', 0.5],

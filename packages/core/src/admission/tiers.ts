@@ -7,9 +7,9 @@ import { compileLimit, type Algorithm, type CompiledLimit } from '../shared/poli
  *
  * Tiers are ordered highest first. Each keeps a `share` of every limit that the tiers below it
  * may not use: a call of tier `i` is admitted only while `used + cost <= limit x (1 - h_i)`,
- * where its hold-back `h_i` is the sum of the shares of the tiers ranked above it. The top tier
- * sees the whole limit, the lowest is shed first. The hold-back is the store's `coreShare` of a
- * consume, so a tier costs no extra store step and the fleet-wide limit holds exactly as before.
+ * where its core share `h_i` is the sum of the shares of the tiers ranked above it. The top tier
+ * sees the whole limit, the lowest is shed first. A tier's core share is the store's `coreShare`
+ * of a consume, so a tier costs no extra store step and the fleet-wide limit holds exactly as before.
  *
  * `priority.coreShare: s` is the two-tier case: `core` (share `s`, sees the whole limit) above
  * `normal` (the default, sees `limit x (1 - s)`).
@@ -52,7 +52,7 @@ export interface CompiledTier {
   readonly name: string;
   readonly share: number;
   /** Share of every limit this tier may not use: the sum of the shares of the tiers above it. */
-  readonly holdback: number;
+  readonly coreShare: number;
   /** Position, 0 for the highest. */
   readonly rank: number;
   /** True if calls of this tier may draw on the resource's boost pool. */
@@ -70,8 +70,8 @@ export interface CompiledPriority {
   readonly default: CompiledTier;
   /** True when the resource declares `priority.tiers` (else the tiers are `core` and `normal`). */
   readonly named: boolean;
-  /** Every tier's holdback, in tier order (what a refund makes the pre-filter forget). */
-  readonly holdbacks: readonly number[];
+  /** Every tier's `coreShare`, in tier order (what a refund makes the pre-filter forget). */
+  readonly coreShares: readonly number[];
 }
 
 /** A resource's boost pool, compiled. */
@@ -84,15 +84,16 @@ export interface CompiledBoost {
 export const TIER_NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
 /** Most tiers a resource may declare. */
 export const MAX_TIERS = 16;
-/** Largest share of a limit the tiers of a resource may keep from its lowest tier, together. */
-export const MAX_TIER_HOLDBACK = 0.9;
+/**
+ * Largest share of a limit a resource may keep from its lowest traffic: `priority.coreShare`, or
+ * the tiers' shares together.
+ */
+export const MAX_CORE_SHARE = 0.9;
 
 /** A resource's traffic classes (see the module's description). */
 export interface PriorityOptions {
   /** Two tiers: a share of every limit (0..0.9) that only `core` traffic may use. */
   coreShare?: number;
-  /** @deprecated Use {@link coreShare} (giving both is `SLUICE_ERR_INVALID_OPTIONS`). */
-  reserved?: number;
   /** Tiers, highest first (not with `coreShare`). */
   tiers?: readonly TierOptions[];
   /** The tier of calls that give none. @default the lowest tier */
@@ -131,7 +132,7 @@ export function compilePriority(
     const p = twoTiers(coreShare, boosted);
     return priority?.default === 'core' ? Object.freeze({ ...p, default: p.byName.get('core')! }) : p;
   }
-  if (priority.coreShare !== undefined || priority.reserved !== undefined) {
+  if (priority.coreShare !== undefined) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, path, 'give tiers or coreShare, not both');
   }
   const tiers = priority.tiers;
@@ -139,7 +140,7 @@ export function compilePriority(
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.tiers`, `must be a list of 1 to ${MAX_TIERS} tiers`);
   }
   const seen = new Set<string>();
-  let holdback = 0;
+  let sum = 0;
   const list = tiers.map((t: TierOptions, i) => {
     const at = `${path}.tiers[${i}]`;
     if (typeof t !== 'object' || t === null) throw invalid(ErrorCodes.INVALID_OPTIONS, at, 'must be an object');
@@ -150,8 +151,8 @@ export function compilePriority(
     if (seen.has(t.name)) throw invalid(ErrorCodes.INVALID_OPTIONS, `${at}.name`, `duplicate tier ${JSON.stringify(t.name)}`);
     seen.add(t.name);
     const share = t.share ?? 0;
-    if (typeof share !== 'number' || !(share >= 0 && share <= MAX_TIER_HOLDBACK)) {
-      throw invalid(ErrorCodes.INVALID_OPTIONS, `${at}.share`, `must be a number between 0 and ${MAX_TIER_HOLDBACK}`);
+    if (typeof share !== 'number' || !(share >= 0 && share <= MAX_CORE_SHARE)) {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, `${at}.share`, `must be a number between 0 and ${MAX_CORE_SHARE}`);
     }
     if (i === tiers.length - 1 && share > 0) {
       throw invalid(
@@ -160,12 +161,12 @@ export function compilePriority(
         'must be 0: the lowest tier has no tier below it to keep a share from',
       );
     }
-    holdback += share;
+    sum += share;
     return { name: t.name, share };
   });
   // Rounded so that 0.3 + 0.6 counts as 0.9.
-  if (Math.round(holdback * 1e9) / 1e9 > MAX_TIER_HOLDBACK) {
-    throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.tiers`, `the shares add up to more than ${MAX_TIER_HOLDBACK}`);
+  if (Math.round(sum * 1e9) / 1e9 > MAX_CORE_SHARE) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.tiers`, `the shares add up to more than ${MAX_CORE_SHARE}`);
   }
   const fallback = priority.default ?? list[list.length - 1]!.name;
   if (!seen.has(fallback)) {
@@ -185,7 +186,7 @@ function freezePriority(
     const tier = Object.freeze({
       name: t.name,
       share: t.share,
-      holdback: Math.min(MAX_TIER_HOLDBACK, Math.round(above * 1e9) / 1e9),
+      coreShare: Math.min(MAX_CORE_SHARE, Math.round(above * 1e9) / 1e9),
       rank,
       boost: boosted.includes(t.name),
       label: named ? t.name : undefined,
@@ -199,7 +200,7 @@ function freezePriority(
     byName,
     default: byName.get(fallback)!,
     named,
-    holdbacks: Object.freeze(tiers.map((t) => t.holdback)),
+    coreShares: Object.freeze(tiers.map((t) => t.coreShare)),
   });
 }
 

@@ -377,9 +377,9 @@ describe('policy changes carry usage over', () => {
 });
 
 describe('concurrency', () => {
-  const limit = lim({ algorithm: 'concurrency', limit: 2, leaseTtlMs: 1000 });
+  const limit = lim({ algorithm: 'concurrency', limit: 2, permitTtlMs: 1000 });
 
-  it('holds leases until release or expiry', () => {
+  it('holds permits until release or expiry', () => {
     const a = concurrency.acquire(undefined, 'a', 1, 0, limit);
     const b = concurrency.acquire(a.next, 'b', 1, 0, limit);
     const c = concurrency.acquire(b.next, 'c', 1, 500, limit);

@@ -7,7 +7,7 @@ import { slidingWindow } from './sliding-window.js';
 import { tokenBucket } from './token-bucket.js';
 import type { AlgorithmTraits, RateAlgorithm, RateState } from './types.js';
 
-export { concurrency, type ConcurrencyOutcome, type ConcurrencyState, type Lease } from './concurrency.js';
+export { concurrency, type ConcurrencyVerdict, type ConcurrencyState, type HeldPermit } from './concurrency.js';
 export { fixedWindow } from './fixed-window.js';
 export { gcra } from './gcra.js';
 export { slidingLog } from './sliding-log.js';

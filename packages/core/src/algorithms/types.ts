@@ -7,7 +7,7 @@ import type { Algorithm, CompiledLimit } from '../shared/limits.js';
 export type RateState = readonly number[];
 
 /** Result of evaluating one limit for one request. Pure data, no I/O. */
-export interface LimitOutcome {
+export interface LimitVerdict {
   allowed: boolean;
   /** Whole permits left after this request (when allowed) or now (when denied). */
   remaining: number;
@@ -22,7 +22,7 @@ export interface LimitOutcome {
 }
 
 /** Result of an adjustment: the state to store (undefined: none needed) and its lifetime. */
-export interface AdjustOutcome {
+export interface AdjustResult {
   next: RateState | undefined;
   ttlMs: number;
 }
@@ -64,13 +64,13 @@ export interface RateAlgorithm extends AlgorithmTraits {
    * used until `now + holdMs`: the window algorithms count them as taken then, so their bound
    * holds on the times permits are used; the others ignore it.
    */
-  evaluate(state: RateState | undefined, cost: number, now: number, limit: CompiledLimit, holdMs?: number): LimitOutcome;
+  evaluate(state: RateState | undefined, cost: number, now: number, limit: CompiledLimit, holdMs?: number): LimitVerdict;
   /**
    * Charges `delta` more permits (or refunds `-delta`) without a decision. `at` > 0 names the
    * charge a refund is for (a reservation's stamp, see `evaluate`); the window algorithms refund
    * that charge only, the others ignore it.
    */
-  adjust(state: RateState | undefined, delta: number, now: number, limit: CompiledLimit, at?: number): AdjustOutcome;
+  adjust(state: RateState | undefined, delta: number, now: number, limit: CompiledLimit, at?: number): AdjustResult;
   /** Permits in use at `now` according to a state of this algorithm. */
   usage(state: RateState, now: number, limit: CompiledLimit): number;
   /** A state of this algorithm that has `used` permits in use at `now`. */
@@ -95,7 +95,7 @@ export interface RateAlgorithm extends AlgorithmTraits {
    */
   claimSpan(state: RateState | undefined, cost: number, start: number, now: number, limit: CompiledLimit): number;
   /** Charges a booking of `cost` used somewhere in `[start, end)` (start from {@link startOf}). */
-  book(state: RateState | undefined, cost: number, start: number, end: number, now: number, limit: CompiledLimit): AdjustOutcome;
+  book(state: RateState | undefined, cost: number, start: number, end: number, now: number, limit: CompiledLimit): AdjustResult;
   /**
    * Gives back a booking that was never claimed, where the bound allows: the window algorithms
    * always (its permits were never used), a token bucket or GCRA only when `newest` (nothing was
@@ -109,9 +109,9 @@ export interface RateAlgorithm extends AlgorithmTraits {
     now: number,
     limit: CompiledLimit,
     newest: boolean,
-  ): AdjustOutcome;
+  ): AdjustResult;
   /** A booking claimed at `now`: the sliding algorithms move its charge from `end` to `now`. */
-  claim(state: RateState | undefined, cost: number, end: number, now: number, limit: CompiledLimit): AdjustOutcome;
+  claim(state: RateState | undefined, cost: number, end: number, now: number, limit: CompiledLimit): AdjustResult;
 }
 
 /** Tolerance for floating-point comparisons of permits. */

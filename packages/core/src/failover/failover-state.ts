@@ -236,7 +236,7 @@ export function localPermitId(permitId: string): string {
  */
 export function fallbackDecision(decision: Decision, unavailable: boolean): Decision {
   const permitId = decision.permitId === undefined ? undefined : localPermitId(decision.permitId);
-  const permit = permitId === undefined ? {} : { permitId, leaseId: permitId };
+  const permit = permitId === undefined ? {} : { permitId };
   const reason = !decision.allowed && unavailable ? { reason: 'store_unavailable' as const } : {};
   return { ...decision, ...permit, ...reason, source: 'fallback' };
 }

@@ -3,7 +3,7 @@ import { ManualClock } from '../shared/clock.js';
 import { ErrorCodes, SluiceError } from '../shared/errors.js';
 import { Limiter } from '../admission/limiter.js';
 import { MemoryStore } from '../store/memory-store.js';
-import type { AdjustRequest, ConsumeRequest, ConsumeResult, LeaseRequest } from '../store/store.js';
+import type { AdjustRequest, ConsumeRequest, ConsumeResult, PermitRequest } from '../store/store.js';
 
 /** A store that can be switched off like a Redis that went away. */
 class FlakyStore extends MemoryStore {
@@ -23,7 +23,7 @@ class FlakyStore extends MemoryStore {
     this.#fail();
     return super.adjust(request);
   }
-  override async release(request: LeaseRequest): Promise<boolean> {
+  override async release(request: PermitRequest): Promise<boolean> {
     this.#fail();
     return super.release(request);
   }
@@ -92,7 +92,7 @@ describe('store failure policies', () => {
     }
   });
 
-  it('returns fallback leases to the fallback after the store is back', async () => {
+  it('returns fallback permits to the fallback after the store is back', async () => {
     const clock = new ManualClock();
     const store = new FlakyStore({ clock });
     // Switched at the first timeout, so the permit comes from the local share.

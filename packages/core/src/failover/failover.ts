@@ -28,7 +28,6 @@ import type {
   ReserveRequest,
   ReserveResult,
 } from '../store/store.js';
-import { requestPermitId } from '../store/store.js';
 
 export { STORE_FAILURE_POLICIES, type StoreFailurePolicy } from './failover-state.js';
 
@@ -262,7 +261,7 @@ export class Failover {
 
   async #permit(request: PermitRequest, op: 'renew' | 'release'): Promise<boolean> {
     // Permits taken from the fallback carry a prefix, so they return to it after recovery.
-    if (isLocalPermit(requestPermitId(request))) {
+    if (isLocalPermit(request.permitId)) {
       return this.#fallback[op]({ ...request, limits: this.#scale(request.limits) });
     }
     // The permit lives in the unreachable store and expires there by itself; a renewal is
@@ -293,7 +292,7 @@ export class Failover {
   async #fallbackConsume(request: ConsumeRequest, policy: StoreFailurePolicy): Promise<ConsumeResult> {
     if (policy === 'local') {
       const limits = this.#scale(request.limits);
-      return this.#fallback.consume({ ...request, limits, permitId: localPermitId(requestPermitId(request)) });
+      return this.#fallback.consume({ ...request, limits, permitId: localPermitId(request.permitId ?? '') });
     }
     const statuses = policyStatuses(request.limits, policy === 'open', this.#health.retryAfterMs);
     return { allowed: policy === 'open', statuses, now: this.#clock.now() };

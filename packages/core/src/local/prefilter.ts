@@ -16,14 +16,14 @@ interface Blocked {
  */
 /**
  * The pre-filter's entry of a storage key: tiers see different limits when shares are kept, so
- * each hold-back (the share of every limit a tier may not use, see tiers.ts) has a namespace of
+ * each core share (the share of every limit a tier may not use, see tiers.ts) has a namespace of
  * its own: `true` or a number above 0. A storage key starts with its resource name
  * (`RESOURCE_PATTERN`: printable ASCII), so none starts with NUL, and a resource name is
- * followed by `|` or nothing, so the hold-back between two NULs is read unambiguously.
+ * followed by `|` or nothing, so the core share between two NULs is read unambiguously.
  */
-export function filterKey(key: string, holdback: boolean | number): string {
-  if (holdback === false || holdback === 0) return key;
-  return holdback === true ? `\u0000${key}` : `\u0000${holdback}\u0000${key}`;
+export function filterKey(key: string, coreShare: boolean | number): string {
+  if (coreShare === false || coreShare === 0) return key;
+  return coreShare === true ? `\u0000${key}` : `\u0000${coreShare}\u0000${key}`;
 }
 
 export class Prefilter {
@@ -59,13 +59,13 @@ export class Prefilter {
   }
 
   /**
-   * Forgets what was learnt of `key` (every entry: see `filterKey`; `holdbacks` are those of the
+   * Forgets what was learnt of `key` (every entry: see `filterKey`; `coreShares` are those of the
    * resource's tiers), e.g. after a refund made here.
    */
-  forget(key: string, holdbacks: readonly number[] = []): void {
+  forget(key: string, coreShares: readonly number[] = []): void {
     this.#blocked.delete(key);
     this.#blocked.delete(filterKey(key, true));
-    for (const h of holdbacks) if (h > 0) this.#blocked.delete(filterKey(key, h));
+    for (const h of coreShares) if (h > 0) this.#blocked.delete(filterKey(key, h));
   }
 
   /** Forgets everything, e.g. after a rule change. */

@@ -35,11 +35,11 @@ export type DecisionSource = 'store' | 'prefilter' | 'lease' | 'fallback' | 'bre
  *   room in the store, or a span too short);
  * - `missing`: a claim found no such booking (never made, claimed, cancelled or expired).
  */
-export type BookOutcome = 'admitted' | 'booked' | 'claimed' | 'denied' | 'missing';
+export type BookingVerdict = 'admitted' | 'booked' | 'claimed' | 'denied' | 'missing';
 
 /** The booking a decision of `Limiter.book` or `claim` speaks of. */
 export interface BookingInfo {
-  readonly outcome: BookOutcome;
+  readonly outcome: BookingVerdict;
   /** The booking's id, as the caller named it. */
   readonly id: string;
   /** For `booked`: milliseconds until it may be claimed (the decision's `retryAfterMs` too). */
@@ -85,11 +85,6 @@ export interface Decision {
   readonly statuses: readonly LimitStatus[];
   /** The concurrency permit taken, when the key has a concurrency limit and was allowed. */
   readonly permitId?: string;
-  /**
-   * The same value as {@link permitId}, set exactly when it is.
-   * @deprecated Read `permitId`.
-   */
-  readonly leaseId?: string;
   /** Milliseconds spent waiting in `acquire`. */
   readonly waitedMs?: number;
   /** Who decided. @default 'store' when absent */
@@ -147,7 +142,7 @@ export function combineStatuses(statuses: readonly LimitStatus[], permitId?: str
     limitId: decider.id,
     statuses,
   } as const;
-  return allowed && permitId !== undefined ? { ...base, permitId, leaseId: permitId } : base;
+  return allowed && permitId !== undefined ? { ...base, permitId } : base;
 }
 
 /** A copy of `decision` with another reason and verdict, e.g. when a wait gives up. */

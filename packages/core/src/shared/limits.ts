@@ -28,7 +28,7 @@ export interface CompiledLimit {
   readonly windowMs: number;
   readonly burst: number;
   readonly slices: number;
-  readonly leaseTtlMs: number;
+  readonly permitTtlMs: number;
 }
 
 /** Upper bounds on policy fields; anything larger is a configuration mistake. */
@@ -38,8 +38,8 @@ export const POLICY_BOUNDS = Object.freeze({
   maxSlices: 100,
   /** The exact log keeps one entry per admitted call, so its limit is kept small. */
   maxLogLimit: 10_000,
-  minLeaseTtlMs: 10,
-  maxLeaseTtlMs: 24 * 3600 * 1000,
+  minPermitTtlMs: 10,
+  maxPermitTtlMs: 24 * 3600 * 1000,
   maxLimitsPerKey: 8,
   maxIdLength: 64,
   /** The longest a reservation's permits may be held before use (a lease's lifetime). */

@@ -24,7 +24,7 @@ export interface LimiterObserver {
    * A new key met the in-memory store's full key table: a key at rest was `evicted` to make room,
    * a larger group's live key was `demoted` to its group's summary, the key was `summarized`
    * (decided and charged on its own group's summary), or the call was `refused` (denied: it needed
-   * a slot of its own, for leases or bookings, and none could be made). No labels of keys or
+   * a slot of its own, for held permits or bookings, and none could be made). No labels of keys or
    * resources: they are the callers' data.
    */
   keyTableFull?(event: { outcome: 'evicted' | 'demoted' | 'summarized' | 'refused' }): void;

@@ -23,7 +23,7 @@ describe('policy validation', () => {
     ['unknown field', { algorithm: 'gcra', limit: 5, rate: 3 }, 'limits[0].rate', 'unknown field'],
     ['zero slices', { algorithm: 'sliding-window', limit: 5, slices: 0 }, 'limits[0].slices', 'between 1 and'],
     ['huge log', { algorithm: 'sliding-log', limit: 1e6 }, 'limits[0].limit', 'between 1 and 10000'],
-    ['short lease', { algorithm: 'concurrency', limit: 5, leaseTtlMs: 1 }, 'limits[0].leaseTtlMs', 'between 10 and'],
+    ['short permit TTL', { algorithm: 'concurrency', limit: 5, permitTtlMs: 1 }, 'limits[0].permitTtlMs', 'between 10 and'],
   ];
 
   it.each(cases)('rejects %s naming the field', (_name, policy, field, message) => {
@@ -58,7 +58,7 @@ describe('policy validation', () => {
       { algorithm: 'fixed-window', limit: 100 },
       { algorithm: 'fixed-window', limit: 10_000, windowMs: 86_400_000 },
     ]);
-    expect(a).toMatchObject({ id: '0', windowMs: 1000, burst: 100, slices: 10, leaseTtlMs: 30_000 });
+    expect(a).toMatchObject({ id: '0', windowMs: 1000, burst: 100, slices: 10, permitTtlMs: 30_000 });
     expect(b!.id).toBe('1');
     expect(Object.isFrozen(a)).toBe(true);
   });

@@ -38,7 +38,7 @@ export interface LimitPolicy {
    * this long.
    * @default 30000
    */
-  leaseTtlMs?: number;
+  permitTtlMs?: number;
   /**
    * Name of this limit within the key, stable across policy updates so state carries over
    * (also when the algorithm changes).
@@ -68,7 +68,7 @@ export function compileLimit(policy: LimitPolicy, path = 'policy', defaultId?: s
   if (typeof policy !== 'object' || policy === null) {
     throw invalid(ErrorCodes.INVALID_POLICY, path, 'must be an object');
   }
-  const allowed = new Set(['algorithm', 'limit', 'windowMs', 'burst', 'slices', 'leaseTtlMs', 'id']);
+  const allowed = new Set(['algorithm', 'limit', 'windowMs', 'burst', 'slices', 'permitTtlMs', 'id']);
   for (const k of Object.keys(policy)) {
     if (!allowed.has(k)) throw invalid(ErrorCodes.INVALID_POLICY, `${path}.${k}`, 'unknown field');
   }
@@ -85,11 +85,11 @@ export function compileLimit(policy: LimitPolicy, path = 'policy', defaultId?: s
   const windowMs = checkInt(policy.windowMs ?? 1000, `${path}.windowMs`, 1, POLICY_BOUNDS.maxWindowMs);
   const burst = checkInt(policy.burst ?? limit, `${path}.burst`, 1, POLICY_BOUNDS.maxLimit);
   const slices = checkInt(policy.slices ?? 10, `${path}.slices`, 1, POLICY_BOUNDS.maxSlices);
-  const leaseTtlMs = checkInt(
-    policy.leaseTtlMs ?? 30_000,
-    `${path}.leaseTtlMs`,
-    POLICY_BOUNDS.minLeaseTtlMs,
-    POLICY_BOUNDS.maxLeaseTtlMs,
+  const permitTtlMs = checkInt(
+    policy.permitTtlMs ?? 30_000,
+    `${path}.permitTtlMs`,
+    POLICY_BOUNDS.minPermitTtlMs,
+    POLICY_BOUNDS.maxPermitTtlMs,
   );
   const id = policy.id ?? defaultId ?? '0';
   if (typeof id !== 'string' || id.length > POLICY_BOUNDS.maxIdLength || !ID_PATTERN.test(id)) {
@@ -99,7 +99,7 @@ export function compileLimit(policy: LimitPolicy, path = 'policy', defaultId?: s
       `must match ${ID_PATTERN} and be at most ${POLICY_BOUNDS.maxIdLength} characters`,
     );
   }
-  return Object.freeze({ id, algorithm, code: traits.code, limit, windowMs, burst, slices, leaseTtlMs });
+  return Object.freeze({ id, algorithm, code: traits.code, limit, windowMs, burst, slices, permitTtlMs });
 }
 
 /**
@@ -227,21 +227,9 @@ export function checkPermitId(permitId: unknown, field = 'permitId'): string {
   return permitId;
 }
 
-/**
- * The permit `release` and `renew` options name: `permitId`, or the deprecated `leaseId` (the
- * same value when both are given, else refused), validated by {@link checkPermitId}.
- */
-export function optionsPermitId(options: { readonly permitId?: unknown; readonly leaseId?: unknown }): string {
-  const { permitId, leaseId } = options;
-  if (permitId === undefined && leaseId !== undefined) return checkPermitId(leaseId, 'leaseId');
-  if (leaseId !== undefined && leaseId !== permitId) {
-    throw invalid(
-      ErrorCodes.INVALID_OPTIONS,
-      'leaseId',
-      'is the deprecated name of permitId: give one, or both with the same value',
-    );
-  }
-  return checkPermitId(permitId);
+/** The permit `release` and `renew` options name, validated by {@link checkPermitId}. */
+export function optionsPermitId(options: { readonly permitId?: unknown }): string {
+  return checkPermitId(options.permitId);
 }
 
 /** True when one of `limits` is a concurrency limit (its calls take permits to hold). */

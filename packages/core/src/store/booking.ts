@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { normalizeState, rateAlgorithm, type RateState } from '../algorithms/index.js';
 import { ErrorCodes, SluiceError, invalid } from '../shared/errors.js';
 import { evaluateKey, type LimitState } from './evaluate.js';
-import type { BookOutcome, LimitStatus } from '../shared/decision.js';
+import type { BookingVerdict, LimitStatus } from '../shared/decision.js';
 import { capacityOf, hasConcurrency, type CompiledLimit } from '../shared/policy.js';
 
 /**
@@ -65,8 +65,8 @@ export interface BookingBounds {
   readonly maxShare: number;
 }
 
-/** Every {@link BookOutcome}, for decoders. */
-export const BOOK_OUTCOMES: readonly BookOutcome[] = ['admitted', 'booked', 'claimed', 'denied', 'missing'];
+/** Every {@link BookingVerdict}, for decoders. */
+export const BOOK_OUTCOMES: readonly BookingVerdict[] = ['admitted', 'booked', 'claimed', 'denied', 'missing'];
 
 /** Longest booking id, in characters. */
 export const MAX_BOOKING_ID_LENGTH = 128;
@@ -155,13 +155,13 @@ const MAX_SLOT_STEPS = 16;
 
 /**
  * The encoding of a key's limits that the Redis script receives, one string (per limit code,
- * limit, windowMs, burst, slices, leaseTtlMs, id, all joined by commas). Bookings remember it, so
+ * limit, windowMs, burst, slices, permitTtlMs, id, all joined by commas). Bookings remember it, so
  * a policy change drops them: their charges were converted with the rest of the state.
  */
 export function policyText(limits: readonly CompiledLimit[]): string {
   let text = texts.get(limits);
   if (text === undefined) {
-    text = limits.map((l) => [l.code, l.limit, l.windowMs, l.burst, l.slices, l.leaseTtlMs, l.id].join(',')).join(',');
+    text = limits.map((l) => [l.code, l.limit, l.windowMs, l.burst, l.slices, l.permitTtlMs, l.id].join(',')).join(',');
     if (Object.isFrozen(limits)) texts.set(limits, text);
   }
   return text;
@@ -180,7 +180,7 @@ export interface BookingState {
 
 /** What {@link bookKey} decided. */
 export interface BookKeyResult {
-  readonly outcome: BookOutcome;
+  readonly outcome: BookingVerdict;
   /** Per limit: the call's cost judged now (as a consume would), or what is left after a claim. */
   readonly statuses: LimitStatus[];
   /** The booking held, for `booked` and `claimed`. */
@@ -238,7 +238,7 @@ export function openBookings(
 const FORBIDDEN: BookKeyResult = Object.freeze({ outcome: 'denied', statuses: [], forbidden: true });
 
 /**
- * Books, claims or admits (see {@link BookOutcome}); `s` comes from {@link openBookings}. A held
+ * Books, claims or admits (see {@link BookingVerdict}); `s` comes from {@link openBookings}. A held
  * id with another token is `forbidden`: the call cannot see, claim or take over that booking.
  */
 export function bookKey(s: BookingState, limits: readonly CompiledLimit[], request: BookKeyRequest, now: number): BookKeyResult {

@@ -9,11 +9,11 @@ import {
 import type { LimitStatus } from '../shared/decision.js';
 import { capacityOf, type CompiledLimit } from '../shared/policy.js';
 
-/** Stored state of one limit: a rate state or the leases of a concurrency limit. */
+/** Stored state of one limit: a rate state or the held permits of a concurrency limit. */
 export type LimitState = RateState | ConcurrencyState;
 
 /** Result of deciding one request against all limits of a key. */
-export interface KeyOutcome {
+export interface KeyVerdict {
   allowed: boolean;
   statuses: LimitStatus[];
   /** States to store, aligned with the limits (only meaningful when `allowed`). */
@@ -28,7 +28,7 @@ export interface KeyOutcome {
  * aligned with `limits`. Pure: the same function runs in the in-memory store, and the Redis
  * scripts mirror it step by step.
  *
- * `reserve` (0..1) is the share of each limit held back for core traffic: a caller outside it
+ * `coreShare` (0..1) is the share of each limit kept for core traffic: a caller outside it
  * is admitted only if `cost` plus that share still fits, and is charged `cost` alone. `holdMs`
  * is how long after `now` the permits may be used (a lease's lifetime, see `RateAlgorithm`).
  */
@@ -38,19 +38,19 @@ export function evaluateKey(
   cost: number,
   now: number,
   permitId: string,
-  reserve = 0,
+  coreShare = 0,
   holdMs = 0,
-): KeyOutcome {
+): KeyVerdict {
   const statuses: LimitStatus[] = [];
   // Sized up front: the array is kept as the key's state, and a pushed-to array over-allocates.
   const next = new Array<LimitState | undefined>(limits.length);
   let allowed = true;
   let ttlMs = 0;
   limits.forEach((limit, i) => {
-    const held = reserve > 0 ? Math.floor(reserve * capacityOf(limit)) : 0;
-    let o = decideLimit(states[i], limit, cost + held, now, permitId, holdMs);
-    // The check passed with the reserve: charge the cost alone.
-    if (held > 0 && o.allowed) o = decideLimit(states[i], limit, cost, now, permitId, holdMs);
+    const corePermits = coreShare > 0 ? Math.floor(coreShare * capacityOf(limit)) : 0;
+    let o = decideLimit(states[i], limit, cost + corePermits, now, permitId, holdMs);
+    // The check passed with the core share: charge the cost alone.
+    if (corePermits > 0 && o.allowed) o = decideLimit(states[i], limit, cost, now, permitId, holdMs);
     allowed &&= o.allowed;
     ttlMs = Math.max(ttlMs, o.ttlMs);
     next[i] = o.next;
@@ -59,7 +59,7 @@ export function evaluateKey(
       algorithm: limit.algorithm,
       allowed: o.allowed,
       limit: limit.limit,
-      remaining: Math.max(0, o.remaining - held),
+      remaining: Math.max(0, o.remaining - corePermits),
       retryAfterMs: o.retryAfterMs,
       resetAfterMs: o.resetAfterMs,
     });
@@ -101,7 +101,7 @@ export function reserveKey(
   max: number,
   now: number,
   holdMs = 0,
-): KeyOutcome & { granted: number } {
+): KeyVerdict & { granted: number } {
   const peek = evaluateKey(states, limits, 0, now, '');
   let left = max;
   for (const s of peek.statuses) left = Math.min(left, s.remaining);
@@ -112,7 +112,7 @@ export function reserveKey(
 
 /**
  * Applies an adjustment of `delta` permits (negative: refund) to every rate limit of a key,
- * unconditionally. Concurrency limits are not affected (a lease's size is fixed). `at` > 0 names
+ * unconditionally. Concurrency limits are not affected (a held permit's size is fixed). `at` > 0 names
  * the charge a refund is for (see `AdjustRequest.at`).
  */
 export function adjustKey(
@@ -126,9 +126,9 @@ export function adjustKey(
   const next = limits.map((limit, i) => {
     const stored = states[i];
     if (!algorithmOf(limit).rate) {
-      const leases = stored as ConcurrencyState | undefined;
-      if (leases !== undefined) ttlMs = Math.max(ttlMs, ...leases.map((l) => Math.ceil(l.expiresAt - now)));
-      return leases;
+      const held = stored as ConcurrencyState | undefined;
+      if (held !== undefined) ttlMs = Math.max(ttlMs, ...held.map((l) => Math.ceil(l.expiresAt - now)));
+      return held;
     }
     const o = rateAlgorithm(limit.code)!.adjust(
       normalizeState(stored as RateState | undefined, now, limit),

@@ -72,14 +72,14 @@ describe('a full key table, shared between resources', () => {
   });
 
   it('tells a refused key the truth: never less than the wait for the first held key to come to rest', () => {
-    const pool = compileLimits({ algorithm: 'concurrency', limit: 5, leaseTtlMs: 1000 });
+    const pool = compileLimits({ algorithm: 'concurrency', limit: 5, permitTtlMs: 1000 });
     const table = new KeyTable(2);
-    const lease = (until: number) => [[{ id: 'l', cost: 1, expiresAt: until }]];
-    table.write('a', pool, lease(1000), 1000, 0);
-    table.write('b', pool, lease(1000), 1000, 0);
-    // Both leases renewed for a minute: their first buckets on the wheel are stale.
-    table.write('a', pool, lease(60_500), 60_500, 500);
-    table.write('b', pool, lease(61_000), 61_000, 500);
+    const permit = (until: number) => [[{ id: 'l', cost: 1, expiresAt: until }]];
+    table.write('a', pool, permit(1000), 1000, 0);
+    table.write('b', pool, permit(1000), 1000, 0);
+    // Both permits renewed for a minute: their first buckets on the wheel are stale.
+    table.write('a', pool, permit(60_500), 60_500, 500);
+    table.write('b', pool, permit(61_000), 61_000, 500);
     expect(table.makeRoom('c', 600, pool)).toBe(false);
     expect(table.roomAfterMs(600)).toBeGreaterThanOrEqual(60_500 - 600);
     // And not much more: within a sixteenth of the lifetime left.

@@ -78,7 +78,7 @@ const LEDGER_WEIGHT = 2;
  * join that group's {@link GroupSummary}, a conservative bound that every absent key of the group
  * is decided on (so the key it stood for is never admitted more than its own state allowed). A
  * new key of the largest group is itself decided on its group's summary and charged there. Only a
- * key that needs a slot of its own (a concurrency limit's leases, bookings) is refused, told when
+ * key that needs a slot of its own (a concurrency limit's held permits, bookings) is refused, told when
  * the earliest held key comes to rest.
  */
 export class KeyTable {

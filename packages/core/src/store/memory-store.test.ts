@@ -47,7 +47,7 @@ describe('MemoryStore', () => {
     await store.close();
   });
 
-  it('keeps concurrency leases through a flood of leases, and refuses new leases with the time room comes', async () => {
+  it('keeps held permits through a flood of permits, and refuses new permits with the time room comes', async () => {
     const clock = new ManualClock();
     const observed: string[] = [];
     const store = new MemoryStore({
@@ -56,18 +56,17 @@ describe('MemoryStore', () => {
       sweepIntervalMs: 0,
       observer: { keyTableFull: (e) => observed.push(e.outcome) },
     });
-    const pool = compileLimits({ algorithm: 'concurrency', limit: 2, leaseTtlMs: 30_000 });
+    const pool = compileLimits({ algorithm: 'concurrency', limit: 2, permitTtlMs: 30_000 });
     expect((await store.consume({ key: 'pool', limits: pool, cost: 1, permitId: 'l1' })).allowed).toBe(true);
     expect((await store.consume({ key: 'pool', limits: pool, cost: 1, permitId: 'l2' })).allowed).toBe(true);
     clock.advance(1000);
     for (let i = 0; i < 100; i++) await store.consume({ key: `flood${i}`, limits: pool, cost: 1, permitId: 'x' });
     expect((await store.consume({ key: 'pool', limits: pool, cost: 1, permitId: 'l3' })).allowed).toBe(false);
     expect(await store.renew({ key: 'pool', limits: pool, permitId: 'l1' })).toBe(true);
-    // The deprecated name of a store request's permit id is still read.
-    expect(await store.release({ key: 'pool', limits: pool, leaseId: 'l2' })).toBe(true);
+    expect(await store.release({ key: 'pool', limits: pool, permitId: 'l2' })).toBe(true);
     expect((await store.consume({ key: 'pool', limits: pool, cost: 1, permitId: 'l3' })).allowed).toBe(true);
-    // Leases cannot be summarized: a new key with a concurrency limit waits for a slot, told when
-    // the first held key comes to rest (the flood's leases, 30 s after they were taken).
+    // Held permits cannot be summarized: a new key with a concurrency limit waits for a slot, told
+    // when the first held key comes to rest (the flood's permits, 30 s after they were taken).
     const refused = await store.consume({ key: 'late', limits: pool, cost: 1, permitId: 'y' });
     expect(refused.allowed).toBe(false);
     expect(refused.statuses[0]!.retryAfterMs).toBeGreaterThanOrEqual(30_000);

@@ -27,7 +27,6 @@ import type {
 } from './store.js';
 import { MemoryOutcomes } from './memory-outcomes.js';
 import type { OutcomeTotals } from '../breakers/outcomes.js';
-import { requestPermitId } from './store.js';
 
 /**
  * The expiry a write gives a key: what the operation needs, and no less than a key holding
@@ -54,7 +53,7 @@ export interface MemoryStoreOptions {
    * room from a key at rest (it decides as no state would); when every key held still counts it is
    * shared between resources: a larger resource's key leaves for its resource's conservative
    * summary, or the new key is decided on its own resource's summary (see {@link KeyTable}); only
-   * new keys needing a slot of their own (leases, bookings) are denied. No live state is dropped.
+   * new keys needing a slot of their own (held permits, bookings) are denied. No live state is dropped.
    * Each booking held counts as one key too, and a key holding bookings as two more (a full
    * table makes new bookings plain denials).
    * @default 1_000_000
@@ -105,7 +104,7 @@ export interface MemoryStoreStats {
   readonly demoted: number;
   /** New keys decided and charged on their group's summary (the table was full, their group the largest). */
   readonly summarized: number;
-  /** New keys denied: they needed a slot of their own (leases, bookings) and the table had none to give. */
+  /** New keys denied: they needed a slot of their own (held permits, bookings) and the table had none to give. */
   readonly refused: number;
   /** Limit summaries held (each 16 bytes per bucket). */
   readonly summaries: number;
@@ -177,8 +176,8 @@ export class MemoryStore implements LimitStore, OutcomeStore {
       request.limits,
       request.cost,
       now,
-      requestPermitId(request),
-      request.coreShare ?? request.reserve ?? 0,
+      request.permitId ?? '',
+      request.coreShare ?? 0,
     );
     if (outcome.allowed) this.#table.write(request.key, request.limits, outcome.next, keepUntil(view, now + outcome.ttlMs), now);
     return { allowed: outcome.allowed, statuses: outcome.statuses, now };
@@ -288,19 +287,19 @@ export class MemoryStore implements LimitStore, OutcomeStore {
   #permit(request: PermitRequest, op: 'renew' | 'release'): boolean {
     this.#checkOpen();
     const index = request.limits.findIndex((l) => !algorithmOf(l).rate);
-    if (index < 0) throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'the key has no concurrency limit to hold leases');
+    if (index < 0) throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'the key has no concurrency limit to hold permits');
     const limit = request.limits[index]!;
     const now = this.#options.clock.now();
     const read = this.#table.read(request.key, request.limits, now);
     if (read === undefined) return false;
     const entry = read.ledger === undefined ? read : this.#settle(request.key, request.limits, read, now);
     const states = entry.states.slice();
-    const leases = states[index] as ConcurrencyState | undefined;
-    const permitId = requestPermitId(request);
+    const held = states[index] as ConcurrencyState | undefined;
+    const permitId = request.permitId;
     const result =
       op === 'renew'
-        ? concurrency.renew(leases, permitId, now, limit, request.ttlMs ?? limit.leaseTtlMs)
-        : concurrency.release(leases, permitId, now);
+        ? concurrency.renew(held, permitId, now, limit, request.ttlMs ?? limit.permitTtlMs)
+        : concurrency.release(held, permitId, now);
     states[index] = result.next;
     this.#table.write(request.key, request.limits, states, Math.max(entry.expiresAt, now + result.ttlMs), now);
     return result.found;

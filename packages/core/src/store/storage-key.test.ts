@@ -1,10 +1,19 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ErrorCodes } from '../shared/errors.js';
+import { ErrorCodes, SluiceError } from '../shared/errors.js';
 import { filterKey } from '../local/prefilter.js';
 import { checkKey } from '../shared/policy.js';
 import { isTenantName } from '../admission/resource.js';
-import { hasLoneSurrogate, parseStorageKey, resourceKey, splitKey, storageKey, tenantKey } from './storage-key.js';
+import {
+  escapeKey,
+  hasLoneSurrogate,
+  resourceKey,
+  splitKey,
+  storageKey,
+  tenantKey,
+  unescapeKey,
+  type StorageKeyParts,
+} from './storage-key.js';
 
 /** Characters that mean something to some encoding, and surrogate edge cases. */
 const TRICKY = ['@', '#', '%', '|', '{', '}', '\u0000', '0', '1', 'a', ':', '\ufffd', '\ud83d\ude00', '#0', '%40', '%25'];
@@ -26,6 +35,37 @@ function encode(s: State): string {
   if (s.kind === 'tenant') return tenantKey(s.resource, s.tenant!);
   if (s.kind === 'part') return splitKey(s.resource, s.key!, s.part!);
   return resourceKey(s.resource, s.key!);
+}
+
+/**
+ * Reads a storage key back into its parts; throws `SLUICE_ERR_INVALID_KEY` if no encoder made it.
+ * Sluice never reads a storage key back (store requests carry their parts): this decoder exists to
+ * show the encoding is one-to-one.
+ */
+function parseStorageKey(storageKey: string): StorageKeyParts {
+  const bar = storageKey.indexOf('|');
+  if (bar < 0) return { resource: storageKey, key: '' };
+  const resource = storageKey.slice(0, bar);
+  const rest = storageKey.slice(bar + 1);
+  if (rest.startsWith('@')) return { resource, key: '', tenant: rest.slice(1) };
+  if (!rest.startsWith('#')) return { resource, key: callerKey(rest, storageKey) };
+  if (rest === '#b') return { resource, key: '', pool: 'boost' };
+  if (rest.startsWith('#b|')) return { resource, key: callerKey(rest.slice(3), storageKey), pool: 'boost' };
+  const share = /^#(0|[1-9][0-9]{0,5})(?:\|(.*))?$/s.exec(rest);
+  if (share === null) throw notAStorageKey(storageKey);
+  const key = share[2] === undefined ? '' : callerKey(share[2], storageKey);
+  return { resource, key, part: Number(share[1]) };
+}
+
+/** The caller key behind its escaped form, which must be exactly what {@link escapeKey} makes. */
+function callerKey(escaped: string, storageKey: string): string {
+  const key = unescapeKey(escaped);
+  if (key === '' || escapeKey(key) !== escaped) throw notAStorageKey(storageKey);
+  return key;
+}
+
+function notAStorageKey(storageKey: string): SluiceError {
+  return new SluiceError(ErrorCodes.INVALID_KEY, `not a storage key: ${JSON.stringify(storageKey)}`, { field: 'key' });
 }
 
 describe('storage keys', () => {

@@ -1,5 +1,3 @@
-import { ErrorCodes, SluiceError } from '../shared/errors.js';
-
 /**
  * Storage keys: the names the limiter gives the state it keeps in a store. They are encodings,
  * not concatenations: each kind of state has a namespace of its own, so two calls that must be
@@ -76,39 +74,6 @@ export function storageKey(parts: StorageKeyParts): string {
   if (parts.part !== undefined) return splitKey(parts.resource, parts.key, parts.part);
   if (parts.pool === 'boost') return boostKey(parts.resource, parts.key);
   return resourceKey(parts.resource, parts.key);
-}
-
-/**
- * Reads a storage key back into its parts. Throws `SLUICE_ERR_INVALID_KEY` if no encoder made it.
- * Nothing in Sluice reads a storage key back any more: the limiter carries the parts with every
- * store request (`ConsumeRequest.parts` and the like). Kept for callers of the public API; its
- * test shows the encoding is one-to-one.
- * @deprecated Read `parts` of the store request instead.
- */
-export function parseStorageKey(storageKey: string): StorageKeyParts {
-  const bar = storageKey.indexOf('|');
-  if (bar < 0) return { resource: storageKey, key: '' };
-  const resource = storageKey.slice(0, bar);
-  const rest = storageKey.slice(bar + 1);
-  if (rest.startsWith('@')) return { resource, key: '', tenant: rest.slice(1) };
-  if (!rest.startsWith('#')) return { resource, key: callerKey(rest, storageKey) };
-  if (rest === '#b') return { resource, key: '', pool: 'boost' };
-  if (rest.startsWith('#b|')) return { resource, key: callerKey(rest.slice(3), storageKey), pool: 'boost' };
-  const share = /^#(0|[1-9][0-9]{0,5})(?:\|(.*))?$/s.exec(rest);
-  if (share === null) throw notAStorageKey(storageKey);
-  const key = share[2] === undefined ? '' : callerKey(share[2], storageKey);
-  return { resource, key, part: Number(share[1]) };
-}
-
-/** The caller key behind its escaped form, which must be exactly what {@link escapeKey} makes. */
-function callerKey(escaped: string, storageKey: string): string {
-  const key = unescapeKey(escaped);
-  if (key === '' || escapeKey(key) !== escaped) throw notAStorageKey(storageKey);
-  return key;
-}
-
-function notAStorageKey(storageKey: string): SluiceError {
-  return new SluiceError(ErrorCodes.INVALID_KEY, `not a storage key: ${JSON.stringify(storageKey)}`, { field: 'key' });
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { BookingBounds } from './booking.js';
-import type { BookOutcome, LimitStatus } from '../shared/decision.js';
+import type { BookingVerdict, LimitStatus } from '../shared/decision.js';
 import type { CompiledLimit } from '../shared/policy.js';
 import type { StorageKeyParts } from './storage-key.js';
 import type { FleetBreakerPolicy, FleetBreakerStatus } from '../breakers/fleet-breaker-state.js';
@@ -26,15 +26,11 @@ export interface ConsumeRequest {
   readonly cost: number;
   /** Id of the concurrency permit to take if the key has a concurrency limit; otherwise '' or omitted. */
   readonly permitId?: string;
-  /** @deprecated Set {@link permitId}; the limiter sends only that (stores read `permitId ?? leaseId`). */
-  readonly leaseId?: string;
   /**
    * Share (0..1) of every limit kept for core traffic (the resource's `priority.coreShare`): the
    * call passes only if its cost plus that share fits. Omitted or 0 for core traffic.
    */
   readonly coreShare?: number;
-  /** @deprecated Read {@link coreShare}; the limiter sends only that (stores read `coreShare ?? reserve`). */
-  readonly reserve?: number;
 }
 
 /** What a store decided, with the store-clock time it decided at (milliseconds). */
@@ -87,23 +83,13 @@ export interface AdjustRequest {
   readonly at?: number;
 }
 
-/** Renew or release a concurrency permit on `key` (named by `permitId`, or the deprecated `leaseId`). */
+/** Renew or release a concurrency permit on `key`, named by `permitId`. */
 export interface PermitRequest {
   readonly key: string;
   readonly limits: readonly CompiledLimit[];
-  readonly permitId?: string;
-  /** @deprecated Set {@link permitId}; the limiter sends only that (stores read `permitId ?? leaseId`). */
-  readonly leaseId?: string;
-  /** New lifetime for a renewal. @default the concurrency limit's leaseTtlMs */
+  readonly permitId: string;
+  /** New lifetime for a renewal. @default the concurrency limit's permitTtlMs */
   readonly ttlMs?: number;
-}
-
-/** @deprecated Renamed {@link PermitRequest}. */
-export type LeaseRequest = PermitRequest;
-
-/** The permit a store request names: its `permitId`, else its deprecated `leaseId`, else ''. */
-export function requestPermitId(request: { readonly permitId?: string; readonly leaseId?: string }): string {
-  return request.permitId ?? request.leaseId ?? '';
 }
 
 /**
@@ -129,7 +115,7 @@ export interface BookRequest {
 
 /** What a booking call came to; `allowed` for `admitted` and `claimed`. */
 export interface BookResult extends ConsumeResult {
-  readonly outcome: BookOutcome;
+  readonly outcome: BookingVerdict;
   /** The booking's span on the store's clock, for `booked` and `claimed`. */
   readonly booking?: { readonly start: number; readonly end: number };
 }

@@ -54,17 +54,11 @@ describe('compileAggregatorOptions', () => {
     expect(field({})).toBeUndefined();
   });
 
-  it('accepts the deprecated names of the ownership options, not both names at once', () => {
+  it('takes the ownership store and its TTL', () => {
     const store = new MemoryOwnershipStore();
-    const old = compileAggregatorOptions({ transport, rules: {}, leases: store, leaseTtlMs: 5000 });
-    expect(old.ownership).toBe(store);
-    expect(old.ownershipTtlMs).toBe(5000);
-    const renamed = compileAggregatorOptions({ transport, rules: {}, ownership: store, ownershipTtlMs: 6000 });
-    expect(renamed.ownership).toBe(store);
-    expect(renamed.leaseTtlMs).toBe(6000);
-    expect(field({ ownership: store, leases: store })).toBe('leases');
-    expect(field({ ownershipTtlMs: 3000, leaseTtlMs: 3000 })).toBe('leaseTtlMs');
-    expect(field({ leaseTtlMs: 10 })).toBe('leaseTtlMs');
+    const compiled = compileAggregatorOptions({ transport, rules: {}, ownership: store, ownershipTtlMs: 6000 });
+    expect(compiled.ownership).toBe(store);
+    expect(compiled.ownershipTtlMs).toBe(6000);
     expect(field({ ownershipTtlMs: 10 })).toBe('ownershipTtlMs');
   });
 });

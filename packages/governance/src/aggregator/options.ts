@@ -16,8 +16,6 @@ export interface AggregatorOptions {
   rules: GovernanceRules | RuleStore;
   /** Partition ownership and snapshots. @default a MemoryOwnershipStore (every aggregator in this process) */
   ownership?: OwnershipStore;
-  /** @deprecated Use `ownership` (the same store; give one of the two). */
-  leases?: OwnershipStore;
   /** Consumer group shared by every aggregator of the stream. @default 'sluice-aggregators' */
   group?: string;
   /** This aggregator's owner id (1..128 characters). @default `<hostname>:<pid>:<random>` */
@@ -30,8 +28,6 @@ export interface AggregatorOptions {
   ttlMs?: number;
   /** Partition ownership TTL: a dead aggregator's partitions move within about this long. @default 3000 */
   ownershipTtlMs?: number;
-  /** @deprecated Use `ownershipTtlMs` (the same setting; give one of the two). */
-  leaseTtlMs?: number;
   /** How often windows are snapshotted for a successor, in ms; 0 = never. @default 1000 */
   snapshotMs?: number;
   /** Most values tracked per rule and partition (a flood of users or IPs evicts the idlest). @default 10000 */
@@ -66,16 +62,12 @@ export interface CompiledAggregatorOptions {
   readonly transport: EventTransport;
   readonly rules: GovernanceRules | RuleStore;
   readonly ownership: OwnershipStore | undefined;
-  /** @deprecated Use `ownership`. */
-  readonly leases: OwnershipStore | undefined;
   readonly group: string;
   readonly id: string;
   readonly tickMs: number;
   readonly refreshMs: number;
   readonly ttlMs: number;
   readonly ownershipTtlMs: number;
-  /** @deprecated Use `ownershipTtlMs`. */
-  readonly leaseTtlMs: number;
   readonly snapshotMs: number;
   readonly maxValues: number;
   readonly sampleLagBatches: number;
@@ -89,17 +81,6 @@ export interface CompiledAggregatorOptions {
 
 function int(o: AggregatorOptions, field: keyof AggregatorOptions, fallback: number, min: number, max: number): number {
   return intOption(o[field], field, fallback, min, max);
-}
-
-/**
- * Which of an option's two names was given: `name`, or `old`, its deprecated name. Either may be
- * given, not both.
- */
-function given(o: AggregatorOptions, name: keyof AggregatorOptions, old: keyof AggregatorOptions): keyof AggregatorOptions {
-  if (o[old] === undefined) return name;
-  if (o[name] !== undefined)
-    throw invalid(ErrorCodes.INVALID_OPTIONS, old, `is the deprecated name of ${name}: give only ${name}`);
-  return old;
 }
 
 /** True when `rules` is a rule store rather than a governance section. */
@@ -127,20 +108,16 @@ export function compileAggregatorOptions(o: AggregatorOptions): CompiledAggregat
   const ttlMs = int(o, 'ttlMs', DEFAULT_DECISION_TTL_MS, 100, MAX_DECISION_TTL_MS);
   if (ttlMs <= refreshMs)
     throw invalid(ErrorCodes.INVALID_OPTIONS, 'ttlMs', `must be more than refreshMs (${refreshMs}), got ${ttlMs}`);
-  const ownership = given(o, 'ownership', 'leases') === 'leases' ? o.leases : o.ownership;
-  const ownershipTtlMs = int(o, given(o, 'ownershipTtlMs', 'leaseTtlMs'), 3000, 300, 600_000);
   return Object.freeze({
     transport: o.transport,
     rules: o.rules,
-    ownership,
-    leases: ownership,
+    ownership: o.ownership,
     group,
     id,
     tickMs: int(o, 'tickMs', 100, 10, 60_000),
     refreshMs,
     ttlMs,
-    ownershipTtlMs,
-    leaseTtlMs: ownershipTtlMs,
+    ownershipTtlMs: int(o, 'ownershipTtlMs', 3000, 300, 600_000),
     snapshotMs: int(o, 'snapshotMs', 1000, 0, 3_600_000),
     maxValues: int(o, 'maxValues', 10_000, 1, 10_000_000),
     sampleLagBatches: int(o, 'sampleLagBatches', 200, 1, 1e9),

@@ -1,11 +1,11 @@
 -- Concurrency permits, mirroring packages/core/src/algorithms/concurrency.ts.
--- The TypeScript keeps the leases as an array; here they live in two keys of the entry so that
--- each operation costs O(log n) instead of rewriting every lease:
---   entry.lkey  ZSET  lease id -> expires_at (ms, Redis clock)
---   entry.ckey  HASH  lease id -> cost (permits)
--- and the entry's state for the limit is {6, total}: the summed cost of every lease in the ZSET,
+-- The TypeScript keeps the held permits as an array; here they live in two keys of the entry so that
+-- each operation costs O(log n) instead of rewriting every permit:
+--   entry.lkey  ZSET  permit id -> expires_at (ms, Redis clock)
+--   entry.ckey  HASH  permit id -> cost (permits)
+-- and the entry's state for the limit is {6, total}: the summed cost of every permit in the ZSET,
 -- expired or not. Costs are integers, so totals are exact whatever the order of the sums.
--- A lease is live while expires_at > now, like liveLeases(). The caller declares lkey and ckey
+-- A permit is live while expires_at > now, like livePermits(). The caller declares lkey and ckey
 -- (see batch.lua) for every key whose policy has a concurrency limit, the only time they are
 -- touched here.
 local concurrency = { code = 6 }
@@ -30,7 +30,7 @@ local function cc_hdel(ckey, ids)
   end
 end
 
--- Leases that are no longer live (their expiry is <= now), and their summed cost.
+-- Permits that are no longer live (their expiry is <= now), and their summed cost.
 local function cc_expired(entry, now)
   local ids = rcall('ZRANGEBYSCORE', entry.lkey, '-inf', now)
   if #ids == 0 then
@@ -39,7 +39,7 @@ local function cc_expired(entry, now)
   return ids, cc_sum_costs(entry.ckey, ids)
 end
 
--- Drops expired leases; returns their summed cost.
+-- Drops expired permits; returns their summed cost.
 local function cc_prune(entry, now)
   local ids, cost = cc_expired(entry, now)
   if #ids > 0 then
@@ -49,7 +49,7 @@ local function cc_prune(entry, now)
   return cost
 end
 
--- The latest expiry among live leases other than permit_id (nil: any), or now (the `max` of resetAfter).
+-- The latest expiry among live permits other than permit_id (nil: any), or now (the `max` of resetAfter).
 local function cc_latest(entry, permit_id, now)
   local top = rcall('ZREVRANGE', entry.lkey, 0, 1, 'WITHSCORES')
   for i = 1, #top, 2 do
@@ -60,7 +60,7 @@ local function cc_latest(entry, permit_id, now)
   return now
 end
 
--- Time until enough live leases (other than permit_id) expire to bring `excess` to zero, walking
+-- Time until enough live permits (other than permit_id) expire to bring `excess` to zero, walking
 -- them by expiry like the sort in acquire().
 local function cc_retry_after(entry, permit_id, now, excess)
   local offset = 0
@@ -89,7 +89,7 @@ local function cc_retry_after(entry, permit_id, now, excess)
   end
 end
 
--- Decides taking `cost` permits under permit_id (acquire() with ttlMs = limit.leaseTtlMs).
+-- Decides taking `cost` permits under permit_id (acquire() with ttlMs = limit.permitTtlMs).
 -- Nothing is written here: when allowed, the returned plan is applied by commit() once every
 -- limit of the key has allowed. Returns allowed, remaining, retry_after_ms, reset_after_ms,
 -- plan, ttl_ms.
@@ -105,7 +105,7 @@ function concurrency.acquire(entry, state, permit_id, cost, now, limit)
     end
   end
   if used + cost <= limit.limit + EPS_PERMITS then
-    local expires_at = now + limit.lease_ttl_ms
+    local expires_at = now + limit.permit_ttl_ms
     local latest = state ~= nil and cc_latest(entry, permit_id, now) or now
     if cost > 0 then
       latest = max(latest, expires_at)
@@ -122,11 +122,11 @@ function concurrency.acquire(entry, state, permit_id, cost, now, limit)
   return false, whole_permits(limit.limit - used), retry_after, reset_after
 end
 
--- Applies an allowed acquire: drops expired leases and permit_id's previous lease, adds the new
+-- Applies an allowed acquire: drops expired permits and permit_id's previous permit, adds the new
 -- one when cost > 0. Returns the limit's next state.
 function concurrency.commit(entry, plan, permit_id, now)
   if plan.state == nil then
-    -- A fresh limit: make sure no lease outlived the state that counted it.
+    -- A fresh limit: make sure no permit outlived the state that counted it.
     rcall('DEL', entry.lkey, entry.ckey)
   else
     if #plan.expired > 0 then
@@ -147,7 +147,7 @@ function concurrency.commit(entry, plan, permit_id, now)
   return { 6, total }
 end
 
--- Extends a live lease to max(its expiry, now + ttl_ms) (renew()). Returns found, the next state
+-- Extends a live permit to max(its expiry, now + ttl_ms) (renew()). Returns found, the next state
 -- and ttl_ms.
 function concurrency.renew(entry, state, permit_id, now, ttl_ms)
   if state == nil then
@@ -162,7 +162,7 @@ function concurrency.renew(entry, state, permit_id, now, ttl_ms)
   return score ~= false, { 6, total }, ceil_ms(cc_latest(entry, nil, now) - now)
 end
 
--- Frees a live lease (release()). Returns found, the next state and ttl_ms.
+-- Frees a live permit (release()). Returns found, the next state and ttl_ms.
 function concurrency.release(entry, state, permit_id, now)
   if state == nil then
     rcall('DEL', entry.lkey, entry.ckey)
@@ -177,8 +177,8 @@ function concurrency.release(entry, state, permit_id, now)
   return found, { 6, total }, ceil_ms(cc_latest(entry, nil, now) - now)
 end
 
--- The TypeScript's adjustKey() keeps the leases and stretches the key's lifetime to the latest
--- stored lease: max over leases of ceil(expiresAt - now), expired ones included.
+-- The TypeScript's adjustKey() keeps the permits and stretches the key's lifetime to the latest
+-- stored permit: max over permits of ceil(expiresAt - now), expired ones included.
 function concurrency.adjust_ttl(entry, state, now, ttl)
   if state == nil then
     return ttl

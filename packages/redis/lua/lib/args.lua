@@ -24,7 +24,7 @@ end
 local AMOUNT_BOUNDS = {
   { 0, MAX_COST },
   { -MAX_COST, MAX_COST },
-  { 1, MAX_LEASE_TTL_MS },
+  { 1, MAX_PERMIT_TTL_MS },
   { 0, 0 },
   { 1, MAX_COST },
 }
@@ -87,7 +87,7 @@ local function parse_policy(text)
       window_ms = int_arg(fields, at + 2, 1, MAX_WINDOW_MS),
       burst = int_arg(fields, at + 3, 1, MAX_LIMIT),
       slices = int_arg(fields, at + 4, 1, MAX_SLICES),
-      lease_ttl_ms = int_arg(fields, at + 5, MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS),
+      permit_ttl_ms = int_arg(fields, at + 5, MIN_PERMIT_TTL_MS, MAX_PERMIT_TTL_MS),
       id = fields[at + 6],
     }
     local id = limit.id
@@ -97,7 +97,7 @@ local function parse_policy(text)
       or limit.window_ms == nil
       or limit.burst == nil
       or limit.slices == nil
-      or limit.lease_ttl_ms == nil
+      or limit.permit_ttl_ms == nil
       or #id > MAX_ID_LENGTH
       or not find(id, '^[%w_.:%-]+$')
       or policy.by_id[id] ~= nil
@@ -108,7 +108,7 @@ local function parse_policy(text)
     if code == concurrency.code then
       policy.concurrency = j
     end
-    -- capacityOf() in packages/core/src/shared/policy.ts: what a reserve is a share of.
+    -- capacityOf() in packages/core/src/shared/policy.ts: what a core share is a share of.
     limit.capacity = (code == token_bucket.code or code == gcra.code) and limit.burst or limit.limit
     -- The rate algorithm's functions (nil for concurrency), looked up once.
     limit.rate = RATE[code]
@@ -137,7 +137,7 @@ end
 -- True when items[at..] is a well-formed booking (op 7: op, policy, group, cost, id, create,
 -- max_ahead_ms, claim_window_ms, max_bookings, max_booked, token) or cancel (op 8: op, policy,
 -- group, 0, id, 0, token) of a known policy and group. A policy with a concurrency limit is refused later, as an item
--- (ERR_NOT_BOOKABLE), so it needs no lease keys here.
+-- (ERR_NOT_BOOKABLE), so it needs no permit keys here.
 local function is_booking_item(items, at, last, policies, group_count)
   local op, group = items[at], items[at + 2]
   if
@@ -167,7 +167,7 @@ end
 local policy_cache, policy_cache_size = {}, 0
 local MAX_CACHED_POLICIES = 1000
 
--- Returns the policies, the keys index of each group's lease keys (by group; nil when not
+-- Returns the policies, the keys index of each group's permit keys (by group; nil when not
 -- declared) and the items (a flat array, ITEM_WIDTH, FAST_ITEM_WIDTH or booking_width values
 -- each); or nil, a code and a message.
 local function parse_args(keys, argv)
@@ -204,22 +204,22 @@ local function parse_args(keys, argv)
     at = at + 1
   end
 
-  local lease_count = int_arg(argv, at, 0, MAX_ITEMS)
-  local group_count = lease_count and #keys - 2 * lease_count
+  local permit_count = int_arg(argv, at, 0, MAX_ITEMS)
+  local group_count = permit_count and #keys - 2 * permit_count
   if group_count == nil or group_count < 1 or group_count > MAX_ITEMS then
-    return nil, ERR_BAD_ARGUMENT, 'KEYS: one per group, two more per group with leases'
+    return nil, ERR_BAD_ARGUMENT, 'KEYS: one per group, two more per group with permit keys'
   end
-  local lease_keys = {}
+  local permit_keys = {}
   local previous = 0
-  for j = 1, lease_count do
+  for j = 1, permit_count do
     local group = int_arg(argv, at + j, previous + 1, group_count)
     if group == nil then
-      return nil, ERR_BAD_ARGUMENT, 'groups with leases: ' .. j
+      return nil, ERR_BAD_ARGUMENT, 'groups with permit keys: ' .. j
     end
-    lease_keys[group] = group_count + 2 * j - 1
+    permit_keys[group] = group_count + 2 * j - 1
     previous = group
   end
-  at = at + lease_count + 1
+  at = at + permit_count + 1
   if at ~= #argv then
     return nil, ERR_BAD_ARGUMENT, 'ARGV: the items must be the last argument'
   end
@@ -254,7 +254,7 @@ local function parse_args(keys, argv)
       end
       at = at + booking_width(op)
     else
-      local group, amount, extra, reserve = items[at + 2], items[at + 3], items[at + 4], items[at + 5]
+      local group, amount, extra, param = items[at + 2], items[at + 3], items[at + 4], items[at + 5]
       -- Indexing checks op and policy: only the integers 1..5 and 1..P find an entry. The other
       -- checks are written out rather than calls to is_int: this loop runs for every item.
       local bounds, policy = AMOUNT_BOUNDS[op], policies[items[at + 1]]
@@ -272,13 +272,13 @@ local function parse_args(keys, argv)
         or (op ~= 5 and (type(extra) ~= 'string' or #extra > MAX_PERMIT_ID_LENGTH))
         or ((op == 3 or op == 4) and policy.concurrency == nil)
         or (op == 5 and policy.concurrency ~= nil)
-        or (policy.concurrency ~= nil and lease_keys[group] == nil)
-        -- The sixth value: a number in [0, MAX_RESERVE] for a consume, an integer hold in
+        or (policy.concurrency ~= nil and permit_keys[group] == nil)
+        -- The sixth value (param): a number in [0, MAX_CORE_SHARE] for a consume, an integer hold in
         -- [0, MAX_HOLD_MS] for a reserve, a stamp in [0, MAX_STAMP_MS] for an adjust, 0 otherwise
         -- (NaN fails every test).
-        or type(reserve) ~= 'number'
-        or not (reserve >= 0 and reserve <= (op == 1 and MAX_RESERVE or op == 5 and MAX_HOLD_MS or op == 2 and MAX_STAMP_MS or 0))
-        or (op == 5 and reserve % 1 ~= 0)
+        or type(param) ~= 'number'
+        or not (param >= 0 and param <= (op == 1 and MAX_CORE_SHARE or op == 5 and MAX_HOLD_MS or op == 2 and MAX_STAMP_MS or 0))
+        or (op == 5 and param % 1 ~= 0)
       then
         return nil, ERR_BAD_ARGUMENT, 'item ' .. item_count
       end
@@ -288,5 +288,5 @@ local function parse_args(keys, argv)
   if item_count < 1 or item_count > MAX_ITEMS then
     return nil, ERR_BAD_ARGUMENT, 'items: 1 to ' .. MAX_ITEMS
   end
-  return policies, lease_keys, items
+  return policies, permit_keys, items
 end

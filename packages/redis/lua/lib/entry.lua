@@ -10,9 +10,9 @@
 --   gc_at       when Redis' own expiry (PX) removes the key, as of the write that set it. It
 --               stays at least GC_SAFETY_MS past expires_at, so Redis never removes a live
 --               entry; writes that keep within it leave the PX alone (SET KEEPTTL costs half a
---               SET PX), and the lease keys share it.
+--               SET PX), and the permit keys share it.
 --   id, state   one limit's state per limit id: a rate state ({code, ...} as in the TypeScript)
---               or {6, total} for a concurrency limit whose leases live in lkey/ckey.
+--               or {6, total} for a concurrency limit whose held permits live in lkey/ckey.
 --   "!b", ledger the key's bookings (lib/booking.lua), only while it holds some; "!b" is no limit
 --               id (ids match ^[%w_.:%-]+$). ledger = {7, policy_text, newest, marks, id1, cost1,
 --               start1, end1, id2, ...}: the policy argument they were made under, the newest
@@ -119,7 +119,7 @@ local function entry_set(skey, value, px)
 end
 
 -- An entry from the value GET answered for skey (raw: a string, false when absent, or an error
--- reply table); lkey and ckey are its lease keys when declared.
+-- reply table); lkey and ckey are its permit keys when declared.
 local function entry_from(raw, skey, lkey, ckey)
   local entry = { skey = skey, lkey = lkey, ckey = ckey, states = {}, exp = nil, dirty = false, aligned = nil, ledger = nil }
   if type(raw) == 'table' then
@@ -140,10 +140,10 @@ local function entry_from(raw, skey, lkey, ckey)
   return entry
 end
 
--- Lease keys are declared only for keys whose policy has a concurrency limit. When they are
--- not, the leases of a dropped state are left to expire with their own PX: nothing reads them
+-- Permit keys are declared only for keys whose policy has a concurrency limit. When they are
+-- not, the held permits of a dropped state are left to expire with their own PX: nothing reads them
 -- again, since a new concurrency state always starts by deleting them (concurrency.commit).
-local function entry_drop_leases(entry)
+local function entry_drop_permits(entry)
   if entry.lkey ~= nil then
     rcall('DEL', entry.lkey, entry.ckey)
   end
@@ -162,7 +162,7 @@ local function entry_align(entry, policy, now)
   if entry.exp <= now then
     for _, state in pairs(entry.states) do
       if state[1] == concurrency.code then
-        entry_drop_leases(entry)
+        entry_drop_permits(entry)
       end
     end
     entry.states, entry.exp, entry.dirty, entry.aligned, entry.ledger = {}, nil, true, nil, nil
@@ -176,7 +176,7 @@ local function entry_align(entry, policy, now)
     local was_concurrency = state[1] == concurrency.code
     if limit == nil or was_concurrency ~= (limit.code == concurrency.code) then
       if was_concurrency then
-        entry_drop_leases(entry)
+        entry_drop_permits(entry)
       end
       entry.states[id] = nil
       entry.dirty = true
@@ -218,13 +218,13 @@ local function entry_flush(entry, now)
   end
   local gc, px = entry_gc(entry.exp, entry.gc, now)
   local blob = { entry.exp, gc }
-  local has_leases = false
+  local has_permits = false
   for _, limit in ipairs(entry.aligned.limits) do
     local state = entry.states[limit.id]
     if state ~= nil then
       blob[#blob + 1] = limit.id
       blob[#blob + 1] = state
-      has_leases = has_leases or state[1] == concurrency.code
+      has_permits = has_permits or state[1] == concurrency.code
     end
   end
   if entry.ledger ~= nil then
@@ -232,10 +232,10 @@ local function entry_flush(entry, now)
     blob[#blob + 1] = ledger_encode(entry.ledger)
   end
   entry_set(entry.skey, msgpack_pack(blob), px)
-  if has_leases and entry.lkey ~= nil then
-    -- Lease keys may have been emptied (deleted) and created again: always give them the PX.
-    local lease_px = ceil(gc - now)
-    rcall('PEXPIRE', entry.lkey, lease_px)
-    rcall('PEXPIRE', entry.ckey, lease_px)
+  if has_permits and entry.lkey ~= nil then
+    -- Permit keys may have been emptied (deleted) and created again: always give them the PX.
+    local permit_px = ceil(gc - now)
+    rcall('PEXPIRE', entry.lkey, permit_px)
+    rcall('PEXPIRE', entry.ckey, permit_px)
   end
 end

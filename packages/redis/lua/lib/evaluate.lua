@@ -24,23 +24,23 @@ end
 -- evaluateKey(): every limit evaluated on the current state, nothing written. Writes the
 -- statuses to out[at + 1 ...] (allowed as 1/0, remaining, retry_after, reset_after per limit),
 -- the next states to NEXTS, and returns allowed, the concurrency plan and the key's ttl.
--- `reserve` (0..MAX_RESERVE) is the share of each limit held back: the cost must fit with
--- floor(reserve * capacity) on top, and only the cost is charged. `hold` (ms) is how long after
+-- `core_share` (0..MAX_CORE_SHARE) is the share of each limit kept for core traffic: the cost
+-- must fit with floor(core_share * capacity) on top, and only the cost is charged. `hold` (ms) is how long after
 -- now the permits may be used (a reservation's; 0 otherwise).
-local function evaluate_key(entry, policy, cost, permit_id, now, out, at, reserve, hold)
+local function evaluate_key(entry, policy, cost, permit_id, now, out, at, core_share, hold)
   local limits = policy.limits
   local allowed = true
   local ttl = 0
   local plan
   for i = 1, #limits do
     local limit = limits[i]
-    local held = 0
-    if reserve > 0 then
-      held = floor(reserve * limit.capacity)
+    local core_permits = 0
+    if core_share > 0 then
+      core_permits = floor(core_share * limit.capacity)
     end
-    local ok, remaining, retry_after, reset_after, next_state, limit_ttl = decide_limit(entry, limit, cost + held, permit_id, now, hold)
-    -- The check passed with the reserve: charge the cost alone.
-    if held > 0 and ok then
+    local ok, remaining, retry_after, reset_after, next_state, limit_ttl = decide_limit(entry, limit, cost + core_permits, permit_id, now, hold)
+    -- The check passed with the core share: charge the cost alone.
+    if core_permits > 0 and ok then
       ok, remaining, retry_after, reset_after, next_state, limit_ttl = decide_limit(entry, limit, cost, permit_id, now, hold)
     end
     if limit.code == concurrency.code then
@@ -53,7 +53,7 @@ local function evaluate_key(entry, policy, cost, permit_id, now, out, at, reserv
     else
       allowed = false
     end
-    out[at + 1], out[at + 2], out[at + 3], out[at + 4] = ok and 1 or 0, max(0, remaining - held), retry_after, reset_after
+    out[at + 1], out[at + 2], out[at + 3], out[at + 4] = ok and 1 or 0, max(0, remaining - core_permits), retry_after, reset_after
     at = at + 4
   end
   if not allowed then

@@ -1,5 +1,5 @@
 -- The fast path: a consume of a policy with one token-bucket, GCRA or fixed-window limit, no
--- reserve and no lease (op 6, what most calls are). It decides exactly as op_consume would (the
+-- core share and no permit (op 6, what most calls are). It decides exactly as op_consume would (the
 -- same algorithm functions, the same expiry and normalisation, the same stored value), but keeps
 -- the key in a small record instead of an entry (no policy alignment, no per-limit loops) and
 -- answers in the short form. Any other item naming the key in the same call turns the record
@@ -123,7 +123,7 @@ local function fast_consume_entry(entry, policy, cost, now, out)
   fast_reply(out, allowed == 1, tonumber(remaining), tonumber(retry_after), tonumber(reset_after))
 end
 
--- The entry a record stands for, with the key's lease keys (when declared) for the items to come.
+-- The entry a record stands for, with the key's permit keys (when declared) for the items to come.
 -- A record holds no bookings (fast_open), so neither does the entry: an item that books on it
 -- starts the ledger.
 local function fast_to_entry(record, lkey, ckey)

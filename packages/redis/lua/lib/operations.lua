@@ -17,15 +17,15 @@ local function commit_key(entry, policy, plan, permit_id, ttl, now)
   entry_write(entry, policy, NEXTS, entry_keep(entry, now + ttl))
 end
 
--- consume: all-or-nothing over the key's limits, `reserve` of each held back. Appends A, then
+-- consume: all-or-nothing over the key's limits, `core_share` of each kept for core traffic. Appends A, then
 -- per limit a, m, t, s.
-local function op_consume(entry, policy, cost, permit_id, reserve, now, out)
+local function op_consume(entry, policy, cost, permit_id, core_share, now, out)
   entry_align(entry, policy, now)
   open_bookings(entry, policy, now)
   local head = #out + 1
   -- Filled first so the reply stays a sequence (no holes) while statuses are written after it.
   out[head] = 0
-  local allowed, plan, ttl = evaluate_key(entry, policy, cost, permit_id, now, out, head, reserve, 0)
+  local allowed, plan, ttl = evaluate_key(entry, policy, cost, permit_id, now, out, head, core_share, 0)
   out[head] = allowed and 1 or 0
   if allowed then
     commit_key(entry, policy, plan, permit_id, ttl, now)
@@ -61,7 +61,7 @@ local function op_reserve(entry, policy, min_permits, max_permits, hold, now, ou
 end
 
 -- adjust: charges delta more permits (negative: refund) on every rate limit, unconditionally;
--- concurrency leases are kept as they are. Appends 0.
+-- held permits are kept as they are. Appends 0.
 local function op_adjust(entry, policy, delta, stamp, now, out)
   entry_align(entry, policy, now)
   open_bookings(entry, policy, now)
@@ -84,9 +84,9 @@ local function op_adjust(entry, policy, delta, stamp, now, out)
   out[#out + 1] = 0
 end
 
--- renew (op 3) or release (op 4) of a lease; an absent key holds no lease and is left absent.
--- Appends 1 if the lease was live (and is now extended or freed), else 0.
-local function op_lease(entry, policy, op, permit_id, ttl_ms, now, out)
+-- renew (op 3) or release (op 4) of a permit; an absent key holds no permit and is left absent.
+-- Appends 1 if the permit was live (and is now extended or freed), else 0.
+local function op_permit(entry, policy, op, permit_id, ttl_ms, now, out)
   entry_align(entry, policy, now)
   if entry.exp == nil then
     out[#out + 1] = 0

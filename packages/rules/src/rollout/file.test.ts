@@ -35,7 +35,7 @@ describe('FileRolloutStore (a FileRuleStore rollout)', () => {
     expect((await a.read())!.step).toBe(1);
   });
 
-  it('leases the decider to one owner until the lease runs out', async () => {
+  it('makes one owner the decider until its leadership runs out', async () => {
     const { a, b, tick } = stores();
     expect(await a.lead('one', 1000)).toBe(true);
     expect(await b.lead('two', 1000)).toBe(false);

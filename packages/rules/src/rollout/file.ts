@@ -13,7 +13,8 @@ const STALE_LOCK_MS = 10_000;
 
 /**
  * The rollout of a {@link FileRuleStore}, in its directory: `rollout.json` (the state) and
- * `rollout.lease` (the decider), each replaced atomically under `rollout.lock`. Tallies are
+ * `rollout.lease` (the decider's leadership; the file keeps its 0.1 name), each replaced
+ * atomically under `rollout.lock`. Tallies are
  * this process's own: servers sharing a rule directory share one machine, and the decider
  * judges by what it decided itself.
  */
@@ -50,8 +51,8 @@ export class FileRolloutStore implements RolloutStore {
   async lead(owner: string, ttlMs: number): Promise<boolean> {
     return this.#locked(async () => {
       const now = this.#now();
-      const lease = await this.#readLease();
-      if (lease !== undefined && lease.owner !== owner && lease.expiresAtMs > now) return false;
+      const leadership = await this.#readLeadership();
+      if (leadership !== undefined && leadership.owner !== owner && leadership.expiresAtMs > now) return false;
       await this.#writeAtomic('rollout.lease', JSON.stringify({ owner, expiresAtMs: now + ttlMs }));
       return true;
     });
@@ -59,7 +60,7 @@ export class FileRolloutStore implements RolloutStore {
 
   async resign(owner: string): Promise<void> {
     await this.#locked(async () => {
-      if ((await this.#readLease())?.owner === owner) await unlink(join(this.#dir, 'rollout.lease')).catch(() => undefined);
+      if ((await this.#readLeadership())?.owner === owner) await unlink(join(this.#dir, 'rollout.lease')).catch(() => undefined);
     });
   }
 
@@ -82,7 +83,7 @@ export class FileRolloutStore implements RolloutStore {
     return Promise.resolve();
   }
 
-  async #readLease(): Promise<{ owner: string; expiresAtMs: number } | undefined> {
+  async #readLeadership(): Promise<{ owner: string; expiresAtMs: number } | undefined> {
     try {
       const v = JSON.parse(await readFile(join(this.#dir, 'rollout.lease'), 'utf8')) as {
         owner?: unknown;

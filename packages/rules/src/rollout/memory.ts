@@ -2,13 +2,13 @@ import type { RolloutState } from './plan.js';
 import { rolloutConflict, type RolloutStore } from './store.js';
 
 /**
- * A rollout store in memory, for one process and for tests: the same compare-and-set, lease
- * and tallies as the Redis and file stores, on an injected clock.
+ * A rollout store in memory, for one process and for tests: the same compare-and-set,
+ * leadership and tallies as the Redis and file stores, on an injected clock.
  */
 export class MemoryRolloutStore implements RolloutStore {
   readonly #now: () => number;
   #state: RolloutState | undefined;
-  #lease: { owner: string; expiresAtMs: number } | undefined;
+  #leadership: { owner: string; expiresAtMs: number } | undefined;
   readonly #tallies = new Map<string, Map<string, number>>();
 
   constructor(now: () => number = Date.now) {
@@ -28,13 +28,14 @@ export class MemoryRolloutStore implements RolloutStore {
 
   lead(owner: string, ttlMs: number): Promise<boolean> {
     const now = this.#now();
-    if (this.#lease !== undefined && this.#lease.owner !== owner && this.#lease.expiresAtMs > now) return Promise.resolve(false);
-    this.#lease = { owner, expiresAtMs: now + ttlMs };
+    if (this.#leadership !== undefined && this.#leadership.owner !== owner && this.#leadership.expiresAtMs > now)
+      return Promise.resolve(false);
+    this.#leadership = { owner, expiresAtMs: now + ttlMs };
     return Promise.resolve(true);
   }
 
   resign(owner: string): Promise<void> {
-    if (this.#lease?.owner === owner) this.#lease = undefined;
+    if (this.#leadership?.owner === owner) this.#leadership = undefined;
     return Promise.resolve();
   }
 

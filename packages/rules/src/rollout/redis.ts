@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { evalScript, giveLeaseUp, plainScript, takeLease, type PlainScript } from '@sluice/redis/kit';
+import { evalScript, plainScript, resignLeadership, takeLeadership, type PlainScript } from '@sluice/redis/kit';
 import type { Cluster, Redis } from 'ioredis';
 import { storeUnavailable } from '../errors.js';
 import type { RolloutState } from './plan.js';
@@ -22,18 +22,19 @@ const TALLY_TTL_MS = 86_400_000;
 
 /**
  * The rollout of a {@link RedisRuleStore}, on its connection and under its hash tag: the state
- * is one hash written by compare-and-set (`lua/rollout-write.lua`), the decider's lease one key
- * with a time-to-live (`takeLease` of `@sluice/redis/kit`), the tallies one hash per phase that
- * every server adds its counts to.
+ * is one hash written by compare-and-set (`lua/rollout-write.lua`), the decider's leadership one
+ * key with a time-to-live (`takeLeadership` of `@sluice/redis/kit`; the key keeps its 0.1 name,
+ * `rollout:lease`, so that servers of both versions share it), the tallies one hash per phase
+ * that every server adds its counts to.
  */
 export class RedisRolloutStore implements RolloutStore {
   readonly #client: Redis | Cluster;
-  readonly #keys: { state: string; lease: string; tally: string };
+  readonly #keys: { state: string; leadership: string; tally: string };
 
   /** `base` is the rule store's key base (its prefix and hash tag). */
   constructor(client: Redis | Cluster, base: string) {
     this.#client = client;
-    this.#keys = { state: `${base}rollout`, lease: `${base}rollout:lease`, tally: `${base}rollout:tally:` };
+    this.#keys = { state: `${base}rollout`, leadership: `${base}rollout:lease`, tally: `${base}rollout:tally:` };
   }
 
   async read(): Promise<RolloutState | undefined> {
@@ -66,17 +67,17 @@ export class RedisRolloutStore implements RolloutStore {
 
   async lead(owner: string, ttlMs: number): Promise<boolean> {
     try {
-      return await takeLease(this.#client, this.#keys.lease, owner, ttlMs);
+      return await takeLeadership(this.#client, this.#keys.leadership, owner, ttlMs);
     } catch (e) {
-      throw storeUnavailable('take the rollout lease', e);
+      throw storeUnavailable('take the rollout leadership', e);
     }
   }
 
   async resign(owner: string): Promise<void> {
     try {
-      await giveLeaseUp(this.#client, this.#keys.lease, owner);
+      await resignLeadership(this.#client, this.#keys.leadership, owner);
     } catch (e) {
-      throw storeUnavailable('give the rollout lease up', e);
+      throw storeUnavailable('resign the rollout leadership', e);
     }
   }
 

@@ -4,7 +4,7 @@ import type { RolloutState } from './plan.js';
 
 /**
  * Where a fleet keeps its rollout, next to the rule versions: the state every server reads,
- * the lease that makes one server the decider, and the decisions counted per cohort.
+ * the leadership that makes one server the decider, and the decisions counted per cohort.
  */
 export interface RolloutStore {
   /** The latest rollout (running or finished), or undefined if none was ever started. */
@@ -14,9 +14,9 @@ export interface RolloutStore {
    * still `expectedRevision` (0: none stored); otherwise throws `SLUICE_ERR_ROLLOUT_CONFLICT`.
    */
   write(next: RolloutState, expectedRevision: number): Promise<RolloutState>;
-  /** Takes or renews the decider's lease for `ttlMs`; false while another owner holds it. */
+  /** Takes or renews the decider's leadership for `ttlMs`; false while another owner leads. */
   lead(owner: string, ttlMs: number): Promise<boolean>;
-  /** Gives the lease up if `owner` holds it. */
+  /** Resigns the leadership if `owner` leads. */
   resign(owner: string): Promise<void>;
   /** Adds decision counts (field -> count) to rollout `id`'s phase `phase`. */
   addTallies(id: string, phase: number, counts: ReadonlyMap<string, number>): Promise<void>;

@@ -18,7 +18,15 @@ import { runStatus } from './status.js';
 import { addRolloutCommands } from './rollout.js';
 import { effectiveConfig, readConfigFile } from '../config-file.js';
 import { startServer } from '../serve.js';
-import { SETTINGS, SettingsError, loadSettings, type SettingFlags, type Settings } from '../settings.js';
+import {
+  RENAMED_SETTINGS,
+  SETTINGS,
+  SettingsError,
+  loadSettings,
+  renamedSettingError,
+  type SettingFlags,
+  type Settings,
+} from '../settings.js';
 
 const out = { log: (line: string) => console.log(line) };
 
@@ -167,9 +175,18 @@ export function buildCli(): Command {
       ),
     )
     .option('--print-config', 'print the settings in force (credentials redacted) as a config file, and exit');
+  // A flag of 0.1 that was renamed is refused by name rather than as an unknown option.
+  const renamedAttrs = new Map<string, string>();
+  for (const old of RENAMED_SETTINGS) {
+    const opt = new Option(`${old.flag} <value>`).hideHelp();
+    serveCmd.addOption(opt);
+    renamedAttrs.set(opt.attributeName(), old.flag);
+  }
   serveCmd.action(async (opts: Record<string, string | string[] | boolean | undefined>) => {
     const flags: SettingFlags = {};
     for (const [attr, value] of Object.entries(opts)) {
+      const renamed = renamedAttrs.get(attr);
+      if (renamed !== undefined && value !== undefined) throw renamedSettingError(renamed)!;
       const name = attrToSetting.get(attr);
       // commander gives a `--no-...` flag `true` unless it is given; only `false` is a choice.
       if (name === undefined || value === undefined || value === true) continue;

@@ -15,7 +15,7 @@ resources:
   api:slots:
     limits: { algorithm: fixed-window, limit: 2, windowMs: 10000 }
     booking: { claimWindowMs: 3000, maxAheadMs: 25000, maxBookings: 5 }
-  db:pool: { limits: { algorithm: concurrency, limit: 1, leaseTtlMs: 5000 } }
+  db:pool: { limits: { algorithm: concurrency, limit: 1, permitTtlMs: 5000 } }
 `;
 
 describe('booking endpoints (embedded store, manual clock)', () => {

@@ -16,9 +16,9 @@ resources:
     limits: { algorithm: fixed-window, limit: 100, windowMs: 60000 }
     lease: { ttlMs: 300, maxBatch: 50 }
     onStoreFailure: closed
-  db:pool: { limits: { algorithm: concurrency, limit: 1, leaseTtlMs: 5000 } }
+  db:pool: { limits: { algorithm: concurrency, limit: 1, permitTtlMs: 5000 } }
   api:split: { limits: { algorithm: fixed-window, limit: 100, windowMs: 60000 }, split: 2 }
-  api:prio: { limits: { algorithm: fixed-window, limit: 100, windowMs: 60000 }, priority: { reserved: 0.2 } }
+  api:prio: { limits: { algorithm: fixed-window, limit: 100, windowMs: 60000 }, priority: { coreShare: 0.2 } }
 `;
 
 describe('endpoints for remote clients', () => {

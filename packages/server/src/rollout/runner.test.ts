@@ -65,7 +65,7 @@ function fleet(n: number, outcomes?: OutcomeSource) {
       limiter,
       rules,
       now: () => clock.now(),
-      leaseTtlMs: 1000,
+      leadershipTtlMs: 1000,
       ...(outcomes === undefined ? {} : { outcomes }),
     });
     return { limiter, rules, runner };

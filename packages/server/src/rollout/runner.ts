@@ -47,10 +47,11 @@ export interface RolloutRunnerOptions {
    */
   readonly pollIntervalMs?: number;
   /**
-   * The decider's lease, in ms: another server takes over this long after the decider stops.
+   * How long the decider's leadership lasts unrenewed, in ms: another server takes over this
+   * long after the decider stops.
    * @default 10000
    */
-  readonly leaseTtlMs?: number;
+  readonly leadershipTtlMs?: number;
   /** Wall clock in ms. @default Date.now */
   readonly now?: () => number;
   /** Called when the rollout this server follows changes (and after each automatic rollback). */
@@ -97,7 +98,7 @@ export const AUTO_ROLLBACK_AUTHOR = 'auto-rollback';
  * Follows the fleet's rollout: reads it every `pollIntervalMs`, pushes the candidate's limits
  * of the split resources into the limiter under their own names ({@link candidateResourceName}),
  * routes each key by the stable hash of the rollout, counts decisions per cohort into the
- * store, and, on the one server holding the lease, advances the ramp and judges the cohorts,
+ * store, and, on the one server holding the leadership, advances the ramp and judges the cohorts,
  * rolling back on its own when the candidate is worse.
  */
 export class RolloutRunner {
@@ -105,7 +106,7 @@ export class RolloutRunner {
   readonly #owner = randomUUID();
   readonly #now: () => number;
   readonly #pollMs: number;
-  readonly #leaseMs: number;
+  readonly #leadershipMs: number;
   #state: RolloutState | undefined;
   /** The rollout whose candidate limits are in the limiter, and their names. */
   #installed: Installed | undefined;
@@ -123,7 +124,7 @@ export class RolloutRunner {
     this.#o = options;
     this.#now = options.now ?? Date.now;
     this.#pollMs = options.pollIntervalMs ?? 1000;
-    this.#leaseMs = options.leaseTtlMs ?? 10_000;
+    this.#leadershipMs = options.leadershipTtlMs ?? 10_000;
   }
 
   /** The rollout as last read (running or finished), if any. */
@@ -131,7 +132,7 @@ export class RolloutRunner {
     return this.#state;
   }
 
-  /** True while this server holds the decider's lease. */
+  /** True while this server holds the decider's leadership. */
   get leading(): boolean {
     return this.#leading;
   }
@@ -268,7 +269,7 @@ export class RolloutRunner {
     return this.#act(['running', 'paused'], (s) => ({ ...s, status: 'aborted', note: `aborted by ${author}: ${reason}` }));
   }
 
-  /** Stops polling, gives the lease up and removes the candidate limits from the limiter. */
+  /** Stops polling, resigns the leadership and removes the candidate limits from the limiter. */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
@@ -371,9 +372,9 @@ export class RolloutRunner {
 
   async #lead(): Promise<boolean> {
     try {
-      return await this.#o.store.lead(this.#owner, this.#leaseMs);
+      return await this.#o.store.lead(this.#owner, this.#leadershipMs);
     } catch (err) {
-      this.#o.logger?.warn({ err }, 'cannot take the rollout lease');
+      this.#o.logger?.warn({ err }, 'cannot take the rollout leadership');
       return false;
     }
   }

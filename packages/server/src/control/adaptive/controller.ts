@@ -58,7 +58,7 @@ interface Round {
 
 /**
  * Moves adaptive limits. Every server runs one; for each adaptive resource, the one holding
- * the resource's decider lease judges the fleet's demand (and downstream outcomes) by the rule's
+ * the resource's decider leadership judges the fleet's demand (and downstream outcomes) by the rule's
  * policy and applies each move as a rule version (author {@link ADAPTIVE_AUTHOR}, the measured
  * reason), so history, diff and rollback apply to moves as to any change. A move is applied
  * only on top of the version it was judged on (`expectedVersion`): a concurrent change wins and
@@ -107,7 +107,7 @@ export class AdaptiveController {
 
   async #judge(rule: AdaptiveRule, round: Round): Promise<void> {
     const { demand, owner } = this.#o;
-    // The lease outlives a few rounds, so a slow round does not hand the resource over.
+    // The leadership outlives a few rounds, so a slow round does not hand the resource over.
     const leads = await demand.lead(rule.resource, owner, Math.max(3 * this.#tickMs, 1000));
     if (leads) this.#deciding.add(rule.resource);
     else this.#deciding.delete(rule.resource);
@@ -175,7 +175,7 @@ export class AdaptiveController {
     return out;
   }
 
-  /** Stops judging and gives up the leases this server holds. */
+  /** Stops judging and resigns the leaderships this server holds. */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;

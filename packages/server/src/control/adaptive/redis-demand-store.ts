@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { evalScript, giveLeaseUp, plainScript, takeLease, type PlainScript } from '@sluice/redis/kit';
+import { evalScript, plainScript, resignLeadership, takeLeadership, type PlainScript } from '@sluice/redis/kit';
 import type { Cluster, Redis } from 'ioredis';
 import type { DemandCounts, DemandStore } from './demand-store.js';
 import type { IntervalDemand } from './policy.js';
@@ -32,7 +32,7 @@ const FIELDS = ['d', 'r', 'p', 'w', 'wm'] as const;
  * | --------------------------------------------- | ------ | ----------------------------------- |
  * | `<prefix>{adapt:<resource>}:d:<interval>:<start>` | HASH | one interval's counts, with a TTL |
  * | `<prefix>{adapt:<resource>}:move`            | STRING | when the limit last moved (ms)      |
- * | `<prefix>{adapt:<resource>}:lead`            | STRING | the decider's lease (`takeLease`)   |
+ * | `<prefix>{adapt:<resource>}:lead`            | STRING | the decider's leadership (`takeLeadership`) |
  */
 export class RedisDemandStore implements DemandStore {
   readonly #client: Redis | Cluster;
@@ -81,11 +81,11 @@ export class RedisDemandStore implements DemandStore {
   }
 
   async lead(resource: string, owner: string, ttlMs: number): Promise<boolean> {
-    return takeLease(this.#client, this.#key(resource, 'lead'), owner, ttlMs);
+    return takeLeadership(this.#client, this.#key(resource, 'lead'), owner, ttlMs);
   }
 
   async resign(resource: string, owner: string): Promise<void> {
-    await giveLeaseUp(this.#client, this.#key(resource, 'lead'), owner);
+    await resignLeadership(this.#client, this.#key(resource, 'lead'), owner);
   }
 
   close(): Promise<void> {
