@@ -53,6 +53,38 @@ export default tseslint.config(
     },
   },
   {
+    // The server's layers: the service and what it is built from (auth, bounds, clients, envoy,
+    // rollout, ...) know no transport; each transport (http/, grpc/) knows the service, never
+    // the other transport. Only the entry points (serve.ts, index.ts, cli/) wire them together.
+    files: ['packages/server/src/**/*.ts'],
+    ignores: ['**/*.test.ts'],
+    plugins: { 'import-x': importX },
+    rules: {
+      'import-x/no-restricted-paths': [
+        'error',
+        {
+          zones: [
+            {
+              target: ['packages/server/src/!(http|grpc|cli)/**', 'packages/server/src/!(serve|index|cli).ts'],
+              from: ['packages/server/src/http', 'packages/server/src/grpc'],
+              message: 'the service layer knows no transport: move what both transports need out of http/ and grpc/',
+            },
+            {
+              target: 'packages/server/src/grpc',
+              from: 'packages/server/src/http',
+              message: 'a transport imports the service layer, never another transport',
+            },
+            {
+              target: 'packages/server/src/http',
+              from: 'packages/server/src/grpc',
+              message: 'a transport imports the service layer, never another transport',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     files: ['**/*.test.ts', 'test/**/*.ts'],
     rules: {
       '@typescript-eslint/no-unsafe-assignment': 'off',

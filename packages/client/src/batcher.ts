@@ -1,6 +1,6 @@
 import { ErrorCodes, SluiceError, type AdaptiveTimeout, type Decision } from '@sluice/core';
-import { decisionFromBody } from './wire.js';
-import { ClosedByCaller, errorFromBody, type Transport } from './transport.js';
+import { decodeDecision, decodeError, decodeResults, isErrorAnswer } from '@sluice/core/wire';
+import { ClosedByCaller, type Transport } from './transport.js';
 
 /** One check as the service takes it. */
 export interface CheckItem {
@@ -132,12 +132,8 @@ export class CheckBatcher {
         timeoutMs: budget,
       });
       this.options.timeout.observe(performance.now() - sentAt);
-      if (answer.status !== 200) throw errorFromBody(answer.body, answer.status);
-      const r = (answer.body as { results?: unknown } | null)?.results;
-      if (!Array.isArray(r) || r.length !== batch.length) {
-        throw new SluiceError(ErrorCodes.STORE_PROTOCOL, 'the service answered a batch with the wrong number of results');
-      }
-      results = r;
+      if (answer.status !== 200) throw decodeError(answer.body, answer.status);
+      results = decodeResults(answer.body, batch.length);
     } catch (err) {
       if (err instanceof SluiceError && err.code === ErrorCodes.STORE_TIMEOUT) this.options.timeout.timedOut(budget);
       for (const p of batch) p.reject(err);
@@ -146,8 +142,8 @@ export class CheckBatcher {
     batch.forEach((p, i) => {
       const r = results[i];
       try {
-        if (typeof r === 'object' && r !== null && 'error' in r) throw errorFromBody(r, 400);
-        p.resolve(decisionFromBody(r));
+        if (isErrorAnswer(r)) throw decodeError(r, 400);
+        p.resolve(decodeDecision(r));
       } catch (err) {
         p.reject(err);
       }

@@ -8,7 +8,8 @@ import {
   type StoreTimeReading,
   type TimeSource,
 } from '@sluice/core';
-import { errorFromBody, type Transport } from './transport.js';
+import { decodeError } from '@sluice/core/wire';
+import type { Transport } from './transport.js';
 
 /** The clock-skew check of a `RemoteLimiter` (its `clockSkew` option). */
 export interface ClientClockSkewOptions {
@@ -31,7 +32,7 @@ const TIME_TIMEOUT_MS = 1000;
 export function serviceTimeSource(transport: Transport, timeoutMs = TIME_TIMEOUT_MS): TimeSource {
   return async (): Promise<StoreTimeReading> => {
     const a = await transport.call('/v1/time', { method: 'GET', timeoutMs });
-    if (a.status !== 200) throw errorFromBody(a.body, a.status);
+    if (a.status !== 200) throw decodeError(a.body, a.status);
     const body = a.body as { timeMs?: unknown; uncertaintyMs?: unknown } | null;
     const timeMs = body?.timeMs;
     const uncertaintyMs = body?.uncertaintyMs;

@@ -1,5 +1,6 @@
-import { ErrorCodes, SluiceError, type Clock, type Logger, type OutcomeReport, type TimerHandle } from '@sluice/core';
-import { errorFromBody, type Transport } from './transport.js';
+import type { Clock, Logger, OutcomeReport, TimerHandle } from '@sluice/core';
+import { decodeError, decodeResults, isErrorAnswer } from '@sluice/core/wire';
+import type { Transport } from './transport.js';
 
 /** Settings of an {@link OutcomeReporter}. */
 export interface OutcomeReporterSettings {
@@ -98,7 +99,7 @@ export class OutcomeReporter {
         ...(this.#s.token === undefined ? {} : { token: this.#s.token }),
       });
       if (answer.status !== 200) {
-        const err = errorFromBody(answer.body, answer.status);
+        const err = decodeError(answer.body, answer.status);
         // Every report would be dropped alike: said once, not per batch.
         if (answer.status === 401 && !this.#warned) {
           this.#warned = true;
@@ -110,12 +111,8 @@ export class OutcomeReporter {
         throw err;
       }
       this.#warned = false;
-      const results = (answer.body as { results?: unknown } | null)?.results;
-      if (!Array.isArray(results) || results.length !== batch.length) {
-        throw new SluiceError(ErrorCodes.STORE_PROTOCOL, 'the service answered a batch with the wrong number of results');
-      }
-      for (const r of results) {
-        if (typeof r === 'object' && r !== null && 'error' in r) this.#refused++;
+      for (const r of decodeResults(answer.body, batch.length)) {
+        if (isErrorAnswer(r)) this.#refused++;
         else this.#sent++;
       }
     } catch {

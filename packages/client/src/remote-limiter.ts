@@ -35,8 +35,9 @@ import { PolicyFallback } from './fallback.js';
 import { compileRemoteOptions, intOption, type CompiledRemoteOptions, type RemoteLimiterOptions } from './options.js';
 import { RemoteStore, leaseLimiter } from './remote-store.js';
 import { clientClockSkew } from './clock-skew.js';
-import { ClosedByCaller, HttpTransport, errorFromBody, isUnavailable, type Transport } from './transport.js';
-import { decisionFromBody, viewFromBody, type RulesView, type ViewResource } from './wire.js';
+import { decodeDecision, decodeError } from '@sluice/core/wire';
+import { ClosedByCaller, HttpTransport, isUnavailable, type Transport } from './transport.js';
+import { viewFromBody, type RulesView, type ViewResource } from './wire.js';
 
 const TENANT_PATTERN = /^[^|]{1,128}$/;
 
@@ -235,8 +236,8 @@ export class RemoteLimiter implements RateLimiter {
         timeoutMs: maxWaitMs + this.#o.acquireMarginMs,
         signal: wait.signal,
       });
-      if (a.status !== 200) throw errorFromBody(a.body, a.status);
-      d = decisionFromBody(a.body);
+      if (a.status !== 200) throw decodeError(a.body, a.status);
+      d = decodeDecision(a.body);
     } catch (err) {
       if (this.#closing !== undefined) throw new ClosedByCaller();
       throwIfAborted(signal);
@@ -285,7 +286,7 @@ export class RemoteLimiter implements RateLimiter {
           },
           timeoutMs: this.#timeout.currentMs,
         });
-        if (a.status !== 200) throw errorFromBody(a.body, a.status);
+        if (a.status !== 200) throw decodeError(a.body, a.status);
         this.#health.succeeded();
         return;
       } catch (err) {
@@ -354,7 +355,7 @@ export class RemoteLimiter implements RateLimiter {
         body: { resource, ...(call.key === '' ? {} : { key: call.key }), id, ...(token === undefined ? {} : { token }) },
         timeoutMs: this.#timeout.currentMs,
       });
-      if (a.status !== 200) throw errorFromBody(a.body, a.status);
+      if (a.status !== 200) throw decodeError(a.body, a.status);
       this.#health.succeeded();
       this.#tokens.forget(resource, call.key, id);
       return (a.body as { cancelled?: unknown } | null)?.cancelled === true;
@@ -447,7 +448,7 @@ export class RemoteLimiter implements RateLimiter {
         body: { resource, ...(call.key === '' ? {} : { key: call.key }), permitId, ...(ttlMs === undefined ? {} : { ttlMs }) },
         timeoutMs: this.#timeout.currentMs,
       });
-      if (a.status !== 200) throw errorFromBody(a.body, a.status);
+      if (a.status !== 200) throw decodeError(a.body, a.status);
       const body = a.body as { released?: unknown; renewed?: unknown };
       return (op === 'release' ? body.released : body.renewed) === true;
     } catch (err) {
@@ -608,7 +609,7 @@ export class RemoteLimiter implements RateLimiter {
     this.#refreshing ??= (async () => {
       try {
         const a = await this.#transport.call('/v1/resources', { timeoutMs: Math.max(this.#o.checkTimeoutMs ?? 0, 1000) });
-        if (a.status !== 200) throw errorFromBody(a.body, a.status);
+        if (a.status !== 200) throw decodeError(a.body, a.status);
         if (this.#closing === undefined) this.#apply(viewFromBody(a.body, this.#o.logger));
         this.#refused = undefined;
       } catch (err) {

@@ -11,8 +11,8 @@ import {
   type StorageKeyParts,
 } from '@sluice/core';
 import type { CompiledRemoteOptions } from './options.js';
-import { decisionFromBody } from './wire.js';
-import { errorFromBody, isUnavailable, type Transport } from './transport.js';
+import { decodeDecision, decodeError, decodeReserve } from '@sluice/core/wire';
+import { isUnavailable, type Transport } from './transport.js';
 
 /**
  * The resource and caller key of a store request, as the service's API names them (the service
@@ -61,7 +61,7 @@ export class RemoteStore implements LimitStore {
   async consume(
     request: Parameters<LimitStore['consume']>[0],
   ): Promise<{ allowed: boolean; statuses: LimitStatus[]; now: number }> {
-    const d = decisionFromBody(await this.#post('/v1/check?statuses=1', { ...split(request), cost: request.cost }));
+    const d = decodeDecision(await this.#post('/v1/check?statuses=1', { ...split(request), cost: request.cost }));
     return { allowed: d.allowed, statuses: [...d.statuses], now: Date.now() };
   }
 
@@ -72,20 +72,9 @@ export class RemoteStore implements LimitStore {
       max: request.max,
       holdMs: request.holdMs,
     });
-    const d = decisionFromBody(body);
-    const granted = (body as { granted?: unknown }).granted;
-    if (typeof granted !== 'number' || !Number.isInteger(granted) || granted < 0) {
-      throw new SluiceError(ErrorCodes.STORE_PROTOCOL, 'the service answered a reservation without a valid "granted"');
-    }
-    // The service's stamp of the charge (its store's clock, not this process's); 0 if it has none.
-    const at = (body as { at?: unknown }).at;
-    return {
-      allowed: granted > 0,
-      statuses: d.statuses,
-      now: Date.now(),
-      granted,
-      at: typeof at === 'number' && at >= 0 ? at : 0,
-    };
+    // `at`: the service's stamp of the charge (its store's clock, not this process's); 0 if it has none.
+    const { granted, at, decision } = decodeReserve(body);
+    return { allowed: granted > 0, statuses: decision.statuses, now: Date.now(), granted, at };
   }
 
   async adjust(request: Parameters<LimitStore['adjust']>[0]): Promise<void> {
@@ -116,7 +105,7 @@ export class RemoteStore implements LimitStore {
       const a = await this.transport.call(path, { body, timeoutMs: budget });
       this.o.timeout.observe(performance.now() - sentAt);
       this.o.onAnswer();
-      if (a.status !== 200) throw errorFromBody(a.body, a.status);
+      if (a.status !== 200) throw decodeError(a.body, a.status);
       return a.body;
     } catch (err) {
       if (isUnavailable(err)) {

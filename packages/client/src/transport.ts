@@ -1,4 +1,5 @@
-import { ErrorCodes, SluiceError, type ErrorCode } from '@sluice/core';
+import { ErrorCodes, SluiceError } from '@sluice/core';
+import { decodeError } from '@sluice/core/wire';
 import { Pool } from 'undici';
 
 /** The header naming the service's active rule version. */
@@ -59,21 +60,6 @@ export class ClosedByCaller extends SluiceError {
   }
 }
 
-/**
- * An `{ error: { code, message, field } }` answer of the service as a {@link SluiceError} with
- * the service's code; faults of the service itself as `SLUICE_ERR_STORE_UNAVAILABLE`.
- */
-export function errorFromBody(body: unknown, status: number): SluiceError {
-  const e = (body as { error?: { code?: unknown; message?: unknown; field?: unknown } } | null)?.error;
-  const code = typeof e?.code === 'string' && e.code.startsWith('SLUICE_ERR_') ? e.code : undefined;
-  const message = typeof e?.message === 'string' ? e.message : `the service answered ${status}`;
-  if (code === undefined) {
-    return new SluiceError(status >= 500 ? ErrorCodes.STORE_UNAVAILABLE : ErrorCodes.STORE_PROTOCOL, message);
-  }
-  // The service's codes include its own (request-level) ones beyond the core's table.
-  return new SluiceError(code as ErrorCode, message, typeof e?.field === 'string' ? { field: e.field } : {});
-}
-
 /** Options of {@link HttpTransport}. */
 export interface HttpTransportOptions {
   readonly url: string;
@@ -132,7 +118,7 @@ export class HttpTransport implements Transport {
       if (res.statusCode >= 500) throw new SluiceError(ErrorCodes.STORE_UNAVAILABLE, `the service answered ${res.statusCode}`);
       throw new SluiceError(ErrorCodes.STORE_PROTOCOL, 'the service answered something other than JSON', { cause: err });
     }
-    if (res.statusCode >= 500) throw errorFromBody(body, res.statusCode);
+    if (res.statusCode >= 500) throw decodeError(body, res.statusCode);
     return { status: res.statusCode, body, ...rulesVersion };
   }
 

@@ -1,14 +1,10 @@
 import {
-  BOOK_OUTCOMES,
   ErrorCodes,
   SluiceError,
   compileResource,
   systemClock,
-  type BookingInfo,
   type CompiledResource,
-  type Decision,
   type LimitPolicy,
-  type LimitStatus,
   type Logger,
 } from '@sluice/core';
 
@@ -18,58 +14,6 @@ function protocol(message: string): SluiceError {
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const num = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
-
-/** A decision as the service answers it (`?statuses=1`), as a {@link Decision}. */
-export function decisionFromBody(body: unknown): Decision {
-  if (!isObject(body) || typeof body.allowed !== 'boolean' || !num(body.limit) || !num(body.remaining)) {
-    throw protocol('a malformed decision');
-  }
-  if (!num(body.retryAfterMs) || !num(body.resetAfterMs) || typeof body.reason !== 'string' || typeof body.limitId !== 'string') {
-    throw protocol('a malformed decision');
-  }
-  const statuses = Array.isArray(body.statuses) ? (body.statuses as LimitStatus[]) : [];
-  return {
-    allowed: body.allowed,
-    limit: body.limit,
-    remaining: body.remaining,
-    retryAfterMs: body.retryAfterMs,
-    resetAfterMs: body.resetAfterMs,
-    reason: body.reason as Decision['reason'],
-    limitId: body.limitId,
-    statuses,
-    source: (typeof body.source === 'string' ? body.source : 'store') as NonNullable<Decision['source']>,
-    ...permitOf(body),
-    ...(num(body.waitedMs) ? { waitedMs: body.waitedMs } : {}),
-    ...(isObject(body.shadow) ? { shadow: body.shadow as unknown as NonNullable<Decision['shadow']> } : {}),
-    ...(body.booking === undefined ? {} : { booking: bookingFromBody(body.booking) }),
-    ...(body.boosted === true ? { boosted: true as const } : {}),
-  };
-}
-
-/**
- * The permit id a decision body carries, as the decision's `permitId` and its deprecated alias
- * `leaseId`: the body's `permitId`, else its `leaseId` (a server from before the rename sends only that).
- */
-function permitOf(body: Record<string, unknown>): { permitId: string; leaseId: string } | Record<string, never> {
-  const permitId =
-    typeof body.permitId === 'string' ? body.permitId : typeof body.leaseId === 'string' ? body.leaseId : undefined;
-  return permitId === undefined ? {} : { permitId, leaseId: permitId };
-}
-
-/** A decision's `booking` as the service answers it. */
-export function bookingFromBody(v: unknown): BookingInfo {
-  if (
-    !isObject(v) ||
-    !(BOOK_OUTCOMES as readonly unknown[]).includes(v.outcome) ||
-    typeof v.id !== 'string' ||
-    !num(v.startsInMs) ||
-    !num(v.expiresInMs)
-  ) {
-    throw protocol('a malformed booking');
-  }
-  const info = { outcome: v.outcome as BookingInfo['outcome'], id: v.id, startsInMs: v.startsInMs, expiresInMs: v.expiresInMs };
-  return typeof v.token === 'string' ? { ...info, token: v.token } : info;
-}
 
 /** The client's view of the service's rules (`GET /v1/resources`). */
 export interface RulesView {

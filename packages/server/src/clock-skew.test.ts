@@ -7,7 +7,7 @@ import type { ServerClock } from './clock-skew.js';
 import { buildHttpApp } from './http/app.js';
 import { LiveRules } from './live-rules.js';
 import { ServerMetrics } from './metrics.js';
-import { RateLimitService } from './service.js';
+import { RateLimitService } from './service/service.js';
 
 const EPOCH = 1_800_000_000_000;
 
@@ -20,13 +20,12 @@ function setup(clock?: (metrics: ServerMetrics) => ServerClock) {
   const serverClock = clock?.(metrics);
   const app = buildHttpApp({
     settings: { maxBodyBytes: 4096, maxBatch: 5, maxKeyLength: 64, maxWaitMs: 1000, adminToken: undefined },
-    service: new RateLimitService(limiter, rules),
+    service: new RateLimitService(limiter, rules, undefined, serverClock === undefined ? {} : { clock: serverClock }),
     rules,
     ruleStore: {} as RuleStore,
     metrics,
     logger: pino({ level: 'silent' }),
     readiness: async () => ({ ready: true, checks: {} }),
-    ...(serverClock === undefined ? {} : { clock: serverClock }),
   });
   return { app, limiter, metrics, serverClock };
 }

@@ -1,9 +1,8 @@
 import { ClockSkewMonitor, type ClockSkewObserver, type LimitStore } from '@sluice/core';
+import type { TimeAnswer } from '@sluice/core/wire';
 import { RedisStore, redisTimeSource } from '@sluice/redis';
-import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { ServerError, ServerErrorCodes } from './errors.js';
-import { sendError } from './http/reply.js';
 import type { Settings } from './settings.js';
 import type { ClockSkewView } from './stats/clock.js';
 
@@ -47,20 +46,19 @@ export function clockSkewView(clock: ServerClock): ClockSkewView {
   return { store: 'redis', ...clock.monitor.status() };
 }
 
+/** The store's clock as this server reads it (`GET /v1/time`). */
+export type StoreTime = TimeAnswer;
+
 /**
- * `GET /v1/time`: the store's clock as this server reads it (`timeMs`, epoch ms) and how far
- * that may be off (`uncertaintyMs`), for remote clients measuring their own skew against the
- * store without a Redis connection of their own. Answered from the server's estimate, without
- * a store round trip: a client's reading costs the server nothing but the request. Public and
- * read-only, as `/v1/stats`. 503 `SLUICE_ERR_NOT_READY` while Redis' clock was never read.
+ * The store's clock as this server reads it (`timeMs`, epoch ms) and how far that may be off
+ * (`uncertaintyMs`), for remote clients measuring their own skew against the store without a
+ * Redis connection of their own. Answered from the server's estimate, without a store round
+ * trip: a client's reading costs the server nothing but the request. Throws
+ * `SLUICE_ERR_NOT_READY` while Redis' clock was never read.
  */
-export function registerTime(app: FastifyInstance, clock: ServerClock, logger: Logger): void {
-  app.get('/v1/time', async (_request, reply) => {
-    const { monitor } = clock;
-    if (monitor === undefined) return reply.send({ timeMs: Date.now(), uncertaintyMs: 0, store: 'embedded' });
-    if (!monitor.estimate.measured) {
-      return sendError(reply, new ServerError(ServerErrorCodes.NOT_READY, "Redis' clock has not been read yet"), logger);
-    }
-    return reply.send({ timeMs: monitor.now(), uncertaintyMs: monitor.uncertaintyMs, store: 'redis' });
-  });
+export function storeTime(clock: ServerClock): StoreTime {
+  const { monitor } = clock;
+  if (monitor === undefined) return { timeMs: Date.now(), uncertaintyMs: 0, store: 'embedded' };
+  if (!monitor.estimate.measured) throw new ServerError(ServerErrorCodes.NOT_READY, "Redis' clock has not been read yet");
+  return { timeMs: monitor.now(), uncertaintyMs: monitor.uncertaintyMs, store: 'redis' };
 }

@@ -37,12 +37,13 @@ export { startRollout, type StartRolloutInput } from './rollout/start.js';
 export { startServer, type RunningServer, type StartOptions } from './serve.js';
 export {
   RateLimitService,
+  type DomainSplit,
   type RolloutRouting,
   type RolloutView,
   type AcquireItem,
   type AdjustItem,
   type CheckItem,
   type ReleaseItem,
-} from './service.js';
+} from './service/service.js';
 export { SETTINGS, SettingsError, loadSettings, type SettingFlags, type Settings } from './settings.js';
-export { type CohortOf, type OutcomeItem, type RateLimitServiceOptions } from './service.js';
+export { type CohortOf, type OutcomeItem, type RateLimitServiceOptions } from './service/service.js';

@@ -2,7 +2,7 @@ import type { ClockSkewObserver, Decision, LimiterObserver } from '@sluice/core'
 import { createClockSkewObserver, createPrometheusObserver, promMetrics } from '@sluice/core/metrics';
 import { OVERRIDE_RESOURCE_PREFIX } from '@sluice/rules';
 import { Registry, collectDefaultMetrics, type Counter, type Gauge } from 'prom-client';
-import type { ConnectionCut } from './connections.js';
+import type { ConnectionCut } from './clients/connections.js';
 
 /** Live figures of one resource, for `GET /v1/stats` and `sluice status`. */
 export interface ResourceStats {

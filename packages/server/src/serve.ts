@@ -3,7 +3,8 @@ import { Limiter, compileLimits, isOutcomeStore, type LimitStore, type OutcomeSo
 import { RedisStore, memoryPolicyProblem } from '@sluice/redis';
 import { FileRuleStore, RedisRuleStore, type RuleStore } from '@sluice/rules';
 import type { Logger } from 'pino';
-import { BookingClients } from './booking-clients.js';
+import { outcomeAccess } from './auth/auth.js';
+import { BookingClients } from './clients/booking-clients.js';
 import { startAdaptive } from './control/adaptive/runtime.js';
 import { startServerClock } from './clock-skew.js';
 import { OverrideTable } from './envoy/overrides.js';
@@ -11,11 +12,10 @@ import { LiveRules } from './live-rules.js';
 import { ServerMetrics } from './metrics.js';
 import { buildHttpApp } from './http/app.js';
 import { FairTurns } from './fair-turns.js';
-import { outcomeAccess } from './http/auth.js';
 import { bindGrpc, buildGrpcServer, shutdownGrpc, type GrpcListener } from './grpc/server.js';
 import { WarningThrottle, createLogger, redactingLogger } from './logging.js';
 import { seedRuleStore } from './seed.js';
-import { RateLimitService, type CohortOf } from './service.js';
+import { RateLimitService, type CohortOf } from './service/service.js';
 import { RolloutRunner } from './rollout/runner.js';
 import { RolloutMetrics } from './metrics.js';
 import { SettingsError, type Settings } from './settings.js';
@@ -235,8 +235,17 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   // Reported outcomes are tallied under the key's rollout cohort too, for the rollout's judge.
   const cohortOf: CohortOf | undefined =
     options.cohortOf ?? (rollout === undefined ? undefined : (resource, key) => rollout.cohortOf(resource, key));
+  const overrides = new OverrideTable({
+    limiter,
+    maxOverrides: settings.maxOverrides,
+    perMinute: settings.overridesPerMinute,
+    idleMs: settings.overrideIdleMs,
+    onRefused: () => metrics.overrideRefused(),
+  });
   const service = new RateLimitService(limiter, rules, undefined, {
     bookingClients: new BookingClients({ perClient: settings.maxBookingsPerClient, clients: settings.maxBookingClients }),
+    overrides,
+    clock,
     ...(cohortOf === undefined ? {} : { cohortOf }),
     ...(rollout === undefined ? {} : { rollout }),
   });
@@ -271,29 +280,17 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     closing: () => closing,
     adaptive: () => adaptive.status(),
     dashboard: settings.dashboard,
-    clock,
     turns,
     ...(rollout === undefined ? {} : { rollout }),
-  });
-  const overrides = new OverrideTable({
-    limiter,
-    maxOverrides: settings.maxOverrides,
-    perMinute: settings.overridesPerMinute,
-    idleMs: settings.overrideIdleMs,
-    onRefused: () => metrics.overrideRefused(),
   });
   // Who may report outcomes over gRPC; the HTTP app decides the same from the same settings.
   const reporters = outcomeAccess(settings);
   const grpcServer = buildGrpcServer({
-    limiter,
-    rules,
-    overrides,
-    ...(rollout === undefined ? {} : { envoySplit: (domain: string) => rollout.envoyDomain(domain) }),
+    service,
     metrics,
     warnings,
     bounds: { maxDescriptors: settings.maxDescriptors, maxKeyLength: settings.maxKeyLength },
     outcomes: {
-      report: (item) => service.outcome(item),
       access: reporters,
       bounds: { maxBatch: settings.maxBatch, maxKeyLength: settings.maxKeyLength, maxCalls: settings.maxOutcomeCalls },
     },

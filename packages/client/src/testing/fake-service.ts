@@ -1,4 +1,22 @@
-import { ErrorCodes, Limiter, SluiceError, isSluiceError, type Clock, type Decision, type ResourceConfig } from '@sluice/core';
+import { ErrorCodes, Limiter, SluiceError, isSluiceError, type Clock, type ResourceConfig } from '@sluice/core';
+import {
+  encodeDecision,
+  encodeError,
+  encodeReserve,
+  encodeResource,
+  type AcquireItem,
+  type AdjustItem,
+  type Batch,
+  type BookItem,
+  type CancelItem,
+  type CheckItem,
+  type OutcomeItem,
+  type ReleaseItem,
+  type RenewItem,
+  type ReserveItem,
+  type ResourceBody,
+  type ResourcesBody,
+} from '@sluice/core/wire';
 import type { Answer, CallOptions, Transport } from '../transport.js';
 
 /** What the fake saw: one entry per call. */
@@ -9,19 +27,22 @@ export interface Seen {
   readonly body: unknown;
 }
 
-function encode(d: Decision): object {
-  return { ...d, source: d.source ?? 'store' };
-}
-
 function errorAnswer(err: unknown): Answer {
   if (!isSluiceError(err)) throw err;
   const status = err.code === ErrorCodes.UNKNOWN_RESOURCE ? 404 : 400;
-  return { status, body: { error: { code: err.code, message: err.message, ...(err.field ? { field: err.field } : {}) } } };
+  return { status, body: encodeError(err.code, err.message, err.field) };
+}
+
+/** Whether a decision path asks for per-limit statuses (`?statuses=1`), as the service reads it. */
+function wantsStatuses(path: string): boolean {
+  const value = new URLSearchParams(path.split('?')[1] ?? '').get('statuses');
+  return value === '1' || value === 'true';
 }
 
 /**
  * An in-process stand-in for `sluice serve` behind the {@link Transport} interface: a core
- * limiter answers the same endpoints with the same shapes. `down` makes every call fail as an
+ * limiter answers the same endpoints with the same shapes, written by the service's own encoders
+ * (`@sluice/core/wire`). `down` makes every call fail as an
  * unreachable service would, `slow` as one that does not answer in time. `clients` is the count
  * of clients the service reports (as the real one counts client ids).
  */
@@ -41,7 +62,7 @@ export class FakeService implements Transport {
   /** True once the client closed its transport. */
   closed = false;
   /** Every outcome reported (`/v1/outcomes` items), in order. */
-  readonly outcomes: { resource: string; key?: string; ok: boolean; durationMs: number }[] = [];
+  readonly outcomes: OutcomeItem[] = [];
   /** Acquire calls that wait here until released by the test or aborted. */
   holdAcquire = false;
 
@@ -66,7 +87,7 @@ export class FakeService implements Transport {
     this.seen.push({ path, body: options.body });
     if (this.down) throw new SluiceError(ErrorCodes.STORE_UNAVAILABLE, 'connection refused');
     if (this.slow) throw new SluiceError(ErrorCodes.STORE_TIMEOUT, 'the service did not answer in time');
-    const answer = await this.#answer(path.split('?')[0]!, options);
+    const answer = await this.#answer(path.split('?')[0]!, options, wantsStatuses(path));
     return { ...answer, rulesVersion: this.version };
   }
 
@@ -75,8 +96,9 @@ export class FakeService implements Transport {
     this.closed = true;
   }
 
-  async #answer(path: string, options: CallOptions): Promise<Answer> {
+  async #answer(path: string, options: CallOptions, statuses: boolean): Promise<Answer> {
     const b = options.body;
+    const encode = (d: Parameters<typeof encodeDecision>[0]) => encodeDecision(d, statuses);
     const one = async <T>(fn: () => Promise<T>, enc: (r: T) => object): Promise<object> => {
       try {
         return enc(await fn());
@@ -88,32 +110,25 @@ export class FakeService implements Transport {
       case '/readyz':
         return { status: 200, body: { status: 'ready' } };
       case '/v1/resources': {
-        const resources: Record<string, object> = {};
-        for (const name of this.limiter.resources()) {
-          const s = this.limiter.settingsOf(name);
-          resources[name] = {
-            limits: s.limits.map(({ code: _code, ...l }) => l),
-            onStoreFailure: s.onStoreFailure,
-            reservable: s.reservable,
-            ...(s.lease === undefined ? {} : { lease: s.lease }),
-          };
-        }
-        return { status: 200, body: { version: this.version, clients: this.clients, truncated: false, resources } };
+        const resources: Record<string, ResourceBody> = {};
+        for (const name of this.limiter.resources()) resources[name] = encodeResource(this.limiter.settingsOf(name));
+        const body: ResourcesBody = { version: this.version, clients: this.clients, truncated: false, resources };
+        return { status: 200, body };
       }
       case '/v1/check': {
-        const items = (b as { items: { resource: string; key?: string; cost?: number; tenant?: string }[] }).items;
+        const { items } = b as Batch<CheckItem>;
         const results = await Promise.all(items.map((i) => one(() => this.limiter.try(i.resource, i), encode)));
         return { status: 200, body: { results } };
       }
       case '/v1/book':
       case '/v1/claim': {
-        const items = (b as { items: { resource: string; key?: string; cost?: number; id: string }[] }).items;
+        const { items } = b as Batch<BookItem>;
         const op = path === '/v1/book' ? 'book' : 'claim';
         const results = await Promise.all(items.map((i) => one(() => this.limiter[op](i.resource, i), encode)));
         return { status: 200, body: { results } };
       }
       case '/v1/cancel': {
-        const i = b as { resource: string; key?: string; id: string };
+        const i = b as CancelItem;
         try {
           return { status: 200, body: { cancelled: await this.limiter.cancel(i.resource, i) } };
         } catch (err) {
@@ -121,7 +136,7 @@ export class FakeService implements Transport {
         }
       }
       case '/v1/acquire': {
-        const i = b as { resource: string; key?: string; cost?: number; maxWaitMs: number };
+        const i = b as AcquireItem;
         if (this.holdAcquire) {
           await new Promise((_, reject) =>
             options.signal?.addEventListener('abort', () => reject(new SluiceError(ErrorCodes.ABORTED, 'aborted'))),
@@ -134,10 +149,9 @@ export class FakeService implements Transport {
         }
       }
       case '/v1/reserve': {
-        const i = b as { resource: string; key?: string; min: number; max: number };
+        const i = b as ReserveItem;
         try {
-          const r = await this.limiter.reserve(i.resource, i);
-          return { status: 200, body: { granted: r.granted, ...encode(r.decision) } };
+          return { status: 200, body: encodeReserve(await this.limiter.reserve(i.resource, i)) };
         } catch (err) {
           return errorAnswer(err);
         }
@@ -145,22 +159,24 @@ export class FakeService implements Transport {
       case '/v1/adjust':
       case '/v1/release':
       case '/v1/renew': {
-        const i = b as { resource: string; key?: string; delta: number; permitId?: string; leaseId?: string };
         try {
           if (path === '/v1/adjust') {
+            const i = b as AdjustItem;
             await this.limiter.adjust(i.resource, i);
             return { status: 200, body: { adjusted: true } };
           }
-          // The permit named as the service's /v1/release and /v1/renew read it.
-          const permit = { ...i, permitId: i.permitId ?? i.leaseId ?? '' };
-          if (path === '/v1/release') return { status: 200, body: { released: await this.limiter.release(i.resource, permit) } };
-          return { status: 200, body: { renewed: await this.limiter.renew(i.resource, permit) } };
+          if (path === '/v1/release') {
+            const i = b as ReleaseItem;
+            return { status: 200, body: { released: await this.limiter.release(i.resource, i) } };
+          }
+          const i = b as RenewItem;
+          return { status: 200, body: { renewed: await this.limiter.renew(i.resource, i) } };
         } catch (err) {
           return errorAnswer(err);
         }
       }
       case '/v1/outcomes': {
-        const items = (b as { items: { resource: string; key?: string; ok: boolean; durationMs: number }[] }).items;
+        const { items } = b as Batch<OutcomeItem>;
         this.outcomes.push(...items);
         const results = await Promise.all(
           items.map((i) =>

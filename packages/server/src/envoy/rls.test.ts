@@ -4,7 +4,7 @@ import { LiveRules } from '../live-rules.js';
 import { ruleVersion } from '../../test/rule-version.js';
 import { OverrideTable } from './overrides.js';
 import { compileRules } from '@sluice/rules';
-import type { EnvoyDomainSplit } from '../rollout/runner.js';
+import type { DomainSplit } from '../service/routing.js';
 import { descriptorCohortKey, shouldRateLimit, type RlsDescriptor, type RlsRequest } from './rls.js';
 
 const RULES = `
@@ -280,7 +280,7 @@ descriptors:
     const seen: [string, boolean][] = [];
     const onCandidate = new Set([descriptorCohortKey([{ key: 'remote_address', value: 'c' }])]);
     onCandidate.add(descriptorCohortKey([{ key: 'tenant', value: 't' }]));
-    const split: EnvoyDomainSplit = {
+    const split: DomainSplit = {
       candidate,
       names,
       cohortOf: (key) => (onCandidate.has(key) ? 'candidate' : 'baseline'),

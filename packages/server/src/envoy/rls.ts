@@ -9,7 +9,7 @@ import {
 } from '@sluice/rules';
 import { ServerError, ServerErrorCodes } from '../errors.js';
 import { limiterResourceName, type LiveRules } from '../live-rules.js';
-import type { EnvoyDomainSplit } from '../rollout/runner.js';
+import type { DomainSplit } from '../service/routing.js';
 import type { OverrideTable } from './overrides.js';
 
 /** One descriptor of a ShouldRateLimit request, decoded. */
@@ -152,7 +152,7 @@ function place(request: RlsRequest, sides: readonly Side[], overrides: OverrideT
 function sidesOf(
   request: RlsRequest,
   domain: EnvoyDomain | undefined,
-  split: EnvoyDomainSplit | undefined,
+  split: DomainSplit | undefined,
 ): { sides: Side[]; keys?: string[] } {
   const all = request.descriptors.map((_, i) => i);
   if (split === undefined) return { sides: [{ domain, places: all, nameOf: limiterResourceName }] };
@@ -189,7 +189,7 @@ export async function shouldRateLimit(
   limiter: Limiter,
   rules: LiveRules,
   overrides: OverrideTable,
-  splitOf?: (domain: string) => EnvoyDomainSplit | undefined,
+  splitOf?: (domain: string) => DomainSplit | undefined,
 ): Promise<RlsResponse> {
   if (request.domain === '')
     throw new ServerError(ServerErrorCodes.INVALID_REQUEST, 'domain: must not be empty', { field: 'domain' });

@@ -1,11 +1,17 @@
 import { describe, expect, it } from 'vitest';
+import { MAX_OVERRIDE_REQUESTS_PER_UNIT } from '../bounds/bounds.js';
 import { ServerError } from '../errors.js';
-import { MAX_OVERRIDE_REQUESTS_PER_UNIT, decodeRlsRequest, encodeRlsResponse } from './codec.js';
+import { decodeRlsRequest as decodeBytes } from './codec.js';
+import { loadRlsDefinition } from './proto.js';
 
 const bounds = { maxDescriptors: 4, maxKeyLength: 16 };
 const entry = (key: string, value: string) => ({ key, value });
+const method = loadRlsDefinition().ShouldRateLimit!;
 
-function field(raw: unknown): string | undefined {
+/** Decodes a request given as proto-loader takes it, encoded by proto-loader. */
+const decodeRlsRequest = (request: object, b: typeof bounds) => decodeBytes(method.requestSerialize(request), b);
+
+function field(raw: object): string | undefined {
   try {
     decodeRlsRequest(raw, bounds);
   } catch (e) {
@@ -16,7 +22,7 @@ function field(raw: unknown): string | undefined {
 }
 
 describe('decodeRlsRequest', () => {
-  it('decodes what proto-loader hands over', () => {
+  it('decodes what proto-loader encodes', () => {
     const r = decodeRlsRequest(
       {
         domain: 'edge',
@@ -83,36 +89,18 @@ describe('decodeRlsRequest', () => {
     expect(field({ ...ok, descriptors: [{ entries: [entry('a', 'b')], limit: { requests_per_unit: 1, unit: 42 } }] })).toBe(
       'descriptors[0].limit.unit',
     );
-    expect(field(null)).toBe('request');
+    // An empty message is a request with every field at its default: an empty domain.
+    expect(field({})).toBe('domain');
   });
-});
 
-describe('encodeRlsResponse', () => {
-  it('writes units upper case and durations as seconds and nanos', () => {
-    expect(
-      encodeRlsResponse({
-        overallCode: 'OVER_LIMIT',
-        statuses: [
-          {
-            code: 'OVER_LIMIT',
-            currentLimit: { requestsPerUnit: 3, unit: 'minute', name: 'n' },
-            limitRemaining: 0,
-            durationUntilResetMs: 1500.5,
-          },
-          { code: 'OK', limitRemaining: 0 },
-        ],
-      }),
-    ).toEqual({
-      overall_code: 'OVER_LIMIT',
-      statuses: [
-        {
-          code: 'OVER_LIMIT',
-          current_limit: { name: 'n', requests_per_unit: 3, unit: 'MINUTE' },
-          limit_remaining: 0,
-          duration_until_reset: { seconds: 1, nanos: 500_500_000 },
-        },
-        { code: 'OK', limit_remaining: 0 },
-      ],
-    });
+  it('refuses bytes that are not a RateLimitRequest, and strings that are not UTF-8, with their codes', () => {
+    expect(() => decodeBytes(Buffer.from('0a0561', 'hex'), bounds)).toThrow(
+      expect.objectContaining({ code: 'SLUICE_ERR_MALFORMED_BODY' }) as Error,
+    );
+    const bytes = Buffer.from(method.requestSerialize({ domain: 'd', descriptors: [{ entries: [entry('k', 'ww')] }] }));
+    bytes[bytes.lastIndexOf(Buffer.from('ww'))] = 0xff;
+    expect(() => decodeBytes(bytes, bounds)).toThrow(
+      expect.objectContaining({ code: 'SLUICE_ERR_INVALID_REQUEST', field: 'descriptors[0].entries[0].value' }) as Error,
+    );
   });
 });

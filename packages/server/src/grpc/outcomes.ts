@@ -1,9 +1,8 @@
 import type { MethodDefinition } from '@grpc/proto-loader';
 import { describeError } from '../errors.js';
 import { ServerError, ServerErrorCodes } from '../errors.js';
-import type { OutcomeItem } from '../service.js';
-import { MAX_OUTCOME_COUNT, MAX_OUTCOME_DURATION_MS } from '../http/items.js';
-import { checkOutcomeCalls } from '../outcome-report.js';
+import { MAX_OUTCOME_COUNT, MAX_OUTCOME_DURATION_MS, checkOutcomeCalls, type OutcomesBounds } from '../bounds/bounds.js';
+import type { OutcomeItem } from '../service/service.js';
 import { loadOutcomesDefinition } from './proto.js';
 
 let method: MethodDefinition<{ outcomes?: RawOutcome[] }, object> | undefined;
@@ -18,14 +17,6 @@ interface RawOutcome {
   readonly ok: boolean;
   readonly duration_ms: number;
   readonly count: number;
-}
-
-/** Bounds of a report. */
-export interface OutcomesBounds {
-  readonly maxBatch: number;
-  readonly maxKeyLength: number;
-  /** Most calls one report may stand for, summed over its items' counts. */
-  readonly maxCalls: number;
 }
 
 /** One item of a decoded report: the outcome, or why it is refused. */

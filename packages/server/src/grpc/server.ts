@@ -8,35 +8,27 @@ import {
   type OutgoingHttpHeaders,
   type ServerHttp2Stream,
 } from 'node:http2';
-import type { Limiter } from '@sluice/core';
-import { limitConnections, type ConnectionEvents, type ConnectionLimits } from '../connections.js';
+import { authorized, type OutcomeAccess } from '../auth/auth.js';
+import type { OutcomesBounds, RlsBounds } from '../bounds/bounds.js';
+import { limitConnections, type ConnectionEvents, type ConnectionLimits } from '../clients/connections.js';
 import { GrpcStatus, ServerError, ServerErrorCodes, describeError, grpcStatusOf } from '../errors.js';
-import type { OverrideTable } from '../envoy/overrides.js';
-import { shouldRateLimit } from '../envoy/rls.js';
-import type { EnvoyDomainSplit } from '../rollout/runner.js';
 import { ITEM_COST, requestCost, type FairTurns } from '../fair-turns.js';
-import { authorized, type OutcomeAccess } from '../http/auth.js';
-import type { LiveRules } from '../live-rules.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { WarningThrottle } from '../logging.js';
-import { decodeRlsRequest, type RlsBounds } from './codec.js';
+import type { RateLimitService } from '../service/service.js';
+import { decodeRlsRequest } from './codec.js';
 import { UnaryReader, encodeGrpcMessage, frameMessage, parseGrpcTimeout } from './framing.js';
 import { Sessions } from './sessions.js';
-import { decodeOutcomes, encodeOutcomeResults, type OutcomesBounds } from './outcomes.js';
+import { decodeOutcomes, encodeOutcomeResults } from './outcomes.js';
 import { OUTCOMES_PATH } from './proto.js';
-import type { OutcomeItem } from '../service.js';
-import { readRateLimitRequest, writeRateLimitResponse } from './wire.js';
+import { writeRateLimitResponse } from './wire.js';
 
 export { PROTO_DIR, PROTO_LOADER_OPTIONS, loadRlsDefinition } from './proto.js';
 
 /** What the gRPC server is built from. */
 export interface GrpcDeps {
-  readonly limiter: Limiter;
-  readonly rules: LiveRules;
-  /** The limits of the overrides requests carry. */
-  readonly overrides: OverrideTable;
-  /** How a rollout splits a domain's descriptors now (see `RolloutRunner.envoyDomain`); none: never. */
-  readonly envoySplit?: (domain: string) => EnvoyDomainSplit | undefined;
+  /** What every call is decided by: `shouldRateLimit` and `outcome`. */
+  readonly service: Pick<RateLimitService, 'shouldRateLimit' | 'outcome'>;
   readonly metrics: ServerMetrics;
   /** Internal faults are logged through it (a client can repeat the calls causing them). */
   readonly warnings: WarningThrottle;
@@ -60,10 +52,8 @@ export interface GrpcDeps {
   readonly token?: string | undefined;
 }
 
-/** How `Outcomes/Report` is served: who may call it, its bounds, and where its outcomes go. */
+/** How `Outcomes/Report` is served (each outcome goes to the service's `outcome`): who may call it, and its bounds. */
 export interface GrpcOutcomes {
-  /** The service's `outcome`. */
-  readonly report: (item: OutcomeItem) => Promise<unknown>;
   /** Who may report (its own credential: `token` does not apply). */
   readonly access: OutcomeAccess;
   readonly bounds: OutcomesBounds;
@@ -271,13 +261,13 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
   const rateLimitCall = (client: string, message: Buffer, answer: (send: () => void) => void, stream: ServerHttp2Stream) => {
     let request;
     try {
-      request = decodeRlsRequest(decodeMessage(message), deps.bounds);
+      request = decodeRlsRequest(message, deps.bounds);
     } catch (err) {
       answer(() => fail(stream, err));
       return;
     }
     turns.charge(client, request.descriptors.length * ITEM_COST);
-    shouldRateLimit(request, deps.limiter, deps.rules, deps.overrides, deps.envoySplit).then(
+    deps.service.shouldRateLimit(request).then(
       (response) =>
         answer(() => {
           deps.metrics.grpcRequest(METHOD, GrpcStatus.OK);
@@ -310,7 +300,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
     void Promise.all(
       items.map((d) =>
         d.ok
-          ? outcomes.report(d.item).then(
+          ? deps.service.outcome(d.item).then(
               () => ({ recorded: true as const }),
               (error: unknown) => ({ error }),
             )
@@ -325,23 +315,6 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
         sessions.answered(stream);
       }),
     );
-  };
-
-  /** The request as proto-loader presents it (read by ./wire.ts); throws a ServerError for bytes that are not one. */
-  const decodeMessage = (message: Buffer): unknown => {
-    let read;
-    try {
-      read = readRateLimitRequest(message);
-    } catch (err) {
-      const why = err instanceof Error ? err.message : String(err);
-      throw new ServerError(ServerErrorCodes.MALFORMED_BODY, `not a RateLimitRequest: ${why}`);
-    }
-    // Refused rather than decoded with U+FFFD: distinct strings would share one counter.
-    const field = read.invalidUtf8;
-    if (field !== undefined) {
-      throw new ServerError(ServerErrorCodes.INVALID_REQUEST, `${field}: must be valid UTF-8`, { field });
-    }
-    return read.request;
   };
 
   return { http2, sessions };

@@ -1,13 +1,13 @@
 import { isUtf8 } from 'node:buffer';
 
 /**
- * `RateLimitRequest` bytes read straight into the object proto-loader would hand over (keepCase,
- * defaults, longs and enums as strings: what `decodeRlsRequest` in ./codec.ts checks), without
- * protobufjs' message objects and their `toObject` copy: the gRPC port's per-call decoding.
+ * `RateLimitRequest` bytes read straight into a typed {@link RateLimitRequestMessage}, without
+ * protobufjs' message objects: the gRPC port's per-call decoding (`decodeRlsRequest` in
+ * ./codec.ts then checks it against Envoy's validation rules and the server's bounds).
  *
  * It reads by the protobuf encoding's rules, strictly: a field of the wrong wire type, a length
  * or varint running past its message, a varint longer than 10 bytes, a group (proto3 has none)
- * are refused. Whatever it accepts, protobufjs accepts and decodes to the same object (a
+ * are refused. Whatever it accepts, protobufjs accepts and decodes to the same message (a
  * differential test holds it to that); protobufjs accepts more (it cuts a string running past
  * the end, reads a known field whatever its wire type), which is refused here as the malformed
  * message it is. Strings are checked for valid UTF-8 as they are read: the first invalid one is
@@ -18,14 +18,39 @@ import { isUtf8 } from 'node:buffer';
 /** Thrown for bytes that are not a `RateLimitRequest`; the message says why. */
 export class WireError extends Error {}
 
-/** The decoded request, as proto-loader presents it, and the first string that is not UTF-8. */
-export interface WireRequest {
-  readonly request: Record<string, unknown>;
-  readonly invalidUtf8: string | undefined;
+/** `envoy.extensions.common.ratelimit.v3.RateLimitDescriptor.Entry`. */
+export interface RateLimitEntry {
+  readonly key: string;
+  readonly value: string;
 }
 
-/** envoy.type.v3.RateLimitUnit by number; other numbers stay numbers (as proto-loader leaves them). */
-const UNITS: readonly string[] = ['UNKNOWN', 'SECOND', 'MINUTE', 'HOUR', 'DAY', 'MONTH', 'YEAR'];
+/** `RateLimitDescriptor.RateLimitOverride`. */
+export interface RateLimitOverride {
+  readonly requestsPerUnit: number;
+  /** `envoy.type.v3.RateLimitUnit` by number, as sent (unknown numbers included). */
+  readonly unit: number;
+}
+
+/** `envoy.extensions.common.ratelimit.v3.RateLimitDescriptor`; absent messages undefined. */
+export interface RateLimitDescriptorMessage {
+  readonly entries: readonly RateLimitEntry[];
+  readonly limit: RateLimitOverride | undefined;
+  /** The `google.protobuf.UInt64Value` hits addend's value (uint64). */
+  readonly hitsAddend: bigint | undefined;
+}
+
+/** `envoy.service.ratelimit.v3.RateLimitRequest`, fields at their proto3 defaults when absent. */
+export interface RateLimitRequestMessage {
+  readonly domain: string;
+  readonly descriptors: readonly RateLimitDescriptorMessage[];
+  readonly hitsAddend: number;
+}
+
+/** The decoded request, and the first string that is not UTF-8. */
+export interface WireRequest {
+  readonly request: RateLimitRequestMessage;
+  readonly invalidUtf8: string | undefined;
+}
 
 const VARINT = 0;
 const FIXED64 = 1;
@@ -56,14 +81,14 @@ class Reader {
     throw new WireError(`a varint is longer than 10 bytes at offset ${this.pos}`);
   }
 
-  /** An unsigned varint of up to 10 bytes, as a decimal string. */
-  uint64(end: number): string {
+  /** An unsigned varint of up to 10 bytes. */
+  uint64(end: number): bigint {
     let value = 0n;
     for (let shift = 0n; shift < 70n; shift += 7n) {
       if (this.pos >= end) throw new WireError(`a varint runs past its message at offset ${this.pos}`);
       const byte = this.buf[this.pos++]!;
       value |= BigInt(byte & 127) << shift;
-      if (byte < 128) return BigInt.asUintN(64, value).toString();
+      if (byte < 128) return BigInt.asUintN(64, value);
     }
     throw new WireError(`a varint is longer than 10 bytes at offset ${this.pos}`);
   }
@@ -128,7 +153,7 @@ const ENTRY_FIELDS = (f: number) => (f === 1 || f === 2 ? DELIMITED : undefined)
 const VARINT_FIELDS_1_2 = (f: number) => (f === 1 || f === 2 ? VARINT : undefined);
 const VARINT_FIELD_1 = (f: number) => (f === 1 ? VARINT : undefined);
 
-function entry(r: Reader, end: number, at: string): Record<string, unknown> {
+function entry(r: Reader, end: number, at: string): RateLimitEntry {
   let key = '';
   let value = '';
   while (r.pos < end) {
@@ -139,7 +164,7 @@ function entry(r: Reader, end: number, at: string): Record<string, unknown> {
   return { key, value };
 }
 
-function override(r: Reader, end: number): Record<string, unknown> {
+function override(r: Reader, end: number): RateLimitOverride {
   let requestsPerUnit = 0;
   let unit = 0;
   while (r.pos < end) {
@@ -147,21 +172,21 @@ function override(r: Reader, end: number): Record<string, unknown> {
     if (f === 1) requestsPerUnit = r.varint32(end);
     else if (f === 2) unit = r.varint32(end) | 0;
   }
-  return { requests_per_unit: requestsPerUnit, unit: UNITS[unit] ?? unit };
+  return { requestsPerUnit, unit };
 }
 
-function uint64Value(r: Reader, end: number): Record<string, unknown> {
-  let value = '0';
+function uint64Value(r: Reader, end: number): bigint {
+  let value = 0n;
   while (r.pos < end) {
     if (r.field(end, VARINT_FIELD_1) === 1) value = r.uint64(end);
   }
-  return { value };
+  return value;
 }
 
-function descriptor(r: Reader, end: number, at: string): Record<string, unknown> {
-  const entries: Record<string, unknown>[] = [];
-  let limit: Record<string, unknown> | null = null;
-  let hitsAddend: Record<string, unknown> | null = null;
+function descriptor(r: Reader, end: number, at: string): RateLimitDescriptorMessage {
+  const entries: RateLimitEntry[] = [];
+  let limit: RateLimitOverride | undefined;
+  let hitsAddend: bigint | undefined;
   while (r.pos < end) {
     const f = r.field(end, DESCRIPTOR_FIELDS);
     if (f === 0) continue;
@@ -170,7 +195,7 @@ function descriptor(r: Reader, end: number, at: string): Record<string, unknown>
     else if (f === 2) limit = override(r, stop);
     else hitsAddend = uint64Value(r, stop);
   }
-  return { entries, limit, hits_addend: hitsAddend };
+  return { entries, limit, hitsAddend };
 }
 
 /** Reads `RateLimitRequest` bytes; throws a {@link WireError} for bytes that are not one. */
@@ -178,7 +203,7 @@ export function readRateLimitRequest(bytes: Uint8Array): WireRequest {
   const r = new Reader(bytes);
   const end = bytes.length;
   let domain = '';
-  const descriptors: Record<string, unknown>[] = [];
+  const descriptors: RateLimitDescriptorMessage[] = [];
   let hitsAddend = 0;
   while (r.pos < end) {
     const f = r.field(end, REQUEST_FIELDS);
@@ -186,7 +211,7 @@ export function readRateLimitRequest(bytes: Uint8Array): WireRequest {
     else if (f === 2) descriptors.push(descriptor(r, r.delimited(end), `descriptors[${descriptors.length}]`));
     else if (f === 3) hitsAddend = r.varint32(end);
   }
-  return { request: { domain, descriptors, hits_addend: hitsAddend }, invalidUtf8: r.invalidUtf8 };
+  return { request: { domain, descriptors, hitsAddend }, invalidUtf8: r.invalidUtf8 };
 }
 
 /** RateLimitResponse.Code by name. */
@@ -243,7 +268,7 @@ class Writer {
   }
 }
 
-/** A RateLimitResponse's status as the server answers it (see `RlsStatus` in ../envoy/rls.ts). */
+/** A RateLimitResponse's status as the service answers it (see `RlsStatus` in ../envoy/rls.ts). */
 interface StatusLike {
   readonly code: string;
   readonly currentLimit?: { readonly requestsPerUnit: number; readonly unit: string; readonly name: string };
@@ -252,8 +277,8 @@ interface StatusLike {
 }
 
 /**
- * A `RateLimitResponse` encoded straight from the server's answer, as proto-loader would encode
- * `encodeRlsResponse(response)` (fields at their proto3 defaults left out, as protobuf allows).
+ * A `RateLimitResponse` encoded straight from the server's answer (fields at their proto3
+ * defaults left out, as protobuf allows; a test holds it to what proto-loader encodes).
  */
 export function writeRateLimitResponse(r: { readonly overallCode: string; readonly statuses: readonly StatusLike[] }): Buffer {
   const w = new Writer().uint(1, CODES[r.overallCode] ?? 0);

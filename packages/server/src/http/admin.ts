@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { ServerError, ServerErrorCodes, fromZod } from '../errors.js';
 import type { LiveRules } from '../live-rules.js';
-import { authorized } from './auth.js';
+import { authorized } from '../auth/auth.js';
 import { redactUrl, type WarningThrottle } from '../logging.js';
 import { sendError, sendUnauthorized } from './reply.js';
 import type { RolloutRunner } from '../rollout/runner.js';

@@ -1,13 +1,14 @@
 import type { Decision } from '@sluice/core';
+import { encodeDecision, encodeReserve } from '@sluice/core/wire';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { fromZod } from '../errors.js';
-import type { RateLimitService } from '../service.js';
+import { authorized, matchesAny, outcomeAccess, type OutcomeCredentials } from '../auth/auth.js';
+import { checkOutcomeCalls, type ItemBounds } from '../bounds/bounds.js';
+import type { RateLimitService } from '../service/service.js';
 import { ITEM_COST, type FairTurns } from '../fair-turns.js';
-import { checkOutcomeCalls } from '../outcome-report.js';
-import { authorized, matchesAny, outcomeAccess, type OutcomeCredentials } from './auth.js';
-import { decodeBody, itemSchemas, type Decoded, type ItemBounds } from './items.js';
-import { encodeDecision, errorReply, rateLimitHeaders, sendError, sendUnauthorized, type FaultLog } from './reply.js';
+import { decodeBody, itemSchemas, type Decoded } from './items.js';
+import { errorReply, rateLimitHeaders, sendError, sendUnauthorized, type FaultLog } from './reply.js';
 
 const flag = z.enum(['0', '1', 'true', 'false'], { error: 'must be 1 or 0' }).optional();
 const decisionQuery = z.strictObject({ http429: flag, statuses: flag });
@@ -86,7 +87,8 @@ export interface ApiAccess extends OutcomeCredentials {
  * `{ items: [...] }` (answered 200 with `{ results: [...] }`, one decision or `{ error }` per
  * item, in order). With `apiToken` set, each decision call needs it as a bearer token, checked
  * before the body is read; outcome reports need the credential {@link outcomeAccess} names.
- * `GET /v1/resources` stays public, the rollout's id in it only for data-plane callers.
+ * `GET /v1/resources` stays public, the rollout's id in it only for data-plane callers, and so
+ * does `GET /v1/time`.
  */
 export function registerApi(
   app: FastifyInstance,
@@ -197,8 +199,7 @@ export function registerApi(
     schema: schemas.reserve,
     query: plainQuery,
     run: (item) => service.reserve(item),
-    // Statuses always: the client serves its lease's decisions from them.
-    encode: (r) => ({ granted: r.granted, at: r.at, ...encodeDecision(r.decision, true) }),
+    encode: encodeReserve,
   });
   route({ path: '/v1/renew', schema: schemas.renew, query: plainQuery, run: (item) => service.renew(item), encode: (r) => r });
   // Deferred admission: decisions as /v1/check's, with their `booking` (and `Sluice-Booking` when booked).
@@ -252,5 +253,17 @@ export function registerApi(
       return reply.header(RULES_VERSION_HEADER, String(view.version)).send({ ...view, rollout });
     }
     return reply.header(RULES_VERSION_HEADER, String(view.version)).send(view);
+  });
+  // The store's clock as this server reads it, for remote clients measuring their own skew
+  // against the store without a Redis connection of their own. Public and read-only, as
+  // /v1/stats; 503 `SLUICE_ERR_NOT_READY` while Redis' clock was never read.
+  app.get('/v1/time', async (_request, reply) => {
+    let time;
+    try {
+      time = service.time();
+    } catch (err) {
+      return sendError(reply, err, logger);
+    }
+    return reply.send(time);
   });
 }

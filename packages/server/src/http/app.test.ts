@@ -5,7 +5,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LiveRules } from '../live-rules.js';
 import { ServerMetrics } from '../metrics.js';
-import { RateLimitService } from '../service.js';
+import { RateLimitService } from '../service/service.js';
 import { ruleVersion } from '../../test/rule-version.js';
 import { buildHttpApp } from './app.js';
 
@@ -108,24 +108,24 @@ describe('HTTP API', () => {
     expect((await post('/v1/acquire', { resource: 'db:pool', maxWaitMs: 0 })).json()).toMatchObject({ allowed: true });
   });
 
-  it('still answers and reads the deprecated leaseId next to permitId', async () => {
+  it('names a permit permitId only, and refuses leaseId as an unknown field', async () => {
     const taken = (await post('/v1/acquire', { resource: 'db:pool', key: 'alias', maxWaitMs: 0 })).json();
     expect(taken.permitId).toEqual(expect.any(String));
-    expect(taken.leaseId).toBe(taken.permitId);
-    const both = await post('/v1/release', { resource: 'db:pool', key: 'alias', permitId: taken.permitId, leaseId: 'other' });
-    expect(both.statusCode).toBe(400);
-    expect(both.json().error).toMatchObject({ code: 'SLUICE_ERR_INVALID_REQUEST', field: 'leaseId' });
+    expect(taken).not.toHaveProperty('leaseId');
+    const old = await post('/v1/release', { resource: 'db:pool', key: 'alias', leaseId: taken.permitId });
+    expect(old.statusCode).toBe(400);
+    expect(old.json().error).toMatchObject({ code: 'SLUICE_ERR_INVALID_REQUEST' });
     const none = await post('/v1/release', { resource: 'db:pool' });
     expect(none.statusCode).toBe(400);
-    expect(none.json().error).toMatchObject({ code: 'SLUICE_ERR_INVALID_REQUEST', field: 'permitId' });
-    const same = await post('/v1/renew', {
-      resource: 'db:pool',
-      key: 'alias',
-      permitId: taken.permitId,
-      leaseId: taken.permitId,
+    expect(none.json().error).toMatchObject({
+      code: 'SLUICE_ERR_INVALID_REQUEST',
+      field: 'permitId',
+      message: 'permitId: is required',
     });
-    expect(same.json()).toEqual({ renewed: true });
-    expect((await post('/v1/release', { resource: 'db:pool', key: 'alias', leaseId: taken.leaseId })).json()).toEqual({
+    expect((await post('/v1/renew', { resource: 'db:pool', key: 'alias', permitId: taken.permitId })).json()).toEqual({
+      renewed: true,
+    });
+    expect((await post('/v1/release', { resource: 'db:pool', key: 'alias', permitId: taken.permitId })).json()).toEqual({
       released: true,
     });
     expect((await post('/v1/release', { resource: 'db:pool', key: 'alias', permitId: taken.permitId })).json()).toEqual({

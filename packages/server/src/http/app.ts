@@ -5,18 +5,17 @@ import type { HotKeyReport } from '@sluice/core';
 import type { RuleStore } from '@sluice/rules';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { clockSkewView, registerTime, type ServerClock } from '../clock-skew.js';
-import { limitConnections } from '../connections.js';
+import { limitConnections } from '../clients/connections.js';
 import { ServerError, ServerErrorCodes } from '../errors.js';
 import { FairTurns, requestCost } from '../fair-turns.js';
 import type { LiveRules } from '../live-rules.js';
 import { WarningThrottle } from '../logging.js';
 import type { ServerMetrics } from '../metrics.js';
-import type { RateLimitService } from '../service.js';
+import type { RateLimitService } from '../service/service.js';
 import { SETTINGS, type Settings } from '../settings.js';
 import { registerAdmin } from './admin.js';
 import { registerApi } from './api.js';
-import { authorized } from './auth.js';
+import { authorized } from '../auth/auth.js';
 import { answerClientError, trackResponse } from './client-errors.js';
 import { registerDashboard } from './dashboard.js';
 import type { RolloutRunner } from '../rollout/runner.js';
@@ -59,8 +58,6 @@ export interface HttpDeps {
    * @default false
    */
   readonly dashboard?: boolean;
-  /** The clock-skew check (`clockSkew` of `/v1/stats`, `/v1/time`). @default the embedded store's: nothing to measure */
-  readonly clock?: ServerClock;
   /** The fleet's rollout: `GET /v1/rollout` and the admin API's `/v1/admin/rollout` routes. */
   readonly rollout?: RolloutRunner;
   /**
@@ -214,13 +211,12 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     const text = await metrics.registry.metrics();
     return reply.header('content-type', metrics.registry.contentType).send(text);
   });
-  const clock = deps.clock ?? { monitor: undefined, thresholdMs: Number(SETTINGS.skewThresholdMs.default) };
   app.get('/v1/stats', async (request) => ({
     at: Date.now(),
     version: deps.rules.version?.version ?? 0,
     resources: metrics.stats((r) => deps.rules.has(r)),
     ...(deps.adaptive === undefined ? {} : { adaptive: await deps.adaptive() }),
-    clockSkew: clockSkewView(clock),
+    clockSkew: deps.service.clockSkew(),
     // The heaviest keys of resources configuring `hotKeys` (see docs/control-plane.md, "Hot keys").
     // Keys are the callers' data (user ids, tenants): named only to the admin.
     hotKeys: hotKeysFor(
@@ -228,7 +224,6 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
       settings.adminToken !== undefined && authorized(request.headers.authorization, settings.adminToken),
     ),
   }));
-  registerTime(app, clock, logger);
   // Public and read-only, as /v1/stats: the fleet-wide breakers' states (the dashboard and
   // `sluice status` show them).
   app.get('/v1/breakers', async () => ({ at: Date.now(), breakers: await deps.service.breakers() }));

@@ -5,7 +5,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LiveRules } from '../live-rules.js';
 import { ServerMetrics } from '../metrics.js';
-import { RateLimitService } from '../service.js';
+import { RateLimitService } from '../service/service.js';
 import { ruleVersion } from '../../test/rule-version.js';
 import { buildHttpApp } from './app.js';
 import { decodeBody, itemSchemas } from './items.js';

@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { ServerErrorCodes } from '../errors.js';
-import type { ConnectionCut } from '../connections.js';
+import type { ConnectionCut } from '../clients/connections.js';
 
 /** The answers in progress on each connection (pipelined requests are answered in order). */
 const pending = new WeakMap<Duplex, Set<ServerResponse>>();

@@ -1,5 +1,6 @@
 import { MAX_BOOKING_ID_LENGTH, MIN_BOOKING_TOKEN_LENGTH, MAX_COST, POLICY_BOUNDS, TIER_NAME } from '@sluice/core';
 import { z } from 'zod';
+import { BOOKING_ID_PATTERN, MAX_OUTCOME_COUNT, MAX_OUTCOME_DURATION_MS, type ItemBounds } from '../bounds/bounds.js';
 import { ServerError, ServerErrorCodes, fromZod } from '../errors.js';
 import type {
   AcquireItem,
@@ -11,17 +12,7 @@ import type {
   ReleaseItem,
   RenewItem,
   ReserveItem,
-} from '../service.js';
-
-/** Bounds the item schemas enforce. */
-export interface ItemBounds {
-  readonly maxKeyLength: number;
-  readonly maxWaitMs: number;
-  readonly maxBatch: number;
-}
-
-/** What a booking id may hold: printable ASCII without spaces (as the core's `checkBookingId`). */
-export const BOOKING_ID_PATTERN = /^[\x21-\x7e]+$/;
+} from '@sluice/core/wire';
 
 const int = (min: number, max: number) =>
   z
@@ -30,35 +21,16 @@ const int = (min: number, max: number) =>
     .min(min, `must be at least ${min}`)
     .max(max, `must be at most ${max}`);
 
-/**
- * A release or renewal names its permit by `permitId` or by the deprecated `leaseId`: one of them
- * is required, and both must agree when both are given.
- */
-function checkPermit(item: { permitId?: string | undefined; leaseId?: string | undefined }, ctx: z.RefinementCtx): void {
-  if (item.permitId === undefined && item.leaseId === undefined) {
-    ctx.addIssue({ code: 'custom', path: ['permitId'], message: 'is required' });
-  } else if (item.permitId !== undefined && item.leaseId !== undefined && item.permitId !== item.leaseId) {
-    ctx.addIssue({
-      code: 'custom',
-      path: ['leaseId'],
-      message: 'is the deprecated name of permitId: give one, or both with the same value',
-    });
-  }
-}
-
-/** The item with its permit under `permitId` only (whichever name the request used). */
-function namedPermit<T extends { permitId?: string | undefined; leaseId?: string | undefined }>(
-  item: T,
-): Omit<T, 'leaseId' | 'permitId'> & { permitId: string } {
-  const { leaseId, permitId, ...rest } = item;
-  return { ...rest, permitId: permitId ?? leaseId ?? '' };
-}
-
 /** The item schema of each operation, strict: unknown fields are rejected. */
 export function itemSchemas(b: ItemBounds) {
   // Resource names, tenants and permit ids share one bound.
   const name = z.string({ error: 'must be a string' }).min(1, 'must not be empty').max(128, 'must be at most 128 characters');
   const resource = name;
+  // A permit's id: required, under the bound of names.
+  const permitId = z
+    .string({ error: (issue) => (issue.input === undefined ? 'is required' : 'must be a string') })
+    .min(1, 'must not be empty')
+    .max(128, 'must be at most 128 characters');
   const key = z.string({ error: 'must be a string' }).max(b.maxKeyLength, `must be at most ${b.maxKeyLength} characters`);
   const base = {
     resource,
@@ -80,12 +52,6 @@ export function itemSchemas(b: ItemBounds) {
     .min(MIN_BOOKING_TOKEN_LENGTH, `must be at least ${MIN_BOOKING_TOKEN_LENGTH} characters`)
     .max(MAX_BOOKING_ID_LENGTH, `must be at most ${MAX_BOOKING_ID_LENGTH} characters`)
     .regex(BOOKING_ID_PATTERN, 'must be printable ASCII characters without spaces');
-  // A permit's id: `permitId`, or its deprecated name `leaseId` (both given: the same value).
-  const permit = {
-    permitId: name.optional(),
-    /** @deprecated The name of `permitId` before the rename; still read. */
-    leaseId: name.optional(),
-  };
   return {
     check: z
       .strictObject({ ...base, book: bookingId.optional(), token: bookingToken.optional() })
@@ -101,10 +67,7 @@ export function itemSchemas(b: ItemBounds) {
       token: bookingToken.optional(),
     }) satisfies z.ZodType<CancelItem>,
     acquire: z.strictObject({ ...base, maxWaitMs: int(0, b.maxWaitMs).optional() }) satisfies z.ZodType<AcquireItem>,
-    release: z
-      .strictObject({ resource, key: key.optional(), ...permit })
-      .superRefine(checkPermit)
-      .transform(namedPermit) satisfies z.ZodType<ReleaseItem>,
+    release: z.strictObject({ resource, key: key.optional(), permitId }) satisfies z.ZodType<ReleaseItem>,
     adjust: z.strictObject({
       resource,
       key: key.optional(),
@@ -121,10 +84,12 @@ export function itemSchemas(b: ItemBounds) {
         holdMs: int(0, POLICY_BOUNDS.maxHoldMs).optional(),
       })
       .refine((r) => r.max >= r.min, { message: 'must be at least min', path: ['max'] }) satisfies z.ZodType<ReserveItem>,
-    renew: z
-      .strictObject({ resource, key: key.optional(), ...permit, ttlMs: int(1, 24 * 3600 * 1000).optional() })
-      .superRefine(checkPermit)
-      .transform(namedPermit) satisfies z.ZodType<RenewItem>,
+    renew: z.strictObject({
+      resource,
+      key: key.optional(),
+      permitId,
+      ttlMs: int(1, 24 * 3600 * 1000).optional(),
+    }) satisfies z.ZodType<RenewItem>,
     outcome: z.strictObject({
       resource,
       key: key.optional(),
@@ -137,14 +102,6 @@ export function itemSchemas(b: ItemBounds) {
     }) satisfies z.ZodType<OutcomeItem>,
   };
 }
-
-/** Most like calls one outcome item may stand for (a report as a whole: `--max-outcome-calls`). */
-export const MAX_OUTCOME_COUNT = 10_000;
-/**
- * Longest call an outcome may report, in ms: the longest slow-call threshold a breaker takes
- * (an hour), so every slow call can still be told, and no one call weighs a day in a mean latency.
- */
-export const MAX_OUTCOME_DURATION_MS = 3_600_000;
 
 /** One decoded item: its value, or the error that is its answer. */
 export type Decoded<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown };

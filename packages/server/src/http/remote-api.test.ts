@@ -5,10 +5,10 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LiveRules } from '../live-rules.js';
 import { ServerMetrics } from '../metrics.js';
-import { RateLimitService } from '../service.js';
+import { RateLimitService } from '../service/service.js';
 import { ruleVersion } from '../../test/rule-version.js';
 import { buildHttpApp } from './app.js';
-import { ClientCounter, MAX_TRACKED_CLIENTS } from './clients.js';
+import { ClientCounter } from '../clients/client-ids.js';
 
 const RULES = `
 resources:
@@ -151,24 +151,5 @@ describe('endpoints for remote clients', () => {
       { renewed: true },
       { error: expect.objectContaining({ code: 'SLUICE_ERR_INVALID_REQUEST' }) },
     ]);
-  });
-});
-
-describe('ClientCounter', () => {
-  it('counts distinct ids over a sliding window, bounded', () => {
-    let now = 0;
-    const c = new ClientCounter(60_000, () => now);
-    c.note('a');
-    c.note('b');
-    c.note('a');
-    c.note(undefined);
-    c.note('x'.repeat(65));
-    expect(c.count()).toBe(2);
-    now = 30_000;
-    c.note('a');
-    now = 70_000;
-    expect(c.count()).toBe(1);
-    for (let i = 0; i < MAX_TRACKED_CLIENTS + 50; i++) c.note(`id-${i}`);
-    expect(c.count()).toBe(MAX_TRACKED_CLIENTS);
   });
 });

@@ -4,49 +4,6 @@ import { ServerError, ServerErrorCodes, describeError, httpStatusOf, type ErrorB
 import type { Socket } from 'node:net';
 import { closeAfter } from './client-errors.js';
 
-/** A decision as the HTTP API answers it. */
-export interface DecisionBody {
-  readonly allowed: boolean;
-  readonly limit: number;
-  readonly remaining: number;
-  readonly retryAfterMs: number;
-  readonly resetAfterMs: number;
-  readonly reason: Decision['reason'];
-  readonly source: NonNullable<Decision['source']>;
-  readonly limitId: string;
-  /** The concurrency permit taken (a decision's `permitId`). */
-  readonly permitId?: string;
-  /** @deprecated The same value as `permitId`, for clients from before the rename. */
-  readonly leaseId?: string;
-  readonly waitedMs?: number;
-  readonly shadow?: Decision['shadow'];
-  readonly statuses?: Decision['statuses'];
-  /** For `/v1/book`, `/v1/claim` and checks with `book`: the booking the call made, holds or used. */
-  readonly booking?: NonNullable<Decision['booking']>;
-  /** Set when the resource's boost pool admitted a call its limits denied. */
-  readonly boosted?: true;
-}
-
-/** The fields of a decision a client needs (per-limit statuses only when asked for). */
-export function encodeDecision(d: Decision, statuses = false): DecisionBody {
-  return {
-    allowed: d.allowed,
-    limit: d.limit,
-    remaining: d.remaining,
-    retryAfterMs: Math.ceil(d.retryAfterMs),
-    resetAfterMs: Math.ceil(d.resetAfterMs),
-    reason: d.reason,
-    source: d.source ?? 'store',
-    limitId: d.limitId,
-    ...(d.permitId === undefined ? {} : { permitId: d.permitId, leaseId: d.permitId }),
-    ...(d.waitedMs === undefined ? {} : { waitedMs: Math.round(d.waitedMs) }),
-    ...(d.shadow === undefined ? {} : { shadow: d.shadow }),
-    ...(statuses ? { statuses: d.statuses } : {}),
-    ...(d.booking === undefined ? {} : { booking: d.booking }),
-    ...(d.boosted === true ? { boosted: true as const } : {}),
-  };
-}
-
 /** The header naming the booking a denied call holds (`booking.outcome` `booked`). */
 export const BOOKING_HEADER = 'sluice-booking';
 

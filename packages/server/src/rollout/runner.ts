@@ -29,6 +29,7 @@ import {
   type RuleStore,
 } from '@sluice/rules';
 import type { LiveRules } from '../live-rules.js';
+import type { DomainSplit, RolloutRouting } from '../service/routing.js';
 import { startRollout, type StartRolloutInput } from './start.js';
 
 /** Options of {@link RolloutRunner}. */
@@ -63,25 +64,6 @@ export function candidateResourceName(id: string, resource: string): string {
   return `rollout@${createHash('sha256').update(`${id}\n${resource}`).digest('hex').slice(0, 40)}`;
 }
 
-/**
- * How the gRPC rate-limit service splits one Envoy domain during a rollout: each descriptor
- * goes by the cohort of its entries (see `descriptorCohortKey`), a candidate descriptor is
- * matched in the candidate's domain and counted under the candidate's names.
- */
-export interface EnvoyDomainSplit {
-  /**
-   * The candidate's version of the domain; undefined while a promoted candidate is watched:
-   * the version in force then decides every descriptor, each counted for the candidate.
-   */
-  readonly candidate: EnvoyDomain | undefined;
-  /** The limiter's names of the candidate's limits, by rule resource name. */
-  readonly names: ReadonlyMap<string, string>;
-  /** The cohort of a descriptor, by its cohort key. */
-  cohortOf(key: string): Cohort;
-  /** Counts one decided descriptor for its cohort. */
-  observe(key: string, allowed: boolean): void;
-}
-
 /** The candidate's limits the runner put into the limiter. */
 interface Installed {
   readonly id: string;
@@ -101,7 +83,7 @@ export const AUTO_ROLLBACK_AUTHOR = 'auto-rollback';
  * store, and, on the one server holding the leadership, advances the ramp and judges the cohorts,
  * rolling back on its own when the candidate is worse.
  */
-export class RolloutRunner {
+export class RolloutRunner implements RolloutRouting {
   readonly #o: RolloutRunnerOptions;
   readonly #owner = randomUUID();
   readonly #now: () => number;
@@ -180,7 +162,7 @@ export class RolloutRunner {
   }
 
   /** How descriptors of Envoy domain `domain` are split now, or undefined when they are not. */
-  envoyDomain(domain: string): EnvoyDomainSplit | undefined {
+  domain(domain: string): DomainSplit | undefined {
     const label = rolloutDomainLabel(domain);
     if (this.#state?.status === 'watching' && this.#splitNames.has(label)) {
       return {

@@ -4,93 +4,51 @@ import {
   checkCohort,
   type Decision,
   type Limiter,
-  type CompiledLimit,
   type CircuitState,
   type FleetBreakerPolicy,
-  type OutcomeReport,
   type OutcomeTotals,
-  type TryOptions,
   type HotKeyReport,
 } from '@sluice/core';
-import { BookingClients } from './booking-clients.js';
-import { ClientCounter } from './http/clients.js';
-import type { LiveRules } from './live-rules.js';
+import {
+  encodeResource,
+  type AcquireItem,
+  type AdjustItem,
+  type BookItem,
+  type CancelItem,
+  type CheckItem,
+  type DecisionItem,
+  type OutcomeItem,
+  type ReleaseItem,
+  type RenewItem,
+  type ReserveItem,
+  type ResourceBody,
+  type ResourcesBody,
+  type RolloutBody,
+} from '@sluice/core/wire';
+import { BookingClients } from '../clients/booking-clients.js';
+import { ClientCounter } from '../clients/client-ids.js';
+import { clockSkewView, storeTime, type ServerClock, type StoreTime } from '../clock-skew.js';
+import { OverrideTable } from '../envoy/overrides.js';
+import { shouldRateLimit, type RlsRequest, type RlsResponse } from '../envoy/rls.js';
+import type { LiveRules } from '../live-rules.js';
+import { SETTINGS } from '../settings.js';
+import type { ClockSkewView } from '../stats/clock.js';
+import { NO_ROLLOUT, type RolloutRouting } from './routing.js';
 
-type Priority = NonNullable<TryOptions['priority']>;
+export type { DomainSplit, RolloutRouting } from './routing.js';
 
-/** What every decision item names: the limiter's `TryOptions` and the resource. */
-export interface DecisionItem {
-  readonly resource: string;
-  readonly key?: string;
-  readonly cost?: number;
-  readonly tenant?: string;
-  readonly priority?: Priority;
-}
-
-/** One check: the limiter's `try`; with `book`, its `book` under that id. */
-export interface CheckItem extends DecisionItem {
-  /** A booking id: a denied check books the earliest slot, and the same id later claims it. */
-  readonly book?: string;
-  /** With `book`: the booking's token (see {@link BookItem.token}). */
-  readonly token?: string;
-}
-
-/** One booking call: the limiter's `book` or `claim` under `id`. */
-export interface BookItem extends DecisionItem {
-  readonly id: string;
-  /**
-   * The booking's secret: kept by a booking made (one is made and answered in `booking.token`
-   * when absent), and needed by every later call naming it (`SLUICE_ERR_BOOKING_TOKEN` otherwise).
-   */
-  readonly token?: string;
-}
-
-/** Cancels a booking not yet claimed. */
-export interface CancelItem {
-  readonly resource: string;
-  readonly key?: string;
-  readonly id: string;
-  /** The booking's token (see {@link BookItem.token}). */
-  readonly token?: string;
-}
-
-/** One acquire: waits up to `maxWaitMs` (bounded by the server). */
-export interface AcquireItem extends DecisionItem {
-  readonly maxWaitMs?: number;
-}
-
-/** Frees a concurrency permit. */
-export interface ReleaseItem {
-  readonly resource: string;
-  readonly key?: string;
-  readonly permitId: string;
-}
-
-/** Charges `delta` more permits (negative: a refund). */
-export interface AdjustItem {
-  readonly resource: string;
-  readonly key?: string;
-  readonly delta: number;
-  /** The tenant the permits were taken for: its quota is adjusted too. */
-  readonly tenant?: string;
-  /** The `at` of the reservation whose unused permits this returns (see `Limiter.adjust`). */
-  readonly at?: number;
-}
-
-/** Takes between `min` and `max` permits at once (a remote client's lease). */
-export interface ReserveItem {
-  readonly resource: string;
-  readonly key?: string;
-  readonly min: number;
-  readonly max: number;
-  /** How long the client's lease serves the permits (see `Limiter.reserve`). */
-  readonly holdMs?: number;
-}
-
-/** Extends a concurrency permit. */
-export interface RenewItem extends ReleaseItem {
-  readonly ttlMs?: number;
-}
+export type {
+  AcquireItem,
+  AdjustItem,
+  BookItem,
+  CancelItem,
+  CheckItem,
+  DecisionItem,
+  OutcomeItem,
+  ReleaseItem,
+  RenewItem,
+  ReserveItem,
+} from '@sluice/core/wire';
 
 /** What a reservation got: `granted` permits (0 when fewer than `min` were left). */
 export interface ReserveAnswer {
@@ -101,16 +59,7 @@ export interface ReserveAnswer {
 }
 
 /** One resource as remote clients see it (`GET /v1/resources`). */
-export interface ResourceView {
-  readonly limits: readonly Omit<CompiledLimit, 'code'>[];
-  readonly onStoreFailure: string;
-  /** Whether `POST /v1/reserve` accepts the resource (clients lease only those). */
-  readonly reservable: boolean;
-  readonly lease?: { readonly ttlMs: number; readonly maxBatch: number; readonly targetMs: number; readonly maxShare: number };
-}
-
-/** The outcome of calls to a resource's downstream (`POST /v1/outcomes`), core's `OutcomeReport`. */
-export type OutcomeItem = OutcomeReport;
+export type ResourceView = ResourceBody;
 
 /**
  * Places a key of a resource in a cohort (a rollout's `baseline` or `candidate`): its outcomes
@@ -124,8 +73,12 @@ export interface RateLimitServiceOptions {
   readonly bookingClients?: BookingClients;
   /** Tally reported outcomes by cohort too. @default none */
   readonly cohortOf?: CohortOf;
-  /** How a running rollout splits keys between rule versions. @default no split */
+  /** How a running rollout splits keys and Envoy domains between rule versions. @default no split */
   readonly rollout?: RolloutRouting;
+  /** The limits of the Envoy limit overrides requests carry. @default a table with the settings' default bounds */
+  readonly overrides?: OverrideTable;
+  /** The clock-skew check (`time`, `clockSkew`). @default the embedded store's: nothing to measure */
+  readonly clock?: ServerClock;
 }
 
 /** A fleet-wide breaker as `GET /v1/breakers` shows it. */
@@ -144,31 +97,20 @@ export interface BreakerView {
 
 /** Most fleet-wide breakers `GET /v1/breakers` lists (each is read from the store). */
 export const MAX_LISTED_BREAKERS = 100;
-/** How a running rollout splits keys between rule versions (see `RolloutRunner`). */
-export interface RolloutRouting {
-  /** The limiter resource deciding `key` of `resource`. */
-  route(resource: string, key?: string): string;
-  /** Counts a decision for the key's cohort. */
-  observe(resource: string, key: string | undefined, allowed: boolean): void;
-  /** The split in force: the rollout's id (the hash's salt), share, and candidate limiter names. */
-  split?(): { id: string; percent: number; names: ReadonlyMap<string, string> } | undefined;
-}
-
 /** A running rollout as remote clients see it: the split and the candidate's limits. */
-export interface RolloutView {
+export interface RolloutView extends RolloutBody {
   readonly id: string;
-  readonly percent: number;
-  readonly resources: Record<string, ResourceView>;
 }
-
-const NO_ROLLOUT: RolloutRouting = { route: (resource) => resource, observe: () => undefined };
 
 /** Most resources `GET /v1/resources` lists; rule files are bounded too, this bounds the answer. */
 export const MAX_LISTED_RESOURCES = 10_000;
 
 /**
- * The operations of the HTTP API over the limiter. Only resources of the active rules are
- * served; everything else about an item is the limiter's to validate and decide.
+ * The service: every operation of the HTTP API and of Envoy's `ShouldRateLimit`, over the
+ * limiter, the active rules and the rollout in force. It knows resources, keys, domains and
+ * descriptors, never a transport: the HTTP and gRPC servers decode a request, call it, and
+ * encode its answer. Only resources of the active rules are served; everything else about an
+ * item is the limiter's to validate and decide.
  */
 export class RateLimitService {
   readonly #limiter: Limiter;
@@ -178,6 +120,8 @@ export class RateLimitService {
   readonly #cohortOf: CohortOf | undefined;
   readonly #rollout: RolloutRouting;
   readonly #bookings: BookingClients;
+  readonly #overrides: OverrideTable;
+  readonly #clock: ServerClock;
 
   constructor(
     limiter: Limiter,
@@ -191,6 +135,34 @@ export class RateLimitService {
     this.#cohortOf = options.cohortOf;
     this.#rollout = options.rollout ?? NO_ROLLOUT;
     this.#bookings = options.bookingClients ?? new BookingClients({ perClient: 1000, clients: 10_000 });
+    this.#overrides =
+      options.overrides ??
+      new OverrideTable({
+        limiter,
+        maxOverrides: Number(SETTINGS.maxOverrides.default),
+        perMinute: Number(SETTINGS.overridesPerMinute.default),
+        idleMs: Number(SETTINGS.overrideIdleMs.default),
+      });
+    this.#clock = options.clock ?? { monitor: undefined, thresholdMs: Number(SETTINGS.skewThresholdMs.default) };
+  }
+
+  /**
+   * Envoy's `ShouldRateLimit` (see {@link shouldRateLimit}): the request's descriptors matched in
+   * its domain of the active rules, split by the rollout in force.
+   */
+  async shouldRateLimit(request: RlsRequest): Promise<RlsResponse> {
+    const rollout = this.#rollout;
+    return shouldRateLimit(request, this.#limiter, this.#rules, this.#overrides, (domain) => rollout.domain?.(domain));
+  }
+
+  /** The store's clock as this server reads it (see {@link storeTime}). */
+  time(): StoreTime {
+    return storeTime(this.#clock);
+  }
+
+  /** How far this server's clock is from the store's, as `GET /v1/stats` shows it. */
+  clockSkew(): ClockSkewView {
+    return clockSkewView(this.#clock);
   }
 
   /**
@@ -232,13 +204,7 @@ export class RateLimitService {
    * The active resources with what remote clients need: limits, lease settings, store-failure
    * policy; the rule version; how many clients were seen in the last minute. No secrets.
    */
-  resources(): {
-    version: number;
-    clients: number;
-    truncated: boolean;
-    resources: Record<string, ResourceView>;
-    rollout?: RolloutView;
-  } {
+  resources(): ResourcesBody & { rollout?: RolloutView } {
     const names = this.#rules.resourceNames().filter((n) => this.#limiter.has(n));
     const resources: Record<string, ResourceView> = {};
     for (const name of names.slice(0, MAX_LISTED_RESOURCES)) resources[name] = this.#view(name);
@@ -263,13 +229,7 @@ export class RateLimitService {
   }
 
   #view(name: string): ResourceView {
-    const s = this.#limiter.settingsOf(name);
-    return {
-      limits: s.limits.map(({ code: _code, ...limit }) => limit),
-      onStoreFailure: s.onStoreFailure,
-      reservable: s.reservable,
-      ...(s.lease === undefined ? {} : { lease: { ...s.lease } }),
-    };
+    return encodeResource(this.#limiter.settingsOf(name));
   }
 
   /** A check, or with `book` a booking call of `client` (see {@link book}). */

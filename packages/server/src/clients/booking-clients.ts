@@ -1,5 +1,5 @@
 import type { Decision } from '@sluice/core';
-import { ServerError, ServerErrorCodes } from './errors.js';
+import { ServerError, ServerErrorCodes } from '../errors.js';
 
 /** Bounds of {@link BookingClients}. */
 export interface BookingClientBounds {
