@@ -148,17 +148,22 @@ describe('the Helm chart', () => {
     expect(one(ms, 'Service', 'edge-sluice-headless').spec.clusterIP).toBe('None');
   });
 
-  it('mounts the rules from a ConfigMap that Sluice compiles, and rolls the pods when they change', async () => {
+  it('mounts the rules from a ConfigMap that Sluice compiles, as the source of truth by default', async () => {
     const rules = 'resources:\n  api:payments:\n    limits: { algorithm: gcra, limit: 50, windowMs: 1000 }\n';
     const ms = await render({ ...REDIS, rules: { content: rules } });
     const text = one(ms, 'ConfigMap', 'edge-sluice-rules').data!['rules.yaml']!;
     expect(Object.keys(compileRules(text, { file: 'rules.yaml' }).resources)).toEqual(['api:payments']);
-    expect(envOf(ms).SLUICE_RULES).toBe('/etc/sluice/rules/rules.yaml');
+    expect(envOf(ms)).toMatchObject({ SLUICE_RULES: '/etc/sluice/rules/rules.yaml', SLUICE_RULES_MODE: 'files' });
     const pod = one(ms, 'Deployment').spec.template;
     expect(volume(pod.spec.volumes)).toBe('edge-sluice-rules');
-    const other = await render({ ...REDIS, rules: { content: rules.replace('50', '60') } });
+    // The pods follow an edited ConfigMap themselves: no restart for a rule change.
+    expect(pod.metadata.annotations?.['checksum/rules']).toBeUndefined();
+    // In seed mode the file only seeds the store, so a changed file rolls the pods.
+    const seeded = one(await render({ ...REDIS, rules: { content: rules, mode: 'seed' } }), 'Deployment').spec.template;
+    expect(seeded.spec.containers[0].env).toContainEqual({ name: 'SLUICE_RULES_MODE', value: 'seed' });
+    const other = await render({ ...REDIS, rules: { content: rules.replace('50', '60'), mode: 'seed' } });
     expect(one(other, 'Deployment').spec.template.metadata.annotations['checksum/rules']).not.toBe(
-      pod.metadata.annotations['checksum/rules'],
+      seeded.metadata.annotations['checksum/rules'],
     );
     // The chart's own default rules compile too.
     const defaults = one(await render(), 'ConfigMap').data!['rules.yaml']!;

@@ -14,7 +14,7 @@ import { buildHttpApp } from './http/app.js';
 import { FairTurns } from './fair-turns.js';
 import { bindGrpc, buildGrpcServer, shutdownGrpc, type GrpcListener } from './grpc/server.js';
 import { WarningThrottle, createLogger, redactingLogger } from './logging.js';
-import { seedRuleStore } from './seed.js';
+import { followRuleFiles, seedRuleStore, watchRuleFiles } from './seed.js';
 import { RateLimitService, type CohortOf } from './service/service.js';
 import { RolloutRunner } from './rollout/runner.js';
 import { RolloutMetrics } from './metrics.js';
@@ -35,6 +35,12 @@ export interface RunningServer {
    * `cohortOf(resource, key)` tags outcome reports with a key's cohort.
    */
   readonly rollout: RolloutRunner | undefined;
+  /**
+   * Reads the rule files again (what SIGHUP does): with `--rules-mode files` content that differs
+   * from the version in force becomes a new version; with `seed` an empty store is seeded and a
+   * differing file is warned about. Never throws: a file that cannot be applied is logged.
+   */
+  reload(): Promise<void>;
   /**
    * Graceful shutdown: stops accepting, lets in-flight calls finish within the grace period,
    * then ends remaining waits (answered `SLUICE_ERR_CLOSED`) and closes stores.
@@ -217,7 +223,8 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     await stores.close();
   };
   try {
-    await seedRuleStore(stores.ruleStore, settings.rules, logger);
+    if (settings.rulesMode === 'files') await followRuleFiles(stores.ruleStore, settings.rules, logger);
+    else await seedRuleStore(stores.ruleStore, settings.rules, logger);
     const current = await stores.ruleStore.current();
     // A version found by the watch (from any server) is checked in slices: decisions go on.
     stopWatch = stores.ruleStore.watch((v) => void rules.update(v));
@@ -249,24 +256,41 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     ...(cohortOf === undefined ? {} : { cohortOf }),
     ...(rollout === undefined ? {} : { rollout }),
   });
+  // Ready means "can answer decisions": a rule version is in force and the server is not draining.
+  // A store that is away degrades the answer (the body says which, and what answers meanwhile)
+  // but keeps the server in its Service: decisions go on by the store-failure policy, and taking
+  // every server out at once on a Redis blip would turn the blip into an outage.
   const readiness = async () => {
     const checks: Record<string, string> = {};
-    checks.rules = rules.version === undefined ? 'no rule version' : `version ${rules.version.version}`;
-    const probe = async (name: string, p: () => Promise<unknown>) => {
+    checks.rules = rules.version === undefined ? 'no rule version yet' : `version ${rules.version.version}`;
+    const probe = async (name: string, p: () => Promise<unknown>, meanwhile: string) => {
       try {
         await withTimeout(p(), 1000);
         checks[name] = 'ok';
         return true;
       } catch (err) {
-        checks[name] = err instanceof Error ? err.message : String(err);
+        const why = err instanceof Error && /within \d+ ms$/.test(err.message) ? 'no answer within 1000 ms' : 'not answering';
+        checks[name] = `unavailable (${why}): ${meanwhile}`;
         return false;
       }
     };
-    const stores_ = await Promise.all([
-      probe('limitStore', () => stores.limitStore?.ping() ?? Promise.resolve()),
-      probe('ruleStore', () => stores.ruleStore.current()),
+    const healthy = await Promise.all([
+      probe(
+        'limitStore',
+        () => stores.limitStore?.ping() ?? Promise.resolve(),
+        `decisions follow each resource's store-failure policy (default ${settings.onStoreFailure})`,
+      ),
+      probe('ruleStore', () => stores.ruleStore.current(), `the rules in force (${checks.rules}) stay until it answers`),
     ]);
-    return { ready: !closing && rules.version !== undefined && stores_.every(Boolean), checks };
+    const ready = !closing && rules.version !== undefined;
+    const status = closing
+      ? 'draining'
+      : rules.version === undefined
+        ? 'starting'
+        : healthy.every(Boolean)
+          ? 'ready'
+          : 'degraded';
+    return { ready, status, checks };
   };
   const app = buildHttpApp({
     settings,
@@ -352,10 +376,42 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     );
   }
 
+  // The rule files, read again on SIGHUP (reload) and, with --rules-mode files, when one changes.
+  // A file that cannot be applied is logged and counted; the version in force stays.
+  let rereading: Promise<void> = Promise.resolve();
+  const rereadRuleFiles = (why: string): Promise<void> => {
+    const run = rereading.then(async () => {
+      if (closing || settings.rules.length === 0) return;
+      try {
+        if (settings.rulesMode === 'files') {
+          const r = await followRuleFiles(stores.ruleStore, settings.rules, logger);
+          if (r.outcome === 'unchanged') logger.info({ version: r.version, why }, 'rule files read again: no change');
+        } else {
+          await seedRuleStore(stores.ruleStore, settings.rules, logger);
+        }
+      } catch (err) {
+        metrics.warning('rule_files_refused');
+        logger.error({ err, files: settings.rules, why }, 'rule files not applied: the version in force stays');
+      }
+    });
+    rereading = run;
+    return run;
+  };
+  const stopFileWatch =
+    settings.rulesMode === 'files' && settings.rules.length > 0
+      ? watchRuleFiles(settings.rules, () => void rereadRuleFiles('a rule file changed'))
+      : undefined;
+  const reload = async () => {
+    logger.info('SIGHUP: reading the rule files again');
+    await rereadRuleFiles('SIGHUP');
+  };
+
   let closed: Promise<void> | undefined;
   const close = () => {
     closed ??= (async () => {
       closing = true;
+      stopFileWatch?.();
+      await rereading;
       logger.info({ graceMs: settings.shutdownGraceMs }, 'shutting down: finishing in-flight calls');
       grpcListener.close();
       const drained = Promise.all([app.close(), shutdownGrpc(grpcServer, settings.shutdownGraceMs)]);
@@ -382,7 +438,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     })();
     return closed;
   };
-  return { url, httpPort, grpcPort, limiter, rules, metrics, logger, rollout, close };
+  return { url, httpPort, grpcPort, limiter, rules, metrics, logger, rollout, close, reload };
 }
 
 /** Follows the fleet's rollout when the rule store keeps one (both built-in stores do). */

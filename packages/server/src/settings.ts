@@ -463,6 +463,11 @@ export function loadSettings(
     out[name] = r.data;
   }
   const s = out as unknown as Settings;
+  if (s.rulesMode === 'files' && (s.rules ?? []).length === 0) {
+    throw new SettingsError(
+      `${SETTINGS.rulesMode.flag} files makes the rule files the source of truth: give ${SETTINGS.rules.flag} FILE`,
+    );
+  }
   if (s.redisUrl !== undefined && s.redisCluster !== undefined) {
     throw new SettingsError(`${SETTINGS.redisUrl.flag} and ${SETTINGS.redisCluster.flag} exclude each other`);
   }

@@ -38,7 +38,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- fail "give store.redis.url or store.redis.existingSecret, not both" -}}
 {{- end -}}
 {{- end -}}
-{{- range $name := list "SLUICE_HOST" "SLUICE_PORT" "SLUICE_GRPC_PORT" "SLUICE_RULES" "SLUICE_RULES_DIR" "SLUICE_SHUTDOWN_GRACE_MS" "SLUICE_LOG_LEVEL" "SLUICE_REDIS_URL" "SLUICE_REDIS_CLUSTER" "SLUICE_REDIS_PREFIX" "SLUICE_ADMIN_TOKEN" "SLUICE_API_TOKEN" "SLUICE_OUTCOMES_TOKEN" -}}
+{{- range $name := list "SLUICE_HOST" "SLUICE_PORT" "SLUICE_GRPC_PORT" "SLUICE_RULES" "SLUICE_RULES_DIR" "SLUICE_RULES_MODE" "SLUICE_SHUTDOWN_GRACE_MS" "SLUICE_LOG_LEVEL" "SLUICE_REDIS_URL" "SLUICE_REDIS_CLUSTER" "SLUICE_REDIS_PREFIX" "SLUICE_ADMIN_TOKEN" "SLUICE_API_TOKEN" "SLUICE_OUTCOMES_TOKEN" -}}
 {{- if hasKey $.Values.env $name -}}
 {{- fail (printf "env.%s is set by the chart from its own values (see values.yaml); set it there" $name) -}}
 {{- end -}}

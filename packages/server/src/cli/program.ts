@@ -17,11 +17,12 @@ import {
 import { runStatus } from './status.js';
 import { addRolloutCommands } from './rollout.js';
 import { effectiveConfig, readConfigFile } from '../config-file.js';
-import { startServer } from '../serve.js';
+import { startServer, type RunningServer } from '../serve.js';
 import {
   RENAMED_SETTINGS,
   SETTINGS,
   SettingsError,
+  configKeyOf,
   loadSettings,
   renamedSettingError,
   type SettingFlags,
@@ -109,8 +110,47 @@ async function serve(flags: SettingFlags, config: { file?: string; print: boolea
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
+  // SIGHUP reloads (the configuration file, then the rule files) and never ends the process.
+  let reloading: Promise<void> = Promise.resolve();
+  process.on('SIGHUP', () => {
+    const server = started.server;
+    if (server === undefined || stopping) return;
+    reloading = reloading.then(() => reload(server, settings, flags, config.file));
+  });
   started.server = await startServer(settings);
   if (started.pending !== undefined) stop(started.pending);
+}
+
+/**
+ * What SIGHUP does: reads the configuration file again (a bad one is logged and changes
+ * nothing), applies what can change while serving (the log level) and names the settings that
+ * changed but take effect only at a restart; then reads the rule files again.
+ */
+async function reload(
+  server: RunningServer,
+  settings: Settings,
+  flags: SettingFlags,
+  configFile: string | undefined,
+): Promise<void> {
+  if (configFile !== undefined) {
+    try {
+      const next = loadSettings(flags, process.env, { path: configFile, values: readConfigFile(configFile) });
+      if (next.logLevel !== server.logger.level) server.logger.level = next.logLevel;
+      const atRestart = (Object.keys(next) as (keyof Settings)[]).filter(
+        (k) => k !== 'logLevel' && JSON.stringify(next[k]) !== JSON.stringify(settings[k]),
+      );
+      server.logger.info({ file: configFile, logLevel: next.logLevel }, 'SIGHUP: configuration file read again');
+      if (atRestart.length > 0) {
+        server.logger.warn(
+          { file: configFile, settings: atRestart.map(configKeyOf) },
+          'settings changed in the configuration file take effect at the next restart',
+        );
+      }
+    } catch (err) {
+      server.logger.error({ err, file: configFile }, 'SIGHUP: configuration file not read again: the settings in force stay');
+    }
+  }
+  await server.reload();
 }
 
 function adminOptions(cmd: Command): Command {

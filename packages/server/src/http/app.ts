@@ -48,7 +48,8 @@ export interface HttpDeps {
   /** Warnings outsiders can repeat at will. @default one of the app's own, closed with it */
   readonly warnings?: WarningThrottle;
   /** Readiness: rules active and stores answering; the reasons when not. */
-  readonly readiness: () => Promise<{ ready: boolean; checks: Record<string, string> }>;
+  /** `ready` picks 200 or 503; `status` (default `ready`/`not ready`) and `checks` make the body. */
+  readonly readiness: () => Promise<{ ready: boolean; status?: string; checks: Record<string, string> }>;
   /** True once the server is shutting down. */
   readonly closing?: () => boolean;
   /** The adaptive limits of the active rules, for `/v1/stats`. */
@@ -205,7 +206,7 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {
     const r = await deps.readiness();
-    return reply.code(r.ready ? 200 : 503).send({ status: r.ready ? 'ready' : 'not ready', ...r.checks });
+    return reply.code(r.ready ? 200 : 503).send({ status: r.status ?? (r.ready ? 'ready' : 'not ready'), ...r.checks });
   });
   app.get('/metrics', async (_request, reply) => {
     const text = await metrics.registry.metrics();
