@@ -83,7 +83,11 @@ export function effectiveConfig(settings: Settings): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const name of Object.keys(SETTINGS) as (keyof Settings)[]) {
     const value = settings[name];
-    if (value === undefined) continue;
+    if (value === undefined) {
+      // A listener turned off is a choice to show; other unset settings have no value.
+      if (name === 'port' || name === 'grpcPort') out[configKeyOf(name)] = 'off';
+      continue;
+    }
     if (SECRET.has(name)) out[configKeyOf(name)] = REDACTED;
     else if (name === 'redisUrl') out[configKeyOf(name)] = redactUrl(value);
     else out[configKeyOf(name)] = Array.isArray(value) ? [...(value as readonly string[])] : value;

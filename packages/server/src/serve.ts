@@ -22,10 +22,12 @@ import { SettingsError, type Settings } from './settings.js';
 
 /** A running `sluice serve`. */
 export interface RunningServer {
-  /** Base URL of the HTTP API, e.g. `http://127.0.0.1:8080`. */
-  readonly url: string;
-  readonly httpPort: number;
-  readonly grpcPort: number;
+  /** Base URL of the HTTP API, e.g. `http://127.0.0.1:8080`; undefined with `--port off`. */
+  readonly url: string | undefined;
+  /** undefined with `--port off`. */
+  readonly httpPort: number | undefined;
+  /** undefined with `--grpc-port off`. */
+  readonly grpcPort: number | undefined;
   readonly limiter: Limiter;
   readonly rules: LiveRules;
   readonly metrics: ServerMetrics;
@@ -327,13 +329,15 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     writeTimeoutMs: settings.writeTimeoutMs,
     turns,
   });
-  let grpcListener: GrpcListener;
+  let grpcListener: GrpcListener | undefined;
   try {
-    await app.listen({ host: settings.host, port: settings.port });
-    grpcListener = await bindGrpc(grpcServer, settings.host, settings.grpcPort, settings, {
-      cut: (reason) => metrics.connectionClosed('grpc', reason),
-      open: (delta) => metrics.connectionsOpen('grpc', delta),
-    });
+    if (settings.port !== undefined) await app.listen({ host: settings.host, port: settings.port });
+    if (settings.grpcPort !== undefined) {
+      grpcListener = await bindGrpc(grpcServer, settings.host, settings.grpcPort, settings, {
+        cut: (reason) => metrics.connectionClosed('grpc', reason),
+        open: (delta) => metrics.connectionsOpen('grpc', delta),
+      });
+    }
   } catch (err) {
     await shutdownGrpc(grpcServer, 0);
     await app.close();
@@ -341,17 +345,20 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     await cleanup();
     throw err;
   }
-  const httpPort = (app.server.address() as AddressInfo).port;
-  const grpcPort = grpcListener.port;
+  const httpPort = settings.port === undefined ? undefined : (app.server.address() as AddressInfo).port;
+  const grpcPort = grpcListener?.port;
   const host = settings.host === '0.0.0.0' || settings.host === '::' ? '127.0.0.1' : settings.host;
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${httpPort}`;
+  const url = httpPort === undefined ? undefined : `http://${host.includes(':') ? `[${host}]` : host}:${httpPort}`;
+  if (httpPort === undefined) {
+    logger.warn('no HTTP listener (--port off): no JSON API, /healthz, /readyz, /metrics or dashboard');
+  }
   logger.info(
     {
       url,
       grpcPort,
       store: stores.limitStore?.name ?? 'memory',
       version: rules.version?.version,
-      ...(settings.dashboard ? { dashboard: `${url}/dashboard` } : {}),
+      ...(settings.dashboard && url !== undefined ? { dashboard: `${url}/dashboard` } : {}),
     },
     'sluice serving',
   );
@@ -413,7 +420,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
       stopFileWatch?.();
       await rereading;
       logger.info({ graceMs: settings.shutdownGraceMs }, 'shutting down: finishing in-flight calls');
-      grpcListener.close();
+      grpcListener?.close();
       const drained = Promise.all([app.close(), shutdownGrpc(grpcServer, settings.shutdownGraceMs)]);
       let timer: NodeJS.Timeout | undefined;
       const graceOver = new Promise<'grace'>((r) => {

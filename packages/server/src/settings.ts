@@ -17,8 +17,10 @@ export interface Settings {
   /** Whether the rule files only seed an empty store or are the source of truth. */
   readonly rulesMode: RulesMode;
   readonly host: string;
-  readonly port: number;
-  readonly grpcPort: number;
+  /** The HTTP listener's port; undefined: `off`, no HTTP listener. */
+  readonly port: number | undefined;
+  /** The gRPC listener's port; undefined: `off`, no gRPC listener. */
+  readonly grpcPort: number | undefined;
   readonly redisUrl: string | undefined;
   readonly redisCluster: readonly string[] | undefined;
   readonly redisPrefix: string;
@@ -75,6 +77,10 @@ export interface Settings {
 }
 
 const int = (min: number, max: number) => z.coerce.number().int('must be an integer').min(min).max(max);
+/** A port, or `off` (undefined): that listener is not opened. */
+const portOrOff = z.union([z.literal('off').transform(() => undefined), int(0, 65_535)], {
+  error: 'must be a port number (0-65535) or off',
+});
 const list = z
   .string()
   .transform((s) => s.split(',').map((x) => x.trim()))
@@ -119,13 +125,19 @@ export const SETTINGS = {
     schema: z.string().min(1),
     doc: 'Address both listeners bind: loopback by default; `0.0.0.0` (or `::`) serves other machines (set `--api-token` then)',
   },
-  port: { flag: '--port', env: 'SLUICE_PORT', default: '8080', schema: int(0, 65_535), doc: 'HTTP port (0: any free port)' },
+  port: {
+    flag: '--port',
+    env: 'SLUICE_PORT',
+    default: '8080',
+    schema: portOrOff,
+    doc: 'HTTP port (0: any free port; `off`: no HTTP listener, so no JSON API, health, readiness or metrics)',
+  },
   grpcPort: {
     flag: '--grpc-port',
     env: 'SLUICE_GRPC_PORT',
     default: '8081',
-    schema: int(0, 65_535),
-    doc: 'gRPC port of the Envoy rate limit service (0: any free port)',
+    schema: portOrOff,
+    doc: 'gRPC port of the Envoy rate limit service (0: any free port; `off`: no gRPC listener)',
   },
   redisUrl: {
     flag: '--redis',
@@ -463,6 +475,9 @@ export function loadSettings(
     out[name] = r.data;
   }
   const s = out as unknown as Settings;
+  if (s.port === undefined && s.grpcPort === undefined) {
+    throw new SettingsError(`${SETTINGS.port.flag} off and ${SETTINGS.grpcPort.flag} off: there would be nothing to serve`);
+  }
   if (s.rulesMode === 'files' && (s.rules ?? []).length === 0) {
     throw new SettingsError(
       `${SETTINGS.rulesMode.flag} files makes the rule files the source of truth: give ${SETTINGS.rules.flag} FILE`,

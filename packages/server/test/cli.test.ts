@@ -1,10 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import type { RunningServer } from '@sluice/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SLUICE_BIN, childEnv } from '../../../test/sluice-serve.js';
-import { TOKEN, call, runCli, scratch, spawnServer, startTestServer, writeRules } from './support.js';
+import { TOKEN, call, runCli, scratch, spawnServer, startTestServer, writeRules, type TestServer } from './support.js';
 
 const EXAMPLE = fileURLToPath(new URL('../../../examples/rules.yaml', import.meta.url));
 
@@ -21,7 +20,7 @@ const V2 = V1.replace('limit: 100,', 'limit: 200,');
 
 describe('the sluice command line', () => {
   const tmp = scratch();
-  let server: RunningServer;
+  let server: TestServer;
 
   beforeAll(async () => {
     server = await startTestServer({ rules: [writeRules(tmp.dir, V1)] });

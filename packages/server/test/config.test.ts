@@ -5,7 +5,8 @@
  * in force without its secrets.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { call, runCli, scratch, spawnServer, writeRules, type ServerProcess } from './support.js';
+import { spawnSluice } from '../../../test/sluice-serve.js';
+import { RlsClient, call, runCli, scratch, spawnServer, writeRules, type ServerProcess } from './support.js';
 
 const RULES = 'resources:\n  api:cfg:\n    limits: { algorithm: fixed-window, limit: 100, windowMs: 60000 }\n';
 const tmp = scratch();
@@ -52,5 +53,36 @@ describe('sluice serve --config', () => {
     expect(r.stdout).toContain('admin-token: "[REDACTED]"');
     expect(r.stdout).not.toContain('hunter2');
     expect(r.stdout).not.toContain(token);
+  });
+
+  it('turns either listener off, and refuses to turn off both', async () => {
+    const rules = writeRules(
+      tmp.dir,
+      'domains:\n  - domain: d\n    descriptors:\n      - key: k\n        rate_limit: { unit: second, requests_per_unit: 5 }\n',
+      'listeners.yaml',
+    );
+    const httpOnly = await spawnServer(['--rules', rules, '--rules-dir', `${tmp.dir}/l1`, '--grpc-port', 'off']);
+    servers.push(httpOnly);
+    expect((await call(httpOnly.url, '/healthz')).status).toBe(200);
+    expect(httpOnly.grpcPort).toBeUndefined();
+
+    const grpcOnly = await spawnSluice(['--rules', rules, '--rules-dir', `${tmp.dir}/l2`, '--port', 'off', '--grpc-port', '0']);
+    servers.push(grpcOnly);
+    expect(grpcOnly.url).toBeUndefined();
+    expect(grpcOnly.logs.some((l) => l.includes('no HTTP listener (--port off)'))).toBe(true);
+    const rls = new RlsClient(`127.0.0.1:${grpcOnly.grpcPort}`);
+    try {
+      const answer = await rls.shouldRateLimit({ domain: 'd', descriptors: [{ entries: [{ key: 'k', value: 'v' }] }] });
+      expect(answer.overall_code).toBe('OK');
+    } finally {
+      rls.close();
+    }
+
+    const none = await runCli(['serve', '--rules', rules, '--port', 'off', '--grpc-port', 'off']);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toContain('there would be nothing to serve');
+    const bad = await runCli(['serve', '--rules', rules, '--grpc-port', 'of']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('must be a port number (0-65535) or off');
   });
 });

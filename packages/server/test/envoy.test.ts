@@ -1,8 +1,7 @@
 /* eslint-disable @typescript-eslint/no-explicit-any, @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-return --
    the assertions read parsed JSON and protobuf answers dynamically */
-import type { RunningServer } from '@sluice/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RlsClient, call, scratch, startTestServer, writeRules } from './support.js';
+import { RlsClient, call, scratch, startTestServer, writeRules, type TestServer } from './support.js';
 
 // An envoyproxy/ratelimit configuration file, loaded unchanged.
 const ENVOY = `
@@ -73,7 +72,7 @@ const entries = (...kv: [string, string][]) => ({ entries: kv.map(([key, value])
 
 describe('Envoy RateLimitService over gRPC', () => {
   const tmp = scratch();
-  let server: RunningServer;
+  let server: TestServer;
   let client: RlsClient;
   const ask = (domain: string, descriptors: object[], hits_addend = 0) =>
     client.shouldRateLimit({ domain, descriptors, hits_addend });

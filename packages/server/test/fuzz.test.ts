@@ -2,10 +2,9 @@
    the assertions read parsed JSON and protobuf answers dynamically */
 import { connect } from 'node:net';
 import { Agent, request as httpRequest } from 'node:http';
-import type { RunningServer } from '@sluice/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rng } from './rng.js';
-import { RlsClient, TOKEN, call, scratch, startTestServer, writeRules } from './support.js';
+import { RlsClient, TOKEN, call, scratch, startTestServer, writeRules, type TestServer } from './support.js';
 
 const RULES = `
 resources:
@@ -210,7 +209,7 @@ function send(
 
 describe('fuzzing every endpoint', () => {
   const tmp = scratch();
-  let server: RunningServer;
+  let server: TestServer;
 
   beforeAll(async () => {
     server = await startTestServer({

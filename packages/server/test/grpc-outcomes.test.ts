@@ -1,9 +1,8 @@
 /* eslint-disable @typescript-eslint/no-explicit-any, @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-return --
    the assertions read protobuf answers dynamically */
 import * as grpc from '@grpc/grpc-js';
-import type { RunningServer } from '@sluice/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TOKEN, call, eventually, reportOutcomes, scratch, startTestServer, writeRules } from './support.js';
+import { TOKEN, call, eventually, reportOutcomes, scratch, startTestServer, writeRules, type TestServer } from './support.js';
 
 const RULES = `
 resources:
@@ -14,7 +13,7 @@ resources:
 
 describe('gRPC Outcomes/Report', () => {
   const tmp = scratch();
-  let server: RunningServer;
+  let server: TestServer;
   // Reports need a credential; the admin token is one.
   const report = (outcomes: object[]): Promise<any> => reportOutcomes(server.grpcPort, outcomes, `Bearer ${TOKEN}`);
 

@@ -2,9 +2,9 @@
    the assertions read protobuf answers dynamically */
 import { connect, type ClientHttp2Session, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
-import { loadRlsDefinition, type RunningServer } from '@sluice/server';
+import { loadRlsDefinition } from '@sluice/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RlsClient, TOKEN, call, scratch, startTestServer, writeRules } from './support.js';
+import { RlsClient, TOKEN, call, scratch, startTestServer, writeRules, type TestServer } from './support.js';
 
 const RULES = `
 domain: edge
@@ -71,7 +71,7 @@ const fieldOf = (a: Answer, name: string) => a.trailers[name] ?? a.headers[name]
 
 describe('the gRPC transport (node:http2 with gRPC framing)', () => {
   const tmp = scratch();
-  let server: RunningServer;
+  let server: TestServer;
   let session: ClientHttp2Session;
 
   beforeAll(async () => {

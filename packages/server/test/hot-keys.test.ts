@@ -1,8 +1,7 @@
 /* eslint-disable @typescript-eslint/no-unsafe-call --
    the assertions read parsed JSON answers dynamically */
-import type { RunningServer } from '@sluice/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TOKEN, call, runCli, scratch, startTestServer, writeRules } from './support.js';
+import { TOKEN, call, runCli, scratch, startTestServer, writeRules, type TestServer } from './support.js';
 
 // A key is hot at 0.3 calls a second over a minute's window (18 calls) that are half of the
 // resource's calls. The window is far longer than the test, so nothing cools while it runs.
@@ -20,7 +19,7 @@ resources:
 
 describe('hot keys through the service', () => {
   const tmp = scratch();
-  let server: RunningServer;
+  let server: TestServer;
 
   beforeAll(async () => {
     server = await startTestServer({ rules: [writeRules(tmp.dir, RULES)] });

@@ -1,9 +1,8 @@
 /* eslint-disable @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-return, @typescript-eslint/no-unsafe-argument --
    the assertions read parsed JSON and protobuf answers dynamically */
 import { request as httpRequest } from 'node:http';
-import type { RunningServer } from '@sluice/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TOKEN, call, eventually, scratch, startTestServer, writeRules } from './support.js';
+import { TOKEN, call, eventually, scratch, startTestServer, writeRules, type TestServer } from './support.js';
 
 const V1 = `
 resources:
@@ -19,7 +18,7 @@ resources:
 
 describe('sluice serve over HTTP (embedded store)', () => {
   const tmp = scratch();
-  let server: RunningServer;
+  let server: TestServer;
   let rulesFile: string;
   const admin = (path: string, body?: unknown, token: string | null = TOKEN) =>
     call(server.url, path, body, token === null ? {} : { token });

@@ -64,7 +64,7 @@ describe('reload and rules as code', () => {
     history = (await admin(a, '/rules/history')).json;
     expect(history.versions).toHaveLength(2);
     expect(history.versions[0].author).toBe('rule files: fleet.yaml');
-    expect(history.versions[0].reason).toContain(history.versions[0].hash.slice(0, 16));
+    expect(history.versions[0].reason).toContain((history.versions[0].hash as string).slice(0, 16));
 
     // An admin change lasts until the files are read again; then the files win, in the history.
     expect((await admin(a, '/rules', { text: rules(99), author: 'ops', reason: 'by hand' })).status).toBe(201);

@@ -31,14 +31,21 @@ export function writeRules(dir: string, text: string, name = 'rules.yaml'): stri
   return path;
 }
 
+/** A running server with both listeners open (what {@link startTestServer} starts). */
+export type TestServer = RunningServer & { readonly url: string; readonly httpPort: number; readonly grpcPort: number };
+
 /** A server in this process on free ports, quiet, with the test token; flags override. */
-export async function startTestServer(flags: SettingFlags): Promise<RunningServer> {
+export async function startTestServer(flags: SettingFlags): Promise<TestServer> {
   const settings = loadSettings(
     { host: '127.0.0.1', port: '0', grpcPort: '0', adminToken: TOKEN, logLevel: 'silent', ...flags },
     // The test environment's SLUICE_* variables are for the tests, not for the server.
     {},
   );
-  return startServer(settings, { logger: pino({ level: process.env.SLUICE_TEST_LOG_LEVEL ?? 'silent' }) });
+  const server = await startServer(settings, { logger: pino({ level: process.env.SLUICE_TEST_LOG_LEVEL ?? 'silent' }) });
+  if (server.url === undefined || server.httpPort === undefined || server.grpcPort === undefined) {
+    throw new Error('startTestServer: both listeners must be open');
+  }
+  return server as TestServer;
 }
 
 /** JSON over HTTP; never throws for a status. */
