@@ -10,7 +10,7 @@
  * await limiter.close();
  */
 export { RemoteLimiter } from './remote-limiter.js';
-export type { ClientLeaseSettings, RemoteLimiterOptions } from './options.js';
+export type { ClientLeaseSettings, ClientTlsOptions, RemoteLimiterOptions } from './options.js';
 export { serviceTimeSource, type ClientClockSkewOptions } from './clock-skew.js';
 export type { RolloutView, RulesView } from './wire.js';
 export {

@@ -41,6 +41,12 @@ export interface RemoteLimiterOptions {
   /** Most keep-alive connections to the service. @default 16 */
   connections?: number;
   /**
+   * TLS to an `https://` service (`sluice serve --tls-cert`): `ca`, the PEM CA bundle the
+   * service's certificate must chain to (default: the system's); `cert` and `key`, this client's
+   * certificate for a service that requires one (`--tls-client-ca`). Refused with an `http://` URL.
+   */
+  tls?: ClientTlsOptions;
+  /**
    * The tier of this client's calls that name none (`TryOptions.priority`), e.g. `vip` for a
    * process that serves only VIP traffic. A tier name; the service says which tiers a resource
    * has (`SLUICE_ERR_UNKNOWN_TIER`). @default unset: each resource's default tier
@@ -113,6 +119,13 @@ export interface RemoteLimiterOptions {
   clockSkew?: boolean | ClientClockSkewOptions;
 }
 
+/** TLS settings of a {@link RemoteLimiterOptions}. */
+export interface ClientTlsOptions {
+  ca?: string | Buffer;
+  cert?: string | Buffer;
+  key?: string | Buffer;
+}
+
 /** Validated {@link RemoteLimiterOptions}. */
 export interface CompiledRemoteOptions {
   readonly url: string;
@@ -121,6 +134,7 @@ export interface CompiledRemoteOptions {
   /** Undefined: outcome reports are sent with `token`. */
   readonly outcomesToken: string | undefined;
   readonly connections: number;
+  readonly tls: ClientTlsOptions | undefined;
   /** Undefined: adaptive. */
   readonly checkTimeoutMs: number | undefined;
   readonly consecutiveFailures: number;
@@ -182,6 +196,13 @@ export function compileRemoteOptions(o: RemoteLimiterOptions): CompiledRemoteOpt
   if (o.priority !== undefined && !isTierName(o.priority)) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, 'priority', `must be a tier name (${TIER_NAME})`);
   }
+  if (o.tls !== undefined) {
+    if (typeof o.tls !== 'object' || o.tls === null) throw invalid(ErrorCodes.INVALID_OPTIONS, 'tls', 'must be an object');
+    if (url.protocol !== 'https:') throw invalid(ErrorCodes.INVALID_OPTIONS, 'tls', 'needs an https:// url');
+    if ((o.tls.cert === undefined) !== (o.tls.key === undefined)) {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'tls', 'cert and key go together: give both or neither');
+    }
+  }
   const probeIntervalMs = intOption(o.probeIntervalMs, 'probeIntervalMs', 50, 1, 60_000);
   return Object.freeze({
     url: url.origin,
@@ -189,6 +210,7 @@ export function compileRemoteOptions(o: RemoteLimiterOptions): CompiledRemoteOpt
     token: o.token,
     outcomesToken: o.outcomesToken,
     connections: intOption(o.connections, 'connections', 16, 1, 1024),
+    tls: o.tls === undefined ? undefined : Object.freeze({ ...o.tls }),
     checkTimeoutMs: o.checkTimeoutMs === undefined ? undefined : intOption(o.checkTimeoutMs, 'checkTimeoutMs', 100, 1, 600_000),
     consecutiveFailures: intOption(o.consecutiveFailures, 'consecutiveFailures', 3, 1, 1000),
     acquireMarginMs: intOption(o.acquireMarginMs, 'acquireMarginMs', 1000, 0, 600_000),

@@ -1,6 +1,7 @@
 import { ErrorCodes, SluiceError } from '@sluice/core';
 import { decodeError } from '@sluice/core/wire';
 import { Pool } from 'undici';
+import type { ClientTlsOptions } from './options.js';
 
 /** The header naming the service's active rule version. */
 export const RULES_VERSION_HEADER = 'sluice-rules-version';
@@ -68,6 +69,8 @@ export interface HttpTransportOptions {
   readonly token?: string | undefined;
   /** Most keep-alive connections to the service. */
   readonly connections: number;
+  /** CA, client certificate and key for an `https://` service. */
+  readonly tls?: ClientTlsOptions | undefined;
 }
 
 /** HTTP/1.1 keep-alive JSON calls to the service over an undici pool. */
@@ -76,7 +79,11 @@ export class HttpTransport implements Transport {
   readonly #headers: Record<string, string>;
 
   constructor(options: HttpTransportOptions) {
-    this.#pool = new Pool(options.url, { connections: options.connections, pipelining: 1 });
+    this.#pool = new Pool(options.url, {
+      connections: options.connections,
+      pipelining: 1,
+      ...(options.tls === undefined ? {} : { connect: { ...options.tls } }),
+    });
     this.#headers = {
       [CLIENT_ID_HEADER]: options.clientId,
       ...(options.token === undefined ? {} : { authorization: `Bearer ${options.token}` }),

@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import type { Server as TlsServer } from 'node:tls';
 import { Limiter, compileLimits, isOutcomeStore, type LimitStore, type OutcomeSource } from '@sluice/core';
 import { RedisStore, memoryPolicyProblem } from '@sluice/redis';
 import { FileRuleStore, RedisRuleStore, type RuleStore } from '@sluice/rules';
@@ -19,6 +20,7 @@ import { RateLimitService, type CohortOf } from './service/service.js';
 import { RolloutRunner } from './rollout/runner.js';
 import { RolloutMetrics } from './metrics.js';
 import { SettingsError, type Settings } from './settings.js';
+import { readTls } from './tls.js';
 
 /** A running `sluice serve`. */
 export interface RunningServer {
@@ -38,7 +40,7 @@ export interface RunningServer {
    */
   readonly rollout: RolloutRunner | undefined;
   /**
-   * Reads the rule files again (what SIGHUP does): with `--rules-mode files` content that differs
+   * Reads the TLS files and the rule files again (what SIGHUP does): with `--rules-mode files` content that differs
    * from the version in force becomes a new version; with `seed` an empty store is seeded and a
    * differing file is warned about. Never throws: a file that cannot be applied is logged.
    */
@@ -170,6 +172,8 @@ async function warnOnEviction(store: RedisStore, logger: Logger): Promise<void> 
  */
 export async function startServer(settings: Settings, options: StartOptions = {}): Promise<RunningServer> {
   const logger = redactingLogger(options.logger ?? (await createLogger(settings.logLevel, settings.logFormat)));
+  // Read (and checked) before anything opens: a bad certificate stops the start, naming its file.
+  const tls = readTls(settings);
   const metrics = new ServerMetrics();
   const warnings = new WarningThrottle(logger, (event) => metrics.warning(event));
   // One share of the event loop per address, over both listeners.
@@ -295,6 +299,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     return { ready, status, checks };
   };
   const app = buildHttpApp({
+    ...(tls === undefined ? {} : { tls }),
     settings,
     service,
     rules,
@@ -312,6 +317,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   // Who may report outcomes over gRPC; the HTTP app decides the same from the same settings.
   const reporters = outcomeAccess(settings);
   const grpcServer = buildGrpcServer({
+    ...(tls === undefined ? {} : { tls }),
     service,
     metrics,
     warnings,
@@ -348,7 +354,8 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   const httpPort = settings.port === undefined ? undefined : (app.server.address() as AddressInfo).port;
   const grpcPort = grpcListener?.port;
   const host = settings.host === '0.0.0.0' || settings.host === '::' ? '127.0.0.1' : settings.host;
-  const url = httpPort === undefined ? undefined : `http://${host.includes(':') ? `[${host}]` : host}:${httpPort}`;
+  const scheme = tls === undefined ? 'http' : 'https';
+  const url = httpPort === undefined ? undefined : `${scheme}://${host.includes(':') ? `[${host}]` : host}:${httpPort}`;
   if (httpPort === undefined) {
     logger.warn('no HTTP listener (--port off): no JSON API, /healthz, /readyz, /metrics or dashboard');
   }
@@ -356,6 +363,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     {
       url,
       grpcPort,
+      tls: tls === undefined ? 'off' : tls.requestCert ? 'mutual' : 'on',
       store: stores.limitStore?.name ?? 'memory',
       version: rules.version?.version,
       ...(settings.dashboard && url !== undefined ? { dashboard: `${url}/dashboard` } : {}),
@@ -408,7 +416,21 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     settings.rulesMode === 'files' && settings.rules.length > 0
       ? watchRuleFiles(settings.rules, () => void rereadRuleFiles('a rule file changed'))
       : undefined;
+  // Certificates rotate: new connections get the files as they are now; open ones keep theirs.
+  const reloadTls = () => {
+    if (tls === undefined) return;
+    try {
+      const next = readTls(settings)!;
+      (app.server as unknown as TlsServer).setSecureContext(next);
+      (grpcServer.http2 as unknown as TlsServer).setSecureContext(next);
+      logger.info({ cert: settings.tlsCert }, 'SIGHUP: TLS certificate and key read again');
+    } catch (err) {
+      metrics.warning('tls_reload_failed');
+      logger.error({ err }, 'SIGHUP: TLS files not read again: the certificate in force stays');
+    }
+  };
   const reload = async () => {
+    reloadTls();
     logger.info('SIGHUP: reading the rule files again');
     await rereadRuleFiles('SIGHUP');
   };

@@ -65,6 +65,12 @@ export interface Settings {
   readonly maxClientStreams: number;
   /** How long a gRPC answer may wait for the peer to take it before its connection is cut. */
   readonly writeTimeoutMs: number;
+  /** PEM certificate (chain) both listeners serve TLS with; undefined: plaintext. */
+  readonly tlsCert: string | undefined;
+  /** PEM private key of `tlsCert`. */
+  readonly tlsKey: string | undefined;
+  /** PEM CA bundle client certificates must chain to (mutual TLS); undefined: none asked. */
+  readonly tlsClientCa: string | undefined;
   /** Serve the web dashboard at `/dashboard`. */
   readonly dashboard: boolean;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -363,6 +369,27 @@ export const SETTINGS = {
     schema: int(100, 600_000),
     doc: 'Longest a gRPC answer may wait for the peer to take it (its HTTP/2 flow-control window shut); past it the connection is cut (GOAWAY `ENHANCE_YOUR_CALM`)',
   },
+  tlsCert: {
+    flag: '--tls-cert',
+    env: 'SLUICE_TLS_CERT',
+    default: undefined,
+    schema: z.string().min(1),
+    doc: 'PEM certificate (with its chain) both listeners serve TLS with (HTTPS, gRPC over TLS); read again on SIGHUP',
+  },
+  tlsKey: {
+    flag: '--tls-key',
+    env: 'SLUICE_TLS_KEY',
+    default: undefined,
+    schema: z.string().min(1),
+    doc: 'PEM private key of `--tls-cert`; read again on SIGHUP',
+  },
+  tlsClientCa: {
+    flag: '--tls-client-ca',
+    env: 'SLUICE_TLS_CLIENT_CA',
+    default: undefined,
+    schema: z.string().min(1),
+    doc: 'PEM CA bundle: both listeners then require a client certificate that chains to it (mutual TLS); read again on SIGHUP',
+  },
   dashboard: {
     // The flag only turns the dashboard off; the variable takes `on` or `off`.
     flag: '--no-dashboard',
@@ -475,6 +502,12 @@ export function loadSettings(
     out[name] = r.data;
   }
   const s = out as unknown as Settings;
+  if ((s.tlsCert === undefined) !== (s.tlsKey === undefined)) {
+    throw new SettingsError(`${SETTINGS.tlsCert.flag} and ${SETTINGS.tlsKey.flag} go together: give both or neither`);
+  }
+  if (s.tlsClientCa !== undefined && s.tlsCert === undefined) {
+    throw new SettingsError(`${SETTINGS.tlsClientCa.flag} asks clients for certificates over TLS: give ${SETTINGS.tlsCert.flag} and ${SETTINGS.tlsKey.flag} too`);
+  }
   if (s.port === undefined && s.grpcPort === undefined) {
     throw new SettingsError(`${SETTINGS.port.flag} off and ${SETTINGS.grpcPort.flag} off: there would be nothing to serve`);
   }

@@ -3,6 +3,8 @@ import { once } from 'node:events';
 import {
   constants as h2constants,
   createServer as createH2Server,
+  createSecureServer as createH2SecureServer,
+  type Http2SecureServer,
   type Http2Server,
   type IncomingHttpHeaders,
   type OutgoingHttpHeaders,
@@ -16,6 +18,7 @@ import { ITEM_COST, requestCost, type FairTurns } from '../fair-turns.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { WarningThrottle } from '../logging.js';
 import type { RateLimitService } from '../service/service.js';
+import type { TlsMaterial } from '../tls.js';
 import { decodeRlsRequest } from './codec.js';
 import { UnaryReader, encodeGrpcMessage, frameMessage, parseGrpcTimeout } from './framing.js';
 import { Sessions } from './sessions.js';
@@ -27,6 +30,8 @@ export { PROTO_DIR, PROTO_LOADER_OPTIONS, loadRlsDefinition } from './proto.js';
 
 /** What the gRPC server is built from. */
 export interface GrpcDeps {
+  /** Serve gRPC over TLS with this key pair (and client CA, for mutual TLS). @default plaintext */
+  readonly tls?: TlsMaterial;
   /** What every call is decided by: `shouldRateLimit` and `outcome`. */
   readonly service: Pick<RateLimitService, 'shouldRateLimit' | 'outcome'>;
   readonly metrics: ServerMetrics;
@@ -83,7 +88,8 @@ const CONTENT_TYPE = 'application/grpc+proto';
 
 /** The gRPC server: an HTTP/2 server fed the connections of {@link bindGrpc}, and its connections. */
 export interface GrpcServer {
-  readonly http2: Http2Server;
+  /** Plaintext HTTP/2, or HTTP/2 over TLS (ALPN `h2`) when the deps give `tls`. */
+  readonly http2: Http2Server | Http2SecureServer;
   readonly sessions: Sessions;
 }
 
@@ -106,11 +112,16 @@ function isGrpcContentType(value: string | undefined): boolean {
 export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
   // Calls are decoded and decided in their address's turn, those of one turn together (see FairTurns).
   const { turns } = deps;
-  const http2 = createH2Server({
+  const h2Options = {
     settings: { maxConcurrentStreams: MAX_CONCURRENT_STREAMS },
     // A stream's body is read as it arrives; this bounds what the peer may send ahead of that.
     maxSessionMemory: 16,
-  });
+  };
+  // Over TLS the accepted sockets are handed over raw as well: the TLS server starts the
+  // handshake on its own 'connection' event. A failed handshake is the peer's problem, not a log line.
+  const http2: Http2Server | Http2SecureServer =
+    deps.tls === undefined ? createH2Server(h2Options) : createH2SecureServer({ ...h2Options, ...deps.tls, allowHTTP1: false });
+  if (deps.tls !== undefined) http2.on('tlsClientError', () => undefined);
   const sessions = new Sessions({
     idleTimeoutMs: deps.idleTimeoutMs,
     maxAgeMs: MAX_CONNECTION_AGE_MS,

@@ -6,6 +6,7 @@ import type { RuleStore } from '@sluice/rules';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { limitConnections } from '../clients/connections.js';
+import type { TlsMaterial } from '../tls.js';
 import { ServerError, ServerErrorCodes } from '../errors.js';
 import { FairTurns, requestCost } from '../fair-turns.js';
 import type { LiveRules } from '../live-rules.js';
@@ -38,6 +39,8 @@ function defaulted(given: Partial<Pick<Settings, DefaultedSetting>>): Pick<Setti
 
 /** What the HTTP app is built from. */
 export interface HttpDeps {
+  /** Serve HTTPS with this key pair (and client CA, for mutual TLS). @default plaintext HTTP */
+  readonly tls?: TlsMaterial;
   readonly settings: Pick<Settings, 'maxBodyBytes' | 'maxBatch' | 'maxKeyLength' | 'maxWaitMs' | 'adminToken'> &
     Partial<Pick<Settings, 'apiToken' | 'outcomesToken' | 'openOutcomes' | 'maxClientQueued' | DefaultedSetting>>;
   readonly service: RateLimitService;
@@ -86,6 +89,7 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
   // Typed as fastify's logger, so the instance has fastify's default type.
   const fastifyLogger: FastifyBaseLogger = logger;
   const app = Fastify({
+    ...(deps.tls === undefined ? {} : { https: deps.tls }),
     loggerInstance: fastifyLogger,
     // A rate limiter answers every request of its clients: per-request log lines would drown the rest.
     logController: new LogController({ disableRequestLogging: true }),
