@@ -45,7 +45,7 @@ export function encodeGrpcMessage(message: string): string {
 }
 
 /** What a request body turned out to be once its stream ended, or as soon as it went wrong. */
-export type ReadOutcome =
+export type ReadResult =
   | { readonly kind: 'message'; readonly message: Buffer }
   | { readonly kind: 'too-large'; readonly length: number }
   | { readonly kind: 'compressed' }
@@ -66,7 +66,7 @@ export class UnaryReader {
     this.#maxBytes = maxBytes;
   }
 
-  push(chunk: Buffer): ReadOutcome | undefined {
+  push(chunk: Buffer): ReadResult | undefined {
     this.#received += chunk.length;
     // One chunk is the common case; concatenation only when the prefix or message spans chunks.
     this.#chunks.push(chunk);
@@ -84,7 +84,7 @@ export class UnaryReader {
     return undefined;
   }
 
-  end(): ReadOutcome {
+  end(): ReadResult {
     if (this.#length < 0 || this.#received < PREFIX_BYTES + this.#length) {
       return { kind: 'malformed', why: this.#received === 0 ? 'no request message' : 'the request message is truncated' };
     }
