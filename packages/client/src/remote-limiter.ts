@@ -104,7 +104,8 @@ export class RemoteLimiter implements RateLimiter {
     const o = compileRemoteOptions(options);
     this.#o = o;
     const transport =
-      o.transport ?? new HttpTransport({ url: o.url, clientId: o.clientId, token: o.token, connections: o.connections, tls: o.tls });
+      o.transport ??
+      new HttpTransport({ url: o.url, clientId: o.clientId, token: o.token, connections: o.connections, tls: o.tls });
     // Every answer names the service's rule version: a newer one triggers a refresh.
     this.#transport = {
       call: async (path, options) => {

@@ -506,7 +506,9 @@ export function loadSettings(
     throw new SettingsError(`${SETTINGS.tlsCert.flag} and ${SETTINGS.tlsKey.flag} go together: give both or neither`);
   }
   if (s.tlsClientCa !== undefined && s.tlsCert === undefined) {
-    throw new SettingsError(`${SETTINGS.tlsClientCa.flag} asks clients for certificates over TLS: give ${SETTINGS.tlsCert.flag} and ${SETTINGS.tlsKey.flag} too`);
+    throw new SettingsError(
+      `${SETTINGS.tlsClientCa.flag} asks clients for certificates over TLS: give ${SETTINGS.tlsCert.flag} and ${SETTINGS.tlsKey.flag} too`,
+    );
   }
   if (s.port === undefined && s.grpcPort === undefined) {
     throw new SettingsError(`${SETTINGS.port.flag} off and ${SETTINGS.grpcPort.flag} off: there would be nothing to serve`);
