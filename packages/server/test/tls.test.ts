@@ -13,7 +13,7 @@ import { RemoteLimiter } from '@sluice/client';
 import { loadRlsDefinition } from '@sluice/server';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, scratch, spawnServer, writeRules, type ServerProcess } from './support.js';
+import { eventually, runCli, scratch, spawnServer, writeRules, type ServerProcess } from './support.js';
 
 const tmp = scratch();
 const servers: ServerProcess[] = [];
@@ -158,7 +158,6 @@ describe('TLS', () => {
   });
 
   it('refuses to start on unreadable or mismatched files, naming them', async () => {
-    const { runCli } = await import('./support.js');
     const missing = await runCli([
       'serve',
       '--rules',
