@@ -1,6 +1,7 @@
+import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { REDACTED, WarningThrottle, chooseLogFormat, redactFields, redactUrl, redactingLogger } from './logging.js';
+import { REDACTED, WarningThrottle, chooseLogFormat, createLogger, redactFields, redactUrl, redactingLogger } from './logging.js';
 
 /** A logger writing its lines into an array. */
 function capture() {
@@ -88,5 +89,37 @@ describe('chooseLogFormat', () => {
     expect(chooseLogFormat('json', false)).toBe('json');
     expect(chooseLogFormat('pretty', false)).toBe('pretty');
     expect(chooseLogFormat('pretty', true)).toBe('pretty');
+  });
+});
+
+describe('createLogger, pretty', () => {
+  /** One line logged in the pretty format, as written. */
+  async function prettyLine(isTty: boolean): Promise<string> {
+    let text = '';
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        text += chunk.toString('utf8');
+        done();
+      },
+    });
+    const logger = await createLogger('info', 'pretty', isTty, sink);
+    logger.warn({ resource: 'api' }, 'store unreachable');
+    return text;
+  }
+  const ANSI = /\u001b\[/;
+
+  afterEach(() => vi.unstubAllEnvs());
+
+  it('colours a terminal, and not with NO_COLOR set or off a terminal', async () => {
+    vi.stubEnv('NO_COLOR', '');
+    const coloured = await prettyLine(true);
+    expect(coloured).toContain('store unreachable');
+    expect(coloured).toMatch(ANSI);
+    vi.stubEnv('NO_COLOR', '1');
+    const plain = await prettyLine(true);
+    expect(plain).toContain('store unreachable');
+    expect(plain).not.toMatch(ANSI);
+    vi.stubEnv('NO_COLOR', '');
+    expect(await prettyLine(false)).not.toMatch(ANSI);
   });
 });

@@ -21,17 +21,20 @@ export function chooseLogFormat(format: LogFormat, isTty: boolean): 'json' | 'pr
  * `NO_COLOR`;
  * pino-pretty is loaded only then (JSON, the default off a terminal, does not pay for it).
  */
-export async function createLogger(level: string, format: LogFormat, isTty = process.stdout.isTTY === true): Promise<Logger> {
+export async function createLogger(
+  level: string,
+  format: LogFormat,
+  isTty = process.stdout.isTTY === true,
+  /** Where pretty lines go (a test's stream); JSON always goes to stdout. @default stdout */
+  destination: number | NodeJS.WritableStream = 1,
+): Promise<Logger> {
   // Levels as words ("level":"warn"), as the library and the client write them: one format for
   // every line a Sluice process writes.
   if (chooseLogFormat(format, isTty) === 'json') return pino({ level, formatters: { level: (label) => ({ level: label }) } });
   const { default: pretty } = await import('pino-pretty');
   // NO_COLOR (https://no-color.org): any non-empty value turns colour off.
   const colorize = isTty && !process.env.NO_COLOR;
-  return pino(
-    { level },
-    pretty({ destination: 1, sync: true, colorize, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' }),
-  );
+  return pino({ level }, pretty({ destination, sync: true, colorize, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' }));
 }
 
 /** What a redacted value is logged as. */
