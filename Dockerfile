@@ -37,7 +37,6 @@ RUN echo '{"private":true}' > package.json \
  && npm install --omit=dev --no-audit --no-fund --no-package-lock --ignore-scripts /pack/*.tgz \
  && rm package.json \
  && rm -rf /root/.npm
-COPY examples/rules.yaml /app/rules/rules.yaml
 
 FROM ${NODE_IMAGE}
 ENV NODE_ENV=production \
@@ -47,7 +46,7 @@ ENV NODE_ENV=production \
     SLUICE_RULES=/etc/sluice/rules.yaml \
     SLUICE_RULES_DIR=/var/lib/sluice/rules
 COPY --from=build /app/node_modules /app/node_modules
-COPY --from=build /app/rules/rules.yaml /etc/sluice/rules.yaml
+COPY --from=build /app/node_modules/@sluice/server/examples/rules.yaml /etc/sluice/rules.yaml
 # The one place the service writes: the versioned rule store on the embedded store. With a
 # read-only root file system, mount a volume here (the Helm chart mounts an emptyDir); with
 # Redis nothing is written.

@@ -12,7 +12,7 @@ import { connect } from 'node:net';
 import { URL, fileURLToPath } from 'node:url';
 
 const bin = fileURLToPath(new URL('../packages/server/bin/sluice.js', import.meta.url));
-const rules = fileURLToPath(new URL('../examples/rules.yaml', import.meta.url));
+const rules = fileURLToPath(new URL('../packages/server/examples/rules.yaml', import.meta.url));
 const child = spawn(
   process.execPath,
   [bin, 'serve', '--rules', rules, '--port', '0', '--grpc-port', '0', '--log-level', 'info'],

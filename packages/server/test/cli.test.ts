@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SLUICE_BIN, childEnv } from '../../../test/sluice-serve.js';
 import { TOKEN, call, runCli, scratch, spawnServer, startTestServer, writeRules, type TestServer } from './support.js';
 
-const EXAMPLE = fileURLToPath(new URL('../../../examples/rules.yaml', import.meta.url));
+const EXAMPLE = fileURLToPath(new URL('../examples/rules.yaml', import.meta.url));
 
 const V1 = `
 resources:

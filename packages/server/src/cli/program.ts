@@ -198,7 +198,7 @@ export function buildCli(): Command {
     .description('run the rate-limit service: HTTP JSON API, Envoy gRPC RateLimitService, admin API, /metrics')
     .addHelpText(
       'after',
-      '\nEvery option can also be set by its environment variable; a flag wins.\n\nExample:\n  sluice serve --rules examples/rules.yaml --port 8080 --grpc-port 8081',
+      '\nEvery option can also be set by its environment variable; a flag wins.\n\nExample:\n  sluice serve --rules node_modules/@sluice/server/examples/rules.yaml --port 8080 --grpc-port 8081',
     );
   const attrToSetting = new Map<string, keyof Settings>();
   for (const [name, spec] of Object.entries(SETTINGS) as [keyof Settings, (typeof SETTINGS)[keyof Settings]][]) {
