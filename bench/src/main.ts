@@ -10,6 +10,7 @@
  *   7. heap taken by 1M keys in the in-memory store
  *   8. `sluice serve` over HTTP and gRPC against Limiter.try in one process
  *   9. `sluice serve` beside envoyproxy/ratelimit (service-peers)
+ *  10. what TLS costs `sluice serve` per decision (service-tls)
  *
  * and a summary of the SPEC's non-functional targets. See bench/README.md.
  */
@@ -39,6 +40,7 @@ import { startThrowawayRedis, stopAllServers, type RedisServer } from './harness
 import { stopServiceChildren } from './service/service-children.js';
 import { runService, type ServiceCell } from './service/service.js';
 import { runServicePeers, servicePeersTable, type PeerResult } from './service/service-peers.js';
+import { runServiceTls, serviceTlsTable } from './service/service-tls.js';
 import { serviceTable } from './service/service-table.js';
 import { findWrk } from './service/service-wrk.js';
 import { gatewayOverheadTable, runGatewayOverhead } from './stream/gateway-overhead.js';
@@ -233,6 +235,22 @@ async function servicePeersPart(options: BenchOptions, redisUrl: string, runId: 
   return result;
 }
 
+async function serviceTlsPart(options: BenchOptions, redisUrl: string, runId: string): Promise<void> {
+  progress('what TLS costs sluice serve...');
+  const quick = options.mode.name === 'quick';
+  const settings = {
+    runId,
+    redisUrl,
+    warmupSec: quick ? 1 : 2,
+    measureSec: quick ? 3 : 5,
+    rounds: quick ? 1 : 3,
+    inFlight: 16,
+    keys: 1000,
+    wrk: options.wrk,
+  };
+  print(serviceTlsTable(await runServiceTls(settings, progress)));
+}
+
 async function gatewayPart(options: BenchOptions): Promise<void> {
   progress('gateway middleware overhead...');
   await settle();
@@ -289,6 +307,7 @@ async function main(): Promise<void> {
       'stream',
       'governance',
       'service-peers',
+      'service-tls',
       'abuse',
     ] as const
   ).some((p) => options.parts.has(p));
@@ -340,6 +359,7 @@ async function main(): Promise<void> {
     if (options.parts.has('defaults-under-load')) print(await runDefaultsUnderLoad(options.mode.accuracyMs, runId, progress));
     if (options.parts.has('abuse')) print(await runAbuse(options.mode.accuracyMs, redisUrl!, runId, progress));
     const servicePeers = options.parts.has('service-peers') ? await servicePeersPart(options, redisUrl!, runId) : undefined;
+    if (options.parts.has('service-tls')) await serviceTlsPart(options, redisUrl!, runId);
     const summary = summaryTable({ throughput, leases, accuracy, leaseAccuracy, outage, cluster, memory, servicePeers });
     print(summary);
     if (options.writeDocs) {

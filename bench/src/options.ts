@@ -6,11 +6,11 @@
  *                        redis-server started (and stopped) by the bench
  *   --only a,b           run only some parts: throughput, policies, leases, accuracy, lease-accuracy, outage,
  *                        cluster, memory, service, gateway, stream, governance, sustained,
- *                        defaults-under-load, abuse, service-peers
+ *                        defaults-under-load, abuse, service-peers, service-tls
  *   --write-docs         rewrite docs/benchmarks.md's "Where things stand" and its chart from the run
  *   BENCH_WRK            the wrk binary of the service part's HTTP load (default: wrk on PATH);
  *                        `none`: Node load processes instead
- *   BENCH_CACHE_DIR      where service-peers builds ghz and envoyproxy/ratelimit
+ *   BENCH_CACHE_DIR      where service-peers and service-tls build ghz and envoyproxy/ratelimit
  *                        (default ~/.cache/sluice-bench)
  */
 
@@ -32,6 +32,7 @@ export const PARTS = [
   'defaults-under-load',
   'abuse',
   'service-peers',
+  'service-tls',
 ] as const;
 export type Part = (typeof PARTS)[number];
 

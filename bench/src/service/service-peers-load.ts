@@ -44,7 +44,7 @@ async function run(bin: string, args: readonly string[], seconds: number): Promi
 }
 
 /** How ghz reports the calls it cut when its run time is over. */
-const CUT_AT_END = /closed network connection|connection is closing|context canceled|code = Canceled/;
+const CUT_AT_END = /closed network connection|connection is closing|transport is closing|context canceled|code = Canceled/;
 
 interface GhzReport {
   readonly rps?: number;
@@ -57,9 +57,10 @@ interface GhzReport {
 /**
  * ghz, closed loop: `inFlight` workers on one connection (as one Envoy worker talks to its rate
  * limit service) for `seconds`, each call a ShouldRateLimit of one descriptor whose value cycles
- * through `keys` values (the request number modulo keys) or is one hot value.
+ * through `keys` values (the request number modulo keys) or is one hot value. With `caFile`, over
+ * TLS trusting that CA (`--cacert`); else in clear.
  */
-export async function runGhz(bin: string, target: string, r: LoadRun): Promise<LoadResult> {
+export async function runGhz(bin: string, target: string, r: LoadRun, caFile?: string): Promise<LoadResult> {
   const value = r.keys === 1 ? 'hot' : `t{{mod .RequestNumber ${r.keys}}}`;
   const data = JSON.stringify({
     domain: PEER_DOMAIN,
@@ -68,7 +69,7 @@ export async function runGhz(bin: string, target: string, r: LoadRun): Promise<L
   const out = await run(
     bin,
     [
-      '--insecure',
+      ...(caFile === undefined ? ['--insecure'] : ['--cacert', caFile]),
       '--proto',
       join(PROTO_DIR, 'envoy/service/ratelimit/v3/rls.proto'),
       '--import-paths',

@@ -170,13 +170,18 @@ async function decisionsBySource(url: string): Promise<{ local: number; total: n
 }
 
 /** CLK_TCK, the unit of /proc CPU times (100 on Linux unless told otherwise). */
-function clockTicksPerSec(): number {
+export function clockTicksPerSec(): number {
   const n = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout?.trim());
   return Number.isInteger(n) && n > 0 ? n : 100;
 }
 
 /** One measured run: a warm-up, then the load, with the server's CPU read around it. */
-async function measure(pid: number, load: (seconds: number) => Promise<LoadResult>, s: PeerSettings, clockTicks: number) {
+export async function measure(
+  pid: number,
+  load: (seconds: number) => Promise<LoadResult>,
+  s: Pick<PeerSettings, 'warmupSec' | 'measureSec'>,
+  clockTicks: number,
+): Promise<LoadResult & { cpuUsPerCall: number }> {
   await load(s.warmupSec);
   const before = await procCpu(pid);
   const result = await load(s.measureSec);
@@ -193,7 +198,8 @@ function median(values: readonly number[]): number {
   return v.length % 2 === 1 ? v[mid]! : (v[mid - 1]! + v[mid]!) / 2;
 }
 
-function figures(runs: readonly (LoadResult & { cpuUsPerCall: number })[]): PeerFigures {
+/** The medians of a cell's runs (errors summed). */
+export function figures(runs: readonly (LoadResult & { cpuUsPerCall: number })[]): PeerFigures {
   return {
     perSec: median(runs.map((r) => r.perSec)),
     p50Us: median(runs.map((r) => r.p50Us)),

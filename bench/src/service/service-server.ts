@@ -82,11 +82,13 @@ export interface RuleFileText {
 /**
  * Starts `sluice serve` on loopback with free ports (`--port 0 --grpc-port 0`), the run's rule
  * file and, on the embedded store, a rule directory of its own; resolves when it logs that it
- * serves (its ports are read from that line). `ruleFiles`: the run's rule file unless given.
+ * serves (its ports are read from that line). `ruleFiles`: the run's rule file unless given;
+ * `extraArgs`: more flags (e.g. the TLS settings).
  */
 export async function startService(
   store: ServiceStore,
   ruleFiles: readonly RuleFileText[] = [{ name: 'rules.json', text: serviceRuleFile() }],
+  extraArgs: readonly string[] = [],
 ): Promise<ServiceProcess> {
   const dir = await makeTempDir('sluice-bench-service-');
   const rulesArgs: string[] = [];
@@ -109,6 +111,7 @@ export async function startService(
     ...(store.kind === 'embedded'
       ? ['--rules-dir', join(dir, 'versions')]
       : ['--redis', store.url, '--redis-prefix', store.prefix]),
+    ...extraArgs,
   ];
   // The server's own settings come from its flags only.
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SLUICE_')));
