@@ -12,7 +12,7 @@
  */
 export * from './transport.js';
 export { MemoryTransport, type MemoryTransportOptions } from './transports/memory.js';
-export type { TransportHooks } from './transports/common.js';
+export { STREAM_NAME_RULE, isStreamName, type TransportHooks } from './transports/common.js';
 export * from './errors.js';
 export * from './events/codec.js';
 export * from './events/partition.js';

@@ -47,6 +47,10 @@ describe('compileAggregatorOptions', () => {
     expect(field({ maxValues: 1.5 })).toBe('maxValues');
     expect(field({ ttlMs: 1000, refreshMs: 1000 })).toBe('ttlMs');
     expect(field({ group: 'a b' })).toBe('group');
+    // What no transport takes as a consumer group is refused at start.
+    expect(field({ group: 'edge.aggregators' })).toBe('group');
+    expect(field({ group: 'edge:aggregators' })).toBe('group');
+    expect(field({ group: 'edge_aggregators-2' })).toBeUndefined();
     expect(field({ id: 'x'.repeat(129) })).toBe('id');
     expect(field({ transport: {} as never })).toBe('transport');
     expect(field({ rules: null as never })).toBe('rules');

@@ -2,7 +2,13 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { ErrorCodes, clockOffsetOption, intOption, invalid, storeClock, type ClockOffset, type Logger } from '@sluice/core';
 import type { GovernanceRules, RuleStore } from '@sluice/rules';
-import { DEFAULT_DECISION_TTL_MS, MAX_DECISION_TTL_MS, type EventTransport } from '@sluice/stream';
+import {
+  DEFAULT_DECISION_TTL_MS,
+  MAX_DECISION_TTL_MS,
+  STREAM_NAME_RULE,
+  isStreamName,
+  type EventTransport,
+} from '@sluice/stream';
 import { MAX_OWNER_LENGTH, type OwnershipStore } from '../ownership/store.js';
 
 /** Options of an {@link Aggregator}. */
@@ -97,8 +103,14 @@ export function compileAggregatorOptions(o: AggregatorOptions): CompiledAggregat
     throw invalid(ErrorCodes.INVALID_OPTIONS, 'rules', 'must be a governance section or a rule store');
   }
   const group = o.group ?? 'sluice-aggregators';
-  if (typeof group !== 'string' || !/^[A-Za-z0-9_.:-]{1,64}$/.test(group)) {
-    throw invalid(ErrorCodes.INVALID_OPTIONS, 'group', 'must be 1..64 characters of A-Z a-z 0-9 _ . : -');
+  // The group names a consumer group on the broker: refused here, at start, by the transports' own
+  // rule, rather than by the transport on the first read (the aggregator would then own nothing).
+  if (!isStreamName(group)) {
+    throw invalid(
+      ErrorCodes.INVALID_OPTIONS,
+      'group',
+      `must be ${STREAM_NAME_RULE} (it names the consumer group on every transport), got ${JSON.stringify(group)}`,
+    );
   }
   const id = o.id ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   if (typeof id !== 'string' || id.length < 1 || id.length > MAX_OWNER_LENGTH) {

@@ -13,6 +13,13 @@ export const DEFAULT_MAX_BATCH_BYTES = 1024 * 1024;
 export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024;
 /** Group names and prefixes: safe as Redis keys, NATS subject tokens and RocketMQ resource names. */
 const NAME_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+/** The rule {@link isStreamName} checks, in words, for error messages. */
+export const STREAM_NAME_RULE = '1-64 characters of [A-Za-z0-9_-]';
+
+/** Whether every transport takes `name` as a group name or prefix ({@link STREAM_NAME_RULE}). */
+export function isStreamName(name: unknown): name is string {
+  return typeof name === 'string' && NAME_PATTERN.test(name);
+}
 
 /** A short, safe rendering of a rejected value for an error message. */
 function describe(value: unknown): string {
@@ -39,13 +46,10 @@ export function checkBound(name: string, value: unknown, fallback: number, min: 
   return value;
 }
 
-/** Rejects a name (group, prefix) that is not 1-64 characters of `[A-Za-z0-9_-]`. */
+/** Rejects a name (group, prefix) that is not {@link STREAM_NAME_RULE}. */
 export function checkName(kind: string, name: unknown): string {
-  if (typeof name !== 'string' || !NAME_PATTERN.test(name)) {
-    throw new TransportError(
-      TransportErrorCodes.INVALID,
-      `${kind} must be 1-64 characters of [A-Za-z0-9_-], got ${JSON.stringify(name)}`,
-    );
+  if (!isStreamName(name)) {
+    throw new TransportError(TransportErrorCodes.INVALID, `${kind} must be ${STREAM_NAME_RULE}, got ${JSON.stringify(name)}`);
   }
   return name;
 }
