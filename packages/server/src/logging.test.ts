@@ -106,7 +106,8 @@ describe('createLogger, pretty', () => {
     logger.warn({ resource: 'api' }, 'store unreachable');
     return text;
   }
-  const ANSI = /\u001b\[/;
+  /** An ANSI escape sequence (ESC, then '['). */
+  const ANSI = new RegExp(`${String.fromCharCode(27)}\\[`);
 
   afterEach(() => vi.unstubAllEnvs());
 
