@@ -68,6 +68,28 @@ const envOf = (ms: Manifest[]): Record<string, any> =>
 const volume = (volumes: unknown): string | undefined =>
   list<{ name: string; configMap?: { name: string } }>(volumes).find((v) => v.name === 'rules')?.configMap?.name;
 
+/** A Kubernetes label selector. */
+type Selector = {
+  matchLabels?: Record<string, string>;
+  matchExpressions?: { key: string; operator: string; values?: string[] }[];
+};
+
+/** Whether `selector` selects `labels`. */
+function selects(selector: Selector, labels: Record<string, string>): boolean {
+  const byLabels = Object.entries(selector.matchLabels ?? {}).every(([k, v]) => labels[k] === v);
+  return (
+    byLabels &&
+    (selector.matchExpressions ?? []).every(({ key, operator, values = [] }) => {
+      const has = key in labels;
+      if (operator === 'Exists') return has;
+      if (operator === 'DoesNotExist') return !has;
+      if (operator === 'In') return has && values.includes(labels[key]!);
+      if (operator === 'NotIn') return !has || !values.includes(labels[key]!);
+      throw new Error(`unknown selector operator ${operator}`);
+    })
+  );
+}
+
 const REDIS = { store: { type: 'redis', redis: { url: 'redis://redis.limits:6379' } }, replicaCount: 3 };
 
 describe('the Helm chart', () => {
@@ -213,6 +235,11 @@ describe('the Helm chart', () => {
     const monitor = one(ms, 'ServiceMonitor');
     expect(monitor.spec.endpoints).toEqual([{ port: 'http', path: '/metrics', interval: '15s' }]);
     expect(monitor.metadata.labels?.release).toBe('prom');
+    // It selects one Service: the headless one has the same pods, which would be scraped twice.
+    const selected = ms.filter(
+      (m) => m.kind === 'Service' && selects(monitor.spec.selector as Selector, m.metadata.labels ?? {}),
+    );
+    expect(selected.map((m) => m.metadata.name)).toEqual(['edge-sluice']);
   });
 
   it('ships the alert rules of deploy/prometheus as a PrometheusRule when asked', async () => {
