@@ -103,7 +103,7 @@ function promtool(args: string[]): Promise<{ code: number; out: string }> {
 function deadlineExceeded(port: number): Promise<string | undefined> {
   return new Promise((resolve, reject) => {
     const session = connect(`http://127.0.0.1:${port}`);
-    session.once('error', reject);
+    session.on('error', reject);
     const stream = session.request({
       ':method': 'POST',
       ':path': '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit',
@@ -146,7 +146,8 @@ describe('the Grafana dashboard and the alert rules on a real Prometheus', () =>
       200,
     );
   const check = (resource: string, key: string) => call(serve!.url, '/v1/check', { resource, key });
-  const firing = async () =>
+  /** The names of the alerts pending or firing now. */
+  const activeAlerts = async () =>
     (await prometheus!.api<{ alerts: { labels: { alertname: string }; state: string }[] }>('/api/v1/alerts')).alerts.map(
       (a) => a.labels.alertname,
     );
@@ -283,7 +284,7 @@ describe('the Grafana dashboard and the alert rules on a real Prometheus', () =>
         async () => {
           expect((await check('api:orders', `outage-${n++}`)).json.source).toBe('fallback');
           await call(serve!.url, '/v1/outcomes', { resource: 'db:users', ok: true, durationMs: 5 }, { token: TOKEN });
-          duringOutage = await firing();
+          duringOutage = await activeAlerts();
           return OUTAGE.every((a) => duringOutage.includes(a));
         },
         30_000,
@@ -300,13 +301,15 @@ describe('the Grafana dashboard and the alert rules on a real Prometheus', () =>
 
   afterAll(async () => {
     await prometheus?.stop();
-    await serve?.stop();
+    const exit = await serve?.stop();
     await aggregator?.close();
     await transport?.close();
     await new Promise((r) => (aggregatorMetrics?.listening ? aggregatorMetrics.close(r) : r(undefined)));
     await proxy?.down();
     await deleteRedisKeys(prefix);
     tmp.remove();
+    // The service drained and exited cleanly after everything this test put it through.
+    if (serve !== undefined) expect(exit).toBe(0);
   });
 
   it('passes promtool check rules and the rules unit tests', async () => {
@@ -342,7 +345,7 @@ describe('the Grafana dashboard and the alert rules on a real Prometheus', () =>
 
   it('brought the alerts about the events it caused', async () => {
     for (const alert of OUTAGE) expect(duringOutage, alert).toContain(alert);
-    const now = await firing();
+    const now = await activeAlerts();
     for (const alert of CAUSED) expect(now, alert).toContain(alert);
   });
 
