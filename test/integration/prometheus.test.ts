@@ -28,6 +28,7 @@ import {
   alertRules,
   dashboardPanels,
   dashboardQueries,
+  freePort,
   startPrometheus,
   type Dashboard,
   withoutThreshold,
@@ -156,14 +157,6 @@ describe('the Grafana dashboard and the alert rules on a real Prometheus', () =>
     writeFileSync(rulesPath, RULES(100));
     const redis = new URL(redisUrl());
     proxy = await CutProxy.start(redis.hostname, Number(redis.port));
-    serve = await spawnSluice(
-      [
-        ...['--port', '0', '--grpc-port', '0', '--rules', rulesPath],
-        ...['--redis', `redis://127.0.0.1:${proxy.port}`, '--redis-prefix', prefix, '--store-timeout-ms', '2000'],
-        ...['--rollout-poll-ms', '100', '--rollout-leadership-ms', '2000'],
-      ],
-      { SLUICE_SHUTDOWN_GRACE_MS: '500' },
-    );
 
     // An aggregator as an application runs one: its metrics on a registry of its own, served on /metrics.
     transport = new MemoryTransport({ partitions: 2 });
@@ -196,20 +189,38 @@ describe('the Grafana dashboard and the alert rules on a real Prometheus', () =>
     const event = { resource: 1, path: hashValue('/a'), user: 0, ip: 0, tenant: 0, status: 200, outcome: EventOutcome.PASSED };
     for (const partition of [0, 1]) await transport.publish(partition, encodeEvents([{ ...event, timestampMs: Date.now() }]));
 
-    prometheus = await startPrometheus(
-      join(tmp.dir, 'prometheus'),
-      [
-        'global: { scrape_interval: 1s, evaluation_interval: 1s }',
-        `rule_files: [${JSON.stringify(ALERTS)}]`,
-        'scrape_configs:',
-        `  - { job_name: sluice, static_configs: [{ targets: ['${new URL(serve.url).host}'] }] }`,
-        `  - { job_name: sluice-aggregator, static_configs: [{ targets: ['127.0.0.1:${(aggregatorMetrics.address() as AddressInfo).port}'] }] }`,
-      ].join('\n'),
-    );
+    // Prometheus starts beside the service (both take seconds), scraping the port the service will take.
+    const port = await freePort();
+    const launchedAt = Date.now();
+    const [spawned, scraping] = await Promise.allSettled([
+      spawnSluice(
+        [
+          ...['--port', String(port), '--grpc-port', '0', '--rules', rulesPath],
+          ...['--redis', `redis://127.0.0.1:${proxy.port}`, '--redis-prefix', prefix, '--store-timeout-ms', '2000'],
+          ...['--rollout-poll-ms', '100', '--rollout-leadership-ms', '2000'],
+        ],
+        { SLUICE_SHUTDOWN_GRACE_MS: '500' },
+      ),
+      startPrometheus(
+        join(tmp.dir, 'prometheus'),
+        [
+          'global: { scrape_interval: 1s, evaluation_interval: 1s }',
+          `rule_files: [${JSON.stringify(ALERTS)}]`,
+          'scrape_configs:',
+          `  - { job_name: sluice, static_configs: [{ targets: ['127.0.0.1:${port}'] }] }`,
+          `  - { job_name: sluice-aggregator, static_configs: [{ targets: ['127.0.0.1:${(aggregatorMetrics.address() as AddressInfo).port}'] }] }`,
+        ].join('\n'),
+      ),
+    ]);
+    // Whichever started is stopped by afterAll, also when the other failed.
+    if (scraping.status === 'fulfilled') prometheus = scraping.value;
+    if (spawned.status === 'fulfilled') serve = spawned.value;
+    else throw spawned.reason;
+    if (scraping.status === 'rejected') throw scraping.reason;
 
     // Targets reach the scrape loop some seconds after start: the events below must come after
     // each target's first samples, or the counters they move have no value to increase from.
-    await targetsScrapedAfter(Date.now());
+    await targetsScrapedAfter(launchedAt);
 
     // Traffic over HTTP: allowed and denied (api:orders, 5 a minute), shadow denials (api:search).
     for (let i = 0; i < 8; i++) await check('api:orders', 'tenant-a');
@@ -296,7 +307,7 @@ describe('the Grafana dashboard and the alert rules on a real Prometheus', () =>
     await eventually(async () => (await metric(serve!.url, 'sluice_store_healthy')) === 1, 30_000);
 
     // Let every target be scraped a few times after the last event, so new series have two samples.
-    await targetsScrapedAfter(Date.now() + 3000);
+    await targetsScrapedAfter(Date.now() + 2000);
   }, 120_000);
 
   afterAll(async () => {
