@@ -11,8 +11,10 @@
 # variables tests need to $SLUICE_RUN_DIR/env (Redis) or $SLUICE_RUN_DIR/*.env.
 # scripts/chromium.sh is among them: it installs the headless browser the
 # dashboard tests drive and publishes its path (it runs no daemon); so do
-# scripts/image.sh (builds the container image from the Dockerfile at `start`)
-# and scripts/helm.sh (builds helm once, for the chart tests).
+# scripts/image.sh (builds the container image from the Dockerfile at `start`),
+# scripts/helm.sh (builds helm once, for the chart tests) and
+# scripts/prometheus.sh (installs prometheus and promtool; the monitoring test
+# starts its own Prometheus).
 # Servers are always stopped on exit, whether the tests pass, fail, or the run
 # is interrupted. The exit code is the tests' if they failed, otherwise the
 # linter's, otherwise 0.
@@ -29,7 +31,7 @@ step() { printf '\n==> %s\n' "$*" >&2; }
 
 # Every server script present, in start order.
 SERVER_SCRIPTS=()
-for name in redis-servers temporal-server nats-server rocketmq-server chromium image helm; do
+for name in redis-servers temporal-server nats-server rocketmq-server chromium image helm prometheus; do
   [[ -f "scripts/$name.sh" ]] && SERVER_SCRIPTS+=("scripts/$name.sh")
 done
 

@@ -80,3 +80,13 @@ export function podmanCommand(): string[] {
 export function helmBinary(): string {
   return required('SLUICE_HELM');
 }
+
+/** The prometheus binary scripts/prometheus.sh found (each test starts its own server). */
+export function prometheusBinary(): string {
+  return required('SLUICE_PROMETHEUS_BIN');
+}
+
+/** The promtool binary scripts/prometheus.sh found (it checks and unit-tests alert rules). */
+export function promtoolBinary(): string {
+  return required('SLUICE_PROMTOOL_BIN');
+}

@@ -6,12 +6,12 @@
  * ports, the restricted security context, secret references, the rules it mounts (compiled by
  * Sluice's own rule compiler). There is no cluster here: nothing is applied.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { compileRules } from '@sluice/rules';
-import { parseAllDocuments } from 'yaml';
+import { parse, parseAllDocuments } from 'yaml';
 import { afterAll, describe, expect, it } from 'vitest';
 import { helmBinary } from '../env.js';
 import { command } from '../local-registry.js';
@@ -68,11 +68,33 @@ const envOf = (ms: Manifest[]): Record<string, any> =>
 const volume = (volumes: unknown): string | undefined =>
   list<{ name: string; configMap?: { name: string } }>(volumes).find((v) => v.name === 'rules')?.configMap?.name;
 
+/** A Kubernetes label selector. */
+type Selector = {
+  matchLabels?: Record<string, string>;
+  matchExpressions?: { key: string; operator: string; values?: string[] }[];
+};
+
+/** Whether `selector` selects `labels`. */
+function selects(selector: Selector, labels: Record<string, string>): boolean {
+  const byLabels = Object.entries(selector.matchLabels ?? {}).every(([k, v]) => labels[k] === v);
+  return (
+    byLabels &&
+    (selector.matchExpressions ?? []).every(({ key, operator, values = [] }) => {
+      const has = key in labels;
+      if (operator === 'Exists') return has;
+      if (operator === 'DoesNotExist') return !has;
+      if (operator === 'In') return has && values.includes(labels[key]!);
+      if (operator === 'NotIn') return !has || !values.includes(labels[key]!);
+      throw new Error(`unknown selector operator ${operator}`);
+    })
+  );
+}
+
 const REDIS = { store: { type: 'redis', redis: { url: 'redis://redis.limits:6379' } }, replicaCount: 3 };
 
 describe('the Helm chart', () => {
-  it('passes helm lint --strict with its defaults and with Redis', async () => {
-    for (const values of [{}, REDIS]) {
+  it('passes helm lint --strict with its defaults, with Redis and with the PrometheusRule', async () => {
+    for (const values of [{}, REDIS, { prometheusRule: { enabled: true } }]) {
       const r = await command(helm, ['lint', '--strict', CHART, '-f', valuesFile(values)], ROOT);
       expect(r.code, r.stdout + r.stderr).toBe(0);
     }
@@ -101,7 +123,7 @@ describe('the Helm chart', () => {
     const pause = Number(c.lifecycle.preStop.exec.command[1]);
     expect(deployment.spec.template.spec.terminationGracePeriodSeconds).toBeGreaterThan(grace + pause);
     expect(one(ms, 'PodDisruptionBudget').spec.maxUnavailable).toBe(1);
-    expect(ms.filter((m) => m.kind === 'HorizontalPodAutoscaler' || m.kind === 'ServiceMonitor')).toEqual([]);
+    expect(ms.filter((m) => ['HorizontalPodAutoscaler', 'ServiceMonitor', 'PrometheusRule'].includes(m.kind))).toEqual([]);
   });
 
   it('runs restricted: non-root, read-only root file system, no privilege escalation, no capabilities', async () => {
@@ -213,6 +235,21 @@ describe('the Helm chart', () => {
     const monitor = one(ms, 'ServiceMonitor');
     expect(monitor.spec.endpoints).toEqual([{ port: 'http', path: '/metrics', interval: '15s' }]);
     expect(monitor.metadata.labels?.release).toBe('prom');
+    // It selects one Service: the headless one has the same pods, which would be scraped twice.
+    const selected = ms.filter(
+      (m) => m.kind === 'Service' && selects(monitor.spec.selector as Selector, m.metadata.labels ?? {}),
+    );
+    expect(selected.map((m) => m.metadata.name)).toEqual(['edge-sluice']);
+  });
+
+  it('ships the alert rules of deploy/prometheus as a PrometheusRule when asked', async () => {
+    const ms = await render({ prometheusRule: { enabled: true, labels: { release: 'prom' } } });
+    const rule = one(ms, 'PrometheusRule', 'edge-sluice');
+    expect(rule.metadata.labels).toMatchObject({ release: 'prom', 'app.kubernetes.io/instance': 'edge' });
+    // The same rules as the file Prometheus loads directly, expressions and templates unchanged.
+    const file = parse(readFileSync(join(ROOT, 'deploy/prometheus/sluice-alerts.yaml'), 'utf8')) as { groups: unknown[] };
+    expect(rule.spec).toEqual({ groups: file.groups });
+    expect(JSON.stringify(rule.spec)).toContain('{{ $labels.instance }}');
   });
 
   it('refuses values that would break the global limit or that it would silently ignore', async () => {
