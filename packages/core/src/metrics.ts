@@ -8,10 +8,22 @@
  * const limiter = new Limiter({ resources, observer: createPrometheusObserver({ registry }) });
  */
 import type { ClockSkewObserver } from './shared/clock-skew.js';
+import type { DecisionSource } from './shared/decision.js';
 import type { LimiterObserver } from './shared/observer.js';
-import { promMetrics, type MetricsTarget } from './prom.js';
+import type { StoreOperation } from './store/store.js';
+import { DURATION_BUCKETS, promMetrics, registerBuildInfo, type HistogramSeries, type MetricsTarget } from './prom.js';
 
-export { promMetrics, type MetricsTarget, type PromMetrics } from './prom.js';
+export {
+  BUILD_INFO,
+  DURATION_BUCKETS,
+  promMetrics,
+  registerBuildInfo,
+  SeriesHistogram,
+  type HistogramSeries,
+  type MetricsTarget,
+  type PromMetrics,
+  type SeriesHistogramConfiguration,
+} from './prom.js';
 
 /** Options of {@link createPrometheusObserver}. */
 export interface PrometheusObserverOptions extends MetricsTarget {
@@ -19,14 +31,23 @@ export interface PrometheusObserverOptions extends MetricsTarget {
   prefix?: string;
   /** Wait histogram buckets in seconds. @default 1 ms .. 30 s */
   waitBuckets?: number[];
+  /** Decision and store-call duration buckets in seconds. @default {@link DURATION_BUCKETS} (50 µs .. 2.5 s) */
+  durationBuckets?: number[];
+  /**
+   * Export `sluice_build_info` with this package's version (`sluice serve` exports its own
+   * instead). @default true
+   */
+  buildInfo?: boolean;
 }
 
 /**
- * A {@link LimiterObserver} that counts decisions and rejections and records waits, labelled by
- * resource. Label values are bounded by the configured resources, never by caller keys.
+ * A {@link LimiterObserver} that counts decisions and rejections and records decision durations
+ * and waits, labelled by resource, and times the store's calls by operation. Label values are
+ * bounded by the configured resources, never by caller keys.
  */
 export function createPrometheusObserver(options: PrometheusObserverOptions): LimiterObserver {
   const m = promMetrics(options, 'sluice_');
+  if (options.buildInfo !== false) registerBuildInfo(options.registry, new URL('../package.json', import.meta.url));
   const decisions = m.counter({
     name: 'decisions_total',
     help: 'Rate-limit decisions returned to callers',
@@ -43,6 +64,35 @@ export function createPrometheusObserver(options: PrometheusObserverOptions): Li
     help: 'Time callers spent queued in acquire',
     labelNames: ['resource', 'outcome'] as const,
     buckets: options.waitBuckets ?? [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  });
+  const durationBuckets = options.durationBuckets ?? DURATION_BUCKETS;
+  const durations = m.seriesHistogram({
+    name: 'decision_duration_seconds',
+    help: 'Time from a call to its decision, by who decided (source: store, lease, prefilter, fallback, breaker); acquire calls that queued include their wait',
+    labelNames: ['resource', 'source'] as const,
+    buckets: durationBuckets,
+  });
+  // Each resource's series by source, found with two lookups instead of prom-client's label hashing.
+  const bySource = new Map<string, Partial<Record<DecisionSource, HistogramSeries>>>();
+  const durationOf = (resource: string, source: DecisionSource): HistogramSeries => {
+    let sources = bySource.get(resource);
+    if (sources === undefined) {
+      sources = {};
+      bySource.set(resource, sources);
+    }
+    return (sources[source] ??= durations.series({ resource, source }));
+  };
+  const storeCalls = m.seriesHistogram({
+    name: 'store_call_duration_seconds',
+    help: 'Calls to the store that left the process (round trips), by operation, from the call to its answer or failure',
+    labelNames: ['operation'] as const,
+    buckets: durationBuckets,
+  });
+  const storeCallOf = new Map<StoreOperation, HistogramSeries>();
+  const storeErrors = m.counter({
+    name: 'store_call_errors_total',
+    help: 'Calls to the store that failed (timed out, unreachable, refused), by operation',
+    labelNames: ['operation'] as const,
   });
   const switches = m.counter({
     name: 'store_switches_total',
@@ -86,11 +136,22 @@ export function createPrometheusObserver(options: PrometheusObserverOptions): Li
     outcomesFailed({ resource }) {
       reportsFailed.inc({ resource });
     },
-    decided({ resource, mode, decision }) {
+    decided({ resource, mode, decision, durationMs }) {
       // Shadow-mode admissions that would have been denied are told apart, not hidden.
       const outcome = decision.shadow ? 'shadow_denied' : decision.allowed ? 'allowed' : 'denied';
-      decisions.inc({ resource, mode, outcome, source: decision.source ?? 'store' });
+      const source = decision.source ?? 'store';
+      decisions.inc({ resource, mode, outcome, source });
       if (!decision.allowed) rejections.inc({ resource, reason: decision.reason });
+      durationOf(resource, source).observe(durationMs / 1000);
+    },
+    storeCalled({ operation, durationMs, error }) {
+      let series = storeCallOf.get(operation);
+      if (series === undefined) {
+        series = storeCalls.series({ operation });
+        storeCallOf.set(operation, series);
+      }
+      series.observe(durationMs / 1000);
+      if (error !== undefined) storeErrors.inc({ operation });
     },
     leaseRefilled({ resource, granted }) {
       refills.inc({ resource });
