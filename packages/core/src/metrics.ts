@@ -177,19 +177,19 @@ export interface ClockSkewMetricsOptions extends MetricsTarget {
 }
 
 /**
- * A {@link ClockSkewObserver} exporting a `ClockSkewMonitor`'s estimate: `clock_skew_ms`
- * (store clock minus this host's, ms), `clock_skew_uncertainty_ms`, `clock_skew_warnings_total`
+ * A {@link ClockSkewObserver} exporting a `ClockSkewMonitor`'s estimate: `clock_skew_seconds`
+ * (store clock minus this host's), `clock_skew_uncertainty_seconds`, `clock_skew_warnings_total`
  * (times the skew went over the threshold) and `clock_skew_probe_failures_total`.
  */
 export function createClockSkewObserver(options: ClockSkewMetricsOptions): ClockSkewObserver {
   const m = promMetrics(options, 'sluice_');
   const skew = m.gauge({
-    name: 'clock_skew_ms',
-    help: "The store's clock minus this host's wall clock, in ms, as last measured (0 until measured)",
+    name: 'clock_skew_seconds',
+    help: "The store's clock minus this host's wall clock, in seconds, as last measured (0 until measured)",
   });
   const uncertainty = m.gauge({
-    name: 'clock_skew_uncertainty_ms',
-    help: 'How far the measured clock skew may be off, in ms (half the round trip of the reading it comes from)',
+    name: 'clock_skew_uncertainty_seconds',
+    help: 'How far the measured clock skew may be off, in seconds (half the round trip of the reading it comes from)',
   });
   const warnings = m.counter({
     name: 'clock_skew_warnings_total',
@@ -201,8 +201,8 @@ export function createClockSkewObserver(options: ClockSkewMetricsOptions): Clock
   });
   return {
     sampled(estimate) {
-      skew.set(estimate.offsetMs);
-      uncertainty.set(estimate.uncertaintyMs);
+      skew.set(estimate.offsetMs / 1000);
+      uncertainty.set(estimate.uncertaintyMs / 1000);
     },
     thresholdCrossed({ over }) {
       if (over) warnings.inc();
