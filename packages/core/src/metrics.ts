@@ -8,17 +8,26 @@
  * const limiter = new Limiter({ resources, observer: createPrometheusObserver({ registry }) });
  */
 import type { ClockSkewObserver } from './shared/clock-skew.js';
-import type { DecisionSource } from './shared/decision.js';
-import type { LimiterObserver } from './shared/observer.js';
+import type { DecisionReason, DecisionSource } from './shared/decision.js';
+import type { DecisionMode, LimiterObserver } from './shared/observer.js';
 import type { StoreOperation } from './store/store.js';
-import { DURATION_BUCKETS, promMetrics, registerBuildInfo, type HistogramSeries, type MetricsTarget } from './prom.js';
+import {
+  DURATION_BUCKETS,
+  promMetrics,
+  registerBuildInfo,
+  type CounterSeries,
+  type HistogramSeries,
+  type MetricsTarget,
+} from './prom.js';
 
 export {
   BUILD_INFO,
   DURATION_BUCKETS,
   promMetrics,
   registerBuildInfo,
+  SeriesCounter,
   SeriesHistogram,
+  type CounterSeries,
   type HistogramSeries,
   type MetricsTarget,
   type PromMetrics,
@@ -40,21 +49,30 @@ export interface PrometheusObserverOptions extends MetricsTarget {
   buildInfo?: boolean;
 }
 
+/** The series one resource's decisions are counted and timed in, made on first use. */
+interface ResourceSeries {
+  readonly decided: Partial<Record<DecisionMode, Partial<Record<string, Partial<Record<DecisionSource, CounterSeries>>>>>>;
+  readonly rejected: Partial<Record<DecisionReason, CounterSeries>>;
+  readonly durations: Partial<Record<DecisionSource, HistogramSeries>>;
+}
+
 /**
  * A {@link LimiterObserver} that counts decisions and rejections and records decision durations
  * and waits, labelled by resource, and times the store's calls by operation. Label values are
- * bounded by the configured resources, never by caller keys.
+ * bounded by the configured resources, never by caller keys. What every decision touches is
+ * counted in series found with a few lookups ({@link SeriesCounter}, {@link SeriesHistogram}),
+ * not prom-client's label hashing.
  */
 export function createPrometheusObserver(options: PrometheusObserverOptions): LimiterObserver {
   const m = promMetrics(options, 'sluice_');
   if (options.buildInfo !== false) registerBuildInfo(options.registry, new URL('../package.json', import.meta.url));
-  const decisions = m.counter({
+  const decisions = m.seriesCounter({
     name: 'decisions_total',
     help: 'Rate-limit decisions returned to callers',
     // source: store (global), prefilter (local tier), fallback (store away), breaker.
     labelNames: ['resource', 'mode', 'outcome', 'source'] as const,
   });
-  const rejections = m.counter({
+  const rejections = m.seriesCounter({
     name: 'rejections_total',
     help: 'Denied decisions by reason',
     labelNames: ['resource', 'reason'] as const,
@@ -72,15 +90,14 @@ export function createPrometheusObserver(options: PrometheusObserverOptions): Li
     labelNames: ['resource', 'source'] as const,
     buckets: durationBuckets,
   });
-  // Each resource's series by source, found with two lookups instead of prom-client's label hashing.
-  const bySource = new Map<string, Partial<Record<DecisionSource, HistogramSeries>>>();
-  const durationOf = (resource: string, source: DecisionSource): HistogramSeries => {
-    let sources = bySource.get(resource);
-    if (sources === undefined) {
-      sources = {};
-      bySource.set(resource, sources);
+  const byResource = new Map<string, ResourceSeries>();
+  const seriesOf = (resource: string): ResourceSeries => {
+    let r = byResource.get(resource);
+    if (r === undefined) {
+      r = { decided: {}, rejected: {}, durations: {} };
+      byResource.set(resource, r);
     }
-    return (sources[source] ??= durations.series({ resource, source }));
+    return r;
   };
   const storeCalls = m.seriesHistogram({
     name: 'store_call_duration_seconds',
@@ -140,9 +157,15 @@ export function createPrometheusObserver(options: PrometheusObserverOptions): Li
       // Shadow-mode admissions that would have been denied are told apart, not hidden.
       const outcome = decision.shadow ? 'shadow_denied' : decision.allowed ? 'allowed' : 'denied';
       const source = decision.source ?? 'store';
-      decisions.inc({ resource, mode, outcome, source });
-      if (!decision.allowed) rejections.inc({ resource, reason: decision.reason });
-      durationOf(resource, source).observe(durationMs / 1000);
+      const r = seriesOf(resource);
+      const byOutcome = (r.decided[mode] ??= {});
+      const bySource = (byOutcome[outcome] ??= {});
+      (bySource[source] ??= decisions.series({ resource, mode, outcome, source })).inc();
+      if (!decision.allowed) {
+        const reason = decision.reason;
+        (r.rejected[reason] ??= rejections.series({ resource, reason })).inc();
+      }
+      (r.durations[source] ??= durations.series({ resource, source })).observe(durationMs / 1000);
     },
     storeCalled({ operation, durationMs, error }) {
       let series = storeCallOf.get(operation);

@@ -21,8 +21,10 @@ import {
   type HistogramConfiguration,
   type Registry,
 } from 'prom-client';
+import { SeriesCounter } from './series-counter.js';
 import { SeriesHistogram, type SeriesHistogramConfiguration } from './series-histogram.js';
 
+export { SeriesCounter, type CounterSeries } from './series-counter.js';
 export { SeriesHistogram, type HistogramSeries, type SeriesHistogramConfiguration } from './series-histogram.js';
 
 /** Where a package's metrics go: what every `create...Metrics(options)` of Sluice takes. */
@@ -42,6 +44,8 @@ export interface PromMetrics {
   counter<T extends string = string>(config: Omit<CounterConfiguration<T>, 'registers'>): Counter<T>;
   gauge<T extends string = string>(config: Omit<GaugeConfiguration<T>, 'registers'>): Gauge<T>;
   histogram<T extends string = string>(config: Omit<HistogramConfiguration<T>, 'registers'>): Histogram<T>;
+  /** A counter for hot paths, counted through series its callers keep (see {@link SeriesCounter}). */
+  seriesCounter<T extends string = string>(config: Omit<CounterConfiguration<T>, 'registers' | 'collect'>): SeriesCounter<T>;
   /** A histogram for hot paths, observed through series its callers keep (see {@link SeriesHistogram}). */
   seriesHistogram<T extends string = string>(config: Omit<SeriesHistogramConfiguration<T>, 'registers'>): SeriesHistogram<T>;
 }
@@ -58,6 +62,7 @@ export function promMetrics(target: MetricsTarget, defaultPrefix = ''): PromMetr
     counter: (config) => new Counter({ ...config, name: prefix + config.name, registers }),
     gauge: (config) => new Gauge({ ...config, name: prefix + config.name, registers }),
     histogram: (config) => new Histogram({ ...config, name: prefix + config.name, registers }),
+    seriesCounter: (config) => new SeriesCounter({ ...config, name: prefix + config.name, registers }),
     seriesHistogram: (config) => new SeriesHistogram({ ...config, name: prefix + config.name, registers }),
   };
 }
