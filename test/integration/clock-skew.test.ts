@@ -78,7 +78,7 @@ describe('clock skew against Redis', () => {
     expect(Math.abs(s.offsetMs + SHIFT_MS), JSON.stringify(s)).toBeLessThanOrEqual(s.uncertaintyMs + ROUNDING_MS);
     expect(lines.map((l) => l.level)).toEqual(['warn']);
     expect(lines[0]!.obj).toMatchObject({ store: 'redis', thresholdMs: 1000 });
-    const skew = (await registry.getSingleMetric('sluice_clock_skew_ms')!.get()).values[0]!.value;
+    const skew = (await registry.getSingleMetric('sluice_clock_skew_seconds')!.get()).values[0]!.value * 1000;
     expect(Math.abs(skew + SHIFT_MS)).toBeLessThanOrEqual(s.uncertaintyMs + ROUNDING_MS);
     expect((await registry.getSingleMetric('sluice_clock_skew_warnings_total')!.get()).values[0]!.value).toBe(1);
   });

@@ -190,29 +190,32 @@ export class RemoteLimiter implements RateLimiter {
   /** Decides from a lease, or while the service is away by an `open`/`closed` policy; else undefined. */
   trySync(resource: string, options: TryOptions = {}): Decision | undefined {
     if (this.#view === undefined) return undefined;
+    const startedAt = this.#start();
     const call = this.#prepare(resource, options);
     if (call.leased) {
       return this.#leases.trySync(resource, { key: options.key ?? '', cost: call.cost });
     }
     if (this.#health.healthy || call.view.compiled.onStoreFailure === 'local') return undefined;
-    return this.#observe(resource, 'try', this.#fallback.byPolicy(call.view));
+    return this.#observe(resource, 'try', this.#fallback.byPolicy(call.view), startedAt);
   }
 
   async try(resource: string, options: TryOptions = {}): Promise<Decision> {
+    const startedAt = this.#start();
     const call = await this.#call(resource, options);
     if (call.leased) return this.#leases.try(resource, { key: call.key, cost: call.cost });
-    if (!this.#health.healthy) return this.#observe(resource, 'try', await this.#fallbackDecision(call, 'try', true));
+    if (!this.#health.healthy) return this.#observe(resource, 'try', await this.#fallbackDecision(call, 'try', true), startedAt);
     const ticket = this.#health.begin();
     try {
       const d = await this.#batcher.check(call.item);
       this.#health.succeeded();
-      return this.#observe(resource, 'try', d);
+      return this.#observe(resource, 'try', d, startedAt);
     } catch (err) {
-      return this.#observe(resource, 'try', await this.#onFailure(err, call, 'try', ticket));
+      return this.#observe(resource, 'try', await this.#onFailure(err, call, 'try', ticket), startedAt);
     }
   }
 
   async acquire(resource: string, options: AcquireOptions = {}): Promise<Decision> {
+    const startedAt = this.#start();
     const call = await this.#call(resource, options);
     const maxWaitMs = intOption(options.maxWaitMs, 'maxWaitMs', this.#o.maxWaitMs, 0, 24 * 3600 * 1000);
     const signal = options.signal;
@@ -221,7 +224,12 @@ export class RemoteLimiter implements RateLimiter {
       return this.#leases.acquire(resource, { key: call.key, cost: call.cost, maxWaitMs, ...(signal ? { signal } : {}) });
     }
     if (!this.#health.healthy) {
-      return this.#observe(resource, 'acquire', await this.#fallbackDecision(call, 'acquire', true, maxWaitMs, signal));
+      return this.#observe(
+        resource,
+        'acquire',
+        await this.#fallbackDecision(call, 'acquire', true, maxWaitMs, signal),
+        startedAt,
+      );
     }
     const started = this.#o.clock.now();
     // One controller per wait: the caller's signal, and close(), both end it.
@@ -243,7 +251,7 @@ export class RemoteLimiter implements RateLimiter {
       if (this.#closing !== undefined) throw new ClosedByCaller();
       throwIfAborted(signal);
       const left = Math.max(0, maxWaitMs - (this.#o.clock.now() - started));
-      return this.#observe(resource, 'acquire', await this.#onFailure(err, call, 'acquire', ticket, left, signal));
+      return this.#observe(resource, 'acquire', await this.#onFailure(err, call, 'acquire', ticket, left, signal), startedAt);
     } finally {
       signal?.removeEventListener('abort', onAbort);
       this.#waits.delete(wait);
@@ -251,7 +259,7 @@ export class RemoteLimiter implements RateLimiter {
     if (d.waitedMs !== undefined && d.waitedMs > 0) {
       this.#o.observer?.waited?.({ resource, waitedMs: d.waitedMs, outcome: d.allowed ? 'granted' : 'timeout' });
     }
-    return this.#observe(resource, 'acquire', d);
+    return this.#observe(resource, 'acquire', d, startedAt);
   }
 
   async release(resource: string, options: PermitOptions): Promise<boolean> {
@@ -460,27 +468,28 @@ export class RemoteLimiter implements RateLimiter {
   }
 
   async #book(resource: string, options: BookOptions, op: 'book' | 'claim'): Promise<Decision> {
+    const startedAt = this.#start();
     const call = await this.#call(resource, options);
     const id = checkBookingId((options as { id?: unknown }).id, 'id');
     // The lease limiter never books a leased resource: plain decisions, and claims find nothing.
     if (call.leased) return this.#leases[op](resource, { key: call.key, cost: call.cost, id });
-    if (!this.#health.healthy) return this.#observe(resource, 'book', await this.#unbooked(call, op, id));
+    if (!this.#health.healthy) return this.#observe(resource, 'book', await this.#unbooked(call, op, id), startedAt);
     const token = this.#tokens.tokenFor(resource, call.key, id, (options as { token?: unknown }).token, op === 'book');
     const ticket = this.#health.begin();
     try {
       const d = await this.#batcher.book(op, { ...call.item, id, ...(token === undefined ? {} : { token }) });
       this.#health.succeeded();
       this.#tokens.settle(resource, call.key, id, token, d);
-      return this.#observe(resource, 'book', d.booking === undefined ? plain(d, id) : d);
+      return this.#observe(resource, 'book', d.booking === undefined ? plain(d, id) : d, startedAt);
     } catch (err) {
       if (op === 'claim') {
         if (!(err instanceof Overloaded)) {
           if (!isUnavailable(err)) throw err;
           this.#health.failed(err, ticket);
         }
-        return this.#observe(resource, 'book', this.#missing(call, id));
+        return this.#observe(resource, 'book', this.#missing(call, id), startedAt);
       }
-      return this.#observe(resource, 'book', plain(await this.#onFailure(err, call, 'try', ticket), id));
+      return this.#observe(resource, 'book', plain(await this.#onFailure(err, call, 'try', ticket), id), startedAt);
     }
   }
 
@@ -647,8 +656,16 @@ export class RemoteLimiter implements RateLimiter {
     this.#tracked.add(t);
   }
 
-  #observe(resource: string, mode: DecisionMode, decision: Decision): Decision {
-    this.#o.observer?.decided?.({ resource, mode, decision });
+  /** When a call started, for {@link #observe} to time it: 0 (no clock read) unless the observer times decisions. */
+  #start(): number {
+    return this.#o.observer?.decided === undefined ? 0 : this.#o.clock.now();
+  }
+
+  /** Tells the observer of a decision of a call started at `startedAt` (see {@link #start}). */
+  #observe(resource: string, mode: DecisionMode, decision: Decision, startedAt: number): Decision {
+    const observer = this.#o.observer;
+    if (observer?.decided !== undefined)
+      observer.decided({ resource, mode, decision, durationMs: this.#o.clock.now() - startedAt });
     return decision;
   }
 }

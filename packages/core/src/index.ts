@@ -194,6 +194,8 @@ export type {
   PermitRequest,
   ReserveRequest,
   ReserveResult,
+  StoreCall,
+  StoreOperation,
 } from './store/store.js';
 export { isOutcomeStore } from './store/store.js';
 export type { CohortTotals, OutcomeStore, OutcomesRequest, OutcomesResult } from './store/store.js';

@@ -1,6 +1,10 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { promMetrics } from './prom.js';
+import { promMetrics, registerBuildInfo } from './prom.js';
 
 describe('promMetrics', () => {
   it("names each metric after the caller's prefix, else the default, on the given registry", async () => {
@@ -35,5 +39,39 @@ describe('promMetrics', () => {
     const m = promMetrics({ registry: new Registry() }, 'p_');
     m.counter({ name: 'calls_total', help: 'Calls' });
     expect(() => m.counter({ name: 'calls_total', help: 'Calls' })).toThrow(/already been registered/);
+  });
+});
+
+describe('registerBuildInfo', () => {
+  it("sets sluice_build_info to 1 with the manifest's version, one family shared by the packages of a registry", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-build-info-'));
+    try {
+      const manifest = (name: string, body: object) => {
+        writeFileSync(join(dir, name), JSON.stringify(body));
+        return pathToFileURL(join(dir, name));
+      };
+      const registry = new Registry();
+      registerBuildInfo(registry, manifest('a.json', { name: '@sluice/a', version: '1.2.3' }));
+      registerBuildInfo(registry, manifest('b.json', { name: '@sluice/b', version: '1.2.3' }));
+      registerBuildInfo(registry, manifest('c.json', { name: '@sluice/c', version: '1.3.0' }));
+      const text = await registry.metrics();
+      expect(text.match(/^sluice_build_info\{.*$/gm)).toEqual([
+        `sluice_build_info{version="1.2.3",node_version="${process.version}"} 1`,
+        `sluice_build_info{version="1.3.0",node_version="${process.version}"} 1`,
+      ]);
+      expect(() => registerBuildInfo(registry, manifest('d.json', { name: 'x' }))).toThrow(/has no version/);
+      const taken = new Registry();
+      promMetrics({ registry: taken }).counter({ name: 'sluice_build_info', help: 'Not a gauge' });
+      expect(() => registerBuildInfo(taken, manifest('a.json', { version: '1' }))).toThrow(/is no gauge/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("reads this package's own manifest", async () => {
+    const registry = new Registry();
+    registerBuildInfo(registry, new URL('../package.json', import.meta.url));
+    const [value] = (await registry.getSingleMetric('sluice_build_info')!.get()).values;
+    expect(value?.labels.version).toMatch(/^\d+\.\d+\.\d+/);
   });
 });

@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { createGatewayMetrics } from './metrics.js';
@@ -18,6 +19,8 @@ describe('createGatewayMetrics', () => {
     o.rejectionsTallied!(500);
     o.rejectionsTallied!(12);
     o.rejectionsUncounted!(4);
+    o.published!(3);
+    o.published!(40, new Error('x'));
     const text = await registry.metrics();
     expect(text).toContain('sluice_gateway_events_sent_total 120');
     expect(text).toContain('sluice_gateway_batches_total 2');
@@ -31,5 +34,11 @@ describe('createGatewayMetrics', () => {
     expect(text).toContain('sluice_gateway_limiter_errors_total 1');
     expect(text).toContain('sluice_gateway_rejections_tallied_total 512');
     expect(text).toContain('sluice_gateway_rejections_uncounted_total 4');
+    expect(text).toContain('sluice_gateway_publish_duration_seconds_bucket{le="0.0025"} 0');
+    expect(text).toContain('sluice_gateway_publish_duration_seconds_bucket{le="0.005"} 1');
+    expect(text).toContain('sluice_gateway_publish_duration_seconds_bucket{le="0.05"} 2');
+    expect(text).toContain('sluice_gateway_publish_duration_seconds_sum 0.043');
+    const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
+    expect(text).toContain(`sluice_build_info{version="${version}",node_version="${process.version}"} 1`);
   });
 });

@@ -8,7 +8,7 @@
  * const registry = new Registry();
  * const gateway = new Gateway({ transport, observer: createGatewayMetrics({ registry }) });
  */
-import { promMetrics, type MetricsTarget } from '@sluice/core/metrics';
+import { DURATION_BUCKETS, promMetrics, registerBuildInfo, type MetricsTarget } from '@sluice/core/metrics';
 import { DROP_REASONS, type GatewayObserver } from './observer.js';
 
 /** Options of {@link createGatewayMetrics}. */
@@ -20,10 +20,12 @@ export interface GatewayMetricsOptions extends MetricsTarget {
 /**
  * A {@link GatewayObserver} that counts events sent and dropped (by reason), batches, publish
  * errors, 429s (by dimension or limiter), rejections counted in tallies and not counted, decisions applied and malformed decision messages,
- * and tracks the number of active blocks. Label values come from fixed sets, never from requests.
+ * times each publish, and tracks the number of active blocks; and exports `sluice_build_info`
+ * with this package's version. Label values come from fixed sets, never from requests.
  */
 export function createGatewayMetrics(options: GatewayMetricsOptions): GatewayObserver {
   const m = promMetrics(options, 'sluice_gateway_');
+  registerBuildInfo(options.registry, new URL('../package.json', import.meta.url));
   const sent = m.counter({ name: 'events_sent_total', help: 'Events accepted by the event stream' });
   const dropped = m.counter({
     name: 'events_dropped_total',
@@ -35,6 +37,11 @@ export function createGatewayMetrics(options: GatewayMetricsOptions): GatewayObs
   const publishErrors = m.counter({
     name: 'publish_errors_total',
     help: 'Event batches the event stream rejected',
+  });
+  const publishes = m.histogram({
+    name: 'publish_duration_seconds',
+    help: 'Time to publish a batch (of events or rejection tallies) to the event stream, from the call to its answer or failure',
+    buckets: [...DURATION_BUCKETS],
   });
   const blocked = m.counter({
     name: 'blocked_requests_total',
@@ -73,6 +80,9 @@ export function createGatewayMetrics(options: GatewayMetricsOptions): GatewayObs
     },
     publishFailed() {
       publishErrors.inc();
+    },
+    published(durationMs) {
+      publishes.observe(durationMs / 1000);
     },
     rejectionsTallied(rejected) {
       tallied.inc(rejected);

@@ -26,6 +26,12 @@ export interface GatewayObserver {
   eventsDropped?(reason: DropReason, count: number): void;
   /** The transport rejected a batch (its events are also reported as dropped). */
   publishFailed?(error: unknown): void;
+  /**
+   * A batch (of events or of rejection tallies) was published, or failed to be (`error`), after
+   * `durationMs` from the transport's call to its answer, on the probe's clock (read only while
+   * this hook is set).
+   */
+  published?(durationMs: number, error?: unknown): void;
   /** A tally batch counting `rejected` rejected requests was accepted by the stream. */
   rejectionsTallied?(rejected: number): void;
   /** `count` rejected requests could not be counted (tally table full, publish failed, probe closed). */

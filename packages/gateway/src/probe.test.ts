@@ -128,6 +128,26 @@ describe('Probe', () => {
     expect(probe.stats).toMatchObject({ sent: 0, buffered: 0, inFlight: 0 });
   });
 
+  it('times each publish on its clock, answered or failed', async () => {
+    const times: [number, boolean][] = [];
+    const { probe, transport, advance } = setup({
+      batchSize: 2,
+      observer: { published: (ms, error) => times.push([ms, error !== undefined]) },
+    });
+    transport.mode = 'hang';
+    for (let i = 0; i < 4; i++) probe.emit(R, 0, i + 1, 0, 0, 200, 0);
+    advance(7);
+    transport.waiting[0]!.resolve();
+    await flush();
+    advance(5);
+    transport.waiting[1]!.reject(new Error('stream down'));
+    await vi.waitFor(() => expect(times).toHaveLength(2));
+    expect(times).toEqual([
+      [7, false],
+      [12, true],
+    ]);
+  });
+
   it('drops events with fields out of range instead of poisoning a batch', async () => {
     const { probe, transport } = setup({ batchSize: 3 });
     expect(probe.emit(0, 0, 0, 0, 0, 200, 0)).toBe(false);

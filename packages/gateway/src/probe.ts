@@ -378,6 +378,7 @@ export class Probe {
     while (this.#inFlight < this.#maxInFlight && this.#queue.length > 0) {
       const batch = this.#queue.shift()!;
       this.#inFlight++;
+      const startedAt = this.#observer?.published === undefined ? 0 : this.#clock.now();
       let publishing: Promise<void>;
       try {
         publishing = this.#transport.publish(batch.partition, batch.bytes);
@@ -385,15 +386,16 @@ export class Probe {
         publishing = Promise.reject(err instanceof Error ? err : new Error(String(err)));
       }
       const settled: Promise<void> = Promise.resolve(publishing).then(
-        () => this.#settle(settled, batch, undefined),
-        (err: unknown) => this.#settle(settled, batch, err ?? new Error('publish rejected')),
+        () => this.#settle(settled, batch, undefined, startedAt),
+        (err: unknown) => this.#settle(settled, batch, err ?? new Error('publish rejected'), startedAt),
       );
       this.#pending.add(settled);
     }
   }
 
-  #settle(settled: Promise<void>, batch: Sealed, error: unknown): void {
+  #settle(settled: Promise<void>, batch: Sealed, error: unknown, startedAt: number): void {
     this.#pending.delete(settled);
+    if (this.#observer?.published !== undefined) this.#observer.published(this.#clock.now() - startedAt, error);
     this.#inFlight--;
     this.#buffered -= batch.count;
     if (batch.count === 0) this.#talliesHeld -= tallyRecords(batch.bytes);

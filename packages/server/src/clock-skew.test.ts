@@ -78,8 +78,8 @@ describe('the server clock check', () => {
       store: 'redis',
     });
     const text = (await app.inject({ method: 'GET', url: '/metrics' })).body;
-    expect(text).toMatch(/^sluice_clock_skew_ms 2500$/m);
-    expect(text).toMatch(/^sluice_clock_skew_uncertainty_ms 2$/m);
+    expect(text).toMatch(/^sluice_clock_skew_seconds 2.5$/m);
+    expect(text).toMatch(/^sluice_clock_skew_uncertainty_seconds 0.002$/m);
     expect(text).toMatch(/^sluice_clock_skew_warnings_total 1$/m);
   });
 

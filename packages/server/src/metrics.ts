@@ -1,5 +1,13 @@
 import type { ClockSkewObserver, Decision, LimiterObserver } from '@sluice/core';
-import { createClockSkewObserver, createPrometheusObserver, promMetrics } from '@sluice/core/metrics';
+import {
+  DURATION_BUCKETS,
+  createClockSkewObserver,
+  createPrometheusObserver,
+  promMetrics,
+  registerBuildInfo,
+  type HistogramSeries,
+  type SeriesHistogram,
+} from '@sluice/core/metrics';
 import { OVERRIDE_RESOURCE_PREFIX } from '@sluice/rules';
 import { Registry, collectDefaultMetrics, type Counter, type Gauge } from 'prom-client';
 import type { ConnectionCut } from './clients/connections.js';
@@ -44,16 +52,22 @@ interface Tally {
 export const OVERRIDES = 'envoy:/override';
 
 /**
- * The server's Prometheus registry: the core's decision metrics plus requests by transport,
- * the active rule version, fallbacks and pre-filter rejections, and process metrics. Label
- * values are bounded: resources come from the rules, routes from the route table, and every
- * Envoy limit override (callers choose those) is counted under the one resource {@link OVERRIDES}.
+ * The server's Prometheus registry: the core's decision and store metrics plus requests by
+ * transport (counted and timed), the active rule version, fallbacks and pre-filter rejections,
+ * the build, and process metrics. Label values are bounded: resources come from the rules,
+ * routes from the route table, methods from fixed sets, and every Envoy limit override (callers
+ * choose those) is counted under the one resource {@link OVERRIDES}. docs/metrics.md lists them.
  */
 export class ServerMetrics {
   readonly registry = new Registry();
   readonly observer: LimiterObserver;
   readonly #http: Counter<'route' | 'method' | 'status'>;
   readonly #grpc: Counter<'method' | 'code'>;
+  readonly #httpDurations: SeriesHistogram<'route' | 'method'>;
+  /** Series of {@link #httpDurations} by route, then method (both bounded: routes and HTTP methods). */
+  readonly #httpSeries = new Map<string, Map<string, HistogramSeries>>();
+  readonly #grpcDurations: SeriesHistogram<'method'>;
+  readonly #grpcSeries = new Map<string, HistogramSeries>();
   readonly #version: Gauge;
   readonly #ruleChanges: Counter<'change'>;
   readonly #remaining: Gauge<'resource'>;
@@ -69,7 +83,7 @@ export class ServerMetrics {
   readonly #tallies = new Map<string, Tally>();
   readonly #adaptiveMoves: Counter<'resource' | 'direction'>;
   readonly #adaptiveLimit: Gauge<'resource'>;
-  /** The clock-skew monitor's hooks: `sluice_clock_skew_ms` and its companions. */
+  /** The clock-skew monitor's hooks: `sluice_clock_skew_seconds` and its companions. */
   readonly clockSkew: ClockSkewObserver;
   readonly #hotMitigated: Gauge<'resource' | 'action'>;
   readonly #hotMitigations: Counter<'resource' | 'action'>;
@@ -77,6 +91,7 @@ export class ServerMetrics {
   constructor() {
     const m = promMetrics({ registry: this.registry });
     collectDefaultMetrics({ register: this.registry });
+    registerBuildInfo(this.registry, new URL('../package.json', import.meta.url));
     this.#http = m.counter({
       name: 'sluice_http_requests_total',
       help: 'HTTP requests by route, method and status',
@@ -86,6 +101,18 @@ export class ServerMetrics {
       name: 'sluice_grpc_requests_total',
       help: 'gRPC calls by method and status code',
       labelNames: ['method', 'code'] as const,
+    });
+    this.#httpDurations = m.seriesHistogram({
+      name: 'sluice_http_request_duration_seconds',
+      help: 'Time from an HTTP request received to its answer sent, by route and method',
+      labelNames: ['route', 'method'] as const,
+      buckets: DURATION_BUCKETS,
+    });
+    this.#grpcDurations = m.seriesHistogram({
+      name: 'sluice_grpc_request_duration_seconds',
+      help: "Time from a gRPC call's stream opened to its answer sent, by method",
+      labelNames: ['method'] as const,
+      buckets: DURATION_BUCKETS,
     });
     this.#version = m.gauge({
       name: 'sluice_rules_version',
@@ -169,7 +196,8 @@ export class ServerMetrics {
       help: 'Decisions on resources that declare priority tiers, by tier and outcome (allowed, boosted, denied)',
       labelNames: ['resource', 'tier', 'outcome'] as const,
     });
-    const core = createPrometheusObserver({ registry: this.registry });
+    // The server's own version is the build's: the core's would be a second series.
+    const core = createPrometheusObserver({ registry: this.registry, buildInfo: false });
     this.observer = {
       decided: (e) => {
         const resource = e.resource.startsWith(OVERRIDE_RESOURCE_PREFIX) ? OVERRIDES : e.resource;
@@ -178,6 +206,7 @@ export class ServerMetrics {
         if (e.tier !== undefined || e.decision.boosted === true) this.#tiered(resource, e.decision, e.tier);
       },
       storeSwitched: (e) => core.storeSwitched?.(e),
+      storeCalled: (e) => core.storeCalled?.(e),
       waited: (e) => core.waited?.(e),
       keyTableFull: (e) => core.keyTableFull?.(e),
       fleetBreakerChanged: (e) => core.fleetBreakerChanged?.(e),
@@ -235,12 +264,31 @@ export class ServerMetrics {
     if (boosted) n.boosted++;
   }
 
-  httpRequest(route: string, method: string, status: number): void {
+  /** An HTTP request answered after `seconds`; `route` from the route table (bounded), `method` as parsed (a fixed set). */
+  httpRequest(route: string, method: string, status: number, seconds: number): void {
     this.#http.inc({ route, method, status: String(status) });
+    let byMethod = this.#httpSeries.get(route);
+    if (byMethod === undefined) {
+      byMethod = new Map();
+      this.#httpSeries.set(route, byMethod);
+    }
+    let series = byMethod.get(method);
+    if (series === undefined) {
+      series = this.#httpDurations.series({ route, method });
+      byMethod.set(method, series);
+    }
+    series.observe(seconds);
   }
 
-  grpcRequest(method: string, code: number): void {
+  /** A gRPC call answered with `code` after `seconds` (`method`: one of the server's own). */
+  grpcRequest(method: string, code: number, seconds: number): void {
     this.#grpc.inc({ method, code: String(code) });
+    let series = this.#grpcSeries.get(method);
+    if (series === undefined) {
+      series = this.#grpcDurations.series({ method });
+      this.#grpcSeries.set(method, series);
+    }
+    series.observe(seconds);
   }
 
   /** An Envoy limit override was not admitted to the override table. */
@@ -296,37 +344,38 @@ export class ServerMetrics {
 /**
  * The rollout's figures: the rule version each cohort is decided by
  * (`sluice_rules_version{cohort}`, beside the unlabelled active version), the share of keys on
- * the candidate, and the automatic rollbacks.
+ * the candidate (`sluice_rollout_ratio`, 0..1), and the automatic rollbacks.
  */
 export class RolloutMetrics {
   readonly #version: Gauge<'cohort'>;
-  readonly #percent: Gauge;
+  readonly #ratio: Gauge;
   readonly #rollbacks: Counter;
 
   constructor(metrics: ServerMetrics) {
     const m = promMetrics({ registry: metrics.registry });
     // The same metric as the unlabelled active version: a series per cohort beside it.
     this.#version = metrics.registry.getSingleMetric('sluice_rules_version') as Gauge<'cohort'>;
-    this.#percent = m.gauge({
-      name: 'sluice_rollout_percent',
-      help: 'Share of keys on the candidate rule version (0: no rollout)',
+    this.#ratio = m.gauge({
+      name: 'sluice_rollout_ratio',
+      help: 'Share of keys on the candidate rule version, 0..1 (0: no rollout)',
     });
     this.#rollbacks = m.counter({
       name: 'sluice_rollout_rollbacks_total',
       help: 'Rollouts rolled back automatically by this server',
     });
-    this.#percent.set(0);
+    this.#ratio.set(0);
   }
 
   /**
    * The versions in force: `baseline` for the baseline cohort, and during a rollout `candidate`,
-   * the version the candidate is recorded as when promoted (baseline + 1).
+   * the version the candidate is recorded as when promoted (baseline + 1); `percent` of the keys
+   * are on the candidate (exported as a ratio).
    */
   cohorts(baseline: number, candidate: number | undefined, percent: number): void {
     this.#version.set({ cohort: 'baseline' }, baseline);
     if (candidate === undefined) this.#version.remove({ cohort: 'candidate' });
     else this.#version.set({ cohort: 'candidate' }, candidate);
-    this.#percent.set(percent);
+    this.#ratio.set(percent / 100);
   }
 
   rolledBack(): void {

@@ -185,7 +185,7 @@ export const SETTINGS = {
     env: 'SLUICE_SKEW_INTERVAL_MS',
     default: '30000',
     schema: int(1000, 3_600_000),
-    doc: "How often Redis' clock is read to measure this server's clock skew to it (exported as `sluice_clock_skew_ms`, see docs/control-plane.md)",
+    doc: "How often Redis' clock is read to measure this server's clock skew to it (exported as `sluice_clock_skew_seconds`, see docs/control-plane.md)",
   },
   skewThresholdMs: {
     flag: '--skew-threshold-ms',

@@ -68,7 +68,7 @@ describe('a server whose clock is 5 s ahead of Redis', () => {
     expect(warnings).toHaveLength(1);
     expect(JSON.parse(warnings[0]!)).toMatchObject({ level: 'warn', store: 'redis', thresholdMs: 1000 });
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
-    const skew = Number(/^sluice_clock_skew_ms (\S+)$/m.exec(metrics)?.[1]);
+    const skew = Number(/^sluice_clock_skew_seconds (\S+)$/m.exec(metrics)?.[1]) * 1000;
     expect(Math.abs(skew + SHIFT_MS)).toBeLessThanOrEqual(stats.clockSkew.uncertaintyMs + 1);
     expect(metrics).toMatch(/^sluice_clock_skew_warnings_total 1$/m);
     // /v1/time answers Redis' clock (not the shifted one) within its uncertainty.

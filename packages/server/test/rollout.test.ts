@@ -134,7 +134,7 @@ describe('gradual rollout across sluice serve processes on one Redis', () => {
     const rollbacks = metrics.map((m) => Number(/^sluice_rollout_rollbacks_total (\d+)$/m.exec(m.json as string)?.[1] ?? 0));
     // Decided once, by the server holding the leadership.
     expect(rollbacks.reduce((a, b) => a + b, 0)).toBe(1);
-    for (const m of metrics) expect(m.json).toMatch(/^sluice_rollout_percent 0$/m);
+    for (const m of metrics) expect(m.json).toMatch(/^sluice_rollout_ratio 0$/m);
   });
 
   it('ramps on its own, is paused, resumed and promoted from the CLI, and records the candidate once', async () => {
@@ -161,7 +161,7 @@ describe('gradual rollout across sluice serve processes on one Redis', () => {
     expect(started.stdout).toMatch(/^started rollout \S+ {2}running/);
     // The first step holds 0 ms: the decider moves to 10 % and holds there.
     await eventually(async () => (await admin(servers[0]!, '/rollout')).json.rollout?.step === 1);
-    await eventually(async () => (await call(servers[0]!.url, '/metrics')).json.match(/^sluice_rollout_percent 10$/m) !== null);
+    await eventually(async () => (await call(servers[0]!.url, '/metrics')).json.match(/^sluice_rollout_ratio 0.1$/m) !== null);
     const metrics = (await call(servers[0]!.url, '/metrics')).json as string;
     expect(metrics).toMatch(new RegExp(`^sluice_rules_version\\{cohort="baseline"\\} ${before}$`, 'm'));
     expect(metrics).toMatch(new RegExp(`^sluice_rules_version\\{cohort="candidate"\\} ${before + 1}$`, 'm'));

@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
 import { Registry } from 'prom-client';
 import { createTemporalMetrics } from './metrics.js';
@@ -21,6 +22,8 @@ describe('createTemporalMetrics', () => {
     expect(text).toContain(`sluice_temporal_retries_scheduled_total{${labels}} 1`);
     expect(text).toContain(`sluice_temporal_permits_held{${labels}} 1`);
     expect(text).toContain(`sluice_temporal_limiter_faults_total{${labels},kind="fallback"} 1`);
+    const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
+    expect(text).toContain(`sluice_build_info{version="${version}",node_version="${process.version}"} 1`);
   });
 
   it('takes a prefix so two integrations can share a registry', async () => {
@@ -28,5 +31,7 @@ describe('createTemporalMetrics', () => {
     createTemporalMetrics({ registry });
     createTemporalMetrics({ registry, prefix: 'other_' });
     expect((await registry.getMetricsAsJSON()).map((x) => x.name)).toContain('other_denials_total');
+    // One build family for both (it is not prefixed).
+    expect((await registry.metrics()).match(/^sluice_build_info\{/gm)).toHaveLength(1);
   });
 });

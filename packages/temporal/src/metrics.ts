@@ -7,7 +7,7 @@
  * const registry = new Registry();
  * const interceptors = createSluiceInterceptors({ limiter, activities, observer: createTemporalMetrics({ registry }) });
  */
-import { promMetrics, type MetricsTarget } from '@sluice/core/metrics';
+import { promMetrics, registerBuildInfo, type MetricsTarget } from '@sluice/core/metrics';
 import type { SluiceTemporalObserver } from './observer.js';
 
 /** Options of {@link createTemporalMetrics}. */
@@ -20,10 +20,12 @@ export interface TemporalMetricsOptions extends MetricsTarget {
 
 /**
  * A {@link SluiceTemporalObserver} exporting, per activity type and resource: permit waits
- * (histogram), denials, retries scheduled, bookings, concurrency permits held (gauge) and limiter faults.
+ * (histogram), denials, retries scheduled, bookings, concurrency permits held (gauge) and limiter
+ * faults; and `sluice_build_info` with this package's version.
  */
 export function createTemporalMetrics(options: TemporalMetricsOptions): SluiceTemporalObserver {
   const m = promMetrics(options, 'sluice_temporal_');
+  registerBuildInfo(options.registry, new URL('../package.json', import.meta.url));
   const labels = ['activity_type', 'resource'] as const;
   const waits = m.histogram({
     name: 'permit_wait_seconds',

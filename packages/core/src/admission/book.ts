@@ -32,10 +32,16 @@ export class Bookings {
   }
 
   /**
-   * Books (`create`) or claims a booking for a validated call; `plain` decides the call as `try`
-   * does, for a booking that cannot be made.
+   * Books (`create`) or claims a booking for a validated call started at `startedAt` (see
+   * `Decider.start`); `plain` decides the call as `try` does, for a booking that cannot be made.
    */
-  async book(call: Call, options: BookOptions, create: boolean, plain: () => Promise<Decision>): Promise<Decision> {
+  async book(
+    call: Call,
+    options: BookOptions,
+    create: boolean,
+    plain: () => Promise<Decision>,
+    startedAt: number,
+  ): Promise<Decision> {
     const { failover, decider, outcomes } = this.#parts;
     const id = checkBookingId(options.id, 'id');
     // A booking made without a token gets a fresh one, answered to its maker alone. A claim
@@ -47,18 +53,18 @@ export class Bookings {
     if (!bookable(r, call.tenant, call.tier.coreShare)) {
       // Nothing of it can have been booked: a claim finds nothing, a booking is a plain call
       // (counted for hot keys by `try`).
-      if (!create) return decider.observe(resource, 'book', nothingToClaim(r.limits, id), call.tier);
+      if (!create) return decider.observe(resource, 'book', nothingToClaim(r.limits, id), call.tier, startedAt);
       return asPlain(await plain());
     }
     decider.noteHot(call);
     if (r.breaker !== undefined) {
       const pass = r.breaker.tryPass();
       if (!pass.allowed)
-        return decider.observe(resource, 'book', asPlain(breakerDecision(r.limits, pass.retryAfterMs)), call.tier);
+        return decider.observe(resource, 'book', asPlain(breakerDecision(r.limits, pass.retryAfterMs)), call.tier, startedAt);
     }
     const fleet = r.fleetBreaker === undefined ? undefined : await outcomes.of(r)?.admit();
     if (fleet?.allowed === false) {
-      return decider.observe(resource, 'book', asPlain(breakerDecision(r.limits, fleet.retryAfterMs)));
+      return decider.observe(resource, 'book', asPlain(breakerDecision(r.limits, fleet.retryAfterMs)), call.tier, startedAt);
     }
     const result = await failover.book(
       { key: call.key, limits: call.limits, cost: call.cost, id, token, create, bounds: r.booking },
@@ -78,7 +84,7 @@ export class Bookings {
       decision = { ...decision, allowed: false, reason: 'rate_limited', retryAfterMs: 0 };
     }
     if (result.fallback === true) decision = fallbackDecision(decision, result.unavailable === true);
-    return decider.observe(resource, 'book', { ...decision, booking }, call.tier);
+    return decider.observe(resource, 'book', { ...decision, booking }, call.tier, startedAt);
   }
 
   /** Cancels a booking of a validated call (of cost 0); false when none was held. */

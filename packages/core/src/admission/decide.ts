@@ -44,6 +44,8 @@ export class Decider {
   readonly #hot: HotKeyTrackers;
   readonly #outcomes: OutcomeRecorders;
   readonly #observer: LimiterObserver | undefined;
+  /** Decisions are timed for the observer (see {@link start}). */
+  readonly #timed: boolean;
   /** Where an admitted decision charged its permits, to give them back if nobody takes them. */
   readonly #charges = new WeakMap<Decision, Charge[]>();
 
@@ -56,6 +58,15 @@ export class Decider {
     this.#hot = parts.hot;
     this.#outcomes = parts.outcomes;
     this.#observer = parts.observer;
+    this.#timed = parts.observer?.decided !== undefined;
+  }
+
+  /**
+   * When a call started, for {@link observe} to time it: the clock's reading while the observer
+   * times decisions, else 0 (no clock read).
+   */
+  start(): number {
+    return this.#timed ? this.#clock.now() : 0;
   }
 
   /**
@@ -230,8 +241,11 @@ export class Decider {
     this.#hot.record(call.resource.name, call.sub);
   }
 
-  /** How a waiting `acquire` call asks the store and answers its caller (see {@link Waiting}). */
-  waitCall(call: Call): WaitCall {
+  /**
+   * How a waiting `acquire` call asks the store and answers its caller (see {@link Waiting});
+   * `startedAt` is when the call started (see {@link start}).
+   */
+  waitCall(call: Call, startedAt: number): WaitCall {
     const resource = call.resource.name;
     return {
       key: call.key,
@@ -240,9 +254,9 @@ export class Decider {
       decide: (cost) => this.consume({ ...call, cost }),
       giveBack: (d, cost) => this.giveBack(this.chargesOf(d), cost),
       answer: (d, waitedMs) => {
-        if (waitedMs === undefined) return this.observe(resource, 'acquire', d, call.tier);
+        if (waitedMs === undefined) return this.observe(resource, 'acquire', d, call.tier, startedAt);
         this.#observer?.waited?.({ resource, waitedMs, outcome: d.allowed ? 'granted' : 'timeout' });
-        return this.observe(resource, 'acquire', { ...d, waitedMs }, call.tier);
+        return this.observe(resource, 'acquire', { ...d, waitedMs }, call.tier, startedAt);
       },
       failed: (e, waitedMs) => {
         const outcome = e instanceof SluiceError && e.code === ErrorCodes.ABORTED ? 'aborted' : 'error';
@@ -251,10 +265,17 @@ export class Decider {
     };
   }
 
-  /** Tells the observer; `tier` is named only on resources that declare tiers (bounded label values). */
-  observe(resource: string, mode: DecisionMode, decision: Decision, tier?: CompiledTier): Decision {
+  /**
+   * Tells the observer of a decision of a call started at `startedAt` (see {@link start}); `tier`
+   * is named only on resources that declare tiers (bounded label values).
+   */
+  observe(resource: string, mode: DecisionMode, decision: Decision, tier: CompiledTier | undefined, startedAt: number): Decision {
+    if (!this.#timed) return decision;
+    const durationMs = this.#clock.now() - startedAt;
     const label = tier?.label;
-    this.#observer?.decided?.(label === undefined ? { resource, mode, decision } : { resource, mode, decision, tier: label });
+    this.#observer?.decided?.(
+      label === undefined ? { resource, mode, decision, durationMs } : { resource, mode, decision, tier: label, durationMs },
+    );
     return decision;
   }
 }

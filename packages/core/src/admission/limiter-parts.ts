@@ -4,7 +4,7 @@
  */
 import { OutcomeRecorders } from '../breakers/outcome-recorders.js';
 import { STORE_FAILURE_POLICIES, type StoreFailurePolicy } from '../failover/failover-state.js';
-import { Failover } from '../failover/failover.js';
+import { Failover, type FailoverOptions } from '../failover/failover.js';
 import { HotKeyTrackers } from '../local/hot-keys.js';
 import { LeaseCache } from '../local/lease-cache.js';
 import { Prefilter } from '../local/prefilter.js';
@@ -92,6 +92,7 @@ export function limiterParts(options: LimiterOptions): LimiterParts {
       options.failover?.onSwitch?.(e);
       observer?.storeSwitched?.({ healthy: e.healthy });
     },
+    ...storeCalls(options.failover?.onCall, observer),
   });
   const outcomes = new OutcomeRecorders({
     store,
@@ -99,6 +100,7 @@ export function limiterParts(options: LimiterOptions): LimiterParts {
     tallyAll: options.tallyOutcomes === true,
     onStateChange: (resource, from, to) => observer?.fleetBreakerChanged?.({ resource, from, to }),
     onError: (resource, error) => observer?.outcomesFailed?.({ resource, error }),
+    ...(observer?.storeCalled === undefined ? {} : { onStoreCall: (call) => observer.storeCalled?.(call) }),
   });
   resources.useOutcomes(outcomes);
   const leases = new LeaseCache(failover, clock, 100_000, 100, (parts, granted) => {
@@ -122,5 +124,19 @@ export function limiterParts(options: LimiterOptions): LimiterParts {
     decider,
     bookings: new Bookings({ failover, decider, outcomes, prefilter, waiting }),
     charges: new Charges({ failover, decider, prefilter, waiting, random, maxTtlMs: MAX_WAIT_BOUND_MS }),
+  };
+}
+
+/**
+ * The failover's `onCall`: the caller's and the observer's `storeCalled`, or none (the store's
+ * calls are then not timed at all).
+ */
+function storeCalls(own: FailoverOptions['onCall'], observer: LimiterObserver | undefined): Pick<FailoverOptions, 'onCall'> {
+  if (observer?.storeCalled === undefined) return own === undefined ? {} : { onCall: own };
+  return {
+    onCall: (call) => {
+      own?.(call);
+      observer?.storeCalled?.(call);
+    },
   };
 }

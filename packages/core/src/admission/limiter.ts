@@ -228,9 +228,10 @@ export class Limiter implements RateLimiter {
    * The hot path of gateways: no promise, no allocation beyond the decision.
    */
   trySync(resource: string, options: TryOptions = NO_OPTIONS): Decision | undefined {
+    const startedAt = this.#decider.start();
     const leased = this.#byName.get(resource);
     if (leased?.paths.leasedByCaller === true && options.tenant === undefined && !this.#closed) {
-      return this.#tryLease(leased, options);
+      return this.#tryLease(leased, options, startedAt);
     }
     const call = this.#prepare(resource, options);
     const r = call.resource;
@@ -252,7 +253,7 @@ export class Limiter implements RateLimiter {
     if (local === undefined) return undefined;
     // Counted only when answered here: a call left to `try` is counted there.
     this.#decider.noteHot(call);
-    return this.#decider.observe(resource, 'try', local, call.tier);
+    return this.#decider.observe(resource, 'try', local, call.tier, startedAt);
   }
 
   /**
@@ -260,7 +261,7 @@ export class Limiter implements RateLimiter {
    * caller's key as given, without building its storage key. A key found there was validated when
    * its lease was taken; one that is not found is validated here, and has nothing to serve.
    */
-  #tryLease(r: CompiledResource, options: TryOptions): Decision | undefined {
+  #tryLease(r: CompiledResource, options: TryOptions, startedAt: number): Decision | undefined {
     if (r.breaker !== undefined && r.breaker.state === 'open') return undefined;
     if (r.fleetBreaker !== undefined && this.#outcomes.of(r)?.stateForAdmission() !== 'closed') return undefined;
     const tier = tierOf(r.priority, options.priority, r.name);
@@ -272,11 +273,12 @@ export class Limiter implements RateLimiter {
       return undefined;
     }
     if (r.hotKeys !== undefined) this.#hot.record(r.name, sub);
-    return this.#decider.observe(r.name, 'try', local, tier);
+    return this.#decider.observe(r.name, 'try', local, tier, startedAt);
   }
 
   /** Decides now, without waiting. Being limited resolves to a denied decision. */
   try(resource: string, options: TryOptions = {}): Promise<Decision> {
+    const startedAt = this.#decider.start();
     let decided: Promise<Decision>;
     let tier: CompiledTier;
     try {
@@ -287,7 +289,7 @@ export class Limiter implements RateLimiter {
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
-    return decided.then((d) => this.#decider.observe(resource, 'try', d, tier));
+    return decided.then((d) => this.#decider.observe(resource, 'try', d, tier, startedAt));
   }
 
   /**
@@ -315,21 +317,21 @@ export class Limiter implements RateLimiter {
           await this.#decider.giveBack(this.#decider.chargesOf(last), cost);
           throwIfAborted(signal);
         }
-        return this.#decider.observe(resource, 'acquire', last, call.tier);
+        return this.#decider.observe(resource, 'acquire', last, call.tier, startedAt);
       }
       // A rate limit's retry-after is exact, so a wait that cannot fit is refused at once. A
       // concurrency limit's is only the worst case (permits may be released sooner): queue.
       if (last.reason === 'rate_limited' && last.retryAfterMs > maxWaitMs) {
         const timedOut = { ...withReason(last, 'wait_timeout', false), waitedMs: 0 };
-        return this.#decider.observe(resource, 'acquire', timedOut, call.tier);
+        return this.#decider.observe(resource, 'acquire', timedOut, call.tier, startedAt);
       }
       if (last.reason !== 'rate_limited' && last.reason !== 'concurrency_limited')
-        return this.#decider.observe(resource, 'acquire', last, call.tier);
+        return this.#decider.observe(resource, 'acquire', last, call.tier, startedAt);
     } else {
       last = queue.last;
     }
     const wait = { startedAt, deadline: startedAt + maxWaitMs, signal, client };
-    return this.#waiting.enqueue(this.#decider.waitCall(call), wait, last);
+    return this.#waiting.enqueue(this.#decider.waitCall(call, startedAt), wait, last);
   }
 
   /**
@@ -367,7 +369,8 @@ export class Limiter implements RateLimiter {
   }
 
   async #book(resource: string, options: BookOptions, create: boolean): Promise<Decision> {
-    return this.#bookings.book(this.#prepare(resource, options), options, create, () => this.try(resource, options));
+    const startedAt = this.#decider.start();
+    return this.#bookings.book(this.#prepare(resource, options), options, create, () => this.try(resource, options), startedAt);
   }
 
   /** Frees a concurrency permit. False if it had already expired or been released. */

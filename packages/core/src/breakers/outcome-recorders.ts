@@ -4,7 +4,8 @@ import { ErrorCodes, SluiceError } from '../shared/errors.js';
 import { OutcomeRecorder, type OutcomeRecorderStats } from './outcome-recorder.js';
 import type { OutcomeTotals } from './outcomes.js';
 import type { CompiledResource } from '../admission/resource.js';
-import { isOutcomeStore, type LimitStore, type OutcomeStore } from '../store/store.js';
+import { storeCallTimer, timedCall } from '../store/store-calls.js';
+import { isOutcomeStore, type LimitStore, type OutcomeStore, type StoreCall } from '../store/store.js';
 
 /** Slow-call threshold of outcomes tallied for a resource without a breaker, in ms. */
 const DEFAULT_SLOW_MS = 1000;
@@ -19,6 +20,8 @@ export interface OutcomeRecordersSettings {
   readonly tallyAll: boolean;
   readonly onStateChange?: (resource: string, from: CircuitState, to: CircuitState) => void;
   readonly onError?: (resource: string, error: unknown) => void;
+  /** Told of every report and read of tallies that left the process, with its duration. */
+  readonly onStoreCall?: (call: StoreCall) => void;
 }
 
 /**
@@ -35,7 +38,16 @@ export class OutcomeRecorders {
 
   constructor(settings: OutcomeRecordersSettings) {
     this.#s = settings;
-    this.#store = isOutcomeStore(settings.store) ? settings.store : undefined;
+    const store = isOutcomeStore(settings.store) ? settings.store : undefined;
+    const timer = storeCallTimer(settings.store, settings.clock, settings.onStoreCall);
+    this.#store =
+      store === undefined || timer === undefined
+        ? store
+        : {
+            outcomes: (request) => timedCall(timer, settings.clock, 'outcomes', () => store.outcomes(request)),
+            outcomeTotals: (resource, windowMs, cohort) =>
+              timedCall(timer, settings.clock, 'outcomeTotals', () => store.outcomeTotals(resource, windowMs, cohort)),
+          };
     if (settings.tallyAll && this.#store === undefined) {
       throw new SluiceError(
         ErrorCodes.INVALID_OPTIONS,

@@ -12,6 +12,7 @@ import {
 } from './failover-state.js';
 import { resolveLogger, type Logger } from '../shared/log.js';
 import { MemoryStore } from '../store/memory-store.js';
+import { storeCallTimer, timedCall, type StoreCallTimer } from '../store/store-calls.js';
 import { unjudgedStatuses } from '../shared/decision.js';
 import type { CompiledLimit } from '../shared/policy.js';
 export type { Logger } from '../shared/log.js';
@@ -27,6 +28,8 @@ import type {
   PeerCount,
   ReserveRequest,
   ReserveResult,
+  StoreCall,
+  StoreOperation,
 } from '../store/store.js';
 
 export { STORE_FAILURE_POLICIES, type StoreFailurePolicy } from './failover-state.js';
@@ -54,6 +57,11 @@ export interface FailoverOptions {
   logger?: Logger | false;
   /** Called on every switch between the store and the fallback. */
   onSwitch?: (event: FailoverSwitch) => void;
+  /**
+   * Called after every call to the store that left the process (not the fallback's, nor those of
+   * an in-memory store), with its duration and error; health probes are `ping` calls.
+   */
+  onCall?: (call: StoreCall) => void;
   /**
    * The health of the store, shared with other users of the same store (the remote client's
    * checks and leases), so there is one health loop for it. When given, it is the shared
@@ -94,10 +102,14 @@ export class Failover {
   readonly #unwatch: (() => void) | undefined;
   readonly #unlisten: (() => void) | undefined;
   readonly #scaled = new WeakMap<readonly CompiledLimit[], { peers: number; limits: readonly CompiledLimit[] }>();
+  /** Times the store's calls (see {@link FailoverOptions.onCall}); undefined when nobody listens. */
+  readonly #timer: StoreCallTimer | undefined;
 
   constructor(primary: LimitStore, clock: Clock, options: FailoverOptions = {}) {
     this.#primary = primary;
     this.#clock = clock;
+    this.#timer = storeCallTimer(primary, clock, options.onCall);
+    const timer = this.#timer;
     this.#fallback = new MemoryStore({ clock });
     const peers = options.peers ?? primary.peers ?? 1;
     if (typeof peers === 'number' && (!Number.isInteger(peers) || peers < 1)) {
@@ -109,7 +121,7 @@ export class Failover {
       options.health ??
       new FailoverMachine({
         clock,
-        probe: () => primary.ping(),
+        probe: () => timedCall(timer, clock, 'ping', () => primary.ping()),
         ...(options.consecutiveFailures === undefined ? {} : { consecutiveFailures: options.consecutiveFailures }),
         ...(options.probeIntervalMs === undefined ? {} : { probeIntervalMs: options.probeIntervalMs }),
         ...(options.maxProbeIntervalMs === undefined ? {} : { maxProbeIntervalMs: options.maxProbeIntervalMs }),
@@ -148,6 +160,8 @@ export class Failover {
     if (!this.#health.healthy) return this.#fallbackResult(request, policy);
     // One reaction on the store's promise, no async frame: this is every decision's path.
     const ticket = this.#health.begin();
+    const timer = this.#timer;
+    const startedAt = timer === undefined ? 0 : this.#clock.now();
     let pending: Promise<ConsumeResult>;
     try {
       pending = this.#primary.consume(request);
@@ -156,11 +170,13 @@ export class Failover {
     }
     return pending.then(
       (result): FailoverResult => {
+        timer?.('consume', startedAt);
         this.#health.succeeded();
         // Passed on as it is: a copy per decision showed in profiles.
         return result;
       },
       (err: unknown) => {
+        timer?.('consume', startedAt, err ?? new Error('the store call failed'));
         this.#failed(err, ticket);
         return this.#fallbackResult(request, policy);
       },
@@ -184,7 +200,7 @@ export class Failover {
     if (this.#health.healthy) {
       const ticket = this.#health.begin();
       try {
-        const result = await this.#primary.reserve(request);
+        const result = await this.#timed('reserve', () => this.#primary.reserve(request));
         this.#health.succeeded();
         return { ...result, fallback: false };
       } catch (err) {
@@ -222,6 +238,7 @@ export class Failover {
     if (!this.#health.healthy || this.#primary.book === undefined) return plain(!this.#health.healthy);
     const book = this.#primary.book.bind(this.#primary);
     return this.#guarded(
+      'book',
       () => book(request),
       () => plain(true),
     );
@@ -232,6 +249,7 @@ export class Failover {
     if (!this.#health.healthy || this.#primary.cancel === undefined) return false;
     const cancel = this.#primary.cancel.bind(this.#primary);
     return this.#guarded(
+      'cancel',
       () => cancel(request),
       () => false,
     );
@@ -240,7 +258,7 @@ export class Failover {
   async adjust(request: Parameters<LimitStore['adjust']>[0]): Promise<void> {
     const local = () => this.#fallback.adjust({ ...request, limits: this.#scale(request.limits) });
     if (!this.#health.healthy) return local();
-    return this.#guarded(() => this.#primary.adjust(request), local);
+    return this.#guarded('adjust', () => this.#primary.adjust(request), local);
   }
 
   async renew(request: PermitRequest): Promise<boolean> {
@@ -268,20 +286,25 @@ export class Failover {
     // reported as kept so work is not abandoned because of the outage.
     const away = () => op === 'renew';
     if (!this.#health.healthy) return away();
-    return this.#guarded(() => this.#primary[op](request), away);
+    return this.#guarded(op, () => this.#primary[op](request), away);
   }
 
   /** One call to the store while it is healthy; `away` answers if it fails for want of the store. */
-  async #guarded<T>(call: () => Promise<T>, away: () => T | Promise<T>): Promise<T> {
+  async #guarded<T>(operation: StoreOperation, call: () => Promise<T>, away: () => T | Promise<T>): Promise<T> {
     const ticket = this.#health.begin();
     try {
-      const result = await call();
+      const result = await this.#timed(operation, call);
       this.#health.succeeded();
       return result;
     } catch (err) {
       this.#failed(err, ticket);
       return away();
     }
+  }
+
+  /** `call()` to the store, timed when somebody listens. */
+  #timed<T>(operation: StoreOperation, call: () => Promise<T>): Promise<T> {
+    return timedCall(this.#timer, this.#clock, operation, call);
   }
 
   /** The policy a call is answered by while the store cannot decide it (see {@link answeringPolicy}). */

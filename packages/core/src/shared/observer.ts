@@ -1,4 +1,5 @@
 import type { CircuitState } from '../breakers/circuit-breaker.js';
+import type { StoreCall } from '../store/store.js';
 import type { Decision } from './decision.js';
 
 /** How a decision was asked for. */
@@ -11,9 +12,18 @@ export type DecisionMode = 'try' | 'acquire' | 'book';
 export interface LimiterObserver {
   /**
    * Every decision returned to a caller; `tier` names the call's tier when the resource declares
-   * `priority.tiers` (else it is absent).
+   * `priority.tiers` (else it is absent). `durationMs` is the time from the call to its answer on
+   * the limiter's clock (an `acquire` that queued: its wait included). The clock is read for it
+   * only while this hook is set.
    */
-  decided?(event: { resource: string; mode: DecisionMode; decision: Decision; tier?: string }): void;
+  decided?(event: { resource: string; mode: DecisionMode; decision: Decision; tier?: string; durationMs: number }): void;
+  /**
+   * Every call to the store that left the process (health probes included: `ping`), once it
+   * settled, with its duration on the limiter's clock and what it failed with. Calls of an
+   * in-memory store, and of the fallback while the store is away, make no round trip and are
+   * not reported.
+   */
+  storeCalled?(event: StoreCall): void;
   /** A lease refill: one round trip that took `granted` permits (0 when denied). */
   leaseRefilled?(event: { resource: string; granted: number }): void;
   /** The store became unavailable (`healthy: false`) or answered again. */

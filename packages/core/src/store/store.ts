@@ -214,3 +214,18 @@ export function isOutcomeStore(store: object): store is OutcomeStore {
   const s = store as Partial<OutcomeStore>;
   return typeof s.outcomes === 'function' && typeof s.outcomeTotals === 'function';
 }
+
+/**
+ * The calls a limiter makes to its store, as `LimiterObserver.storeCalled` names them: the
+ * methods of {@link LimitStore} and {@link OutcomeStore} (a fixed set, for metric labels).
+ */
+export type StoreOperation =
+  'consume' | 'reserve' | 'adjust' | 'renew' | 'release' | 'book' | 'cancel' | 'ping' | 'outcomes' | 'outcomeTotals';
+
+/** One call to the store, timed from the call to its settled promise (see {@link StoreOperation}). */
+export interface StoreCall {
+  readonly operation: StoreOperation;
+  readonly durationMs: number;
+  /** What the call threw or rejected with; absent when it answered. */
+  readonly error?: unknown;
+}

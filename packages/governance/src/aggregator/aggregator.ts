@@ -89,6 +89,8 @@ export class Aggregator {
   #snapshotting: Promise<void> | undefined;
   #started = false;
   #closed = false;
+  /** Told of each batch of events aggregated (see {@link onEventsAggregated}). */
+  readonly #aggregated = new Set<(events: readonly GatewayEvent[], now: number) => void>();
 
   constructor(options: AggregatorOptions) {
     this.#o = compileAggregatorOptions(options);
@@ -255,17 +257,16 @@ export class Aggregator {
     this.#counters.batches++;
     const before = owned.state.counters.events;
     const lateBefore = owned.state.counters.late;
+    let counted = events;
     if (mode === 'sample') {
       this.#counters.sampledBatches++;
       const every = o.sampleEvery;
-      owned.state.ingest(
-        events.filter((_, i) => i % every === 0),
-        now,
-        every,
-      );
+      counted = events.filter((_, i) => i % every === 0);
+      owned.state.ingest(counted, now, every);
     } else {
       owned.state.ingest(events, now);
     }
+    for (const listener of this.#aggregated) listener(counted, now);
     this.#counters.events += owned.state.counters.events - before;
     this.#counters.lateEvents += owned.state.counters.late - lateBefore;
     return Promise.resolve();
@@ -370,6 +371,18 @@ export class Aggregator {
   /** Snapshots every owned partition now (the timer calls this every `snapshotMs`). */
   async snapshot(): Promise<void> {
     for (const [p, owned] of this.#owned) if (!owned.gone) await this.#saveSnapshot(p, owned);
+  }
+
+  /**
+   * Calls `listener` with every batch of events this aggregator adds to its windows (late ones
+   * included; while sampling, the events it sampled; shed batches are not aggregated) and when
+   * (its clock, epoch ms: `now` of the options, on the store's clock with `clockSkew`). Returns
+   * the function that stops the calls. Listeners run on the consume path: they must be cheap and
+   * must not throw.
+   */
+  onEventsAggregated(listener: (events: readonly GatewayEvent[], now: number) => void): () => void {
+    this.#aggregated.add(listener);
+    return () => this.#aggregated.delete(listener);
   }
 
   /** Counters and per-partition lag. */

@@ -51,6 +51,13 @@ describe('registerAggregatorMetrics', () => {
     expect(text).toContain('sluice_aggregator_partitions_owned 2');
     expect(text).toContain('sluice_stream_lag_seconds{partition="0"} 0.2');
     expect(text).toMatch(/sluice_stream_lag_batches\{partition="1"\} \d+/);
+    // Every event aggregated, late ones too: three 1.5 s old, three 0.2 s.
+    expect(text).toContain('sluice_aggregator_event_delay_seconds_bucket{le="0.1"} 0');
+    expect(text).toContain('sluice_aggregator_event_delay_seconds_bucket{le="0.25"} 3');
+    expect(text).toContain('sluice_aggregator_event_delay_seconds_bucket{le="1"} 3');
+    expect(text).toContain('sluice_aggregator_event_delay_seconds_bucket{le="2.5"} 6');
+    expect(text).toMatch(/^sluice_aggregator_event_delay_seconds_sum 5\.1\d*$/m);
+    expect(text).toMatch(/^sluice_build_info\{version="\d+\.\d+\.\d+[^"]*",node_version="v\d+/m);
     // Counters only grow between scrapes.
     expect(await registry.metrics()).toContain('sluice_aggregator_events_total 3');
   });

@@ -9,7 +9,7 @@
  * const registry = new Registry();
  * registerAggregatorMetrics(aggregator, { registry });
  */
-import { promMetrics, type MetricsTarget } from '@sluice/core/metrics';
+import { DURATION_BUCKETS, promMetrics, registerBuildInfo, type MetricsTarget } from '@sluice/core/metrics';
 import type { Aggregator } from './aggregator.js';
 import type { AggregatorStats } from './stats.js';
 
@@ -45,10 +45,22 @@ const COUNTERS: readonly [CounterField, string, string][] = [
 /**
  * Registers the aggregator's counters and gauges; values are read from `aggregator.stats()` at
  * each scrape. `sluice_stream_lag_batches` and `sluice_stream_lag_seconds` are per partition
- * (label values bounded by the partition count).
+ * (label values bounded by the partition count). `sluice_aggregator_event_delay_seconds` times
+ * each event aggregated from its gateway's stamp to its aggregation; `sluice_build_info` gives
+ * this package's version.
  */
 export function registerAggregatorMetrics(aggregator: Aggregator, options: AggregatorMetricsOptions): void {
   const m = promMetrics(options, 'sluice_');
+  registerBuildInfo(options.registry, new URL('../../package.json', import.meta.url));
+  const delays = m.seriesHistogram({
+    name: 'aggregator_event_delay_seconds',
+    help: "Time from an event's stamp at its gateway to its aggregation here (late events included, shed ones not; 0 when the gateway's clock is ahead)",
+    buckets: DURATION_BUCKETS,
+  });
+  const delay = delays.series({});
+  aggregator.onEventsAggregated((events, now) => {
+    for (const e of events) delay.observe(Math.max(0, now - e.timestampMs) / 1000);
+  });
   let stats: AggregatorStats | undefined;
   let statsAt = -1;
   // One stats() call per scrape, shared by every metric's collect.

@@ -138,9 +138,16 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
   http2.on('sessionError', () => undefined);
   /** The calls of `Outcomes/Report` (every other call is `ShouldRateLimit`). */
   const outcomeStreams = new WeakSet<ServerHttp2Stream>();
-  /** The method a call's metrics are labelled with. */
-  const methodOf = (stream: ServerHttp2Stream) => (outcomeStreams.has(stream) ? OUTCOMES_METHOD : METHOD);
+  /** When each call's stream opened (`performance.now()`), for its duration. */
+  const startedAt = new WeakMap<ServerHttp2Stream, number>();
+  /** Counts an answered call, labelled with its method, and times it from its stream's start. */
+  const counted = (stream: ServerHttp2Stream, code: number) => {
+    const method = outcomeStreams.has(stream) ? OUTCOMES_METHOD : METHOD;
+    const t0 = startedAt.get(stream);
+    deps.metrics.grpcRequest(method, code, t0 === undefined ? 0 : (performance.now() - t0) / 1000);
+  };
   http2.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
+    startedAt.set(stream, performance.now());
     stream.on('error', () => undefined);
     // Over its address's bound of calls in progress: refused before anything is read.
     if (!sessions.admit(stream)) return;
@@ -169,7 +176,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
     const { body, internal } = describeError(err);
     if (internal) deps.warnings.error('grpc_failed', { err }, 'ShouldRateLimit failed');
     const code = grpcStatusOf(body.code);
-    deps.metrics.grpcRequest(methodOf(stream), code);
+    counted(stream, code);
     status(stream, code, `${body.code}: ${body.message}`, { 'sluice-error-code': body.code });
   };
 
@@ -203,7 +210,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
       deadline = setTimeout(
         () =>
           answer(() => {
-            deps.metrics.grpcRequest(methodOf(stream), GrpcStatus.DEADLINE_EXCEEDED);
+            counted(stream, GrpcStatus.DEADLINE_EXCEEDED);
             status(stream, GrpcStatus.DEADLINE_EXCEEDED, 'Deadline exceeded');
           }),
         timeoutMs,
@@ -213,7 +220,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
     const reader = new UnaryReader(deps.maxMessageBytes);
     const refuse = (code: number, message: string, extra: OutgoingHttpHeaders = {}) =>
       answer(() => {
-        deps.metrics.grpcRequest(methodOf(stream), code);
+        counted(stream, code);
         status(stream, code, message, extra);
       });
     stream.on('data', (chunk: Buffer) => {
@@ -281,7 +288,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
     deps.service.shouldRateLimit(request).then(
       (response) =>
         answer(() => {
-          deps.metrics.grpcRequest(METHOD, GrpcStatus.OK);
+          counted(stream, GrpcStatus.OK);
           const bytes = writeRateLimitResponse(response);
           stream.respond({ ':status': 200, 'content-type': CONTENT_TYPE }, { waitForTrailers: true });
           stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' }));
@@ -319,7 +326,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
       ),
     ).then((results) =>
       answer(() => {
-        deps.metrics.grpcRequest(OUTCOMES_METHOD, GrpcStatus.OK);
+        counted(stream, GrpcStatus.OK);
         stream.respond({ ':status': 200, 'content-type': CONTENT_TYPE }, { waitForTrailers: true });
         stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' }));
         stream.end(frameMessage(encodeOutcomeResults(results)));

@@ -146,7 +146,7 @@ describe('against simulated demand and downstream (manual clock)', () => {
       for (let i = 0; i < rate; i++) {
         clock.advance(t * 1000 + Math.floor(((i + 1) * 1000) / rate) - clock.now());
         const decision = await limiter.try('api:x', { key: 'k' });
-        recorder.observer.decided?.({ resource: 'api:x', mode: 'try', decision });
+        recorder.observer.decided?.({ resource: 'api:x', mode: 'try', decision, durationMs: 0 });
         const at = Math.floor(clock.now() / iv) * iv;
         if (decision.allowed) admitted.set(at, (admitted.get(at) ?? 0) + 1);
       }
