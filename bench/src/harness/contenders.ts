@@ -1,4 +1,4 @@
-import { Limiter, type LimitPolicy, type LimitStore, type ResourceConfig } from '@sluice/core';
+import { Limiter, type LimitPolicy, type LimitStore, type LimiterObserver, type ResourceConfig } from '@sluice/core';
 import { Cluster, Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { RecordingStore } from './recording-store.js';
@@ -21,6 +21,8 @@ export interface SluiceSetup {
   readonly split?: number;
   /** The store's `commandTimeoutMs`. @default the store's default */
   readonly commandTimeoutMs?: number;
+  /** The limiter's observer (e.g. the Prometheus observer, to measure what it costs). @default none */
+  readonly observer?: LimiterObserver;
 }
 
 /**
@@ -56,6 +58,7 @@ export async function sluiceDecider(
     resources: { [resource]: config },
     store,
     failover: { onSwitch: (e) => (cause = e.healthy ? cause : e.error) },
+    ...(setup.observer === undefined ? {} : { observer: setup.observer }),
   });
   const check = (allowed: boolean, source: string | undefined): boolean => {
     if (source === 'fallback') throw fallbackError(cause);

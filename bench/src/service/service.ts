@@ -4,8 +4,10 @@
  * `Limiter.try` in one process, on the embedded store and on Redis. See bench/README.md.
  */
 import { spawnSync } from 'node:child_process';
-import { Limiter } from '@sluice/core';
+import { Limiter, type LimiterObserver } from '@sluice/core';
+import { createPrometheusObserver } from '@sluice/core/metrics';
 import { Redis } from 'ioredis';
+import { Registry } from 'prom-client';
 import { sluiceDecider, type Decider } from '../harness/contenders.js';
 import { machineCpu, procCpu } from './service-children.js';
 import { PROTO_DIR, runLoadProcesses, type LoadConfig, type LoadTotals } from './service-load.js';
@@ -36,7 +38,8 @@ export interface ServiceSettings {
   readonly wrk: string | undefined;
 }
 
-export type ServiceApi = 'in-process' | 'HTTP' | 'HTTP batch' | 'gRPC';
+/** `in-process + metrics`: the in-process peer with the Prometheus observer `sluice serve` decides with. */
+export type ServiceApi = 'in-process' | 'in-process + metrics' | 'HTTP' | 'HTTP batch' | 'gRPC';
 
 /** One cell: a store, an API, the load that drove it and what it measured. */
 export interface ServiceCell {
@@ -149,17 +152,35 @@ function others(machineCores: number, ...ours: number[]): number {
 }
 
 /** The in-process peer: the same limit decided by `Limiter.try` on the embedded store. */
-function embeddedDecider(): Decider {
-  const limiter = new Limiter({ resources: { [SERVICE_RULES.resource]: { limits: SERVICE_POLICY } } });
+function embeddedDecider(observer: LimiterObserver | undefined): Decider {
+  const limiter = new Limiter({
+    resources: { [SERVICE_RULES.resource]: { limits: SERVICE_POLICY } },
+    ...(observer === undefined ? {} : { observer }),
+  });
   return {
     decide: async (key) => (await limiter.try(SERVICE_RULES.resource, { key })).allowed,
     close: () => limiter.close(),
   };
 }
 
-async function inProcessCell(s: ServiceSettings, store: 'embedded' | 'redis', admin: Redis | undefined): Promise<ServiceCell> {
+/**
+ * The in-process peer; with `metrics`, its limiter has the Prometheus observer (decisions counted
+ * and timed, store calls timed) on a registry of its own, as `sluice serve`'s has: the row's
+ * ratio to the plain one is what the metrics cost a decision.
+ */
+async function inProcessCell(
+  s: ServiceSettings,
+  store: 'embedded' | 'redis',
+  admin: Redis | undefined,
+  metrics: boolean,
+): Promise<ServiceCell> {
+  const observer = metrics ? createPrometheusObserver({ registry: new Registry() }) : undefined;
   const decider =
-    store === 'embedded' ? embeddedDecider() : await sluiceDecider(s.redisUrl, `bench:${s.runId}:svc`, SERVICE_POLICY);
+    store === 'embedded'
+      ? embeddedDecider(observer)
+      : await sluiceDecider(s.redisUrl, `bench:${s.runId}:svc${metrics ? ':m' : ''}`, SERVICE_POLICY, {
+          ...(observer === undefined ? {} : { observer }),
+        });
   try {
     const before = await sample(undefined, admin);
     const cpu = process.cpuUsage();
@@ -169,7 +190,7 @@ async function inProcessCell(s: ServiceSettings, store: 'embedded' | 'redis', ad
     const cores = (used.user + used.system) / 1e6 / win.seconds;
     return {
       store,
-      api: 'in-process',
+      api: metrics ? 'in-process + metrics' : 'in-process',
       load: 'this process',
       callsInFlight: s.inFlight,
       itemsPerCall: 1,
@@ -316,7 +337,8 @@ async function dropPrefix(admin: Redis, prefix: string): Promise<void> {
 }
 
 /**
- * Runs every cell: per store, the in-process peer first (nothing else running), then
+ * Runs every cell: per store, the in-process peer first (nothing else running), without and
+ * with the Prometheus observer, then
  * `sluice serve` started for that store and driven over HTTP (one item, then batches) and gRPC.
  * Every process started is stopped, on failure too.
  */
@@ -327,7 +349,7 @@ export async function runService(
 ): Promise<ServiceCell[]> {
   const cells: ServiceCell[] = [];
   const note = (c: ServiceCell) => {
-    progress(`  ${c.store.padEnd(8)} ${c.api.padEnd(10)} ${c.load.padEnd(40)} ${fmtInt(c.decisionsPerSec)} decisions/s`);
+    progress(`  ${c.store.padEnd(8)} ${c.api.padEnd(20)} ${c.load.padEnd(40)} ${fmtInt(c.decisionsPerSec)} decisions/s`);
     cells.push(c);
   };
   const admin = new Redis(s.redisUrl, { lazyConnect: true });
@@ -337,8 +359,10 @@ export async function runService(
     await admin.connect();
     for (const store of ['embedded', 'redis'] as const) {
       const redis = store === 'redis' ? admin : undefined;
-      await between();
-      note(await inProcessCell(s, store, redis));
+      for (const metrics of [false, true]) {
+        await between();
+        note(await inProcessCell(s, store, redis, metrics));
+      }
       const prefix = `sluice-bench:${s.runId}:svc:`;
       const where: ServiceStore = store === 'embedded' ? { kind: 'embedded' } : { kind: 'redis', url: s.redisUrl, prefix };
       const server = await startService(where);
