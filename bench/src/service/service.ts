@@ -349,7 +349,7 @@ export async function runService(
 ): Promise<ServiceCell[]> {
   const cells: ServiceCell[] = [];
   const note = (c: ServiceCell) => {
-    progress(`  ${c.store.padEnd(8)} ${c.api.padEnd(10)} ${c.load.padEnd(40)} ${fmtInt(c.decisionsPerSec)} decisions/s`);
+    progress(`  ${c.store.padEnd(8)} ${c.api.padEnd(20)} ${c.load.padEnd(40)} ${fmtInt(c.decisionsPerSec)} decisions/s`);
     cells.push(c);
   };
   const admin = new Redis(s.redisUrl, { lazyConnect: true });
