@@ -3,7 +3,8 @@ import { loadRlsDefinition } from './proto.js';
 import { invalidUtf8Field } from './utf8.js';
 import type { RlsResponse } from '../envoy/rls.js';
 import { rng } from '../../test/rng.js';
-import { WireError, readRateLimitRequest, writeRateLimitResponse, type RateLimitRequestMessage } from './wire.js';
+import { WireError } from './protobuf.js';
+import { readRateLimitRequest, writeRateLimitResponse, type RateLimitRequestMessage } from './wire.js';
 
 const method = loadRlsDefinition().ShouldRateLimit!;
 
