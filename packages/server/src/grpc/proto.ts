@@ -20,6 +20,9 @@ export function loadRlsDefinition(): protoLoader.ServiceDefinition {
   return pkg['envoy.service.ratelimit.v3.RateLimitService'] as protoLoader.ServiceDefinition;
 }
 
+/** The path of Envoy's `RateLimitService/ShouldRateLimit` method. */
+export const RLS_PATH = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
+
 /** The path of Sluice's `Outcomes/Report` method. */
 export const OUTCOMES_PATH = '/sluice.v1.Outcomes/Report';
 

@@ -5,7 +5,7 @@ import { DELIMITED, Reader, VARINT, Writer } from './protobuf.js';
  * with ./protobuf.ts. The gRPC port reads requests straight into a typed
  * {@link RateLimitRequestMessage} (`decodeRlsRequest` in ./codec.ts then checks it against
  * Envoy's validation rules and the server's bounds) and writes responses straight from its
- * answers.
+ * answers; `sluice bench` writes requests and reads the overall code of responses.
  *
  * The request is read strictly (see ./protobuf.ts): whatever is accepted, protobufjs accepts and
  * decodes to the same message (a differential test holds it to that). Strings are checked for
@@ -161,4 +161,37 @@ export function writeRateLimitResponse(r: { readonly overallCode: string; readon
     w.message(2, status);
   }
   return w.done();
+}
+
+/**
+ * A `RateLimitRequest` as a client sends it (what `sluice bench` sends): its domain and
+ * descriptors' entries; no overrides, hits_addend 0 (one hit).
+ */
+export function writeRateLimitRequest(r: {
+  readonly domain: string;
+  readonly descriptors: readonly { readonly entries: readonly RateLimitEntry[] }[];
+}): Buffer {
+  const w = new Writer().string(1, r.domain);
+  for (const d of r.descriptors) {
+    const descriptor = new Writer();
+    for (const e of d.entries) descriptor.message(1, new Writer().string(1, e.key).string(2, e.value));
+    w.message(2, descriptor);
+  }
+  return w.done();
+}
+
+const OVERALL_CODE_FIELD = (f: number) => (f === 1 ? VARINT : undefined);
+
+/**
+ * A `RateLimitResponse`'s `overall_code` (`RateLimitResponse.Code` by number: 0 UNKNOWN, 1 OK,
+ * 2 OVER_LIMIT); the other fields are skipped. Throws a `WireError` for bytes that are not a
+ * protobuf message.
+ */
+export function readOverallCode(bytes: Uint8Array): number {
+  const r = new Reader(bytes);
+  let code = 0;
+  while (r.pos < bytes.length) {
+    if (r.field(bytes.length, OVERALL_CODE_FIELD) === 1) code = r.varint32(bytes.length) | 0;
+  }
+  return code;
 }
