@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { MAX_OUTCOME_COUNT, MAX_OUTCOME_DURATION_MS } from '../bounds/bounds.js';
 import { ServerError, ServerErrorCodes } from '../errors.js';
-import { loadOutcomesDefinition } from './proto.js';
+import { loadOutcomesDefinition } from '../../test/proto.js';
 import { decodeOutcomes, encodeOutcomeResults, readReportOutcomesRequest, type OutcomeMessage } from './outcomes.js';
 import { WireError } from './protobuf.js';
 

@@ -26,8 +26,6 @@ import { decodeOutcomes, encodeOutcomeResults } from './outcomes.js';
 import { OUTCOMES_PATH, RLS_PATH } from './proto.js';
 import { writeRateLimitResponse } from './wire.js';
 
-export { PROTO_DIR, PROTO_LOADER_OPTIONS, loadRlsDefinition } from './proto.js';
-
 /** What the gRPC server is built from. */
 export interface GrpcDeps {
   /** Serve gRPC over TLS with this key pair (and client CA, for mutual TLS). @default plaintext */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadRlsDefinition } from './proto.js';
+import { loadRlsDefinition } from '../../test/proto.js';
 import { invalidUtf8Field } from './utf8.js';
 import type { RlsResponse } from '../envoy/rls.js';
 import { rng } from '../../test/rng.js';
