@@ -11,7 +11,7 @@
 import { connect as h2connect, constants as h2, type ClientHttp2Session } from 'node:http2';
 import { Agent, request as httpRequest } from 'node:http';
 import { connect, type Socket } from 'node:net';
-import { loadRlsDefinition } from '@sluice/server';
+import { loadRlsDefinition } from '../../packages/server/test/support.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomPrefix } from '../env.js';
 import { rulesFile, spawnSluice, storeFlags, type Serve, type TestStore, metric } from '../sluice-serve.js';

@@ -8,10 +8,9 @@
  */
 import { ErrorCodes, Limiter, type LimitStore, type ResourceConfig } from '@sluice/core';
 import { RedisStore } from '@sluice/redis';
-import { loadRlsDefinition } from '@sluice/server';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RlsClient } from '../../packages/server/test/support.js';
+import { RlsClient, loadRlsDefinition } from '../../packages/server/test/support.js';
 import { randomPrefix, redisUrl } from '../env.js';
 import { TOKEN, rulesFile, spawnServe, type Serve } from '../sluice-serve.js';
 

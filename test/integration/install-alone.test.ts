@@ -2,7 +2,9 @@
  * Every published package, installed alone into an empty project the way a user installs it:
  * published to a throwaway registry on loopback, `npm install <name>` in a fresh CommonJS project
  * (what `npm init -y` writes), then every entry point imported, `require`d and type-checked.
- * The gateway must also come without any broker client, Redis client or rule engine, and work.
+ * npm must warn about nothing but the known install scripts it leaves unrun. The gateway must also
+ * come without any broker client, Redis client or rule engine, and work; the server without a gRPC
+ * or protobuf library.
  * Each install's footprint is written to `<run dir>/install-footprint.json` (docs/releasing.md).
  * Last, the README's express app is pasted into a fresh project that installs what the README
  * says, run on a throwaway Redis, and asked until it answers 429.
@@ -126,6 +128,41 @@ async function checkGatewayAlone(app: string): Promise<void> {
   expect(result.missingPeer?.message).toContain('npm install nats');
 }
 
+/**
+ * Dependencies with install scripts that npm warns about (npm 11 runs none it was not told to
+ * allow), by the published packages they come with. A package's install must warn about exactly
+ * these and nothing else, so that an entry is removed once its cause is gone.
+ */
+const KNOWN_INSTALL_SCRIPTS: Readonly<Record<string, readonly string[]>> = {
+  // msgpackr's optional native decoder, through @sluice/redis (which loads only msgpackr/pack).
+  'msgpackr-extract': ['@sluice/redis', '@sluice/rules', '@sluice/server', '@sluice/governance'],
+  // Through the Temporal SDK.
+  protobufjs: ['@sluice/temporal'],
+  '@swc/core': ['@sluice/temporal'],
+};
+
+/** What @sluice/server must not bring: the gRPC libraries its tests use as an independent client. */
+const NOT_FOR_THE_SERVER = ['@grpc/grpc-js', '@grpc/proto-loader', 'protobufjs'];
+
+/**
+ * The `npm warn` lines of an npm command's output: the packages named as having install scripts
+ * npm did not run, and every other warning line.
+ */
+function npmWarnings(r: { stdout: string; stderr: string }): { installScripts: string[]; other: string[] } {
+  const installScripts: string[] = [];
+  const other: string[] = [];
+  for (const line of `${r.stderr}\n${r.stdout}`.split('\n')) {
+    if (!/^npm warn\b/i.test(line)) continue;
+    const script = /^npm warn install-scripts {3}(@?[^@\s]+)@\S+ \(/.exec(line);
+    if (script !== null) installScripts.push(script[1]!);
+    // The block around the list: its count, a blank line, how to review.
+    else if (!/^npm warn install-scripts( \d+ packages? ha(s|ve) install scripts|$| Run `npm install-scripts)/.test(line)) {
+      other.push(line);
+    }
+  }
+  return { installScripts: installScripts.sort(), other };
+}
+
 let registry: LocalRegistry;
 let work: string;
 
@@ -159,6 +196,12 @@ describe.each(packages)('$pkg.name installed alone', (p) => {
     expect(installed.code, installed.stderr).toBe(0);
     // Nothing installed needs a newer Node than the packages promise.
     expect(installed.stderr).not.toContain('EBADENGINE');
+    // Nor anything else a user would have to look into (deprecated packages, peers that do not
+    // fit), and no install scripts awaiting approval but the known ones.
+    const warnings = npmWarnings(installed);
+    expect(warnings.other, `npm install ${p.pkg.name}`).toEqual([]);
+    const known = Object.keys(KNOWN_INSTALL_SCRIPTS).filter((dep) => KNOWN_INSTALL_SCRIPTS[dep]!.includes(p.pkg.name));
+    expect(warnings.installScripts, `npm install ${p.pkg.name}: install scripts`).toEqual(known.sort());
 
     const optionalPeers = Object.entries(p.pkg.peerDependenciesMeta ?? {})
       .filter(([, meta]) => meta.optional === true)
@@ -213,9 +256,12 @@ describe.each(packages)('$pkg.name installed alone', (p) => {
 
     if (p.pkg.name === '@sluice/gateway') await checkGatewayAlone(app);
 
-    const listed = await command('npm', ['ls', '--all', '--parseable'], app);
+    const listed = (await command('npm', ['ls', '--all', '--parseable'], app)).stdout.split('\n');
+    if (p.pkg.name === '@sluice/server') {
+      expect(NOT_FOR_THE_SERVER.filter((name) => listed.some((l) => l.endsWith(`/node_modules/${name}`)))).toEqual([]);
+    }
     footprints[p.pkg.name] = {
-      packages: listed.stdout.split('\n').filter((l) => l.includes('node_modules')).length,
+      packages: listed.filter((l) => l.includes('node_modules')).length,
       megabytes: Math.round(sizeOf(join(app, 'node_modules')) / 1e5) / 10,
     };
   }, 600_000);

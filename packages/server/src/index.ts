@@ -29,7 +29,7 @@ export {
   type RlsResponse,
   type RlsStatus,
 } from './envoy/rls.js';
-export { OUTCOMES_PATH, PROTO_DIR, PROTO_LOADER_OPTIONS, loadOutcomesDefinition, loadRlsDefinition } from './grpc/proto.js';
+export { OUTCOMES_PATH, PROTO_DIR, RLS_PATH } from './grpc/proto.js';
 export { LiveRules, limiterResourceName, type LiveRulesOptions, type RulesAppliedEvent } from './live-rules.js';
 export { RolloutMetrics, ServerMetrics, type ResourceStats } from './metrics.js';
 export { AUTO_ROLLBACK_AUTHOR, RolloutRunner, candidateResourceName, type RolloutRunnerOptions } from './rollout/runner.js';

@@ -15,6 +15,8 @@ domains:
     descriptors:
       - key: ip
         rate_limit: { unit: second, requests_per_unit: 1000000 }
+      - key: user
+        rate_limit: { unit: minute, requests_per_unit: 2 }
 `;
 const V2 = V1.replace('limit: 100,', 'limit: 200,');
 
@@ -193,6 +195,39 @@ describe('the sluice command line', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^HTTP .* \d+ decisions\/s .*p99 [\d.]+ ms$/m);
     expect(r.stdout).toMatch(/^gRPC .* \d+ decisions\/s .*0 errors\), p50 [\d.]+ ms, p99 [\d.]+ ms$/m);
+  });
+
+  it('counts gRPC calls denied, and calls answered with an error or not at all as errors', async () => {
+    /** The figures of the gRPC line of a bench's output. */
+    const figures = (stdout: string) => {
+      const m = /^gRPC .* \((\d+) calls, (\d+) denied, (\d+) errors\)/m.exec(stdout);
+      expect(m, stdout).not.toBeNull();
+      return { calls: Number(m![1]), denied: Number(m![2]), errors: Number(m![3]) };
+    };
+    const grpc = ['bench', '--grpc', `127.0.0.1:${server.grpcPort}`, '--domain', 'edge', '--duration', '1', '--concurrency', '4'];
+    // 2 a minute: at most 4 allowed, even if the run spans the turn of a minute.
+    const limited = await runCli([...grpc, '--descriptor', 'user=bench-denied']);
+    expect(limited.code, limited.stderr).toBe(0);
+    const l = figures(limited.stdout);
+    expect(l.errors).toBe(0);
+    expect(l.denied).toBeGreaterThan(0);
+    expect(l.calls - l.denied).toBeLessThanOrEqual(4);
+
+    // A value over the server's bound: every call answered INVALID_ARGUMENT.
+    const refused = await runCli([...grpc, '--descriptor', `user=${'x'.repeat(100_000)}`]);
+    expect(refused.code, refused.stderr).toBe(0);
+    expect(figures(refused.stdout)).toMatchObject({ calls: 0, denied: 0 });
+    expect(figures(refused.stdout).errors).toBeGreaterThan(0);
+
+    // Nothing listening: every call fails, and the run still ends.
+    const gone = await runCli(['bench', '--grpc', '127.0.0.1:1', '--descriptor', 'ip=1', '--duration', '1']);
+    expect(gone.code, gone.stderr).toBe(0);
+    expect(figures(gone.stdout)).toMatchObject({ calls: 0, denied: 0 });
+    expect(figures(gone.stdout).errors).toBeGreaterThan(0);
+
+    const usage = await runCli(['bench', '--grpc', 'localhost', '--descriptor', 'ip=1']);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain('--grpc "localhost": expected HOST:PORT');
   });
 
   it('logs JSON lines when stdout is not a terminal, and pretty lines when told to', async () => {

@@ -2,8 +2,8 @@
    the assertions read protobuf answers dynamically */
 import { connect, type ClientHttp2Session, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
-import { loadRlsDefinition } from '@sluice/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadRlsDefinition } from './proto.js';
 import { RlsClient, TOKEN, call, scratch, startTestServer, writeRules, type TestServer } from './support.js';
 
 const RULES = `

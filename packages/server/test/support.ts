@@ -5,18 +5,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import {
-  loadOutcomesDefinition,
-  loadRlsDefinition,
-  loadSettings,
-  startServer,
-  type RunningServer,
-  type SettingFlags,
-} from '@sluice/server';
+import { loadSettings, startServer, type RunningServer, type SettingFlags } from '@sluice/server';
 import { pino } from 'pino';
 import { SLUICE_BIN, TOKEN, childEnv, spawnSluice, type Serve } from '../../../test/sluice-serve.js';
+import { loadOutcomesDefinition, loadRlsDefinition } from './proto.js';
 
 export { TOKEN };
+export { PROTO_LOADER_OPTIONS, loadOutcomesDefinition, loadRlsDefinition } from './proto.js';
 
 /** A scratch directory removed by the returned function. */
 export function scratch(): { dir: string; remove: () => void } {

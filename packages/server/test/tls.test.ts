@@ -10,9 +10,9 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { RemoteLimiter } from '@sluice/client';
-import { loadRlsDefinition } from '@sluice/server';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadRlsDefinition } from './proto.js';
 import { eventually, runCli, scratch, spawnServer, writeRules, type ServerProcess } from './support.js';
 
 const tmp = scratch();

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { MAX_OVERRIDE_REQUESTS_PER_UNIT } from '../bounds/bounds.js';
 import { ServerError } from '../errors.js';
 import { decodeRlsRequest as decodeBytes } from './codec.js';
-import { loadRlsDefinition } from './proto.js';
+import { loadRlsDefinition } from '../../test/proto.js';
 
 const bounds = { maxDescriptors: 4, maxKeyLength: 16 };
 const entry = (key: string, value: string) => ({ key, value });

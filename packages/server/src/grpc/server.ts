@@ -23,10 +23,8 @@ import { decodeRlsRequest } from './codec.js';
 import { UnaryReader, encodeGrpcMessage, frameMessage, parseGrpcTimeout } from './framing.js';
 import { Sessions } from './sessions.js';
 import { decodeOutcomes, encodeOutcomeResults } from './outcomes.js';
-import { OUTCOMES_PATH } from './proto.js';
+import { OUTCOMES_PATH, RLS_PATH } from './proto.js';
 import { writeRateLimitResponse } from './wire.js';
-
-export { PROTO_DIR, PROTO_LOADER_OPTIONS, loadRlsDefinition } from './proto.js';
 
 /** What the gRPC server is built from. */
 export interface GrpcDeps {
@@ -66,8 +64,6 @@ export interface GrpcOutcomes {
 
 const METHOD = 'ShouldRateLimit';
 const OUTCOMES_METHOD = 'Report';
-/** The one method served; any other path is answered UNIMPLEMENTED. */
-export const RLS_PATH = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
 
 /**
  * Most concurrent calls on one connection: each may buffer up to `maxMessageBytes`, so this

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadRlsDefinition } from './server.js';
+import { loadRlsDefinition } from '../../test/proto.js';
 import { invalidUtf8Field } from './utf8.js';
 
 const method = loadRlsDefinition().ShouldRateLimit!;

@@ -1,9 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { loadRlsDefinition } from './proto.js';
+import { loadRlsDefinition } from '../../test/proto.js';
 import { invalidUtf8Field } from './utf8.js';
 import type { RlsResponse } from '../envoy/rls.js';
 import { rng } from '../../test/rng.js';
-import { WireError, readRateLimitRequest, writeRateLimitResponse, type RateLimitRequestMessage } from './wire.js';
+import { WireError } from './protobuf.js';
+import {
+  readOverallCode,
+  readRateLimitRequest,
+  writeRateLimitRequest,
+  writeRateLimitResponse,
+  type RateLimitRequestMessage,
+} from './wire.js';
 
 const method = loadRlsDefinition().ShouldRateLimit!;
 
@@ -218,6 +225,48 @@ describe('writeRateLimitResponse', () => {
       const mine = method.responseDeserialize(writeRateLimitResponse(response));
       const theirs = method.responseDeserialize(method.responseSerialize(loaderResponse(response)));
       expect(mine, JSON.stringify(response)).toEqual(theirs);
+    }
+  });
+});
+
+describe('writeRateLimitRequest', () => {
+  it('encodes a request proto-loader decodes to the same domain and entries', () => {
+    const next = rng(4);
+    for (let i = 0; i < 2000; i++) {
+      const { domain, descriptors } = requestOf(next) as {
+        domain: string;
+        descriptors: { entries: { key: string; value: string }[] }[];
+      };
+      const request = { domain, descriptors: descriptors.map((d) => ({ entries: d.entries })) };
+      const got = decoded(writeRateLimitRequest(request));
+      expect(got, JSON.stringify(request)).toEqual({
+        domain,
+        hitsAddend: 0,
+        descriptors: request.descriptors.map((d) => ({ entries: d.entries, limit: undefined, hitsAddend: undefined })),
+      });
+    }
+  });
+});
+
+describe('readOverallCode', () => {
+  it('reads the overall_code of responses proto-loader encodes, whatever else they hold', () => {
+    const next = rng(5);
+    const codes = ['UNKNOWN', 'OK', 'OVER_LIMIT'] as const;
+    for (let i = 0; i < 500; i++) {
+      const code = i % 3;
+      const statuses = Array.from({ length: Math.floor(next() * 3) }, () => ({
+        code: codes[Math.floor(next() * 3)],
+        limit_remaining: Math.floor(next() * 1000),
+        current_limit: { name: 'n', requests_per_unit: 5, unit: 'SECOND' },
+      }));
+      const bytes = method.responseSerialize({ overall_code: codes[code], statuses, raw_body: Buffer.from('x') });
+      expect(readOverallCode(bytes)).toBe(code);
+    }
+  });
+
+  it('refuses bytes that are not a message', () => {
+    for (const hex of ['08', '0a0561', '0d0000', '1b']) {
+      expect(() => readOverallCode(Buffer.from(hex, 'hex')), hex).toThrow(WireError);
     }
   });
 });

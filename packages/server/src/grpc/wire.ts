@@ -1,22 +1,18 @@
-import { isUtf8 } from 'node:buffer';
+import { DELIMITED, Reader, VARINT, Writer } from './protobuf.js';
 
 /**
- * `RateLimitRequest` bytes read straight into a typed {@link RateLimitRequestMessage}, without
- * protobufjs' message objects: the gRPC port's per-call decoding (`decodeRlsRequest` in
- * ./codec.ts then checks it against Envoy's validation rules and the server's bounds).
+ * Envoy's `RateLimitRequest` and `RateLimitResponse` in protobuf's encoding, read and written
+ * with ./protobuf.ts. The gRPC port reads requests straight into a typed
+ * {@link RateLimitRequestMessage} (`decodeRlsRequest` in ./codec.ts then checks it against
+ * Envoy's validation rules and the server's bounds) and writes responses straight from its
+ * answers; `sluice bench` writes requests and reads the overall code of responses.
  *
- * It reads by the protobuf encoding's rules, strictly: a field of the wrong wire type, a length
- * or varint running past its message, a varint longer than 10 bytes, a group (proto3 has none)
- * are refused. Whatever it accepts, protobufjs accepts and decodes to the same message (a
- * differential test holds it to that); protobufjs accepts more (it cuts a string running past
- * the end, reads a known field whatever its wire type), which is refused here as the malformed
- * message it is. Strings are checked for valid UTF-8 as they are read: the first invalid one is
- * named in `invalidUtf8` (`descriptors[0].entries[1].value`), for the request to be refused
- * rather than decoded with U+FFFD in place of distinct bytes.
+ * The request is read strictly (see ./protobuf.ts): whatever is accepted, protobufjs accepts and
+ * decodes to the same message (a differential test holds it to that). Strings are checked for
+ * valid UTF-8 as they are read: the first invalid one is named in `invalidUtf8`
+ * (`descriptors[0].entries[1].value`), for the request to be refused rather than decoded with
+ * U+FFFD in place of distinct bytes.
  */
-
-/** Thrown for bytes that are not a `RateLimitRequest`; the message says why. */
-export class WireError extends Error {}
 
 /** `envoy.extensions.common.ratelimit.v3.RateLimitDescriptor.Entry`. */
 export interface RateLimitEntry {
@@ -50,100 +46,6 @@ export interface RateLimitRequestMessage {
 export interface WireRequest {
   readonly request: RateLimitRequestMessage;
   readonly invalidUtf8: string | undefined;
-}
-
-const VARINT = 0;
-const FIXED64 = 1;
-const DELIMITED = 2;
-const FIXED32 = 5;
-
-class Reader {
-  pos = 0;
-  invalidUtf8: string | undefined;
-  constructor(readonly buf: Uint8Array) {}
-
-  /**
-   * A 32-bit varint ending before `end`: its low 32 bits. It takes at most 5 bytes, or exactly 10
-   * (a negative int32, sign-extended); 6 to 9 are refused (protobufjs would read 10 regardless).
-   */
-  varint32(end: number): number {
-    let value = 0;
-    for (let i = 0; i < 10; i++) {
-      if (this.pos >= end) throw new WireError(`a varint runs past its message at offset ${this.pos}`);
-      const byte = this.buf[this.pos++]!;
-      // Bits 32 and above are dropped, as for a uint32 or an int32 (two's complement) on the wire.
-      if (i < 5) value = (value | ((byte & 127) << (7 * i))) >>> 0;
-      if (byte < 128) {
-        if (i >= 5 && i < 9) throw new WireError(`a 32-bit varint of ${i + 1} bytes at offset ${this.pos}`);
-        return value;
-      }
-    }
-    throw new WireError(`a varint is longer than 10 bytes at offset ${this.pos}`);
-  }
-
-  /** An unsigned varint of up to 10 bytes. */
-  uint64(end: number): bigint {
-    let value = 0n;
-    for (let shift = 0n; shift < 70n; shift += 7n) {
-      if (this.pos >= end) throw new WireError(`a varint runs past its message at offset ${this.pos}`);
-      const byte = this.buf[this.pos++]!;
-      value |= BigInt(byte & 127) << shift;
-      if (byte < 128) return BigInt.asUintN(64, value);
-    }
-    throw new WireError(`a varint is longer than 10 bytes at offset ${this.pos}`);
-  }
-
-  /** The end of the length-delimited field starting here, within `end`. */
-  delimited(end: number): number {
-    const length = this.varint32(end);
-    if (length > end - this.pos) throw new WireError(`a length of ${length} runs past its message at offset ${this.pos}`);
-    return this.pos + length;
-  }
-
-  string(end: number, path: string): string {
-    const stop = this.delimited(end);
-    const bytes = this.buf.subarray(this.pos, stop);
-    this.pos = stop;
-    if (this.invalidUtf8 === undefined && !isUtf8(bytes)) this.invalidUtf8 = path;
-    return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('utf8');
-  }
-
-  skip(wireType: number, end: number): void {
-    let length: number;
-    switch (wireType) {
-      case VARINT:
-        this.varint32(end);
-        return;
-      case FIXED64:
-        length = 8;
-        break;
-      case DELIMITED:
-        this.pos = this.delimited(end);
-        return;
-      case FIXED32:
-        length = 4;
-        break;
-      default:
-        throw new WireError(`wire type ${wireType} at offset ${this.pos} is not accepted`);
-    }
-    if (length > end - this.pos) throw new WireError(`a field runs past its message at offset ${this.pos}`);
-    this.pos += length;
-  }
-
-  /** The next field's number, having checked that a known one has the wire type `expected` gives. */
-  field(end: number, expected: (field: number) => number | undefined): number {
-    const tag = this.varint32(end);
-    const field = tag >>> 3;
-    const wireType = tag & 7;
-    if (field === 0) throw new WireError(`field number 0 at offset ${this.pos}`);
-    const want = expected(field);
-    if (want === undefined) {
-      this.skip(wireType, end);
-      return 0;
-    }
-    if (wireType !== want) throw new WireError(`field ${field} has wire type ${wireType}, not ${want}, at offset ${this.pos}`);
-    return field;
-  }
 }
 
 /** Wire types of the known fields: 1 and 2 delimited (strings, messages), 3 a varint in the request. */
@@ -198,7 +100,7 @@ function descriptor(r: Reader, end: number, at: string): RateLimitDescriptorMess
   return { entries, limit, hitsAddend };
 }
 
-/** Reads `RateLimitRequest` bytes; throws a {@link WireError} for bytes that are not one. */
+/** Reads `RateLimitRequest` bytes; throws a `WireError` (./protobuf.ts) for bytes that are not one. */
 export function readRateLimitRequest(bytes: Uint8Array): WireRequest {
   const r = new Reader(bytes);
   const end = bytes.length;
@@ -226,47 +128,6 @@ const RESPONSE_UNITS: Readonly<Record<string, number>> = {
   year: 6,
   week: 7,
 };
-
-/** Appends protobuf fields to a list of chunks; `bytes()` joins them. */
-class Writer {
-  readonly #out: number[] = [];
-
-  varint(n: number): this {
-    let v = n;
-    while (v > 127) {
-      this.#out.push((v & 127) | 128);
-      v = Math.floor(v / 128);
-    }
-    this.#out.push(v);
-    return this;
-  }
-
-  tag(field: number, wireType: number): this {
-    return this.varint((field << 3) | wireType);
-  }
-
-  uint(field: number, n: number): this {
-    return n === 0 ? this : this.tag(field, VARINT).varint(n);
-  }
-
-  bytes(field: number, b: ArrayLike<number>): this {
-    this.tag(field, DELIMITED).varint(b.length);
-    for (let i = 0; i < b.length; i++) this.#out.push(b[i]!);
-    return this;
-  }
-
-  string(field: number, s: string): this {
-    return s === '' ? this : this.bytes(field, Buffer.from(s, 'utf8'));
-  }
-
-  message(field: number, inner: Writer): this {
-    return this.bytes(field, inner.#out);
-  }
-
-  done(): Buffer {
-    return Buffer.from(this.#out);
-  }
-}
 
 /** A RateLimitResponse's status as the service answers it (see `RlsStatus` in ../envoy/rls.ts). */
 interface StatusLike {
@@ -300,4 +161,37 @@ export function writeRateLimitResponse(r: { readonly overallCode: string; readon
     w.message(2, status);
   }
   return w.done();
+}
+
+/**
+ * A `RateLimitRequest` as a client sends it (what `sluice bench` sends): its domain and
+ * descriptors' entries; no overrides, hits_addend 0 (one hit).
+ */
+export function writeRateLimitRequest(r: {
+  readonly domain: string;
+  readonly descriptors: readonly { readonly entries: readonly RateLimitEntry[] }[];
+}): Buffer {
+  const w = new Writer().string(1, r.domain);
+  for (const d of r.descriptors) {
+    const descriptor = new Writer();
+    for (const e of d.entries) descriptor.message(1, new Writer().string(1, e.key).string(2, e.value));
+    w.message(2, descriptor);
+  }
+  return w.done();
+}
+
+const OVERALL_CODE_FIELD = (f: number) => (f === 1 ? VARINT : undefined);
+
+/**
+ * A `RateLimitResponse`'s `overall_code` (`RateLimitResponse.Code` by number: 0 UNKNOWN, 1 OK,
+ * 2 OVER_LIMIT); the other fields are skipped. Throws a `WireError` for bytes that are not a
+ * protobuf message.
+ */
+export function readOverallCode(bytes: Uint8Array): number {
+  const r = new Reader(bytes);
+  let code = 0;
+  while (r.pos < bytes.length) {
+    if (r.field(bytes.length, OVERALL_CODE_FIELD) === 1) code = r.varint32(bytes.length) | 0;
+  }
+  return code;
 }
