@@ -62,7 +62,7 @@ export function serviceTable(cells: readonly ServiceCell[], s: ServiceSettings):
       'with one descriptor. Latency is per call (a batch call answers all its items). "vs in-process" divides by the',
       'in-process row of the same store ("in-process + metrics": the same with the Prometheus observer sluice serve',
       'decides with, so its ratio is what counting and timing decisions costs). "server counted": decisions the',
-      'server\'s /v1/stats grew by over the run (Node load: warm-up included), over those the clients completed (1.000;',
+      "server's /v1/stats grew by over the run (Node load: warm-up included), over those the clients completed (1.000;",
       'wrk: a little more, as it drops the calls in flight when its time is up); "fallbacks": decisions the',
       'store-failure policy made in the same span (a Redis call over the 50 ms store timeout).',
     ],
