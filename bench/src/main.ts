@@ -216,20 +216,23 @@ async function servicePart(options: BenchOptions, redisUrl: string, runId: strin
   return cells;
 }
 
-/** gRPC and HTTP at 16 and 64 in flight, 1,000 keys and one hot key; medians of 3 runs (1 when quick). */
-async function servicePeersPart(options: BenchOptions, redisUrl: string, runId: string): Promise<PeerResult> {
-  progress('sluice serve beside envoyproxy/ratelimit...');
+/** How the parts that load a `sluice serve` with ghz and wrk time their runs: 3 rounds of 2 + 5 s (quick: 1 of 1 + 3 s). */
+function loadTiming(options: BenchOptions, redisUrl: string, runId: string) {
   const quick = options.mode.name === 'quick';
-  const settings = {
+  return {
     runId,
     redisUrl,
     warmupSec: quick ? 1 : 2,
     measureSec: quick ? 3 : 5,
     rounds: quick ? 1 : 3,
-    inFlight: [16, 64],
-    keys: [1000, 1],
     wrk: options.wrk,
   };
+}
+
+/** gRPC and HTTP at 16 and 64 in flight, 1,000 keys and one hot key; medians of 3 runs (1 when quick). */
+async function servicePeersPart(options: BenchOptions, redisUrl: string, runId: string): Promise<PeerResult> {
+  progress('sluice serve beside envoyproxy/ratelimit...');
+  const settings = { ...loadTiming(options, redisUrl, runId), inFlight: [16, 64], keys: [1000, 1] };
   const result = await runServicePeers(settings, progress);
   print(servicePeersTable(result));
   return result;
@@ -237,17 +240,7 @@ async function servicePeersPart(options: BenchOptions, redisUrl: string, runId: 
 
 async function serviceTlsPart(options: BenchOptions, redisUrl: string, runId: string): Promise<void> {
   progress('what TLS costs sluice serve...');
-  const quick = options.mode.name === 'quick';
-  const settings = {
-    runId,
-    redisUrl,
-    warmupSec: quick ? 1 : 2,
-    measureSec: quick ? 3 : 5,
-    rounds: quick ? 1 : 3,
-    inFlight: 16,
-    keys: 1000,
-    wrk: options.wrk,
-  };
+  const settings = { ...loadTiming(options, redisUrl, runId), inFlight: 16, keys: 1000 };
   print(serviceTlsTable(await runServiceTls(settings, progress)));
 }
 

@@ -129,6 +129,50 @@ async function checkGatewayAlone(app: string): Promise<void> {
 }
 
 /**
+ * The server README's first form, as written but on a free port: `npx sluice serve --rules` with
+ * the example rules the package ships, a decision over HTTP, then SIGTERM ends it with 0.
+ */
+async function checkServerAlone(app: string): Promise<void> {
+  const rules = 'node_modules/@sluice/server/examples/rules.yaml';
+  expect(existsSync(join(app, rules)), `${rules} ships with the package`).toBe(true);
+  const readme = readFileSync(join(app, 'node_modules/@sluice/server/README.md'), 'utf8');
+  expect(readme).toContain(`npx sluice serve --rules ${rules}`);
+  const port = await freePort();
+  const child = spawn('npx', ['sluice', 'serve', '--rules', rules, '--port', String(port), '--grpc-port', 'off'], {
+    cwd: app,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  try {
+    const deadline = Date.now() + 60_000;
+    let answer: Response | undefined;
+    while (answer === undefined) {
+      expect(child.exitCode, stderr).toBeNull();
+      answer = await fetch(`http://127.0.0.1:${port}/v1/check`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ resource: 'api:payment_gateway', key: 'tenant-a' }),
+      }).catch(() => undefined);
+      if (answer === undefined) {
+        expect(Date.now(), 'sluice serve did not listen within 60 s').toBeLessThan(deadline);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+    expect(answer.status).toBe(200);
+    expect(await answer.json()).toMatchObject({ allowed: true, source: 'store' });
+    // npx hands SIGTERM to sluice serve, which drains and exits 0, and then ends itself by the
+    // same signal (npm's convention), so npx's own status is the signal.
+    const exited = once(child, 'exit');
+    child.kill('SIGTERM');
+    const [exitCode, signal] = (await exited) as [number | null, NodeJS.Signals | null];
+    expect(exitCode === 0 || signal === 'SIGTERM', `exit ${exitCode}, signal ${signal}: ${stderr}`).toBe(true);
+  } finally {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  }
+}
+
+/**
  * Dependencies with install scripts that npm warns about (npm 11 runs none it was not told to
  * allow), by the published packages they come with. A package's install must warn about exactly
  * these and nothing else, so that an entry is removed once its cause is gone.
@@ -255,6 +299,7 @@ describe.each(packages)('$pkg.name installed alone', (p) => {
     expect(tsc.code, `tsc:\n${tsc.stdout}${tsc.stderr}`).toBe(0);
 
     if (p.pkg.name === '@sluice/gateway') await checkGatewayAlone(app);
+    if (p.pkg.name === '@sluice/server') await checkServerAlone(app);
 
     const listed = (await command('npm', ['ls', '--all', '--parseable'], app)).stdout.split('\n');
     if (p.pkg.name === '@sluice/server') {
