@@ -254,6 +254,8 @@ export class Decider {
   /** Tells the observer; `tier` is named only on resources that declare tiers (bounded label values). */
   observe(resource: string, mode: DecisionMode, decision: Decision, tier?: CompiledTier): Decision {
     const label = tier?.label;
+    // Counted for the failover's log lines and the stores' health ("decisions by the fallback").
+    if (decision.source === 'fallback') this.#failover.health.fallbackDecided();
     this.#observer?.decided?.(label === undefined ? { resource, mode, decision } : { resource, mode, decision, tier: label });
     return decision;
   }

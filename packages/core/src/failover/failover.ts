@@ -50,8 +50,20 @@ export interface FailoverOptions {
   probeIntervalMs?: number;
   /** @default 500 (the store's return is noticed within this) */
   maxProbeIntervalMs?: number;
-  /** Where switches are logged; `false` for nowhere. @default JSON lines on stderr */
+  /**
+   * Where switches are logged (one line when the store becomes unreachable, one when it answers
+   * again, a summary every `summaryIntervalMs` while it stays away); `false` for nowhere.
+   * @default JSON lines on stderr
+   */
   logger?: Logger | false;
+  /** While the store stays away, a summary line once per this many ms; 0 for none. @default 30000 */
+  summaryIntervalMs?: number;
+  /**
+   * The policy answering while the store is away, as the switch's log line names it (`the
+   * 'local' policy`); the limiter describes its resources' policies.
+   * @default `each resource's store-failure policy`
+   */
+  policy?: () => string;
   /** Called on every switch between the store and the fallback. */
   onSwitch?: (event: FailoverSwitch) => void;
   /**
@@ -116,11 +128,13 @@ export class Failover {
         // A store that reports its connection (the Redis store) has said so already if it was
         // lost: its failed calls (say, a connection still being set up on a busy host) count as timeouts.
         connectionReported: primary.watchConnection !== undefined,
-        subject: 'rate-limit store',
+        subject: `store ${primary.name}${primary.address === undefined ? '' : ` at ${primary.address}`}`,
+        ...(options.policy === undefined ? {} : { policy: options.policy }),
+        ...(options.summaryIntervalMs === undefined ? {} : { summaryIntervalMs: options.summaryIntervalMs }),
         logFields: () => ({
           store: primary.name,
+          ...(primary.address === undefined ? {} : { address: primary.address }),
           peers: this.#peers.known === false ? 'unknown' : this.#peers.count,
-          consecutiveFailures: this.#health.consecutiveFailures,
         }),
         logger: resolveLogger(options.logger),
       });
