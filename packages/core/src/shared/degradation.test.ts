@@ -71,7 +71,7 @@ describe('Degradation', () => {
         fields: {
           event: 'thing_down',
           thing: 't',
-          error: { code: 'ECONNREFUSED', message: 'connect ECONNREFUSED 127.0.0.1:6379', cause: 'ECONNREFUSED 127.0.0.1:6379' },
+          error: { code: 'ECONNREFUSED', message: 'connect ECONNREFUSED 127.0.0.1:6379' },
         },
         msg: 'thing unreachable (ECONNREFUSED 127.0.0.1:6379)',
       },

@@ -80,17 +80,19 @@ export function errorSummary(err: unknown): ErrorSummary {
   if (!(err instanceof Error)) return { message: String(err) };
   const code = (err as { code?: unknown }).code;
   let cause: string | undefined;
-  let e: unknown = err;
+  let e: unknown = err.cause;
   for (let i = 0; i < MAX_CAUSES && e instanceof Error && cause === undefined; i++, e = e.cause) cause = systemError(e);
   return {
     ...(typeof code === 'string' ? { code } : {}),
     message: err.message,
-    ...(cause === undefined || cause === code ? {} : { cause }),
+    ...(cause === undefined ? {} : { cause }),
   };
 }
 
 /** The reason in a degradation's line: the system error (`ECONNREFUSED 127.0.0.1:6379`), else the message. */
 export function reasonOf(err: unknown): string {
+  const own = err instanceof Error ? systemError(err) : undefined;
+  if (own !== undefined) return own;
   const s = errorSummary(err);
   return s.cause ?? (s.code !== undefined && !s.code.startsWith('SLUICE_ERR_') ? `${s.code}: ${s.message}` : s.message);
 }
