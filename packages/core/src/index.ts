@@ -110,7 +110,14 @@ export {
   type DegradationOptions,
   type DegradationSpell,
 } from './shared/degradation.js';
-export { Failover, isStoreFailure, type FailoverOptions, type Logger, type PeerCount } from './failover/failover.js';
+export {
+  Failover,
+  isStoreFailure,
+  type FailoverOptions,
+  type Logger,
+  type PeerCount,
+  type StoreHealth,
+} from './failover/failover.js';
 export {
   FailoverMachine,
   LOCAL_PERMIT_PREFIX,

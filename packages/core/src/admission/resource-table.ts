@@ -87,6 +87,11 @@ export class ResourceTable {
     return [...this.#resources.keys()];
   }
 
+  /** The store-failure policy of resources that name none. */
+  get defaultPolicy(): StoreFailurePolicy {
+    return this.#parts.onStoreFailure;
+  }
+
   /** The store-failure policies in force, for the failover's log lines (see {@link describePolicies}). */
   policies(): string {
     const each = [...this.#resources.values()].map((r) => [r.name, r.onStoreFailure] as const);

@@ -110,6 +110,36 @@ describe('store failure policies', () => {
     await store.close();
   });
 
+  it('reports the store health: reachable, and while away since when, why and what the fallback decided', async () => {
+    const { clock, store, limiter } = setup('open');
+    expect(limiter.storeHealth()).toEqual({
+      store: 'memory',
+      reachable: true,
+      policy: 'open',
+      policies: "the 'open' policy",
+      fallbackDecisions: 0,
+    });
+    store.unreachable = true;
+    await limiter.try('api');
+    await clock.advanceAsync(20);
+    await limiter.try('api');
+    expect(limiter.storeHealth()).toEqual({
+      store: 'memory',
+      reachable: false,
+      policy: 'open',
+      policies: "the 'open' policy",
+      fallbackDecisions: 2,
+      unreachableForMs: 20,
+      reason: 'connection refused',
+    });
+    store.unreachable = false;
+    await clock.advanceAsync(600);
+    expect(limiter.storeHealth()).toMatchObject({ reachable: true, fallbackDecisions: 2 });
+    expect(limiter.storeHealth().unreachableForMs).toBeUndefined();
+    await limiter.close();
+    await store.close();
+  });
+
   it('open admits and closed denies while the store is away', async () => {
     for (const policy of ['open', 'closed'] as const) {
       const { store, limiter } = setup(policy);

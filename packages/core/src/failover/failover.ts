@@ -76,6 +76,29 @@ export interface FailoverOptions {
   health?: FailoverMachine;
 }
 
+/** A guarded store's health, for status pages (see `Limiter.storeHealth`). */
+export interface StoreHealth {
+  /** The store's name: `redis`, `memory`. */
+  readonly store: string;
+  /** Where it is (no credentials); absent for an in-process store. */
+  readonly address?: string;
+  /** False while the store is considered down: calls are then answered by their policies. */
+  readonly reachable: boolean;
+  /** The default store-failure policy (resources may name their own). */
+  readonly policy: StoreFailurePolicy;
+  /**
+   * Every resource's store-failure policy, as the switch's log line names them: `the 'local'
+   * policy ('closed' for api:payments)`.
+   */
+  readonly policies: string;
+  /** Decisions made by the fallback since start. */
+  readonly fallbackDecisions: number;
+  /** While unreachable: since how long, in ms. */
+  readonly unreachableForMs?: number;
+  /** While unreachable: the latest failure (`ECONNREFUSED 10.0.0.5:6379`). */
+  readonly reason?: string;
+}
+
 /** True for faults that mean "the store is away", as opposed to bad input. */
 export function isStoreFailure(err: unknown): boolean {
   return err instanceof SluiceError && (err.code === ErrorCodes.STORE_TIMEOUT || err.code === ErrorCodes.STORE_UNAVAILABLE);
@@ -152,6 +175,21 @@ export class Failover {
   /** The store's health: its state and switches. */
   get health(): FailoverMachine {
     return this.#health;
+  }
+
+  /** The store's health for a status page: `policy` the default, `policies` in words (see `describePolicies`). */
+  status(policy: StoreFailurePolicy, policies: string): StoreHealth {
+    const outage = this.#health.outage;
+    const address = this.#primary.address;
+    return {
+      store: this.#primary.name,
+      ...(address === undefined ? {} : { address }),
+      reachable: this.#health.healthy,
+      policy,
+      policies,
+      fallbackDecisions: this.#health.fallbackDecisions,
+      ...(outage === undefined ? {} : { unreachableForMs: Math.round(outage.lastedMs), reason: outage.reason }),
+    };
   }
 
   /**
