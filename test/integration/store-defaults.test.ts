@@ -67,7 +67,7 @@ function defaultLimiter(store: RedisStore, limit = 100_000) {
         info: (_o, m) => logs.push(m),
         warn: (o, m) => {
           logs.push(m);
-          const err = (o as { err?: { code?: string; message?: string } }).err;
+          const err = (o as { error?: { code?: string; message?: string } }).error;
           reasons.push(`${m}: ${err?.code ?? ''} ${err?.message ?? ''}`);
         },
       },
@@ -132,7 +132,10 @@ describe('store-failure defaults', () => {
     }
     expect(load.samples.filter((s) => s.error !== undefined)).toEqual([]);
     expect(switches).toEqual([false, true, false, true]);
-    expect(logs.filter((m) => m.includes('unavailable'))).toHaveLength(2);
+    // One line each way per outage, naming the store and the policy.
+    expect(logs.filter((m) => m.includes(' unreachable ('))).toHaveLength(2);
+    expect(logs.filter((m) => m.includes(' answers again after '))).toHaveLength(2);
+    expect(logs.every((m) => m.startsWith(`store redis at 127.0.0.1:${redis.port} `))).toBe(true);
   });
 
   it('sizes each process fallback to limit / live processes with default options', async () => {
@@ -178,7 +181,7 @@ describe('store-failure defaults', () => {
     });
     try {
       // No call made: the failed connection alone is reported.
-      await until(() => lines.some((l) => l.includes('rate-limit store unavailable')), 10_000, 'the log line');
+      await until(() => lines.some((l) => l.includes('"event":"store_unreachable"')), 10_000, 'the log line');
       expect(switches).toEqual([false]);
       // No peer count was ever read: no share is known to be safe, so the fallback denies.
       const d = await limiter.try('api');
@@ -188,7 +191,14 @@ describe('store-failure defaults', () => {
       await store.close();
       write.mockRestore();
     }
-    const entry = JSON.parse(lines.find((l) => l.includes('rate-limit store unavailable'))!) as Record<string, unknown>;
-    expect(entry).toMatchObject({ level: 'warn', store: 'redis', err: { code: 'SLUICE_ERR_STORE_UNAVAILABLE' } });
+    const entry = JSON.parse(lines.find((l) => l.includes('"event":"store_unreachable"'))!) as Record<string, unknown>;
+    expect(entry).toMatchObject({
+      level: 'warn',
+      store: 'redis',
+      error: { code: 'SLUICE_ERR_STORE_UNAVAILABLE', cause: expect.stringMatching(/^ECONNREFUSED 127\.0\.0\.1:\d+$/) },
+    });
+    expect(entry.msg).toMatch(
+      /^store redis at 127\.0\.0\.1:\d+ unreachable \(ECONNREFUSED 127\.0\.0\.1:\d+\): deciding by the 'local' policy until it answers$/,
+    );
   });
 });

@@ -98,9 +98,10 @@ export interface RemoteLimiterOptions {
   /** Probes back off up to this, in ms. @default 500 */
   maxProbeIntervalMs?: number;
   /**
-   * Where switches to and from the fallback are logged (a pino logger fits); `false` for
-   * nowhere.
-   * @default switches are written as JSON lines to stderr
+   * Where degradations are logged, each as one line when it starts and one when it ends (the
+   * service unreachable and back, outcome reports not delivered, the resource list refused),
+   * and the rule versions applied; a pino logger fits. `false` for nowhere.
+   * @default degradations are written as JSON lines to stderr
    */
   logger?: Logger | false;
   /** Decision hooks, e.g. `createPrometheusObserver` of `@sluice/core/metrics`. */
@@ -153,7 +154,7 @@ export interface CompiledRemoteOptions {
   readonly maxProbeIntervalMs: number;
   /** The logger given (none for `false` or when omitted). */
   readonly logger: Logger | undefined;
-  /** Where switches are logged: the logger given, stderr by default, none for `false`. */
+  /** Where degradations are logged: the logger given, stderr by default, none for `false`. */
   readonly switchLogger: Logger | undefined;
   readonly observer: LimiterObserver | undefined;
   readonly clock: Clock;

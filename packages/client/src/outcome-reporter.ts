@@ -1,4 +1,4 @@
-import type { Clock, Logger, OutcomeReport, TimerHandle } from '@sluice/core';
+import { Degradation, secondsText, type Clock, type Logger, type OutcomeReport, type TimerHandle } from '@sluice/core';
 import { decodeError, decodeResults, isErrorAnswer } from '@sluice/core/wire';
 import type { Transport } from './transport.js';
 
@@ -16,7 +16,7 @@ export interface OutcomeReporterSettings {
   readonly timeoutMs: () => number;
   /** The bearer token of reports, when it is not the transport's (`outcomesToken`). */
   readonly token?: string | undefined;
-  /** Where a refused credential is logged (once, until a report is taken again). */
+  /** Where a spell of undelivered reports is logged (one line when it starts, one when it ends). */
   readonly logger?: Logger | undefined;
 }
 
@@ -45,11 +45,14 @@ export class OutcomeReporter {
   #sent = 0;
   #dropped = 0;
   #refused = 0;
-  /** Whether the service's refusal of the credential was logged since the last report it took. */
-  #warned = false;
+  /** Requests failing: one spell in the log, however many batches fail meanwhile. */
+  readonly #failing: Degradation;
+  /** Reports dropped since the spell began. */
+  #droppedInSpell = 0;
 
   constructor(settings: OutcomeReporterSettings) {
     this.#s = settings;
+    this.#failing = new Degradation({ logger: settings.logger, clock: settings.clock, event: 'outcome_reports_undelivered' });
   }
 
   /** Counters for metrics. */
@@ -79,6 +82,7 @@ export class OutcomeReporter {
   async close(): Promise<void> {
     await this.flush();
     this.#closed = true;
+    this.#failing.close();
   }
 
   #flush(): void {
@@ -98,25 +102,27 @@ export class OutcomeReporter {
         timeoutMs: this.#s.timeoutMs(),
         ...(this.#s.token === undefined ? {} : { token: this.#s.token }),
       });
-      if (answer.status !== 200) {
-        const err = decodeError(answer.body, answer.status);
-        // Every report would be dropped alike: said once, not per batch.
-        if (answer.status === 401 && !this.#warned) {
-          this.#warned = true;
-          this.#s.logger?.warn(
-            { err: err.message },
-            "sluice client: outcome reports refused (set outcomesToken to the service's --outcomes-token); they are dropped",
-          );
-        }
-        throw err;
-      }
-      this.#warned = false;
+      if (answer.status !== 200) throw decodeError(answer.body, answer.status);
       for (const r of decodeResults(answer.body, batch.length)) {
         if (isErrorAnswer(r)) this.#refused++;
         else this.#sent++;
       }
-    } catch {
+      this.#failing.recover((spell) => ({
+        msg: `sluice client: outcome reports delivered again after ${secondsText(spell.lastedMs)} (${this.#droppedInSpell} dropped meanwhile)`,
+        fields: { dropped: this.#droppedInSpell },
+      }));
+    } catch (err) {
       this.#dropped += batch.length;
+      // Every batch fails alike while it lasts: said once, not per batch.
+      if (this.#failing.fail(err, (reason) => ({ msg: undeliveredLine(reason, err) }))) this.#droppedInSpell = 0;
+      this.#droppedInSpell += batch.length;
     }
   }
+}
+
+/** The line of a spell of undelivered reports: what failed, and what happens to the reports. */
+function undeliveredLine(reason: string, err: unknown): string {
+  const refused = (err as { code?: unknown }).code === 'SLUICE_ERR_UNAUTHORIZED';
+  const fix = refused ? " (set outcomesToken to the service's --outcomes-token)" : '';
+  return `sluice client: outcome reports not delivered (${reason})${fix}: they are dropped (counted) until the service takes them`;
 }

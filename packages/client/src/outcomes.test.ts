@@ -76,6 +76,46 @@ describe('RemoteLimiter outcome reports', () => {
     await limiter.close();
   });
 
+  it('logs an outage as one line each way, for the decisions and for the reports, never per call', async () => {
+    const lines: { level: string; fields: object; msg: string }[] = [];
+    const logger = {
+      info: (fields: object, msg: string) => lines.push({ level: 'info', fields, msg }),
+      warn: (fields: object, msg: string) => lines.push({ level: 'warn', fields, msg }),
+    };
+    const { clock, service, limiter } = setup({ outcomeFlushMs: 100, logger });
+    await limiter.ready();
+    lines.length = 0; // the rules version line
+    service.down = true;
+    let byFallback = 0;
+    for (let i = 0; i < 20; i++) {
+      const d = await limiter.try('api:x', { key: `k${i}` });
+      if (d.source === 'fallback') byFallback++;
+      limiter.reportOutcome({ resource: 'api:x', ok: true, durationMs: 1 });
+      await clock.advanceAsync(100);
+    }
+    service.down = false;
+    await clock.advanceAsync(1000);
+    limiter.reportOutcome({ resource: 'api:x', ok: true, durationMs: 1 });
+    await clock.advanceAsync(100);
+    expect(byFallback).toBeGreaterThan(0);
+    const msgs = lines.map((l) => `${l.level} ${l.msg}`);
+    expect(msgs).toHaveLength(4);
+    expect(msgs).toContain(
+      "warn sluice service at http://sluice.test unreachable (connection refused): deciding by the 'local' policy until it answers",
+    );
+    expect(msgs).toContain(
+      'warn sluice client: outcome reports not delivered (connection refused): they are dropped (counted) until the service takes them',
+    );
+    // A refused connection switches at once: every decision of the outage was the fallback's.
+    expect(msgs.find((m) => m.startsWith('info sluice service at http://sluice.test answers again after'))).toMatch(
+      `global decisions resumed (${byFallback} decisions made by the fallback meanwhile)`,
+    );
+    expect(msgs.find((m) => m.startsWith('info sluice client: outcome reports delivered again after'))).toMatch(
+      /\(20 dropped meanwhile\)$/,
+    );
+    expect(JSON.stringify(lines)).not.toContain('    at ');
+  });
+
   it('sends what is queued on close', async () => {
     const { service, limiter } = setup({ outcomeFlushMs: 60_000 });
     limiter.reportOutcome({ resource: 'api:x', ok: false, durationMs: 3 });

@@ -1,5 +1,6 @@
 import {
   AdaptiveTimeout,
+  Degradation,
   ErrorCodes,
   FailoverMachine,
   Limiter,
@@ -8,7 +9,9 @@ import {
   checkCost,
   checkDelta,
   checkKey,
+  describePolicies,
   optionsPermitId,
+  secondsText,
   invalid,
   isLocalPermit,
   isTierName,
@@ -24,6 +27,7 @@ import {
   type PeerCount,
   type RateLimiter,
   type ResourceConfig,
+  type StoreFailurePolicy,
   type TimerHandle,
   type TryOptions,
   type ClockSkewMonitor,
@@ -97,12 +101,15 @@ export class RemoteLimiter implements RateLimiter {
   #refreshing: Promise<void> | undefined;
   /** Why the last read of the resource list failed, when the service refused it (e.g. a wrong token). */
   #refused: SluiceError | undefined;
+  /** Reads of the resource list refused (not for want of the service: that is the health's). */
+  readonly #unread: Degradation;
   #pollTimer: TimerHandle | undefined;
   #closing: Promise<void> | undefined;
 
   constructor(options: RemoteLimiterOptions) {
     const o = compileRemoteOptions(options);
     this.#o = o;
+    this.#unread = new Degradation({ logger: o.switchLogger, clock: o.clock, event: 'client_rules_unread' });
     const transport =
       o.transport ??
       new HttpTransport({ url: o.url, clientId: o.clientId, token: o.token, connections: o.connections, tls: o.tls });
@@ -148,7 +155,8 @@ export class RemoteLimiter implements RateLimiter {
       probeIntervalMs: o.probeIntervalMs,
       maxProbeIntervalMs: o.maxProbeIntervalMs,
       consecutiveFailures: o.consecutiveFailures,
-      subject: 'sluice service',
+      subject: `sluice service at ${o.url}`,
+      policy: () => this.#policies(),
       logFields: () => ({ service: o.url }),
       logger: o.switchLogger,
     });
@@ -432,6 +440,7 @@ export class RemoteLimiter implements RateLimiter {
       await this.#leases.close();
       await this.#health.close();
       await Promise.allSettled([...this.#tracked]);
+      this.#unread.close();
       await this.#fallback.close();
       await this.#transport.close();
     })();
@@ -615,6 +624,19 @@ export class RemoteLimiter implements RateLimiter {
     this.#o.logger?.info({ version: view.version, resources: view.resources.size }, 'sluice client: rules version active');
   }
 
+  /** The store-failure policies of the resources as last read, for the switch lines (see `describePolicies`). */
+  #policies(): string {
+    const each = [...(this.#view?.resources ?? new Map<string, ViewResource>())].map(
+      ([name, r]) => [name, r.compiled.onStoreFailure] as const,
+    );
+    if (each.length === 0) return "each resource's store-failure policy";
+    // The most common policy is named as the rule, the others as exceptions.
+    const counts = new Map<StoreFailurePolicy, number>();
+    for (const [, p] of each) counts.set(p, (counts.get(p) ?? 0) + 1);
+    const common = [...counts].sort((a, b) => b[1] - a[1])[0]![0];
+    return describePolicies(common, each);
+  }
+
   #refresh(): Promise<void> {
     this.#refreshing ??= (async () => {
       try {
@@ -622,11 +644,18 @@ export class RemoteLimiter implements RateLimiter {
         if (a.status !== 200) throw decodeError(a.body, a.status);
         if (this.#closing === undefined) this.#apply(viewFromBody(a.body, this.#o.logger));
         this.#refused = undefined;
+        this.#unread.recover((spell) => ({
+          msg: `sluice client: the resource list of ${this.#o.url} read again after ${secondsText(spell.lastedMs)}`,
+        }));
       } catch (err) {
         if (isUnavailable(err)) this.#health.markDown(err);
         else {
           if (err instanceof SluiceError) this.#refused = err;
-          this.#o.logger?.warn({ err }, 'sluice client: the resource list could not be read');
+          // Read again every poll: one line while it keeps failing, one when it is read again.
+          this.#unread.fail(err, (reason) => ({
+            msg: `sluice client: the resource list of ${this.#o.url} could not be read (${reason}): ${this.#view === undefined ? 'calls are refused' : `the rules of version ${this.#view.version} stay`} until it is`,
+            ...(err instanceof SluiceError ? {} : { fields: { err } }),
+          }));
         }
       }
     })().finally(() => (this.#refreshing = undefined));
@@ -663,6 +692,8 @@ export class RemoteLimiter implements RateLimiter {
 
   /** Tells the observer of a decision of a call started at `startedAt` (see {@link #start}). */
   #observe(resource: string, mode: DecisionMode, decision: Decision, startedAt: number): Decision {
+    // Counted for the switch lines (leased resources are counted by their own limiter).
+    if (decision.source === 'fallback') this.#health.fallbackDecided();
     const observer = this.#o.observer;
     if (observer?.decided !== undefined)
       observer.decided({ resource, mode, decision, durationMs: this.#o.clock.now() - startedAt });

@@ -94,13 +94,36 @@ export {
 export { ErrorCodes, SluiceError, invalid, isSluiceError, type ErrorCode, type SluiceErrorOptions } from './shared/errors.js';
 export { AdaptiveTimeout, type AdaptiveTimeoutOptions } from './failover/adaptive-timeout.js';
 export { FailureStreak } from './failover/failure-streak.js';
-export { createStderrLogger, resolveLogger, stderrLogger, type LineWriter } from './shared/log.js';
-export { Failover, isStoreFailure, type FailoverOptions, type Logger, type PeerCount } from './failover/failover.js';
+export {
+  createStderrLogger,
+  errorSummary,
+  reasonOf,
+  resolveLogger,
+  stderrLogger,
+  type ErrorSummary,
+  type LineWriter,
+} from './shared/log.js';
+export {
+  Degradation,
+  secondsText,
+  type DegradationLine,
+  type DegradationOptions,
+  type DegradationSpell,
+} from './shared/degradation.js';
+export {
+  Failover,
+  isStoreFailure,
+  type FailoverOptions,
+  type Logger,
+  type PeerCount,
+  type StoreHealth,
+} from './failover/failover.js';
 export {
   FailoverMachine,
   LOCAL_PERMIT_PREFIX,
   STORE_FAILURE_POLICIES,
   answeringPolicy,
+  describePolicies,
   fairShare,
   fairShareOf,
   fallbackDecision,
@@ -110,6 +133,7 @@ export {
   type FailoverMachineOptions,
   type FailoverStateName,
   type FailoverSwitch,
+  type Outage,
   type StoreFailurePolicy,
 } from './failover/failover-state.js';
 export { adjustKey, evaluateKey, reserveKey, type KeyVerdict, type LimitState } from './store/evaluate.js';

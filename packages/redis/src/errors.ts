@@ -14,6 +14,8 @@ export type StoreFailure =
   | { readonly kind: 'client'; readonly error: unknown }
   /** The connection was not ready within the call's time budget. */
   | { readonly kind: 'not-ready'; readonly status: string; readonly cause?: unknown }
+  /** The connection closed (Redis went away, or the network between); `cause`: the error before it, if any. */
+  | { readonly kind: 'closed-connection'; readonly cause?: unknown }
   /** The reply did not arrive within the call's time budget. */
   | { readonly kind: 'timeout'; readonly ms: number }
   /** The reply is not shaped as the protocol says. */
@@ -76,6 +78,10 @@ export function toStoreError(failure: StoreFailure): SluiceError {
     case 'not-ready':
       return new SluiceError(ErrorCodes.STORE_UNAVAILABLE, `Redis is unavailable: the connection is ${failure.status}`, {
         cause: failure.cause,
+      });
+    case 'closed-connection':
+      return new SluiceError(ErrorCodes.STORE_UNAVAILABLE, 'the connection to Redis closed', {
+        ...(failure.cause === undefined ? {} : { cause: failure.cause }),
       });
     case 'timeout':
       return new SluiceError(ErrorCodes.STORE_TIMEOUT, `Redis did not answer within ${failure.ms} ms`);

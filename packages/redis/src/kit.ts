@@ -83,6 +83,30 @@ export function openRedisClient(settings: RedisClientSettings): Redis | Cluster 
   return client;
 }
 
+/** Seed nodes named in {@link redisAddress}; the rest are counted. */
+const NAMED_SEEDS = 3;
+
+/**
+ * Where `client` connects, for log lines: `127.0.0.1:6379`, a socket path, or a cluster's seed
+ * nodes (`seeds`, else the nodes it knows: `10.0.0.1:7000,10.0.0.2:7000 and 4 more`). Never
+ * credentials: only hosts and ports.
+ */
+export function redisAddress(
+  client: Redis | Cluster,
+  seeds?: readonly { readonly host: string; readonly port: number }[],
+): string {
+  if (client instanceof Cluster) {
+    const nodes =
+      seeds?.map((n) => `${n.host}:${n.port}`) ?? client.nodes('all').map((n) => `${n.options.host}:${n.options.port}`);
+    if (nodes.length === 0) return 'Redis Cluster';
+    const more = nodes.length > NAMED_SEEDS ? ` and ${nodes.length - NAMED_SEEDS} more` : '';
+    return `${nodes.slice(0, NAMED_SEEDS).join(',')}${more}`;
+  }
+  const { host, port, path } = client.options;
+  if (typeof path === 'string' && path !== '') return path;
+  return `${host ?? 'localhost'}:${port ?? 6379}`;
+}
+
 /** True for an error reply of the Redis server (as opposed to a connection or client fault). */
 export function isReplyError(error: unknown): error is Error {
   return error instanceof Error && error.name === 'ReplyError';

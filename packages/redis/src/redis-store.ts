@@ -17,6 +17,7 @@ import {
 import type { Cluster, Redis } from 'ioredis';
 import { readMemoryPolicy, type MemoryPolicy } from './memory-policy.js';
 import { openConnection } from './connection.js';
+import { redisAddress } from './kit.js';
 import { Deadlines } from './deadlines.js';
 import { toStoreError, type StoreFailure } from './errors.js';
 import { slotOf, stateKey } from './keys.js';
@@ -87,6 +88,8 @@ interface Pending {
  */
 export class RedisStore implements LimitStore, OutcomeStore {
   readonly name = 'redis';
+  /** Where the store connects (`127.0.0.1:6379`, a cluster's seed nodes), for log lines; no credentials. */
+  readonly address: string;
   /** The compiled options, for inspection. */
   readonly options: CompiledRedisStoreOptions;
   readonly #client: Redis | Cluster;
@@ -113,6 +116,10 @@ export class RedisStore implements LimitStore, OutcomeStore {
     this.options = compileRedisStoreOptions(options);
     const connection = openConnection(this.options);
     this.#client = connection.client;
+    this.address = redisAddress(
+      connection.client,
+      this.options.source.kind === 'cluster' ? this.options.source.nodes : undefined,
+    );
     this.#runner = new ScriptRunner(connection.client, batchScriptSource());
     this.#outcomes = new ScriptRunner(connection.client, outcomesScriptSource());
     this.#owned = connection.owned;
@@ -420,6 +427,8 @@ export class RedisStore implements LimitStore, OutcomeStore {
   }
 
   readonly #onReady = (): void => {
+    // What failed before this connection is no reason for a later loss.
+    this.#lastError = undefined;
     const waiters = [...this.#readyWaiters];
     this.#readyWaiters.clear();
     for (const w of waiters) w();
@@ -430,12 +439,14 @@ export class RedisStore implements LimitStore, OutcomeStore {
   };
 
   readonly #onError = (error: unknown): void => {
+    // connect() on a connection already under way says so: that is no fault of the connection.
+    if (error instanceof Error && /already connecting|already connected/i.test(error.message)) return;
     this.#lastError = error;
   };
 
   readonly #onClose = (): void => {
     if (this.#closed) return;
-    const error = toStoreError({ kind: 'not-ready', status: this.#client.status, cause: this.#lastError });
+    const error = toStoreError({ kind: 'closed-connection', cause: this.#lastError });
     for (const w of this.#watchers) w(false, error);
   };
 

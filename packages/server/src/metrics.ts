@@ -36,6 +36,8 @@ export interface TierStats {
   readonly denied: number;
   /** Of `allowed`, those the boost pool admitted. */
   readonly boosted: number;
+  /** Of `allowed`, those admitted only because the resource is in shadow mode. */
+  readonly shadowDenied: number;
 }
 
 interface Tally {
@@ -45,7 +47,7 @@ interface Tally {
   limit: number;
   remaining: number;
   boosted?: number;
-  tiers?: Map<string, { allowed: number; denied: number; boosted: number }>;
+  tiers?: Map<string, { allowed: number; denied: number; boosted: number; shadowDenied: number }>;
 }
 
 /** The resource label of every Envoy limit override's decisions. */
@@ -256,12 +258,13 @@ export class ServerMetrics {
     let n = t.tiers.get(tier);
     if (n === undefined) {
       // Bounded: a resource declares at most MAX_TIERS tiers, and unknown tiers are refused.
-      n = { allowed: 0, denied: 0, boosted: 0 };
+      n = { allowed: 0, denied: 0, boosted: 0, shadowDenied: 0 };
       t.tiers.set(tier, n);
     }
     if (d.allowed) n.allowed++;
     else n.denied++;
     if (boosted) n.boosted++;
+    if (d.shadow) n.shadowDenied++;
   }
 
   /** An HTTP request answered after `seconds`; `route` from the route table (bounded), `method` as parsed (a fixed set). */

@@ -204,7 +204,8 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     // The embedded store's bound: the limiter owns that store.
     ...(stores.limitStore === undefined ? { maxKeys: settings.maxKeys } : {}),
     onStoreFailure: settings.onStoreFailure,
-    failover: { logger },
+    // Degradations (the store away, outcome reports not taken) as one line each way.
+    logger,
     // Reported outcomes are tallied in the store (for outcomeTotals), when the store keeps tallies.
     tallyOutcomes: stores.limitStore === undefined || isOutcomeStore(stores.limitStore),
   });

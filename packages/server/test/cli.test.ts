@@ -164,7 +164,8 @@ describe('the sluice command line', () => {
     expect(r.code, r.stderr).toBe(0);
     const lines = r.stdout.trim().split('\n');
     expect(lines[0]).toContain('rules v3');
-    expect(lines[2]).toMatch(/^RESOURCE\s+RATE\/s/);
+    expect(lines[1]).toMatch(/^store memory: reachable {2}\| {2}fallback decisions since start: 0/);
+    expect(lines[3]).toMatch(/^RESOURCE\s+ALLOWED\/s\s+DENIED\/s\s+SHADOW DENIED\/s/);
     expect(lines.some((l) => /^api:one\s+\d/.test(l))).toBe(true);
   });
 

@@ -127,7 +127,8 @@ describe('gradual rollout across sluice serve processes on one Redis', () => {
     expect(summary).toMatchObject({ status: 'rolled_back', note: state.note });
     expect(summary.author ?? summary.reason ?? summary.candidate ?? summary.id).toBeUndefined();
     const status = await runCli(['status', '--once', '--interval', '100', '--server', servers[0]!.url]);
-    expect(status.stdout.split('\n')[1]).toMatch(
+    // Under the title and the health line.
+    expect(status.stdout.split('\n')[2]).toMatch(
       /^rollout rolled_back: v1 -> not applied {2}\(orders: candidate rejection ratio/,
     );
     const metrics = await Promise.all(servers.map((s) => call(s.url, '/metrics')));

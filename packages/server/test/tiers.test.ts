@@ -79,7 +79,7 @@ describe.each(STORES)('priority tiers and the boost pool over HTTP (%s store)', 
     expect(payments.boosted).toBe(3);
     expect(payments.tiers).toEqual(
       expect.arrayContaining([
-        { tier: 'standard', allowed: 8, denied: 2, boosted: 0 },
+        { tier: 'standard', allowed: 8, denied: 2, boosted: 0, shadowDenied: 0 },
         expect.objectContaining({ tier: 'vip', boosted: 3 }),
       ]),
     );

@@ -273,6 +273,8 @@ export class Decider {
     if (!this.#timed) return decision;
     const durationMs = this.#clock.now() - startedAt;
     const label = tier?.label;
+    // Counted for the failover's log lines and the stores' health ("decisions by the fallback").
+    if (decision.source === 'fallback') this.#failover.health.fallbackDecided();
     this.#observer?.decided?.(
       label === undefined ? { resource, mode, decision, durationMs } : { resource, mode, decision, tier: label, durationMs },
     );

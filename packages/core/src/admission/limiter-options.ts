@@ -1,5 +1,6 @@
 import type { Clock } from '../shared/clock.js';
 import type { FailoverOptions } from '../failover/failover.js';
+import type { Logger } from '../shared/log.js';
 import type { StoreFailurePolicy } from '../failover/failover-state.js';
 import type { LimiterObserver } from '../shared/observer.js';
 import type { ResourceConfig } from './resource.js';
@@ -65,6 +66,13 @@ export interface LimiterOptions {
   onStoreFailure?: StoreFailurePolicy;
   /** Fair-share sizing, health probing and logging for store failures. */
   failover?: FailoverOptions;
+  /**
+   * Where the limiter logs degradations, each as one line when it starts and one when it ends:
+   * the store unreachable (unless `failover.logger` says otherwise) and outcome reports the
+   * store did not take. A pino logger fits; `false` for nowhere.
+   * @default JSON lines on stderr
+   */
+  logger?: Logger | false;
   /**
    * Send the outcomes of every resource's calls (`Limiter.record`, `Limiter.call`,
    * `Limiter.reportOutcome`) to the store's tallies, which `outcomeTotals` reads fleet-wide (the

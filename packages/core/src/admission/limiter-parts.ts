@@ -10,6 +10,7 @@ import { LeaseCache } from '../local/lease-cache.js';
 import { Prefilter } from '../local/prefilter.js';
 import { systemClock, type Clock } from '../shared/clock.js';
 import { ErrorCodes, invalid } from '../shared/errors.js';
+import { resolveLogger } from '../shared/log.js';
 import type { LimiterObserver } from '../shared/observer.js';
 import { intOption } from '../shared/options.js';
 import { DEFAULT_MAX_KEY_LENGTH } from '../shared/policy.js';
@@ -86,7 +87,10 @@ export function limiterParts(options: LimiterOptions): LimiterParts {
       ...(options.maxKeys === undefined ? {} : { maxKeys: options.maxKeys }),
       ...(observer === undefined ? {} : { observer }),
     });
+  const logger = options.logger;
   const failover = new Failover(store, clock, {
+    policy: () => resources.policies(),
+    ...(logger === undefined ? {} : { logger }),
     ...options.failover,
     onSwitch: (e) => {
       options.failover?.onSwitch?.(e);
@@ -101,6 +105,7 @@ export function limiterParts(options: LimiterOptions): LimiterParts {
     onStateChange: (resource, from, to) => observer?.fleetBreakerChanged?.({ resource, from, to }),
     onError: (resource, error) => observer?.outcomesFailed?.({ resource, error }),
     ...(observer?.storeCalled === undefined ? {} : { onStoreCall: (call) => observer.storeCalled?.(call) }),
+    logger: resolveLogger(logger),
   });
   resources.useOutcomes(outcomes);
   const leases = new LeaseCache(failover, clock, 100_000, 100, (parts, granted) => {

@@ -3,7 +3,7 @@ import type { FleetBreakerPolicy } from '../breakers/fleet-breaker-state.js';
 import type { OutcomeRecorderStats } from '../breakers/outcome-recorder.js';
 import type { OutcomeRecorders } from '../breakers/outcome-recorders.js';
 import type { OutcomeReport, OutcomeTotals } from '../breakers/outcomes.js';
-import type { Failover } from '../failover/failover.js';
+import type { Failover, StoreHealth } from '../failover/failover.js';
 import type { HotKeyReport, HotKeyTrackers } from '../local/hot-keys.js';
 import type { LeaseCache } from '../local/lease-cache.js';
 import type { Prefilter } from '../local/prefilter.js';
@@ -417,6 +417,14 @@ export class Limiter implements RateLimiter {
   settingsOf(resource: string): Pick<CompiledResource, 'limits' | 'lease' | 'onStoreFailure'> & { reservable: boolean } {
     const { limits, lease, onStoreFailure, paths } = this.#resources.get(resource);
     return { limits, lease, onStoreFailure, reservable: paths.reserveRefusal === undefined };
+  }
+
+  /**
+   * The store's health as the failover sees it: reachable or not (and since when, and why), the
+   * store-failure policies in force, and the decisions the fallback made since start.
+   */
+  storeHealth(): StoreHealth {
+    return this.#failover.status(this.#resources.defaultPolicy, this.#resources.policies());
   }
 
   /**

@@ -3,7 +3,7 @@
  * validation that turns a caller's options into a {@link Call} on one of them.
  */
 import type { OutcomeRecorders } from '../breakers/outcome-recorders.js';
-import type { StoreFailurePolicy } from '../failover/failover-state.js';
+import { describePolicies, type StoreFailurePolicy } from '../failover/failover-state.js';
 import type { HotKeyTrackers } from '../local/hot-keys.js';
 import type { Prefilter } from '../local/prefilter.js';
 import type { Clock } from '../shared/clock.js';
@@ -85,6 +85,17 @@ export class ResourceTable {
 
   names(): string[] {
     return [...this.#resources.keys()];
+  }
+
+  /** The store-failure policy of resources that name none. */
+  get defaultPolicy(): StoreFailurePolicy {
+    return this.#parts.onStoreFailure;
+  }
+
+  /** The store-failure policies in force, for the failover's log lines (see {@link describePolicies}). */
+  policies(): string {
+    const each = [...this.#resources.values()].map((r) => [r.name, r.onStoreFailure] as const);
+    return describePolicies(this.#parts.onStoreFailure, each);
   }
 
   /** The resources by name, read-only (the hot path of `trySync` looks them up itself). */

@@ -103,7 +103,7 @@ describe('fleet-wide breaker', () => {
     const store = new MemoryStore({ clock, sweepIntervalMs: 0 });
     const registry = new Registry();
     const resources = { db: { limits: { algorithm: 'fixed-window' as const, limit: 1000, windowMs: 60_000 }, breaker } };
-    const l = new Limiter({ store, clock, resources, observer: createPrometheusObserver({ registry }) });
+    const l = new Limiter({ store, clock, resources, observer: createPrometheusObserver({ registry }), logger: false });
     await l.try('db');
     for (let i = 0; i < 10; i++) l.record('db', { success: false, durationMs: 1 });
     await clock.advanceAsync(100);
@@ -115,6 +115,43 @@ describe('fleet-wide breaker', () => {
     expect(text).toContain('sluice_outcome_reports_failed_total{resource="db"} 1');
     expect(l.fleetBreakerOf('db')).toMatchObject({ state: 'open', errors: 1, dropped: 1, sent: 10 });
     await l.close();
+  });
+});
+
+describe('outcome reports the store does not take', () => {
+  it('are logged as one line when they start failing and one when the store takes them again', async () => {
+    const clock = new ManualClock(0);
+    let away = false;
+    class AwayStore extends MemoryStore {
+      override outcomes(request: Parameters<MemoryStore['outcomes']>[0]) {
+        if (away) return Promise.reject(new SluiceError('SLUICE_ERR_STORE_UNAVAILABLE', 'the store is away'));
+        return super.outcomes(request);
+      }
+    }
+    const store = new AwayStore({ clock, sweepIntervalMs: 0 });
+    const lines: string[] = [];
+    const logger = {
+      info: (_f: object, m: string) => lines.push(`info ${m}`),
+      warn: (_f: object, m: string) => lines.push(`warn ${m}`),
+    };
+    const resources = { db: { limits: { algorithm: 'fixed-window' as const, limit: 1000, windowMs: 60_000 }, breaker } };
+    const l = new Limiter({ store, clock, resources, logger });
+    await l.try('db');
+    away = true;
+    for (let i = 0; i < 5; i++) {
+      l.record('db', { success: true, durationMs: 1 });
+      await clock.advanceAsync(100);
+    }
+    away = false;
+    l.record('db', { success: true, durationMs: 1 });
+    await clock.advanceAsync(100);
+    expect(lines).toEqual([
+      'warn outcome reports not taken by store memory (the store is away): their outcomes are dropped (counted) and fleet breakers keep their last known state until it takes them',
+      'info outcome reports taken by store memory again after 0.5 s (5 reports failed meanwhile)',
+    ]);
+    expect(l.fleetBreakerOf('db')).toMatchObject({ errors: 5, dropped: 5 });
+    await l.close();
+    await store.close();
   });
 });
 

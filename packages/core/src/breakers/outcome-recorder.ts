@@ -19,6 +19,8 @@ export interface OutcomeRecorderSettings {
   readonly onStateChange?: (from: CircuitState, to: CircuitState) => void;
   /** Told of every failed report (the outcomes it carried are dropped and counted). */
   readonly onError?: (error: unknown) => void;
+  /** Told of every report the store took. */
+  readonly onSent?: () => void;
 }
 
 /** What a recorder has seen, for status pages and metrics. */
@@ -204,6 +206,7 @@ export class OutcomeRecorder {
         ...(breaker === undefined ? {} : { breaker, takeProbe }),
       });
       this.#sent += totals.calls;
+      this.#s.onSent?.();
       if (status !== undefined) this.#learn(status);
       return status;
     } catch (error) {

@@ -1,6 +1,8 @@
 import type { CircuitState } from './circuit-breaker.js';
 import type { Clock } from '../shared/clock.js';
+import { Degradation, secondsText } from '../shared/degradation.js';
 import { ErrorCodes, SluiceError } from '../shared/errors.js';
+import type { Logger } from '../shared/log.js';
 import { OutcomeRecorder, type OutcomeRecorderStats } from './outcome-recorder.js';
 import type { OutcomeTotals } from './outcomes.js';
 import type { CompiledResource } from '../admission/resource.js';
@@ -22,6 +24,8 @@ export interface OutcomeRecordersSettings {
   readonly onError?: (resource: string, error: unknown) => void;
   /** Told of every report and read of tallies that left the process, with its duration. */
   readonly onStoreCall?: (call: StoreCall) => void;
+  /** Where a spell of failed reports is logged (one line when it starts, one when it ends). */
+  readonly logger?: Logger | undefined;
 }
 
 /**
@@ -35,9 +39,12 @@ export class OutcomeRecorders {
   /** Each resource's recorder, with the fleet-breaker settings it was made for (as compiled). */
   readonly #recorders = new Map<string, { recorder: OutcomeRecorder; made: CompiledResource['fleetBreaker'] }>();
   readonly #closing = new Set<Promise<void>>();
+  /** Reports failing: one spell for every resource's recorder. */
+  readonly #failing: Degradation;
 
   constructor(settings: OutcomeRecordersSettings) {
     this.#s = settings;
+    this.#failing = new Degradation({ logger: settings.logger, clock: settings.clock, event: 'outcome_reports_failing' });
     const store = isOutcomeStore(settings.store) ? settings.store : undefined;
     const timer = storeCallTimer(settings.store, settings.clock, settings.onStoreCall);
     this.#store =
@@ -91,7 +98,18 @@ export class OutcomeRecorders {
       slowCallDurationMs: r.fleetBreaker?.slowCallDurationMs ?? DEFAULT_SLOW_MS,
       ...(r.fleetBreaker === undefined ? {} : { breaker: r.fleetBreaker.policy }),
       onStateChange: (from, to) => this.#s.onStateChange?.(r.name, from, to),
-      onError: (e) => this.#s.onError?.(r.name, e),
+      onError: (e) => {
+        this.#s.onError?.(r.name, e);
+        this.#failing.fail(e, (reason) => ({
+          msg: `outcome reports not taken by store ${this.#s.store.name} (${reason}): their outcomes are dropped (counted) and fleet breakers keep their last known state until it takes them`,
+          fields: { store: this.#s.store.name, resource: r.name },
+        }));
+      },
+      onSent: () =>
+        this.#failing.recover((spell) => ({
+          msg: `outcome reports taken by store ${this.#s.store.name} again after ${secondsText(spell.lastedMs)} (${spell.repeats + 1} reports failed meanwhile)`,
+          fields: { store: this.#s.store.name },
+        })),
     });
     this.#recorders.set(r.name, { recorder, made: r.fleetBreaker });
     return recorder;
@@ -124,6 +142,7 @@ export class OutcomeRecorders {
     for (const r of this.#recorders.values()) this.#retire(r.recorder);
     this.#recorders.clear();
     while (this.#closing.size > 0) await Promise.all(this.#closing);
+    this.#failing.close();
   }
 
   #retire(recorder: OutcomeRecorder): void {

@@ -5,6 +5,7 @@ import { ErrorCodes, SluiceError } from '../shared/errors.js';
 import {
   FailoverMachine,
   answeringPolicy,
+  describePolicies,
   fairShare,
   fairShareOf,
   fallbackDecision,
@@ -70,8 +71,8 @@ describe('FailoverMachine', () => {
     expect(m.state).toBe('healthy');
     expect(switches.map((e) => e.healthy)).toEqual([false, true]);
     expect(logs).toEqual([
-      'warn test store unavailable: deciding by store-failure policy',
-      'info test store is back: global decisions resumed',
+      "warn test store unreachable (timed out): deciding by each resource's store-failure policy until it answers",
+      'info test store answers again after 1.1 s: global decisions resumed (0 decisions made by the fallback meanwhile)',
     ]);
     expect(clock.pendingTimers).toBe(0);
     await m.close();
@@ -142,9 +143,68 @@ describe('FailoverMachine', () => {
     expect(switches.length).toBe(1);
   });
 
+  it('while the store stays away: a summary every interval with the fallback decisions so far, nothing per failed probe', async () => {
+    const clock = new ManualClock();
+    const lines: { level: string; fields: object; msg: string }[] = [];
+    let up = false;
+    const econnrefused = Object.assign(new Error('connect ECONNREFUSED 10.0.0.5:6379'), {
+      code: 'ECONNREFUSED',
+      syscall: 'connect',
+      address: '10.0.0.5',
+      port: 6379,
+    });
+    const m = new FailoverMachine({
+      clock,
+      probe: async () => {
+        if (!up) throw new SluiceError(ErrorCodes.STORE_UNAVAILABLE, 'Redis is unavailable', { cause: econnrefused });
+      },
+      subject: 'store redis at 10.0.0.5:6379',
+      policy: () => "the 'local' policy",
+      logger: {
+        info: (fields, msg) => lines.push({ level: 'info', fields, msg }),
+        warn: (fields, msg) => lines.push({ level: 'warn', fields, msg }),
+      },
+    });
+    m.markDown(new SluiceError(ErrorCodes.STORE_UNAVAILABLE, 'the connection to Redis closed'));
+    for (let i = 0; i < 7; i++) m.fallbackDecided();
+    await clock.advanceAsync(30_000);
+    for (let i = 0; i < 5; i++) m.fallbackDecided();
+    expect(m.outage).toEqual({ lastedMs: 30_000, reason: 'ECONNREFUSED 10.0.0.5:6379', fallbackDecisions: 12 });
+    up = true;
+    await clock.advanceAsync(500);
+    expect(m.healthy).toBe(true);
+    expect(m.outage).toBeUndefined();
+    expect(m.fallbackDecisions).toBe(12);
+    expect(lines.map((l) => `${l.level} ${l.msg}`)).toEqual([
+      "warn store redis at 10.0.0.5:6379 unreachable (the connection to Redis closed): deciding by the 'local' policy until it answers",
+      "warn store redis at 10.0.0.5:6379 still unreachable after 30.0 s (ECONNREFUSED 10.0.0.5:6379): 7 decisions made by the 'local' policy so far",
+      'info store redis at 10.0.0.5:6379 answers again after 30.3 s: global decisions resumed (12 decisions made by the fallback meanwhile)',
+    ]);
+    // Error details as fields, never a stack.
+    expect(lines[0]!.fields).toMatchObject({
+      event: 'store_unreachable',
+      error: { code: 'SLUICE_ERR_STORE_UNAVAILABLE', message: 'the connection to Redis closed' },
+    });
+    expect(lines[2]!.fields).toMatchObject({ event: 'store_unreachable_ended', fallbackDecisions: 12 });
+    expect(JSON.stringify(lines)).not.toContain('    at ');
+    await m.close();
+    expect(clock.pendingTimers).toBe(0);
+  });
+
   it('rejects a consecutiveFailures out of range with a stable code', () => {
     expect(() => new FailoverMachine({ clock: new ManualClock(), probe: async () => {}, consecutiveFailures: 0 })).toThrow(
       expect.objectContaining({ code: ErrorCodes.INVALID_OPTIONS, field: 'failover.consecutiveFailures' }),
+    );
+  });
+});
+
+describe('describePolicies', () => {
+  it('names the default policy, and the resources that differ, a few per policy', () => {
+    expect(describePolicies('local', [])).toBe("the 'local' policy");
+    expect(describePolicies('local', [['a', 'local']])).toBe("the 'local' policy");
+    const many = ['e', 'd', 'c', 'b', 'a'].map((n) => [n, 'open'] as const);
+    expect(describePolicies('local', [['pay', 'closed'], ...many, ['x', 'local']])).toBe(
+      "the 'local' policy ('open' for a, b, c and 2 more; 'closed' for pay)",
     );
   });
 });

@@ -2,6 +2,7 @@ import type { Clock, TimerHandle } from '../shared/clock.js';
 import type { Decision, LimitStatus } from '../shared/decision.js';
 import { ErrorCodes, SluiceError, invalid } from '../shared/errors.js';
 import { FailureStreak } from './failure-streak.js';
+import { Degradation, secondsText } from '../shared/degradation.js';
 import type { Logger } from '../shared/log.js';
 import type { CompiledLimit } from '../shared/policy.js';
 
@@ -15,6 +16,36 @@ import type { CompiledLimit } from '../shared/policy.js';
 export type StoreFailurePolicy = 'local' | 'open' | 'closed';
 
 export const STORE_FAILURE_POLICIES: readonly StoreFailurePolicy[] = ['local', 'open', 'closed'];
+
+/** Resources named per exception in {@link describePolicies}; the rest are counted. */
+const NAMED_EXCEPTIONS = 3;
+
+/**
+ * The store-failure policies in force, as a log line names them: `the 'local' policy`, with the
+ * resources that differ from `defaultPolicy` (`the 'local' policy ('closed' for api:payments)`),
+ * a few named per policy and the rest counted, so the line stays short however many there are.
+ */
+export function describePolicies(
+  defaultPolicy: StoreFailurePolicy,
+  resources: Iterable<readonly [name: string, policy: StoreFailurePolicy]>,
+): string {
+  const others = new Map<StoreFailurePolicy, string[]>();
+  for (const [name, policy] of resources) {
+    if (policy === defaultPolicy) continue;
+    let names = others.get(policy);
+    if (names === undefined) others.set(policy, (names = []));
+    names.push(name);
+  }
+  const base = `the '${defaultPolicy}' policy`;
+  if (others.size === 0) return base;
+  const parts = STORE_FAILURE_POLICIES.filter((p) => others.has(p)).map((p) => {
+    const names = others.get(p)!.sort();
+    const shown = names.slice(0, NAMED_EXCEPTIONS).join(', ');
+    const more = names.length > NAMED_EXCEPTIONS ? ` and ${names.length - NAMED_EXCEPTIONS} more` : '';
+    return `'${p}' for ${shown}${more}`;
+  });
+  return `${base} (${parts.join('; ')})`;
+}
 
 /**
  * Where a {@link FailoverMachine} stands: `healthy` (calls go to the store; timeouts in a row
@@ -47,11 +78,34 @@ export interface FailoverMachineOptions {
    * @default false (a call that could not reach the store switches at once)
    */
   readonly connectionReported?: boolean;
-  /** What is away, in the switch log lines: `rate-limit store`, `sluice service`. */
+  /**
+   * What is away, in the switch log lines: `store redis at 10.0.0.5:6379`, `sluice service at
+   * http://sluice:8080`. @default `rate-limit store`
+   */
   readonly subject?: string;
+  /**
+   * The policy answering while it is away, in the switch log lines (read at each switch): `the
+   * 'local' policy`. @default `each resource's store-failure policy`
+   */
+  readonly policy?: () => string;
   /** Fields of the switch log lines (read at each switch). */
   readonly logFields?: () => Record<string, unknown>;
   readonly logger?: Logger | undefined;
+  /**
+   * While the store stays away, a summary line once per this many ms (how long, the fallback's
+   * decisions so far); 0 for none. @default 30000
+   */
+  readonly summaryIntervalMs?: number;
+}
+
+/** An outage as it stands (see {@link FailoverMachine.outage}). */
+export interface Outage {
+  /** How long the store has been away, in ms. */
+  readonly lastedMs: number;
+  /** The latest failure: the switch's, then each failed probe's (`ECONNREFUSED 127.0.0.1:6379`). */
+  readonly reason: string;
+  /** Decisions made by the fallback since the switch. */
+  readonly fallbackDecisions: number;
 }
 
 /**
@@ -84,10 +138,26 @@ export class FailoverMachine {
   #timer: TimerHandle | undefined;
   #probe: Promise<void> | undefined;
   #closed = false;
+  readonly #away: Degradation;
+  #fallbackDecisions = 0;
+  /** {@link fallbackDecisions} at the switch. */
+  #fallbackAtSwitch = 0;
 
   constructor(options: FailoverMachineOptions) {
     this.#o = options;
     this.#clock = options.clock;
+    const subject = options.subject ?? 'rate-limit store';
+    const policy = () => options.policy?.() ?? "each resource's store-failure policy";
+    this.#away = new Degradation({
+      logger: options.logger,
+      clock: options.clock,
+      event: 'store_unreachable',
+      ...(options.summaryIntervalMs === undefined ? {} : { summaryIntervalMs: options.summaryIntervalMs }),
+      summary: (spell) => ({
+        msg: `${subject} still unreachable after ${secondsText(spell.lastedMs)} (${spell.reason}): ${this.#spellDecisions()} decisions made by ${policy()} so far`,
+        fields: { ...options.logFields?.(), fallbackDecisions: this.#spellDecisions() },
+      }),
+    });
     this.probeIntervalMs = options.probeIntervalMs ?? 50;
     this.maxProbeIntervalMs = options.maxProbeIntervalMs ?? 500;
     const threshold = options.consecutiveFailures ?? 3;
@@ -109,6 +179,27 @@ export class FailoverMachine {
   /** Timed-out calls in a row that switch. */
   get consecutiveFailures(): number {
     return this.#streak.threshold;
+  }
+
+  /** Decisions made by the fallback since this machine was made (see {@link fallbackDecided}). */
+  get fallbackDecisions(): number {
+    return this.#fallbackDecisions;
+  }
+
+  /** The store's absence while it lasts: since when, why, and what the fallback decided. */
+  get outage(): Outage | undefined {
+    const spell = this.#away.spell;
+    if (spell === undefined) return undefined;
+    return { lastedMs: spell.lastedMs, reason: spell.reason, fallbackDecisions: this.#spellDecisions() };
+  }
+
+  /** A decision was made by the fallback (counted for the log lines and {@link fallbackDecisions}). */
+  fallbackDecided(): void {
+    this.#fallbackDecisions++;
+  }
+
+  #spellDecisions(): number {
+    return this.#fallbackDecisions - this.#fallbackAtSwitch;
   }
 
   /** How long a caller denied for want of the store should wait: a probe's interval. */
@@ -148,10 +239,12 @@ export class FailoverMachine {
     if (this.#state !== 'healthy' || this.#closed) return;
     this.#state = 'down';
     this.#streak.reset();
-    this.#o.logger?.warn(
-      { err: error, ...this.#o.logFields?.() },
-      `${this.#o.subject ?? 'rate-limit store'} unavailable: deciding by store-failure policy`,
-    );
+    this.#fallbackAtSwitch = this.#fallbackDecisions;
+    // One line for the whole outage: what happened and what answers meanwhile.
+    this.#away.fail(error, (reason) => ({
+      msg: `${this.#o.subject ?? 'rate-limit store'} unreachable (${reason}): deciding by ${this.#o.policy?.() ?? "each resource's store-failure policy"} until it answers`,
+      fields: { ...this.#o.logFields?.() },
+    }));
     this.#emit({ healthy: false, error });
     this.#schedule(this.probeIntervalMs);
   }
@@ -169,6 +262,7 @@ export class FailoverMachine {
     this.#closed = true;
     if (this.#timer !== undefined) this.#clock.clearTimer(this.#timer);
     this.#timer = undefined;
+    this.#away.close();
     this.#listeners.clear();
     await this.#probe;
   }
@@ -193,7 +287,9 @@ export class FailoverMachine {
   async #run(delay: number): Promise<void> {
     try {
       await this.#o.probe();
-    } catch {
+    } catch (err) {
+      // Counted (and its reason kept for the summary), not logged: the switch's line said it.
+      this.#away.repeat(err);
       this.#state = 'down';
       this.#schedule(Math.min(this.maxProbeIntervalMs, delay * 2));
       return;
@@ -204,10 +300,13 @@ export class FailoverMachine {
     }
     this.#state = 'healthy';
     this.#streak.reset();
-    this.#o.logger?.info(
-      { ...this.#o.logFields?.() },
-      `${this.#o.subject ?? 'rate-limit store'} is back: global decisions resumed`,
-    );
+    this.#away.recover((spell) => {
+      const n = this.#spellDecisions();
+      return {
+        msg: `${this.#o.subject ?? 'rate-limit store'} answers again after ${secondsText(spell.lastedMs)}: global decisions resumed (${n} decisions made by the fallback meanwhile)`,
+        fields: { ...this.#o.logFields?.(), fallbackDecisions: n },
+      };
+    });
     this.#emit({ healthy: true });
   }
 

@@ -54,15 +54,20 @@ describe('store failure policies', () => {
     expect((await limiter.try('api')).source).toBeUndefined();
     store.down = true;
     let admitted = 0;
+    // Decisions by the fallback after the switch (the third timeout in a row; the two before it
+    // were answered by the policy too, before anyone knew the store was away).
+    let byFallback = 0;
     for (let i = 0; i < 60; i++) {
       const d = await limiter.try('api', { key: 'k' });
       expect(d.source === 'fallback' || d.source === 'prefilter').toBe(true);
       if (d.allowed) admitted++;
+      if (d.source === 'fallback' && i >= 2) byFallback++;
     }
     // 100 shared by 4 live clients: this one may admit 25 while the store is away.
     expect(admitted).toBe(25);
     const callsWhileDown = store.calls;
     await limiter.try('api', { key: 'other' });
+    byFallback++;
     expect(store.calls).toBe(callsWhileDown);
     store.down = false;
     await clock.advanceAsync(600);
@@ -70,12 +75,68 @@ describe('store failure policies', () => {
     expect(back.source).toBeUndefined();
     expect(back.allowed).toBe(true);
     expect(switches).toEqual([false, true]);
+    // One line when it went away (naming the policy), one when it came back (with the fallback's count).
     expect(logs).toEqual([
-      'warn rate-limit store unavailable: deciding by store-failure policy',
-      'info rate-limit store is back: global decisions resumed',
+      "warn store memory unreachable (timed out): deciding by the 'local' policy until it answers",
+      `info store memory answers again after 0.1 s: global decisions resumed (${byFallback} decisions made by the fallback meanwhile)`,
     ]);
+    expect(byFallback).toBeGreaterThan(25);
     await limiter.close();
     expect(clock.pendingTimers).toBe(1); // the store's own sweep timer
+    await store.close();
+  });
+
+  it("names the policy in force in its line, with the resources whose policy differs, through the limiter's logger", async () => {
+    const clock = new ManualClock();
+    const store = new FlakyStore({ clock });
+    const lines: { fields: object; msg: string }[] = [];
+    const limiter = new Limiter({
+      resources: {
+        api: { algorithm: 'fixed-window', limit: 100, windowMs: 60_000 },
+        pay: { limits: { algorithm: 'fixed-window', limit: 10, windowMs: 60_000 }, onStoreFailure: 'closed' },
+      },
+      store,
+      clock,
+      logger: { info: (fields, msg) => lines.push({ fields, msg }), warn: (fields, msg) => lines.push({ fields, msg }) },
+    });
+    store.unreachable = true;
+    await limiter.try('api');
+    await limiter.try('pay');
+    expect(lines.map((l) => l.msg)).toEqual([
+      "store memory unreachable (connection refused): deciding by the 'local' policy ('closed' for pay) until it answers",
+    ]);
+    expect(lines[0]!.fields).toMatchObject({ store: 'memory', event: 'store_unreachable' });
+    await limiter.close();
+    await store.close();
+  });
+
+  it('reports the store health: reachable, and while away since when, why and what the fallback decided', async () => {
+    const { clock, store, limiter } = setup('open');
+    expect(limiter.storeHealth()).toEqual({
+      store: 'memory',
+      reachable: true,
+      policy: 'open',
+      policies: "the 'open' policy",
+      fallbackDecisions: 0,
+    });
+    store.unreachable = true;
+    await limiter.try('api');
+    await clock.advanceAsync(20);
+    await limiter.try('api');
+    expect(limiter.storeHealth()).toEqual({
+      store: 'memory',
+      reachable: false,
+      policy: 'open',
+      policies: "the 'open' policy",
+      fallbackDecisions: 2,
+      unreachableForMs: 20,
+      reason: 'connection refused',
+    });
+    store.unreachable = false;
+    await clock.advanceAsync(600);
+    expect(limiter.storeHealth()).toMatchObject({ reachable: true, fallbackDecisions: 2 });
+    expect(limiter.storeHealth().unreachableForMs).toBeUndefined();
+    await limiter.close();
     await store.close();
   });
 

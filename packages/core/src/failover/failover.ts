@@ -53,8 +53,20 @@ export interface FailoverOptions {
   probeIntervalMs?: number;
   /** @default 500 (the store's return is noticed within this) */
   maxProbeIntervalMs?: number;
-  /** Where switches are logged; `false` for nowhere. @default JSON lines on stderr */
+  /**
+   * Where switches are logged (one line when the store becomes unreachable, one when it answers
+   * again, a summary every `summaryIntervalMs` while it stays away); `false` for nowhere.
+   * @default JSON lines on stderr
+   */
   logger?: Logger | false;
+  /** While the store stays away, a summary line once per this many ms; 0 for none. @default 30000 */
+  summaryIntervalMs?: number;
+  /**
+   * The policy answering while the store is away, as the switch's log line names it (`the
+   * 'local' policy`); the limiter describes its resources' policies.
+   * @default `each resource's store-failure policy`
+   */
+  policy?: () => string;
   /** Called on every switch between the store and the fallback. */
   onSwitch?: (event: FailoverSwitch) => void;
   /**
@@ -70,6 +82,29 @@ export interface FailoverOptions {
    * @default a machine of this failover's own
    */
   health?: FailoverMachine;
+}
+
+/** A guarded store's health, for status pages (see `Limiter.storeHealth`). */
+export interface StoreHealth {
+  /** The store's name: `redis`, `memory`. */
+  readonly store: string;
+  /** Where it is (no credentials); absent for an in-process store. */
+  readonly address?: string;
+  /** False while the store is considered down: calls are then answered by their policies. */
+  readonly reachable: boolean;
+  /** The default store-failure policy (resources may name their own). */
+  readonly policy: StoreFailurePolicy;
+  /**
+   * Every resource's store-failure policy, as the switch's log line names them: `the 'local'
+   * policy ('closed' for api:payments)`.
+   */
+  readonly policies: string;
+  /** Decisions made by the fallback since start. */
+  readonly fallbackDecisions: number;
+  /** While unreachable: since how long, in ms. */
+  readonly unreachableForMs?: number;
+  /** While unreachable: the latest failure (`ECONNREFUSED 10.0.0.5:6379`). */
+  readonly reason?: string;
 }
 
 /** True for faults that mean "the store is away", as opposed to bad input. */
@@ -128,11 +163,13 @@ export class Failover {
         // A store that reports its connection (the Redis store) has said so already if it was
         // lost: its failed calls (say, a connection still being set up on a busy host) count as timeouts.
         connectionReported: primary.watchConnection !== undefined,
-        subject: 'rate-limit store',
+        subject: `store ${primary.name}${primary.address === undefined ? '' : ` at ${primary.address}`}`,
+        ...(options.policy === undefined ? {} : { policy: options.policy }),
+        ...(options.summaryIntervalMs === undefined ? {} : { summaryIntervalMs: options.summaryIntervalMs }),
         logFields: () => ({
           store: primary.name,
+          ...(primary.address === undefined ? {} : { address: primary.address }),
           peers: this.#peers.known === false ? 'unknown' : this.#peers.count,
-          consecutiveFailures: this.#health.consecutiveFailures,
         }),
         logger: resolveLogger(options.logger),
       });
@@ -150,6 +187,21 @@ export class Failover {
   /** The store's health: its state and switches. */
   get health(): FailoverMachine {
     return this.#health;
+  }
+
+  /** The store's health for a status page: `policy` the default, `policies` in words (see `describePolicies`). */
+  status(policy: StoreFailurePolicy, policies: string): StoreHealth {
+    const outage = this.#health.outage;
+    const address = this.#primary.address;
+    return {
+      store: this.#primary.name,
+      ...(address === undefined ? {} : { address }),
+      reachable: this.#health.healthy,
+      policy,
+      policies,
+      fallbackDecisions: this.#health.fallbackDecisions,
+      ...(outage === undefined ? {} : { unreachableForMs: Math.round(outage.lastedMs), reason: outage.reason }),
+    };
   }
 
   /**

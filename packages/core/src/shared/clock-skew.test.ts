@@ -201,6 +201,26 @@ describe('ClockSkewMonitor', () => {
     expect((await m.sample()).offsetMs).toBe(-2000);
   });
 
+  it('logs one line when readings start failing and one when one is answered again', async () => {
+    const w = world(200);
+    const m = new ClockSkewMonitor({ source: w.source, wallClock: w.wallClock, clock: w.clock, name: 'redis', logger: w.logger });
+    await m.sample();
+    for (let i = 0; i < 3; i++) {
+      w.fail(new Error('Connection is closed.'));
+      await m.sample();
+      w.clock.advance(1000);
+    }
+    await m.sample();
+    expect(w.lines.map((l) => `${l.level} ${l.msg}`)).toEqual([
+      'warn clock of redis not read (Connection is closed.): age checks keep the last measured offset (-200 ms) until it answers',
+      'info clock of redis read again after 3.0 s (3 readings failed)',
+    ]);
+    expect(w.lines[0]!.obj).toMatchObject({ event: 'clock_unreadable', store: 'redis' });
+    expect(m.status()).toMatchObject({ samples: 2, failures: 3 });
+    await m.close();
+    expect(w.clock.pendingTimers).toBe(0);
+  });
+
   it('refuses bad options with the field named', () => {
     const source: TimeSource = () => Promise.resolve({ timeMs: 0 });
     const cases: [object, string][] = [

@@ -1,5 +1,6 @@
 import { systemClock, type Clock, type TimerHandle } from './clock.js';
 import { ErrorCodes, invalid } from './errors.js';
+import { Degradation, secondsText } from './degradation.js';
 import { resolveLogger, type Logger } from './log.js';
 import { intOption } from './options.js';
 
@@ -261,10 +262,19 @@ export class ClockSkewMonitor implements ClockOffset {
   #reading: Promise<ClockSkewEstimate> | undefined;
   #started = false;
   #closed = false;
+  /** Readings failing in a row: one line when it starts, one when a reading is answered again. */
+  readonly #failing: Degradation;
 
   constructor(options: ClockSkewMonitorOptions) {
     this.options = compileClockSkewMonitorOptions(options);
     this.#estimator = new SkewEstimator(this.options.window);
+    this.#failing = new Degradation({
+      logger: this.options.logger,
+      clock: this.options.clock,
+      event: 'clock_unreadable',
+      // Readings are minutes apart at most: a summary per reading would be a line per failure.
+      summaryIntervalMs: 0,
+    });
   }
 
   /** Store clock minus local wall clock, in ms (0 until measured). */
@@ -323,6 +333,7 @@ export class ClockSkewMonitor implements ClockOffset {
     if (this.#timer !== undefined) this.options.clock.clearTimer(this.#timer);
     this.#timer = undefined;
     await this.#reading;
+    this.#failing.close();
   }
 
   async #tick(): Promise<void> {
@@ -343,8 +354,20 @@ export class ClockSkewMonitor implements ClockOffset {
     } catch (error) {
       this.#failures++;
       this.options.observer?.failed?.(error);
+      const { name } = this.options;
+      this.#failing.fail(error, (reason) => {
+        const prior = this.#estimator.estimate;
+        return {
+          msg: `clock of ${name} not read (${reason}): ${prior.measured ? `age checks keep the last measured offset (${Math.round(prior.offsetMs)} ms)` : "age checks use this host's clock as it is"} until it answers`,
+          fields: { store: name },
+        };
+      });
       return this.#estimator.estimate;
     }
+    this.#failing.recover((spell) => ({
+      msg: `clock of ${this.options.name} read again after ${secondsText(spell.lastedMs)} (${spell.repeats + 1} readings failed)`,
+      fields: { store: this.options.name },
+    }));
     this.#samples++;
     this.#lastSampleAt = sentAt;
     this.options.observer?.sampled?.(estimate);

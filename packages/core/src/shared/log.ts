@@ -50,3 +50,49 @@ export function resolveLogger(logger: Logger | false | undefined): Logger | unde
   if (logger === false) return undefined;
   return logger ?? stderrLogger;
 }
+
+/** An error as a degradation's log line carries it: no stack, the network detail kept. */
+export interface ErrorSummary {
+  /** The error's code (`SLUICE_ERR_STORE_UNAVAILABLE`, `ECONNREFUSED`), when it has one. */
+  readonly code?: string;
+  readonly message: string;
+  /** The system error underneath (`ECONNREFUSED 127.0.0.1:6379`), when there is one. */
+  readonly cause?: string;
+}
+
+/** Causes followed at most (a cycle of causes must not hang a log line). */
+const MAX_CAUSES = 8;
+
+/** `code address:port` of a Node system error (`ECONNREFUSED 127.0.0.1:6379`), else undefined. */
+function systemError(e: Error): string | undefined {
+  const { code, address, port, syscall } = e as { code?: unknown; address?: unknown; port?: unknown; syscall?: unknown };
+  if (typeof code !== 'string' || code.startsWith('SLUICE_ERR_')) return undefined;
+  if (typeof address === 'string') return typeof port === 'number' ? `${code} ${address}:${port}` : `${code} ${address}`;
+  return typeof syscall === 'string' ? code : undefined;
+}
+
+/**
+ * What a degradation's log line says of `err`: its code and message, and the system error under
+ * it (`ECONNREFUSED 127.0.0.1:6379`), found down its causes. Never a stack: a store that cannot
+ * be reached is a condition, not a bug.
+ */
+export function errorSummary(err: unknown): ErrorSummary {
+  if (!(err instanceof Error)) return { message: String(err) };
+  const code = (err as { code?: unknown }).code;
+  let cause: string | undefined;
+  let e: unknown = err.cause;
+  for (let i = 0; i < MAX_CAUSES && e instanceof Error && cause === undefined; i++, e = e.cause) cause = systemError(e);
+  return {
+    ...(typeof code === 'string' ? { code } : {}),
+    message: err.message,
+    ...(cause === undefined ? {} : { cause }),
+  };
+}
+
+/** The reason in a degradation's line: the system error (`ECONNREFUSED 127.0.0.1:6379`), else the message. */
+export function reasonOf(err: unknown): string {
+  const own = err instanceof Error ? systemError(err) : undefined;
+  if (own !== undefined) return own;
+  const s = errorSummary(err);
+  return s.cause ?? (s.code !== undefined && !s.code.startsWith('SLUICE_ERR_') ? `${s.code}: ${s.message}` : s.message);
+}

@@ -137,6 +137,11 @@ export interface CancelRequest {
 export interface LimitStore {
   /** Short name for logs and metrics, e.g. `memory` or `redis`. */
   readonly name: string;
+  /**
+   * Where the store is, for log lines: `10.0.0.5:6379`, a cluster's seed nodes. Never carries
+   * credentials. Absent for an in-process store.
+   */
+  readonly address?: string;
   consume(request: ConsumeRequest): Promise<ConsumeResult>;
   adjust(request: AdjustRequest): Promise<void>;
   /**

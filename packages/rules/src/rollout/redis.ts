@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { evalScript, plainScript, resignLeadership, takeLeadership, type PlainScript } from '@sluice/redis/kit';
 import type { Cluster, Redis } from 'ioredis';
-import { storeUnavailable } from '../errors.js';
+import { storeUnavailable, type RulesError } from '../errors.js';
+import type { RuleStoreHealth } from '../store/health.js';
 import type { RolloutState } from './plan.js';
 import { parseRollout, rolloutConflict, type RolloutStore } from './store.js';
 
@@ -30,10 +31,15 @@ const TALLY_TTL_MS = 86_400_000;
 export class RedisRolloutStore implements RolloutStore {
   readonly #client: Redis | Cluster;
   readonly #keys: { state: string; leadership: string; tally: string };
+  readonly #health: RuleStoreHealth | undefined;
 
-  /** `base` is the rule store's key base (its prefix and hash tag). */
-  constructor(client: Redis | Cluster, base: string) {
+  /**
+   * `base` is the rule store's key base (its prefix and hash tag); `health` the rule store's, told
+   * of failures and answers so that an outage is one spell in the log.
+   */
+  constructor(client: Redis | Cluster, base: string, health?: RuleStoreHealth) {
     this.#client = client;
+    this.#health = health;
     this.#keys = { state: `${base}rollout`, leadership: `${base}rollout:lease`, tally: `${base}rollout:tally:` };
   }
 
@@ -42,8 +48,9 @@ export class RedisRolloutStore implements RolloutStore {
     try {
       raw = await this.#client.hget(this.#keys.state, 'state');
     } catch (e) {
-      throw storeUnavailable('read the rollout', e);
+      throw this.#failed('read the rollout', e);
     }
+    this.#health?.answered();
     return raw === null ? undefined : parseRollout(raw, this.#keys.state);
   }
 
@@ -58,7 +65,7 @@ export class RedisRolloutStore implements RolloutStore {
         ['1', String(expectedRevision), JSON.stringify(state)],
       );
     } catch (e) {
-      throw storeUnavailable('write the rollout', e);
+      throw this.#failed('write the rollout', e);
     }
     const [code, stored] = reply as [number, number | undefined];
     if (code !== 0) throw rolloutConflict(expectedRevision, Number(stored));
@@ -69,7 +76,7 @@ export class RedisRolloutStore implements RolloutStore {
     try {
       return await takeLeadership(this.#client, this.#keys.leadership, owner, ttlMs);
     } catch (e) {
-      throw storeUnavailable('take the rollout leadership', e);
+      throw this.#failed('take the rollout leadership', e);
     }
   }
 
@@ -77,7 +84,7 @@ export class RedisRolloutStore implements RolloutStore {
     try {
       await resignLeadership(this.#client, this.#keys.leadership, owner);
     } catch (e) {
-      throw storeUnavailable('resign the rollout leadership', e);
+      throw this.#failed('resign the rollout leadership', e);
     }
   }
 
@@ -90,7 +97,7 @@ export class RedisRolloutStore implements RolloutStore {
     try {
       await multi.exec();
     } catch (e) {
-      throw storeUnavailable('count rollout decisions', e);
+      throw this.#failed('count rollout decisions', e);
     }
   }
 
@@ -99,12 +106,19 @@ export class RedisRolloutStore implements RolloutStore {
     try {
       raw = await this.#client.hgetall(`${this.#keys.tally}${id}:${phase}`);
     } catch (e) {
-      throw storeUnavailable('read rollout decision counts', e);
+      throw this.#failed('read rollout decision counts', e);
     }
     return new Map(Object.entries(raw).map(([k, v]) => [k, Number(v)]));
   }
 
   async close(): Promise<void> {
     // The connection is the rule store's.
+  }
+
+  /** The error for a call that could not `what`, told to the rule store's health. */
+  #failed(what: string, e: unknown): RulesError {
+    const err = storeUnavailable(what, e);
+    this.#health?.failed(err);
+    return err;
   }
 }

@@ -34,6 +34,7 @@ import type {
 } from './types.js';
 import { FileRolloutStore } from '../rollout/file.js';
 import type { RolloutStore } from '../rollout/store.js';
+import { RuleStoreHealth } from './health.js';
 import { VersionWatch } from './watch.js';
 
 /** Options of {@link FileRuleStore}. */
@@ -138,6 +139,7 @@ export class FileRuleStore implements RuleStore {
   readonly #options: z.output<typeof optionsSchema>;
   readonly #cache = new VersionCache();
   readonly #watch: VersionWatch;
+  readonly #health: RuleStoreHealth;
   /** Changes from this instance, one at a time (other processes wait on the lock file). */
   #queue: Promise<unknown> = Promise.resolve();
   #rollouts: FileRolloutStore | undefined;
@@ -149,9 +151,11 @@ export class FileRuleStore implements RuleStore {
     this.#versions = join(this.#dir, 'versions');
     this.#pointer = join(this.#dir, 'current');
     this.#lock = join(this.#dir, 'lock');
+    this.#health = new RuleStoreHealth(this.#options.logger, `rule store ${this.#dir}`);
     this.#watch = new VersionWatch(
       { readCurrent: () => this.#readPointer(), load: (v) => this.get(v) },
       this.#options.pollIntervalMs,
+      this.#health,
       this.#options.logger,
     );
   }
@@ -236,6 +240,7 @@ export class FileRuleStore implements RuleStore {
     this.#closed = true;
     await this.#watch.close();
     await this.#queue.catch(() => undefined);
+    this.#health.close();
   }
 
   #open(): void {

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Logger } from '@sluice/core';
-import { evalScript, isReply, openRedisClient, plainScript, type PlainScript } from '@sluice/redis/kit';
+import { evalScript, isReply, openRedisClient, plainScript, redisAddress, type PlainScript } from '@sluice/redis/kit';
 import { Cluster, Redis } from 'ioredis';
 import { z } from 'zod';
 import { RulesError, storeUnavailable } from '../errors.js';
@@ -33,6 +33,7 @@ import type {
 } from './types.js';
 import { RedisRolloutStore } from '../rollout/redis.js';
 import type { RolloutStore } from '../rollout/store.js';
+import { RuleStoreHealth } from './health.js';
 import { VersionWatch } from './watch.js';
 
 /** A Redis Cluster seed node: `"host:port"` or `{ host, port }`. */
@@ -67,7 +68,10 @@ export interface RedisRuleStoreOptions {
    * @default 5000
    */
   commandTimeoutMs?: number;
-  /** Where watch and connection problems are reported. */
+  /**
+   * Where the store's unavailability is reported (one line when it stops answering, one when it
+   * answers again), and listeners that throw.
+   */
   logger?: Logger;
 }
 
@@ -141,7 +145,7 @@ export class RedisRuleStore implements RuleStore {
   readonly #watch: VersionWatch;
   #subscriber: Redis | Cluster | undefined;
   #subscribed: Promise<unknown> | undefined;
-  #subscriberFailing = false;
+  readonly #health: RuleStoreHealth;
   #closed = false;
 
   constructor(options: RedisRuleStoreOptions) {
@@ -160,10 +164,14 @@ export class RedisRuleStore implements RuleStore {
         // record the same change twice.
         resend: false,
         maxRetriesPerRequest: 1,
-        onError: (err: unknown) => this.#options.logger?.warn({ err }, 'rule store connection error'),
+        // Every reconnect attempt fails alike while Redis is away: one spell, not a line each.
+        onError: (err: unknown) => this.#health.failed(err),
       });
       this.#owned = true;
+      this.#client.on('ready', () => this.#health.answered());
     }
+    const seeds = o.clusterNodes?.map(seedNode);
+    this.#health = new RuleStoreHealth(o.logger, `rule store redis at ${redisAddress(this.#client, seeds)}`);
     const base = /\{[^}]*\}/.test(o.prefix) ? o.prefix : `${o.prefix}{rules}:`;
     this.#base = base;
     this.#keys = {
@@ -177,6 +185,7 @@ export class RedisRuleStore implements RuleStore {
     this.#watch = new VersionWatch(
       { readCurrent: () => this.#readCurrent(), load: (v) => this.get(v) },
       o.pollIntervalMs,
+      this.#health,
       o.logger,
     );
   }
@@ -249,7 +258,7 @@ export class RedisRuleStore implements RuleStore {
   /** The rollout kept under this store's prefix, on its connection. */
   rolloutStore(): RolloutStore {
     this.#open();
-    this.#rollouts ??= new RedisRolloutStore(this.#client, this.#base);
+    this.#rollouts ??= new RedisRolloutStore(this.#client, this.#base, this.#health);
     return this.#rollouts;
   }
 
@@ -259,6 +268,7 @@ export class RedisRuleStore implements RuleStore {
     await this.#watch.close();
     await this.#subscribed?.catch(() => undefined);
     this.#subscriber?.disconnect();
+    this.#health.close();
     if (this.#owned) {
       await this.#client.quit().catch(() => this.#client.disconnect());
     }
@@ -341,20 +351,15 @@ export class RedisRuleStore implements RuleStore {
     if (this.#subscriber) return;
     const sub = this.#client.duplicate();
     this.#subscriber = sub;
-    sub.on('error', (err: unknown) => {
-      if (!this.#subscriberFailing) this.#options.logger?.warn({ err }, 'rule change subscription failed; polling meanwhile');
-      this.#subscriberFailing = true;
-    });
+    // Changes are polled for meanwhile; ioredis subscribes again once it reconnects.
+    sub.on('error', (err: unknown) => this.#health.failed(err));
     sub.on('message', (channel: string) => {
       if (channel === this.#keys.channel) this.#watch.kick();
     });
     this.#subscribed = sub.subscribe(this.#keys.channel).then(
-      () => {
-        this.#subscriberFailing = false;
-        // A change made while subscribing would otherwise wait for the next poll.
-        this.#watch.kick();
-      },
-      (err: unknown) => this.#options.logger?.warn({ err }, 'cannot subscribe to rule changes; polling instead'),
+      // A change made while subscribing would otherwise wait for the next poll.
+      () => this.#watch.kick(),
+      (err: unknown) => this.#health.failed(err),
     );
   }
 }

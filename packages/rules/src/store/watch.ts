@@ -1,4 +1,5 @@
 import type { Logger } from '@sluice/core';
+import type { RuleStoreHealth } from './health.js';
 import type { RuleListener, RuleVersion } from './types.js';
 
 /** How a store's watch reads the current version number (0: none) and loads a version. */
@@ -17,16 +18,18 @@ export class VersionWatch {
   readonly #source: WatchSource;
   readonly #intervalMs: number;
   readonly #logger: Logger | undefined;
+  readonly #health: RuleStoreHealth;
   readonly #listeners = new Map<RuleListener, number>();
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
   #again = false;
-  #failing = false;
   #closed = false;
 
-  constructor(source: WatchSource, intervalMs: number, logger?: Logger) {
+  /** Failed polls go to `health` (one line a spell); a listener that throws to `logger`. */
+  constructor(source: WatchSource, intervalMs: number, health: RuleStoreHealth, logger?: Logger) {
     this.#source = source;
     this.#intervalMs = intervalMs;
+    this.#health = health;
     this.#logger = logger;
   }
 
@@ -70,10 +73,12 @@ export class VersionWatch {
     try {
       const current = await this.#source.readCurrent();
       const behind = () => [...this.#listeners].filter(([, seen]) => seen !== current).map(([l]) => l);
-      if (current === 0 || behind().length === 0) return;
+      if (current === 0 || behind().length === 0) {
+        this.#health.answered();
+        return;
+      }
       const version = await this.#source.load(current);
-      if (this.#failing) this.#logger?.info({ version: current }, 'rule store readable again');
-      this.#failing = false;
+      this.#health.answered();
       // Listeners added or removed while loading are honoured: only those still here and behind.
       for (const listener of behind()) {
         if (this.#closed) return;
@@ -85,8 +90,8 @@ export class VersionWatch {
         }
       }
     } catch (err) {
-      if (!this.#failing) this.#logger?.warn({ err }, 'cannot read the current rule version; will keep trying');
-      this.#failing = true;
+      // Polled again at the next interval; the health logs the spell once.
+      this.#health.failed(err);
     }
   }
 

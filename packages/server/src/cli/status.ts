@@ -3,6 +3,7 @@ import type { Out } from './rules.js';
 import { formatRate as fmt, statusRows, type StatsSnapshot } from '../stats/rates.js';
 import { hotKeyLines } from '../stats/hot-keys.js';
 import { clockSkewSummary, type ClockSkewView } from '../stats/clock.js';
+import { healthSummary } from '../stats/health.js';
 
 /** A `/v1/stats` snapshot with the server's clock skew (servers before it answer none). */
 export type StatusSnapshot = StatsSnapshot & { readonly clockSkew?: ClockSkewView };
@@ -72,7 +73,26 @@ export function renderRollout(r: RolloutLine | null | undefined): string | undef
   return `rollout ${r.id === undefined ? '' : `${r.id.slice(0, 8)} `}${r.status}: ${cohorts}${step}${r.note === undefined ? '' : `  (${r.note})`}`;
 }
 
-/** One frame of the status view as text. */
+/** Padded columns: the first `left` left-aligned (names), the rest right-aligned (figures). */
+function columns(table: readonly (readonly string[])[], left: number): string[] {
+  const widths = table[0]!.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
+  return table.map((row) =>
+    row
+      .map((c, i) => (i < left ? c.padEnd(widths[i]!) : c.padStart(widths[i]!)))
+      .join('  ')
+      .trimEnd(),
+  );
+}
+
+const percent = (share: number) => `${(share * 100).toFixed(1)}%`;
+
+/**
+ * One frame of the status view as text: the title (with the period the rates are over), the
+ * health line (the store, the fallback's decisions, the clients, the p99 latency), then per
+ * resource its rates per second between the two snapshots, the latest decision's limit and
+ * remaining permits, and its shares of decisions since the server started. Shadow-mode denials
+ * (admitted, but the limit would have denied them) are shown beside every denial.
+ */
 export function renderStatus(
   server: string,
   prev: StatsSnapshot,
@@ -82,29 +102,39 @@ export function renderStatus(
   rollout?: RolloutLine | null,
 ): string {
   const rows = statusRows(prev, cur, top);
-  const header = ['RESOURCE', 'RATE/s', 'DENIED/s', 'LIMIT', 'REMAINING', 'REJECTED'];
   const table = [
-    header,
+    [
+      'RESOURCE',
+      'ALLOWED/s',
+      'DENIED/s',
+      'SHADOW DENIED/s',
+      'LIMIT',
+      'REMAINING',
+      'DENIED % SINCE START',
+      'SHADOW DENIED % SINCE START',
+    ],
     ...rows.map((r) => [
       r.resource,
-      fmt(r.rate),
+      fmt(r.allowedRate),
       fmt(r.deniedRate),
+      fmt(r.shadowDeniedRate),
       String(r.limit),
       String(Math.floor(r.remaining)),
-      `${(r.rejectedShare * 100).toFixed(1)}%`,
+      percent(r.deniedShareSinceStart),
+      percent(r.shadowDeniedShareSinceStart),
     ]),
   ];
-  const widths = header.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
-  const lines = table.map((row) => row.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  '));
-  const title = `sluice status  ${server}  rules v${cur.version}  ${new Date(cur.at).toISOString()}`;
+  const seconds = Math.max(0, (cur.at - prev.at) / 1000);
+  const title = `sluice status  ${server}  rules v${cur.version}  ${new Date(cur.at).toISOString()}  (rates per second over the last ${seconds.toFixed(1)} s)`;
   // The server's clock against its store's, under the table (servers before it report none).
   const clock = cur.clockSkew === undefined ? [] : ['', clockSkewSummary(cur.clockSkew).text];
   const rolloutLine = renderRollout(rollout);
   return [
     title,
+    healthSummary(cur.health).text,
     ...(rolloutLine === undefined ? [] : [rolloutLine]),
     '',
-    ...lines,
+    ...columns(table, 1),
     ...(rows.length === 0 ? ['(no decisions yet)'] : []),
     ...adaptiveLines(cur),
     ...renderBreakers(breakers),
@@ -139,15 +169,21 @@ export function renderTiers(prev: StatsSnapshot, cur: StatsSnapshot): string[] {
     for (const t of r.tiers ?? []) {
       const p = then.get(t.tier);
       const rate = (now: number, old: number | undefined) => fmt(Math.max(0, now - (old ?? 0)) / seconds);
-      rows.push([r.resource, t.tier, rate(t.allowed, p?.allowed), rate(t.denied, p?.denied), String(t.boosted)]);
+      // Servers before shadow counts per tier report none.
+      const shadow = (x: { shadowDenied?: number } | undefined) => x?.shadowDenied ?? 0;
+      rows.push([
+        r.resource,
+        t.tier,
+        rate(t.allowed, p?.allowed),
+        rate(t.denied, p?.denied),
+        rate(shadow(t), p === undefined ? undefined : shadow(p)),
+        String(t.boosted),
+      ]);
     }
-    if ((r.tiers ?? []).length === 0 && (r.boosted ?? 0) > 0) rows.push([r.resource, '-', '-', '-', String(r.boosted)]);
+    if ((r.tiers ?? []).length === 0 && (r.boosted ?? 0) > 0) rows.push([r.resource, '-', '-', '-', '-', String(r.boosted)]);
   }
   if (rows.length === 0) return [];
-  const table = [['RESOURCE', 'TIER', 'ALLOWED/s', 'DENIED/s', 'BOOSTED'], ...rows];
-  const widths = table[0]!.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
-  const lines = table.map((row) => row.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  '));
-  return ['', ...lines];
+  return ['', ...columns([['RESOURCE', 'TIER', 'ALLOWED/s', 'DENIED/s', 'SHADOW DENIED/s', 'BOOSTED SINCE START'], ...rows], 2)];
 }
 
 /** Options of {@link runStatus}. */

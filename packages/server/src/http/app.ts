@@ -21,6 +21,7 @@ import { answerClientError, trackResponse } from './client-errors.js';
 import { registerDashboard } from './dashboard.js';
 import type { RolloutRunner } from '../rollout/runner.js';
 import { registerRolloutSummary } from './rollout.js';
+import { healthView, type DecisionLatency } from '../stats/health.js';
 import { fromFastifyError, sendError } from './reply.js';
 
 /** Numeric settings the app may be given or not (their defaults are the settings' defaults). */
@@ -57,6 +58,11 @@ export interface HttpDeps {
   readonly closing?: () => boolean;
   /** The adaptive limits of the active rules, for `/v1/stats`. */
   readonly adaptive?: () => Promise<readonly AdaptiveStatus[]>;
+  /**
+   * The p99 of decision latency for `/v1/stats` (`health.decisionP99Seconds`), from the
+   * server's decision-duration histogram. @default none: the field is left out
+   */
+  readonly decisionLatency?: DecisionLatency;
   /**
    * Serve the web dashboard at `/dashboard`.
    * @default false
@@ -223,6 +229,8 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     resources: metrics.stats((r) => deps.rules.has(r)),
     ...(deps.adaptive === undefined ? {} : { adaptive: await deps.adaptive() }),
     clockSkew: deps.service.clockSkew(),
+    // The store, what answers while it is away, and the server's own figures (`sluice status`'s first line).
+    health: healthView(deps.service.storeHealth(), deps.service.clients.count(), deps.decisionLatency),
     // The heaviest keys of resources configuring `hotKeys` (see docs/control-plane.md, "Hot keys").
     // Keys are the callers' data (user ids, tenants): named only to the admin.
     hotKeys: hotKeysFor(

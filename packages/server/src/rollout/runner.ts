@@ -1,8 +1,11 @@
 import { createHash, randomUUID } from 'node:crypto';
 import {
+  Degradation,
   OUTCOME_BUCKETS,
   OUTCOME_BUCKET_MS,
   cohortAt,
+  isSluiceError,
+  secondsText,
   type Cohort,
   type Limiter,
   type Logger,
@@ -14,6 +17,7 @@ import {
   RulesErrorCodes,
   compileRules,
   compileRulesOffThread,
+  isRulesError,
   judgeRollout,
   rampAction,
   rolloutDomainLabel,
@@ -101,9 +105,12 @@ export class RolloutRunner implements RolloutRouting {
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
   #closed = false;
+  /** Polls failing for another reason than the rule store being away (that one it logs itself). */
+  readonly #failing: Degradation;
 
   constructor(options: RolloutRunnerOptions) {
     this.#o = options;
+    this.#failing = new Degradation({ logger: options.logger, event: 'rollout_not_followed' });
     this.#now = options.now ?? Date.now;
     this.#pollMs = options.pollIntervalMs ?? 1000;
     this.#leadershipMs = options.leadershipTtlMs ?? 10_000;
@@ -136,7 +143,12 @@ export class RolloutRunner implements RolloutRouting {
   kick(): void {
     if (this.#closed || this.#running) return;
     this.#running = this.tick()
-      .catch((err: unknown) => this.#o.logger?.warn({ err }, 'rollout poll failed; will retry'))
+      .then(
+        (led) => {
+          if (led) this.#failing.recover((s) => ({ msg: `rollout followed again after ${secondsText(s.lastedMs)}` }));
+        },
+        (err: unknown) => this.#pollFailed(err),
+      )
       .finally(() => {
         this.#running = undefined;
       });
@@ -207,14 +219,28 @@ export class RolloutRunner implements RolloutRouting {
     if (!allowed) bump(tallyField(cohort, resource, 'denied'));
   }
 
-  /** One poll: read the rollout, apply it, flush counts, and decide if this server leads. */
-  async tick(): Promise<void> {
+  /**
+   * One poll: read the rollout, apply it, flush counts, and decide if this server leads. False
+   * when the leadership could not be asked for (the rest of the poll went through).
+   */
+  async tick(): Promise<boolean> {
     const state = await this.#o.store.read();
     await this.#compileCandidate(state);
     this.#follow(state);
     await this.#flush();
-    this.#leading = state !== undefined && !FINISHED_STATUSES.includes(state.status) && (await this.#lead());
+    let asked = true;
+    const lead = async () => {
+      try {
+        return await this.#o.store.lead(this.#owner, this.#leadershipMs);
+      } catch (err) {
+        this.#pollFailed(err);
+        asked = false;
+        return false;
+      }
+    };
+    this.#leading = state !== undefined && !FINISHED_STATUSES.includes(state.status) && (await lead());
     if (this.#leading && state !== undefined) await this.#decide(state);
+    return asked;
   }
 
   /** Starts a rollout of `input.text` over the current version (see {@link startRollout}). */
@@ -257,6 +283,7 @@ export class RolloutRunner implements RolloutRouting {
     this.#closed = true;
     clearInterval(this.#timer);
     await this.#running;
+    this.#failing.close();
     await this.#flush().catch(() => undefined);
     if (this.#leading) await this.#o.store.resign(this.#owner).catch(() => undefined);
     this.#uninstall();
@@ -352,13 +379,18 @@ export class RolloutRunner implements RolloutRouting {
     throw (results[failed] as PromiseRejectedResult).reason;
   }
 
-  async #lead(): Promise<boolean> {
-    try {
-      return await this.#o.store.lead(this.#owner, this.#leadershipMs);
-    } catch (err) {
-      this.#o.logger?.warn({ err }, 'cannot take the rollout leadership');
-      return false;
-    }
+  /**
+   * A poll (or a leadership attempt) failed; polled again at the next interval. The rule store
+   * logs its own unavailability as one spell (its RuleStoreHealth): that is not said again here.
+   * Anything else is one spell of its own, with the stack when it is not a known error (a bug).
+   */
+  #pollFailed(err: unknown): void {
+    if (isRulesError(err, RulesErrorCodes.RULE_STORE_UNAVAILABLE)) return;
+    const bug = !(err instanceof RulesError) && !isSluiceError(err);
+    this.#failing.fail(err, (reason) => ({
+      msg: `rollout not followed (${reason}): this server keeps the rollout as it last read it until a poll succeeds`,
+      ...(bug ? { fields: { err } } : {}),
+    }));
   }
 
   async #decide(s: RolloutState): Promise<void> {

@@ -8,6 +8,7 @@ import {
   type FleetBreakerPolicy,
   type OutcomeTotals,
   type HotKeyReport,
+  type StoreHealth,
 } from '@sluice/core';
 import {
   encodeResource,
@@ -158,6 +159,11 @@ export class RateLimitService {
   /** The store's clock as this server reads it (see {@link storeTime}). */
   time(): StoreTime {
     return storeTime(this.#clock);
+  }
+
+  /** The limit store's health as the limiter's failover sees it (`GET /v1/stats`, `health`). */
+  storeHealth(): StoreHealth {
+    return this.#limiter.storeHealth();
   }
 
   /** How far this server's clock is from the store's, as `GET /v1/stats` shows it. */

@@ -26,9 +26,21 @@ describe('rateRows', () => {
     expect(rows.find((x) => x.resource === 'old')).toMatchObject({ rate: 0, allowedRate: 0, deniedRate: 0 });
   });
 
-  it('keeps statusRows to the status view fields and the top N', () => {
-    const rows = statusRows(snap(0, r('a', 0, 0), r('b', 0, 0)), snap(1000, r('a', 1, 0), r('b', 5, 1)), 1);
-    expect(rows).toEqual([{ resource: 'b', rate: 6, deniedRate: 1, limit: 10, remaining: 5, rejectedShare: 1 / 6 }]);
+  it('keeps statusRows to the top N, with rates per second and shares since start', () => {
+    const rows = statusRows(snap(0, r('a', 0, 0), r('b', 0, 0, 0)), snap(2000, r('a', 1, 0), r('b', 5, 1, 2)), 1);
+    expect(rows).toEqual([
+      {
+        resource: 'b',
+        rate: 3,
+        allowedRate: 2.5,
+        deniedRate: 0.5,
+        shadowDeniedRate: 1,
+        limit: 10,
+        remaining: 5,
+        deniedShareSinceStart: 1 / 6,
+        shadowDeniedShareSinceStart: 2 / 6,
+      },
+    ]);
   });
 });
 

@@ -9,6 +9,7 @@ import type { AdaptiveStatus } from '../control/adaptive/controller.js';
  */
 import type { HotKeyReport } from '@sluice/core';
 import type { ResourceStats } from '../metrics.js';
+import type { HealthView } from './health.js';
 
 /** What `GET /v1/stats` answers. */
 export interface StatsSnapshot {
@@ -20,26 +21,33 @@ export interface StatsSnapshot {
   readonly adaptive?: readonly AdaptiveStatus[];
   /** The heaviest keys of resources that track them (absent from servers before hot keys). */
   readonly hotKeys?: readonly HotKeyReport[];
+  /** The store's health and the server's figures (absent from servers before it). */
+  readonly health?: HealthView;
 }
 
-/** One row of the status view. */
+/**
+ * One resource between two snapshots: rates per second over the time between them, the latest
+ * decision's limit and remaining permits, and shares of every decision since the server started.
+ */
 export interface StatusRow {
   readonly resource: string;
-  /** Decisions per second between the two snapshots. */
+  /** Decisions per second (allowed and denied). */
   readonly rate: number;
+  /** Decisions allowed per second, shadow-mode ones included. */
+  readonly allowedRate: number;
   readonly deniedRate: number;
+  /** Decisions allowed per second only because the resource is in shadow mode (the limit would have denied them). */
+  readonly shadowDeniedRate: number;
   readonly limit: number;
   readonly remaining: number;
   /** Share of decisions denied since the server started. */
-  readonly rejectedShare: number;
+  readonly deniedShareSinceStart: number;
+  /** Share of decisions the limit would have denied in shadow mode since the server started. */
+  readonly shadowDeniedShareSinceStart: number;
 }
 
-/** A {@link StatusRow} with the allowed and shadow-mode rates the dashboard charts. */
-export interface RateRow extends StatusRow {
-  readonly allowedRate: number;
-  /** Decisions allowed only because the resource is in shadow mode (they would have been denied). */
-  readonly shadowDeniedRate: number;
-}
+/** A {@link StatusRow}, as the dashboard charts it. */
+export type RateRow = StatusRow;
 
 /** Busiest first: by rate, then by denied rate, then by name. */
 function busiestFirst(a: StatusRow, b: StatusRow): number {
@@ -66,7 +74,8 @@ export function rateRows(prev: StatsSnapshot, cur: StatsSnapshot): RateRow[] {
         shadowDeniedRate: perSecond(r.shadowDenied, p?.shadowDenied),
         limit: r.limit,
         remaining: r.remaining,
-        rejectedShare: total === 0 ? 0 : r.denied / total,
+        deniedShareSinceStart: total === 0 ? 0 : r.denied / total,
+        shadowDeniedShareSinceStart: total === 0 ? 0 : r.shadowDenied / total,
       };
     })
     .sort(busiestFirst);
@@ -74,16 +83,7 @@ export function rateRows(prev: StatsSnapshot, cur: StatsSnapshot): RateRow[] {
 
 /** The busiest `top` resources between two snapshots, busiest first. */
 export function statusRows(prev: StatsSnapshot, cur: StatsSnapshot, top: number): StatusRow[] {
-  return rateRows(prev, cur)
-    .slice(0, top)
-    .map(({ resource, rate, deniedRate, limit, remaining, rejectedShare }) => ({
-      resource,
-      rate,
-      deniedRate,
-      limit,
-      remaining,
-      rejectedShare,
-    }));
+  return rateRows(prev, cur).slice(0, top);
 }
 
 /** A rate for people: three significant figures at most, two decimals below 10. */

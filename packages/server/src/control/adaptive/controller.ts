@@ -1,4 +1,12 @@
-import { OUTCOME_BUCKETS, OUTCOME_BUCKET_MS, type Logger, type OutcomeSource } from '@sluice/core';
+import {
+  Degradation,
+  OUTCOME_BUCKETS,
+  OUTCOME_BUCKET_MS,
+  isSluiceError,
+  secondsText,
+  type Logger,
+  type OutcomeSource,
+} from '@sluice/core';
 import {
   adaptiveLimitIndex,
   isRulesError,
@@ -73,9 +81,11 @@ export class AdaptiveController {
   #deciding = new Set<string>();
   #round: Promise<void> = Promise.resolve();
   #closed = false;
+  readonly #notJudged: Degradation;
 
   constructor(options: AdaptiveControllerOptions) {
     this.#o = options;
+    this.#notJudged = new Degradation({ logger: options.logger, event: 'adaptive_not_judged' });
     this.#now = options.now ?? Date.now;
     this.#tickMs = options.tickMs ?? 1000;
     this.#timer = setInterval(() => {
@@ -96,13 +106,21 @@ export class AdaptiveController {
     // The store's current version, read once a round (when this server decides any resource)
     // and replaced by each version a move applies.
     const round: Round = {};
+    let failed = false;
     for (const rule of Object.values(v.ruleSet.adaptive)) {
       try {
         await this.#judge(rule, round);
       } catch (err) {
-        this.#o.logger?.warn({ err, resource: rule.resource }, 'adaptive limit not judged');
+        failed = true;
+        // Judged again next round: one line a spell, with the stack when it is a bug.
+        const bug = !isSluiceError(err) && !isRulesError(err);
+        this.#notJudged.fail(err, (reason) => ({
+          msg: `adaptive limits not judged (${reason}): limits stay as they are until a round succeeds`,
+          fields: { resource: rule.resource, ...(bug ? { err } : {}) },
+        }));
       }
     }
+    if (!failed) this.#notJudged.recover((s) => ({ msg: `adaptive limits judged again after ${secondsText(s.lastedMs)}` }));
   }
 
   async #judge(rule: AdaptiveRule, round: Round): Promise<void> {
@@ -181,6 +199,7 @@ export class AdaptiveController {
     this.#closed = true;
     clearInterval(this.#timer);
     await this.#round;
+    this.#notJudged.close();
     for (const resource of this.#deciding) await this.#o.demand.resign(resource, this.#o.owner).catch(() => undefined);
     this.#deciding.clear();
   }

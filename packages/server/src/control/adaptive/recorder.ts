@@ -11,6 +11,8 @@ export interface DemandRecorderOptions {
   readonly flushMs?: number;
   /** Called when adding to the store fails (the counts of that flush are dropped). */
   readonly onError?: (err: unknown) => void;
+  /** Called after a flush the store took whole. */
+  readonly onFlushed?: () => void;
 }
 
 interface Tracked {
@@ -32,6 +34,7 @@ export class DemandRecorder {
   readonly #store: DemandStore;
   readonly #now: () => number;
   readonly #onError: (err: unknown) => void;
+  readonly #onFlushed: (() => void) | undefined;
   #tracked = new Map<string, Tracked>();
   readonly #timer: NodeJS.Timeout;
   #flushing: Promise<void> = Promise.resolve();
@@ -41,6 +44,7 @@ export class DemandRecorder {
     this.#store = options.store;
     this.#now = options.now ?? Date.now;
     this.#onError = options.onError ?? (() => undefined);
+    this.#onFlushed = options.onFlushed;
     this.observer = {
       decided: (e) => this.#decided(e.resource, e.decision),
       waited: (e) => this.#count(e.resource, (c) => ({ ...c, waits: c.waits + 1, waitedMs: c.waitedMs + e.waitedMs })),
@@ -98,7 +102,14 @@ export class DemandRecorder {
       }
       t.pending.clear();
     }
-    for (const r of await Promise.allSettled(writes)) if (r.status === 'rejected') this.#onError(r.reason);
+    let failed = false;
+    for (const r of await Promise.allSettled(writes)) {
+      if (r.status === 'rejected') {
+        failed = true;
+        this.#onError(r.reason);
+      }
+    }
+    if (!failed && writes.length > 0) this.#onFlushed?.();
   }
 
   /** Stops the timer and adds what is left. */

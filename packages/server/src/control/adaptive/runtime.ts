@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { LimiterObserver, Logger, OutcomeSource } from '@sluice/core';
+import { Degradation, secondsText, type LimiterObserver, type Logger, type OutcomeSource } from '@sluice/core';
 import { openRedisClient } from '@sluice/redis/kit';
 import { adaptiveLimitIndex, type RuleStore, type RuleVersion } from '@sluice/rules';
 import type { ServerMetrics } from '../../metrics.js';
@@ -72,14 +72,19 @@ export function startAdaptive(options: AdaptiveRuntimeOptions): AdaptiveRuntime 
     demand = new MemoryDemandStore();
   }
   const tickMs = options.tickMs ?? 1000;
-  let dropped = 0;
+  // One line per failing spell, not per flush.
+  const notRecorded = new Degradation({ logger, event: 'adaptive_demand_not_recorded' });
   const recorder = new DemandRecorder({
     store: demand,
     flushMs: tickMs,
-    onError: (err) => {
-      // One line per failing spell, not per flush.
-      if (dropped++ === 0) logger.warn({ err }, 'adaptive limits: demand counts not recorded (judged on what was)');
-    },
+    onError: (err) =>
+      notRecorded.fail(err, (reason) => ({
+        msg: `adaptive limits: demand counts not recorded (${reason}): limits are judged on the counts recorded until the store takes them`,
+      })),
+    onFlushed: () =>
+      notRecorded.recover((spell) => ({
+        msg: `adaptive limits: demand counts recorded again after ${secondsText(spell.lastedMs)} (${spell.repeats + 1} flushes dropped)`,
+      })),
   });
   const controller = new AdaptiveController({
     ruleStore: options.ruleStore,
@@ -119,6 +124,7 @@ export function startAdaptive(options: AdaptiveRuntimeOptions): AdaptiveRuntime 
     async close() {
       await controller.close();
       await recorder.close();
+      notRecorded.close();
       await demand.close();
       client?.disconnect();
     },

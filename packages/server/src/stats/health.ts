@@ -1,0 +1,86 @@
+/**
+ * The `health` field of `GET /v1/stats`: the limit store and what answers while it is away, the
+ * decisions the fallback made, the remote clients seen and the decisions' p99 latency; and its
+ * line of text, shared by `sluice status` and the web dashboard.
+ *
+ * This module runs in the browser too (the dashboard loads its compiled form as an ES module):
+ * it must import nothing at run time and use nothing of Node.
+ */
+import type { StoreHealth } from '@sluice/core';
+
+/** What `GET /v1/stats` answers as `health`. */
+export interface HealthView {
+  /** The limit store: `redis`, or `memory` (the embedded store). */
+  readonly store: string;
+  /** Where the store is (`10.0.0.5:6379`, a cluster's seed nodes); absent for the embedded store. */
+  readonly address?: string;
+  /** False while the store is away: decisions then follow the store-failure policies. */
+  readonly reachable: boolean;
+  /** The default store-failure policy (`--on-store-failure`): `local`, `open` or `closed`. */
+  readonly policy: StoreHealth['policy'];
+  /** Every resource's policy in words, as the log names them: `the 'local' policy ('closed' for api:payments)`. */
+  readonly policies: string;
+  /** While the store is away: for how long, in ms. */
+  readonly unreachableForMs?: number;
+  /** While the store is away: its latest failure (`ECONNREFUSED 10.0.0.5:6379`). */
+  readonly reason?: string;
+  /** Decisions made by the store-failure policies since the server started. */
+  readonly fallbackDecisions: number;
+  /** Distinct remote clients (their `sluice-client-id`) seen in the last minute. */
+  readonly clientsSeen: number;
+  /** The 99th percentile of decision latency, in seconds; absent while not measured. */
+  readonly decisionP99Seconds?: number;
+}
+
+/** Where the p99 of decision latency comes from (the server's decision-duration histogram). */
+export type DecisionLatency = () => { readonly p99Seconds: number } | undefined;
+
+/** The health view of `store` with the server's own figures. */
+export function healthView(store: StoreHealth, clientsSeen: number, latency?: DecisionLatency): HealthView {
+  const p99 = latency?.()?.p99Seconds;
+  return {
+    ...store,
+    clientsSeen,
+    ...(p99 === undefined || !Number.isFinite(p99) ? {} : { decisionP99Seconds: p99 }),
+  };
+}
+
+/** What `sluice status` and the dashboard show: a line and its state. */
+export interface HealthSummary {
+  readonly text: string;
+  /** `ok` while the store answers, `degraded` while the policies decide, `unknown` without a report. */
+  readonly state: 'ok' | 'degraded' | 'unknown';
+}
+
+/** A duration for people: ms below a second, then seconds. */
+function duration(ms: number): string {
+  return ms < 1000 ? `${Math.round(ms)} ms` : ms < 60_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 1000)} s`;
+}
+
+/** A latency for people: two significant figures below 10 ms. */
+function latency(ms: number): string {
+  return ms < 1 ? `${ms.toFixed(2)} ms` : ms < 10 ? `${ms.toFixed(1)} ms` : duration(ms);
+}
+
+/**
+ * The health in one line, each figure labelled with its period, e.g. `store redis at
+ * 10.0.0.5:6379: reachable  |  fallback decisions since start: 0  |  clients seen (last minute):
+ * 3  |  p99 decision latency: 1.2 ms`. While the store is away the line says since when, why, and
+ * the policy answering.
+ */
+export function healthSummary(view: HealthView | undefined): HealthSummary {
+  if (view === undefined) return { text: 'health: not reported by this server', state: 'unknown' };
+  const at = view.address === undefined ? '' : ` at ${view.address}`;
+  const store = view.reachable
+    ? `store ${view.store}${at}: reachable`
+    : `store ${view.store}${at}: UNREACHABLE${view.unreachableForMs === undefined ? '' : ` for ${duration(view.unreachableForMs)}`}` +
+      `${view.reason === undefined ? '' : ` (${view.reason})`}, deciding by ${view.policies}`;
+  const p99 = view.decisionP99Seconds === undefined ? 'not measured' : latency(view.decisionP99Seconds * 1000);
+  const text = [
+    store,
+    `fallback decisions since start: ${view.fallbackDecisions}`,
+    `clients seen (last minute): ${view.clientsSeen}`,
+    `p99 decision latency: ${p99}`,
+  ].join('  |  ');
+  return { text, state: view.reachable ? 'ok' : 'degraded' };
+}
