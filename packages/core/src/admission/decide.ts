@@ -270,11 +270,11 @@ export class Decider {
    * is named only on resources that declare tiers (bounded label values).
    */
   observe(resource: string, mode: DecisionMode, decision: Decision, tier: CompiledTier | undefined, startedAt: number): Decision {
+    // Counted for the failover's log lines and the stores' health ("decisions by the fallback").
+    if (decision.source === 'fallback') this.#failover.health.fallbackDecided();
     if (!this.#timed) return decision;
     const durationMs = this.#clock.now() - startedAt;
     const label = tier?.label;
-    // Counted for the failover's log lines and the stores' health ("decisions by the fallback").
-    if (decision.source === 'fallback') this.#failover.health.fallbackDecided();
     this.#observer?.decided?.(
       label === undefined ? { resource, mode, decision, durationMs } : { resource, mode, decision, tier: label, durationMs },
     );
