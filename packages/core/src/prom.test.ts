@@ -59,7 +59,13 @@ describe('registerBuildInfo', () => {
         `sluice_build_info{version="1.2.3",node_version="${process.version}"} 1`,
         `sluice_build_info{version="1.3.0",node_version="${process.version}"} 1`,
       ]);
-      expect(() => registerBuildInfo(registry, manifest('d.json', { name: 'x' }))).toThrow(/has no version/);
+      // A manifest that cannot be read (a bundled package) or has no version: said so, not thrown.
+      const unknown = new Registry();
+      registerBuildInfo(unknown, manifest('d.json', { name: 'x' }));
+      registerBuildInfo(unknown, pathToFileURL(join(dir, 'missing.json')));
+      expect((await unknown.metrics()).match(/^sluice_build_info\{.*$/gm)).toEqual([
+        `sluice_build_info{version="unknown",node_version="${process.version}"} 1`,
+      ]);
       const taken = new Registry();
       promMetrics({ registry: taken }).counter({ name: 'sluice_build_info', help: 'Not a gauge' });
       expect(() => registerBuildInfo(taken, manifest('a.json', { version: '1' }))).toThrow(/is no gauge/);

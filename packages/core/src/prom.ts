@@ -80,15 +80,16 @@ export const BUILD_INFO = 'sluice_build_info';
 
 /**
  * Sets `sluice_build_info{version, node_version}` to 1 on the registry: `version` is the
- * package's whose manifest (`package.json`) `manifest` points to. One family for every Sluice
- * package on a registry (not prefixed): a package that finds it registered adds its series to it,
- * so packages of one release share one series.
+ * package's whose manifest (`package.json`) `manifest` points to, `unknown` when it cannot be
+ * read (the package was bundled into another file, say): the metrics still work, and the series
+ * says what is not known. One family for every Sluice package on a registry (not prefixed): a
+ * package that finds it registered adds its series to it, so packages of one release share one
+ * series.
  *
  * @example registerBuildInfo(registry, new URL('../package.json', import.meta.url));
  */
 export function registerBuildInfo(registry: Registry, manifest: URL): void {
-  const { version } = JSON.parse(readFileSync(manifest, 'utf8')) as { version?: unknown };
-  if (typeof version !== 'string') throw new TypeError(`${manifest.href} has no version`);
+  const version = versionIn(manifest) ?? 'unknown';
   const found = registry.getSingleMetric(BUILD_INFO);
   if (found !== undefined && !(found instanceof Gauge)) throw new TypeError(`${BUILD_INFO} is registered, and is no gauge`);
   const gauge =
@@ -100,4 +101,14 @@ export function registerBuildInfo(registry: Registry, manifest: URL): void {
       registers: [registry],
     });
   gauge.set({ version, node_version: process.version }, 1);
+}
+
+/** The `version` of a `package.json`; undefined when it cannot be read or has none. */
+function versionIn(manifest: URL): string | undefined {
+  try {
+    const { version } = JSON.parse(readFileSync(manifest, 'utf8')) as { version?: unknown };
+    return typeof version === 'string' && version !== '' ? version : undefined;
+  } catch {
+    return undefined;
+  }
 }
