@@ -139,6 +139,9 @@ export class FailoverMachine {
   #probe: Promise<void> | undefined;
   #closed = false;
   readonly #away: Degradation;
+  /** What is away, and what answers meanwhile, as the log lines name them. */
+  readonly #subject: string;
+  readonly #policy: () => string;
   #fallbackDecisions = 0;
   /** {@link fallbackDecisions} at the switch. */
   #fallbackAtSwitch = 0;
@@ -148,6 +151,8 @@ export class FailoverMachine {
     this.#clock = options.clock;
     const subject = options.subject ?? 'rate-limit store';
     const policy = () => options.policy?.() ?? "each resource's store-failure policy";
+    this.#subject = subject;
+    this.#policy = policy;
     this.#away = new Degradation({
       logger: options.logger,
       clock: options.clock,
@@ -242,7 +247,7 @@ export class FailoverMachine {
     this.#fallbackAtSwitch = this.#fallbackDecisions;
     // One line for the whole outage: what happened and what answers meanwhile.
     this.#away.fail(error, (reason) => ({
-      msg: `${this.#o.subject ?? 'rate-limit store'} unreachable (${reason}): deciding by ${this.#o.policy?.() ?? "each resource's store-failure policy"} until it answers`,
+      msg: `${this.#subject} unreachable (${reason}): deciding by ${this.#policy()} until it answers`,
       fields: { ...this.#o.logFields?.() },
     }));
     this.#emit({ healthy: false, error });
@@ -303,7 +308,7 @@ export class FailoverMachine {
     this.#away.recover((spell) => {
       const n = this.#spellDecisions();
       return {
-        msg: `${this.#o.subject ?? 'rate-limit store'} answers again after ${secondsText(spell.lastedMs)}: global decisions resumed (${n} decisions made by the fallback meanwhile)`,
+        msg: `${this.#subject} answers again after ${secondsText(spell.lastedMs)}: global decisions resumed (${n} decisions made by the fallback meanwhile)`,
         fields: { ...this.#o.logFields?.(), fallbackDecisions: n },
       };
     });

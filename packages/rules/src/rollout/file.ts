@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, open, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { storeUnavailable } from '../errors.js';
+import { storeUnavailable, type RulesError } from '../errors.js';
+import type { RuleStoreHealth } from '../store/health.js';
 import type { RolloutState } from './plan.js';
 import { parseRollout, rolloutConflict, type RolloutStore } from './store.js';
 
@@ -22,20 +23,27 @@ export class FileRolloutStore implements RolloutStore {
   readonly #dir: string;
   readonly #now: () => number;
   readonly #tallies = new Map<string, Map<string, number>>();
+  readonly #health: RuleStoreHealth | undefined;
 
-  constructor(dir: string, now: () => number = Date.now) {
+  /** `health`: the rule store's, told of failures and answers so that an outage is one spell in the log. */
+  constructor(dir: string, now: () => number = Date.now, health?: RuleStoreHealth) {
     this.#dir = dir;
     this.#now = now;
+    this.#health = health;
   }
 
   async read(): Promise<RolloutState | undefined> {
     const path = join(this.#dir, 'rollout.json');
+    let text: string;
     try {
-      return parseRollout(await readFile(path, 'utf8'), path);
+      text = await readFile(path, 'utf8');
     } catch (e) {
-      if (errno(e) === 'ENOENT') return undefined;
-      throw storeUnavailable(`read ${path}`, e);
+      if (errno(e) !== 'ENOENT') throw this.#failed(`read ${path}`, e);
+      this.#health?.answered();
+      return undefined;
     }
+    this.#health?.answered();
+    return parseRollout(text, path);
   }
 
   async write(next: RolloutState, expectedRevision: number): Promise<RolloutState> {
@@ -112,7 +120,7 @@ export class FileRolloutStore implements RolloutStore {
       await rename(tmp, path);
     } catch (e) {
       await unlink(tmp).catch(() => undefined);
-      throw storeUnavailable(`write ${path}`, e);
+      throw this.#failed(`write ${path}`, e);
     }
   }
 
@@ -121,7 +129,7 @@ export class FileRolloutStore implements RolloutStore {
     try {
       await mkdir(this.#dir, { recursive: true });
     } catch (e) {
-      throw storeUnavailable(`create ${this.#dir}`, e);
+      throw this.#failed(`create ${this.#dir}`, e);
     }
     const deadline = Date.now() + 5000;
     for (;;) {
@@ -129,14 +137,14 @@ export class FileRolloutStore implements RolloutStore {
         await (await open(lock, 'wx')).close();
         break;
       } catch (e) {
-        if (errno(e) !== 'EEXIST') throw storeUnavailable(`lock ${lock}`, e);
+        if (errno(e) !== 'EEXIST') throw this.#failed(`lock ${lock}`, e);
       }
       const age = await stat(lock).then(
         (s) => Date.now() - s.mtimeMs,
         () => 0,
       );
       if (age > STALE_LOCK_MS) await unlink(lock).catch(() => undefined);
-      else if (Date.now() >= deadline) throw storeUnavailable(`lock ${lock}`, new Error('another writer held it for 5000 ms'));
+      else if (Date.now() >= deadline) throw this.#failed(`lock ${lock}`, new Error('another writer held it for 5000 ms'));
       else await sleep(5 + Math.floor(Math.random() * 10));
     }
     try {
@@ -144,5 +152,12 @@ export class FileRolloutStore implements RolloutStore {
     } finally {
       await unlink(lock).catch(() => undefined);
     }
+  }
+
+  /** The error for a call that could not `what`, told to the rule store's health. */
+  #failed(what: string, e: unknown): RulesError {
+    const err = storeUnavailable(what, e);
+    this.#health?.failed(err);
+    return err;
   }
 }

@@ -231,7 +231,7 @@ export class FileRuleStore implements RuleStore {
   /** The rollout kept in this store's directory (`rollout.json`). */
   rolloutStore(): RolloutStore {
     this.#open();
-    this.#rollouts ??= new FileRolloutStore(this.#dir, this.#options.now);
+    this.#rollouts ??= new FileRolloutStore(this.#dir, this.#options.now, this.#health);
     return this.#rollouts;
   }
 

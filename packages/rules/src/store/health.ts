@@ -33,6 +33,11 @@ export class RuleStoreHealth {
     }));
   }
 
+  /** A failure that only counts towards a spell under way (a secondary connection's). */
+  repeat(err: unknown): void {
+    this.#away.repeat(err);
+  }
+
   /** The store answered: a spell is over. */
   answered(): void {
     this.#away.recover((spell) => ({

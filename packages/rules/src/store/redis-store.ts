@@ -351,8 +351,9 @@ export class RedisRuleStore implements RuleStore {
     if (this.#subscriber) return;
     const sub = this.#client.duplicate();
     this.#subscriber = sub;
-    // Changes are polled for meanwhile; ioredis subscribes again once it reconnects.
-    sub.on('error', (err: unknown) => this.#health.failed(err));
+    // Changes are polled for meanwhile; ioredis subscribes again once it reconnects. The store's
+    // own connection and polls tell whether Redis is away: the subscriber's errors are counted.
+    sub.on('error', (err: unknown) => this.#health.repeat(err));
     sub.on('message', (channel: string) => {
       if (channel === this.#keys.channel) this.#watch.kick();
     });

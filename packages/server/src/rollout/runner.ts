@@ -144,8 +144,9 @@ export class RolloutRunner implements RolloutRouting {
     if (this.#closed || this.#running) return;
     this.#running = this.tick()
       .then(
-        (led) => {
-          if (led) this.#failing.recover((s) => ({ msg: `rollout followed again after ${secondsText(s.lastedMs)}` }));
+        (asked) => {
+          // A poll whose leadership could not be asked for is no recovery.
+          if (asked) this.#failing.recover((s) => ({ msg: `rollout followed again after ${secondsText(s.lastedMs)}` }));
         },
         (err: unknown) => this.#pollFailed(err),
       )
