@@ -5,9 +5,8 @@
  * (a Redis of the test's own, killed and restarted) and the built CLI (`npm run build`).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { RedisServer } from '@sluice/redis/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TOKEN, call, eventually, scratch, spawnServer, writeRules, type ServerProcess } from './support.js';
+import { describe, expect, it } from 'vitest';
+import { TOKEN, call, eventually, serveOnOwnRedis } from './support.js';
 
 // A paid API that must never be overrun (closed), and a database on the default policy (local).
 const RULES = `
@@ -51,33 +50,19 @@ function traffic(url: string, workers = 3) {
 }
 
 describe('sluice serve while its Redis is away for a few seconds', () => {
-  const tmp = scratch();
-  let redis: RedisServer;
-  let server: ServerProcess;
-
-  beforeAll(async () => {
-    redis = await RedisServer.start();
-    // A generous store timeout: on a busy machine a slow reply must not look like an outage.
-    server = await spawnServer(['--redis', redis.url, '--rules', writeRules(tmp.dir, RULES), '--store-timeout-ms', '2000']);
-  });
-
-  afterAll(async () => {
-    await server?.stop();
-    await redis?.stop();
-    tmp.remove();
-  });
+  const own = serveOnOwnRedis(RULES);
 
   it('logs one line when each degradation starts and one when it ends, no stacks, and answers every call', async () => {
-    const before = server.logs.length;
-    const load = traffic(server.url);
+    const before = own.server.logs.length;
+    const load = traffic(own.server.url);
     await eventually(async () => load.statuses.length > 50);
-    await redis.kill();
+    await own.redis.kill();
     const downAt = load.statuses.length;
     // The outage: about three seconds of calls answered by the store-failure policies.
     await sleep(3000);
     await eventually(async () => load.statuses.length > downAt + 50);
-    await redis.restart();
-    await eventually(async () => server.logs.slice(before).some((l) => l.includes('"event":"store_unreachable_ended"')));
+    await own.redis.restart();
+    await eventually(async () => own.server.logs.slice(before).some((l) => l.includes('"event":"store_unreachable_ended"')));
     // Calls after the return are decided on Redis again.
     const backAt = load.statuses.length;
     await eventually(async () => load.statuses.length > backAt + 50);
@@ -86,7 +71,7 @@ describe('sluice serve while its Redis is away for a few seconds', () => {
     // Every call was answered with a decision or a report's answer: allowed, denied, or taken.
     expect(load.statuses.filter((s) => s !== 200 && s !== 429)).toEqual([]);
 
-    const raw = server.logs.slice(before);
+    const raw = own.server.logs.slice(before);
     // No stack trace anywhere (pino would write it as "stack", each frame "\n    at ").
     expect(raw.filter((l) => l.includes('"stack"') || l.includes('\\n    at '))).toEqual([]);
     const lines = raw.map((l) => JSON.parse(l) as LogLine);
@@ -101,7 +86,7 @@ describe('sluice serve while its Redis is away for a few seconds', () => {
     // The reason is how the kill reached the server: the connection closed, reset, a broken pipe.
     expect(down[0]!.msg).toMatch(
       new RegExp(
-        `^store redis at 127\\.0\\.0\\.1:${redis.port} unreachable \\(.+\\): ` +
+        `^store redis at 127\\.0\\.0\\.1:${own.redis.port} unreachable \\(.+\\): ` +
           "deciding by the 'local' policy \\('closed' for api:payments\\) until it answers$",
       ),
     );
@@ -111,13 +96,13 @@ describe('sluice serve while its Redis is away for a few seconds', () => {
     expect(back[0]!.fallbackDecisions).toBeGreaterThan(0);
     expect(back[0]!.msg).toMatch(
       new RegExp(
-        `^store redis at 127\\.0\\.0\\.1:${redis.port} answers again after \\d+\\.\\d s: ` +
+        `^store redis at 127\\.0\\.0\\.1:${own.redis.port} answers again after \\d+\\.\\d s: ` +
           `global decisions resumed \\(${back[0]!.fallbackDecisions} decisions made by the fallback meanwhile\\)$`,
       ),
     );
     // Every degradation that began has ended, each with one line.
     await eventually(async () => {
-      const ended = new Set(server.logs.slice(before).map((l) => (JSON.parse(l) as LogLine).event));
+      const ended = new Set(own.server.logs.slice(before).map((l) => (JSON.parse(l) as LogLine).event));
       return events.every((e) => ended.has(`${e}_ended`));
     });
   });

@@ -5,9 +5,8 @@
  * and every column named with its unit and period. Needs `redis-server` on PATH and the built
  * CLI (`npm run build`).
  */
-import { RedisServer } from '@sluice/redis/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, eventually, runCli, scratch, spawnServer, writeRules, type ServerProcess } from './support.js';
+import { describe, expect, it } from 'vitest';
+import { call, eventually, runCli, serveOnOwnRedis } from './support.js';
 
 // One call an hour: every call after the first is over the limit. `audit` is in shadow mode.
 const RULES = `
@@ -41,23 +40,10 @@ async function counterSum(url: string, name: string): Promise<number> {
 }
 
 describe('sluice status against a running server', () => {
-  const tmp = scratch();
-  let redis: RedisServer;
-  let server: ServerProcess;
-
-  beforeAll(async () => {
-    redis = await RedisServer.start();
-    server = await spawnServer(['--redis', redis.url, '--rules', writeRules(tmp.dir, RULES), '--store-timeout-ms', '2000']);
-  });
-
-  afterAll(async () => {
-    await server?.stop();
-    await redis?.stop();
-    tmp.remove();
-  });
+  const own = serveOnOwnRedis(RULES);
 
   const check = (resource: string, client: string, key = 'k') =>
-    fetch(new URL('/v1/check', server.url), {
+    fetch(new URL('/v1/check', own.server.url), {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'sluice-client-id': client },
       body: JSON.stringify({ resource, key }),
@@ -68,10 +54,10 @@ describe('sluice status against a running server', () => {
       await check('api:strict', 'worker-1');
       await check('api:audit', 'worker-2');
     }
-    const stats = await call(server.url, '/v1/stats');
+    const stats = await call(own.server.url, '/v1/stats');
     expect(stats.json.health).toMatchObject({
       store: 'redis',
-      address: `127.0.0.1:${redis.port}`,
+      address: `127.0.0.1:${own.redis.port}`,
       reachable: true,
       policy: 'local',
       policies: "the 'local' policy",
@@ -80,13 +66,13 @@ describe('sluice status against a running server', () => {
     });
     expect(stats.json.health.unreachableForMs).toBeUndefined();
 
-    const r = await runCli(['status', '--once', '--interval', '200', '--server', server.url]);
+    const r = await runCli(['status', '--once', '--interval', '200', '--server', own.server.url]);
     expect(r.code, r.stderr).toBe(0);
     const lines = r.stdout.trim().split('\n');
     expect(lines[0]).toMatch(/\(rates per second over the last \d+\.\d s\)$/);
     expect(lines[1]).toMatch(
       new RegExp(
-        `^store redis at 127\\.0\\.0\\.1:${redis.port}: reachable  \\|  fallback decisions since start: 0  \\|  ` +
+        `^store redis at 127\\.0\\.0\\.1:${own.redis.port}: reachable  \\|  fallback decisions since start: 0  \\|  ` +
           'clients seen \\(last minute\\): 2  \\|  p99 decision latency: (not measured|[\\d.]+ m?s)$',
       ),
     );
@@ -98,9 +84,9 @@ describe('sluice status against a running server', () => {
   });
 
   it('says while the store is away which policy answers and how many decisions the fallback made', async () => {
-    await redis.kill();
+    await own.redis.kill();
     try {
-      await eventually(async () => (await call(server.url, '/v1/stats')).json.health.reachable === false);
+      await eventually(async () => (await call(own.server.url, '/v1/stats')).json.health.reachable === false);
       // A key the pre-filter does not know over its limit: decided by the local share of the
       // limit (its first call admitted, the rest denied).
       const allowed: boolean[] = [];
@@ -110,28 +96,28 @@ describe('sluice status against a running server', () => {
         allowed.push(answer.allowed);
       }
       expect(allowed).toEqual([true, false, false, false, false]);
-      const stats = await call(server.url, '/v1/stats');
+      const stats = await call(own.server.url, '/v1/stats');
       const health = stats.json.health as { fallbackDecisions: number; unreachableForMs?: number; reason?: string };
       expect(health).toMatchObject({ store: 'redis', reachable: false, policy: 'local' });
       expect(health.unreachableForMs).toBeGreaterThanOrEqual(0);
       expect(typeof health.reason).toBe('string');
       expect(health.fallbackDecisions).toBeGreaterThanOrEqual(5);
       // One number: the fallback's decisions as /metrics counts them.
-      expect(await counterSum(server.url, 'sluice_fallback_decisions_total')).toBe(health.fallbackDecisions);
+      expect(await counterSum(own.server.url, 'sluice_fallback_decisions_total')).toBe(health.fallbackDecisions);
 
-      const r = await runCli(['status', '--once', '--interval', '200', '--server', server.url]);
+      const r = await runCli(['status', '--once', '--interval', '200', '--server', own.server.url]);
       expect(r.code, r.stderr).toBe(0);
       const line = r.stdout.split('\n')[1]!;
       expect(line).toMatch(
         new RegExp(
-          `^store redis at 127\\.0\\.0\\.1:${redis.port}: UNREACHABLE for \\d+(\\.\\d)? m?s \\(.+\\), deciding by the 'local' policy  \\|  ` +
+          `^store redis at 127\\.0\\.0\\.1:${own.redis.port}: UNREACHABLE for \\d+(\\.\\d)? m?s \\(.+\\), deciding by the 'local' policy  \\|  ` +
             'fallback decisions since start: \\d+  \\|  clients seen \\(last minute\\): \\d+  \\|  p99 decision latency: (not measured|[\\d.]+ m?s)$',
         ),
       );
       expect(Number(/fallback decisions since start: (\d+)/.exec(line)![1])).toBeGreaterThanOrEqual(health.fallbackDecisions);
     } finally {
-      await redis.restart();
+      await own.redis.restart();
     }
-    await eventually(async () => (await call(server.url, '/v1/stats')).json.health.reachable === true);
+    await eventually(async () => (await call(own.server.url, '/v1/stats')).json.health.reachable === true);
   });
 });

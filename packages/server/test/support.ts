@@ -5,8 +5,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
+import { RedisServer } from '@sluice/redis/testing';
 import { loadSettings, startServer, type RunningServer, type SettingFlags } from '@sluice/server';
 import { pino } from 'pino';
+import { afterAll, beforeAll } from 'vitest';
 import { SLUICE_BIN, TOKEN, childEnv, spawnSluice, type Serve } from '../../../test/sluice-serve.js';
 import { loadOutcomesDefinition, loadRlsDefinition } from './proto.js';
 
@@ -179,4 +181,37 @@ export const FAST_ROLLOUT = ['--rollout-poll-ms', '100', '--rollout-leadership-m
 /** A call to `s`'s admin API (`/v1/admin<path>`) with the admin token. */
 export function admin(s: ServerProcess, path: string, body?: unknown) {
   return call(s.url, `/v1/admin${path}`, body, { token: TOKEN });
+}
+
+/** A `sluice serve` on a Redis of its own ({@link serveOnOwnRedis}); set once the suite's `beforeAll` ran. */
+export interface OwnRedisServer {
+  redis: RedisServer;
+  server: ServerProcess;
+}
+
+/**
+ * In a `describe` block: starts a Redis of its own (which the tests may kill and restart) and a
+ * `sluice serve` on it with `rules`, before the block's tests, and stops both after them. A
+ * generous store timeout: on a busy machine a slow reply must not look like an outage.
+ */
+export function serveOnOwnRedis(rules: string): OwnRedisServer {
+  const tmp = scratch();
+  const own = {} as OwnRedisServer;
+  beforeAll(async () => {
+    own.redis = await RedisServer.start();
+    own.server = await spawnServer([
+      '--redis',
+      own.redis.url,
+      '--rules',
+      writeRules(tmp.dir, rules),
+      '--store-timeout-ms',
+      '2000',
+    ]);
+  });
+  afterAll(async () => {
+    await own.server?.stop();
+    await own.redis?.stop();
+    tmp.remove();
+  });
+  return own;
 }
