@@ -178,8 +178,6 @@ async function checkServerAlone(app: string): Promise<void> {
  * these and nothing else, so that an entry is removed once its cause is gone.
  */
 const KNOWN_INSTALL_SCRIPTS: Readonly<Record<string, readonly string[]>> = {
-  // msgpackr's optional native decoder, through @sluice/redis (which loads only msgpackr/pack).
-  'msgpackr-extract': ['@sluice/redis', '@sluice/rules', '@sluice/server', '@sluice/governance'],
   // Through the Temporal SDK.
   protobufjs: ['@sluice/temporal'],
   '@swc/core': ['@sluice/temporal'],
