@@ -320,7 +320,9 @@ function readmeExpressApp(): string {
 
 describe("the README's express app, in a fresh project", () => {
   it('installs what the README says, limits per client through Redis and exits on SIGTERM', async () => {
-    const install = /`npm install (express @sluice\/core @sluice\/redis)`/.exec(readFileSync(join(ROOT, 'README.md'), 'utf8'));
+    const install = /`npm install (express @sluice\/core @sluice\/redis @sluice\/gateway)`/.exec(
+      readFileSync(join(ROOT, 'README.md'), 'utf8'),
+    );
     expect(install, 'README.md says which packages the express app needs').not.toBeNull();
     const app = join(work, 'readme-express');
     mkdirSync(app);
@@ -352,6 +354,9 @@ describe("the README's express app, in a fresh project", () => {
           await new Promise((r) => setTimeout(r, 200));
         }
       }
+      // The IETF fields the README names: the policy's quota, and what remains of it.
+      expect(first.headers.get('ratelimit-policy')).toBe('"api";q=100');
+      expect(first.headers.get('ratelimit')).toMatch(/^"api";r=99;t=\d+$/);
       const statuses = [first.status];
       for (let i = 0; i < 100; i++) statuses.push((await fetch(url)).status);
       // limit: 100 per minute per client address.

@@ -18,6 +18,14 @@ import {
 } from '@sluice/core';
 import type { RulesView, ViewResource } from './wire.js';
 
+/**
+ * A validated key as a call's `key` option: `''` (the resource's one shared limit, as calls
+ * carry it inside) is no option at all, since the limiters refuse an empty key from callers.
+ */
+export function keyed(key: string): { key?: string } {
+  return key === '' ? {} : { key };
+}
+
 /** A call as the fallback decides it. */
 export interface FallbackCall {
   readonly resource: string;
@@ -98,7 +106,7 @@ export class PolicyFallback {
   ): Promise<Decision> {
     const policy = answeringPolicy(call.view.compiled.onStoreFailure, !switched, this.#known);
     if (policy !== 'local') return this.byPolicy(call.view, policy);
-    const opts = { key: call.key, cost: call.cost };
+    const opts = { ...keyed(call.key), cost: call.cost };
     const resource = this.#route(call.resource, call.key);
     const d =
       mode === 'try'
@@ -120,12 +128,12 @@ export class PolicyFallback {
     const permitId = isLocalPermit(permit.permitId) ? permit.permitId.slice(LOCAL_PERMIT_PREFIX.length) : permit.permitId;
     const local = this.#route(resource, permit.key);
     return op === 'release'
-      ? this.#limiter.release(local, { ...permit, permitId })
-      : this.#limiter.renew(local, { ...permit, permitId });
+      ? this.#limiter.release(local, { ...permit, ...keyed(permit.key), permitId })
+      : this.#limiter.renew(local, { ...permit, ...keyed(permit.key), permitId });
   }
 
   adjust(resource: string, key: string, delta: number): Promise<void> {
-    return this.#limiter.adjust(this.#route(resource, key), { key, delta });
+    return this.#limiter.adjust(this.#route(resource, key), { ...keyed(key), delta });
   }
 
   close(): Promise<void> {

@@ -180,6 +180,18 @@ export function compileRemoteOptions(o: RemoteLimiterOptions): CompiledRemoteOpt
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     throw invalid(ErrorCodes.INVALID_OPTIONS, 'url', 'must be an http:// or https:// URL');
   }
+  // The client calls the service's API at the origin's root; a path, query or credentials would
+  // be dropped without a word, so they are refused.
+  if ((url.pathname !== '/' && url.pathname !== '') || url.search !== '' || url.hash !== '') {
+    throw invalid(
+      ErrorCodes.INVALID_OPTIONS,
+      'url',
+      `must be the service's origin (scheme, host and port) with no path, query or fragment, got ${JSON.stringify(o.url)}; a path prefix in front of the service is not supported`,
+    );
+  }
+  if (url.username !== '' || url.password !== '') {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'url', 'must not carry credentials: give the service token as `token`');
+  }
   const clientId = o.clientId ?? randomUUID();
   if (typeof clientId !== 'string' || !CLIENT_ID.test(clientId)) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, 'clientId', 'must be 1 to 64 characters of A-Z a-z 0-9 _ . : -');

@@ -65,6 +65,9 @@ describe('RemoteLimiter over a fake service', () => {
         (e: unknown) => (isSluiceError(e) ? e.code : 'other'),
       );
     expect(await code(limiter.try('api:local', { key: 'x'.repeat(300) }))).toBe('SLUICE_ERR_INVALID_KEY');
+    // An empty key would put every keyless caller in one bucket: absent is the resource-wide key.
+    expect(await code(limiter.try('api:local', { key: '' }))).toBe('SLUICE_ERR_INVALID_KEY');
+    expect(() => limiter.trySync('api:local', { key: '' })).toThrow(/key: is empty/);
     expect(await code(limiter.try('api:local', { cost: -1 }))).toBe('SLUICE_ERR_INVALID_COST');
     expect(await code(limiter.try('api:local', { cost: 31 }))).toBe('SLUICE_ERR_COST_EXCEEDS_LIMIT');
     expect(await code(limiter.try('nope'))).toBe('SLUICE_ERR_UNKNOWN_RESOURCE');
@@ -275,6 +278,13 @@ describe('RemoteLimiter over a fake service', () => {
 
   it('refuses malformed options', () => {
     expect(() => new RemoteLimiter({ url: 'ftp://x' })).toThrow(/url/);
+    // The client calls the API at the origin's root: a path it would drop is refused.
+    for (const url of ['http://h/prefix', 'http://h/prefix/', 'http://h/?a=1', 'http://h/#x', 'http://u:p@h']) {
+      expect(() => new RemoteLimiter({ url }), url).toThrow(
+        expect.objectContaining({ code: 'SLUICE_ERR_INVALID_OPTIONS', field: 'url' }),
+      );
+    }
+    expect(() => new RemoteLimiter({ url: 'http://h:8080/' })).not.toThrow();
     expect(() => new RemoteLimiter({ url: 'http://x', maxBatch: 0 })).toThrow(/maxBatch/);
     expect(() => new RemoteLimiter({ url: 'http://x', clientId: 'a b' })).toThrow(/clientId/);
     expect(() => new RemoteLimiter({ url: 'http://x', lease: { ttlMs: -1 } })).toThrow(/ttlMs/);

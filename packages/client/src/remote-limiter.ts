@@ -8,7 +8,7 @@ import {
   checkBookingId,
   checkCost,
   checkDelta,
-  checkKey,
+  callKey,
   describePolicies,
   optionsPermitId,
   secondsText,
@@ -35,7 +35,7 @@ import {
 import { BookingTokens } from './booking-tokens.js';
 import { OutcomeReporter, type OutcomeReporterStats } from './outcome-reporter.js';
 import { CheckBatcher, Overloaded, type CheckItem } from './batcher.js';
-import { PolicyFallback } from './fallback.js';
+import { keyed, PolicyFallback } from './fallback.js';
 import { compileRemoteOptions, intOption, type CompiledRemoteOptions, type RemoteLimiterOptions } from './options.js';
 import { RemoteStore, leaseLimiter } from './remote-store.js';
 import { clientClockSkew } from './clock-skew.js';
@@ -201,7 +201,7 @@ export class RemoteLimiter implements RateLimiter {
     const startedAt = this.#start();
     const call = this.#prepare(resource, options);
     if (call.leased) {
-      return this.#leases.trySync(resource, { key: options.key ?? '', cost: call.cost });
+      return this.#leases.trySync(resource, { ...keyed(call.key), cost: call.cost });
     }
     if (this.#health.healthy || call.view.compiled.onStoreFailure === 'local') return undefined;
     return this.#observe(resource, 'try', this.#fallback.byPolicy(call.view), startedAt);
@@ -210,7 +210,7 @@ export class RemoteLimiter implements RateLimiter {
   async try(resource: string, options: TryOptions = {}): Promise<Decision> {
     const startedAt = this.#start();
     const call = await this.#call(resource, options);
-    if (call.leased) return this.#leases.try(resource, { key: call.key, cost: call.cost });
+    if (call.leased) return this.#leases.try(resource, { ...keyed(call.key), cost: call.cost });
     if (!this.#health.healthy) return this.#observe(resource, 'try', await this.#fallbackDecision(call, 'try', true), startedAt);
     const ticket = this.#health.begin();
     try {
@@ -229,7 +229,7 @@ export class RemoteLimiter implements RateLimiter {
     const signal = options.signal;
     throwIfAborted(signal);
     if (call.leased) {
-      return this.#leases.acquire(resource, { key: call.key, cost: call.cost, maxWaitMs, ...(signal ? { signal } : {}) });
+      return this.#leases.acquire(resource, { ...keyed(call.key), cost: call.cost, maxWaitMs, ...(signal ? { signal } : {}) });
     }
     if (!this.#health.healthy) {
       return this.#observe(
@@ -289,7 +289,7 @@ export class RemoteLimiter implements RateLimiter {
       ...(options.tenant === undefined ? {} : { tenant: options.tenant }),
     });
     const delta = checkDelta(options.delta);
-    if (call.leased) return this.#leases.adjust(resource, { key: call.key, delta });
+    if (call.leased) return this.#leases.adjust(resource, { ...keyed(call.key), delta });
     const local = call.view.compiled.onStoreFailure === 'local';
     if (this.#health.healthy) {
       const ticket = this.#health.begin();
@@ -297,7 +297,7 @@ export class RemoteLimiter implements RateLimiter {
         const a = await this.#transport.call('/v1/adjust', {
           body: {
             resource,
-            ...(call.key === '' ? {} : { key: call.key }),
+            ...keyed(call.key),
             delta,
             ...(options.tenant === undefined ? {} : { tenant: options.tenant }),
           },
@@ -369,7 +369,7 @@ export class RemoteLimiter implements RateLimiter {
     const ticket = this.#health.begin();
     try {
       const a = await this.#transport.call('/v1/cancel', {
-        body: { resource, ...(call.key === '' ? {} : { key: call.key }), id, ...(token === undefined ? {} : { token }) },
+        body: { resource, ...keyed(call.key), id, ...(token === undefined ? {} : { token }) },
         timeoutMs: this.#timeout.currentMs,
       });
       if (a.status !== 200) throw decodeError(a.body, a.status);
@@ -463,7 +463,7 @@ export class RemoteLimiter implements RateLimiter {
     const ticket = this.#health.begin();
     try {
       const a = await this.#transport.call(`/v1/${op}`, {
-        body: { resource, ...(call.key === '' ? {} : { key: call.key }), permitId, ...(ttlMs === undefined ? {} : { ttlMs }) },
+        body: { resource, ...keyed(call.key), permitId, ...(ttlMs === undefined ? {} : { ttlMs }) },
         timeoutMs: this.#timeout.currentMs,
       });
       if (a.status !== 200) throw decodeError(a.body, a.status);
@@ -481,7 +481,7 @@ export class RemoteLimiter implements RateLimiter {
     const call = await this.#call(resource, options);
     const id = checkBookingId((options as { id?: unknown }).id, 'id');
     // The lease limiter never books a leased resource: plain decisions, and claims find nothing.
-    if (call.leased) return this.#leases[op](resource, { key: call.key, cost: call.cost, id });
+    if (call.leased) return this.#leases[op](resource, { ...keyed(call.key), cost: call.cost, id });
     if (!this.#health.healthy) return this.#observe(resource, 'book', await this.#unbooked(call, op, id), startedAt);
     const token = this.#tokens.tokenFor(resource, call.key, id, (options as { token?: unknown }).token, op === 'book');
     const ticket = this.#health.begin();
@@ -537,7 +537,7 @@ export class RemoteLimiter implements RateLimiter {
         field: 'resource',
       });
     }
-    const key = checkKey(options.key ?? '', this.#o.maxKeyLength);
+    const key = callKey(options.key, this.#o.maxKeyLength);
     const cost = checkCost(options.cost ?? 1, view.compiled.limits);
     if (options.tenant !== undefined && (typeof options.tenant !== 'string' || !TENANT_PATTERN.test(options.tenant))) {
       throw invalid(ErrorCodes.INVALID_OPTIONS, 'tenant', "must be 1 to 128 characters without '|'");

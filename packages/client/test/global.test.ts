@@ -48,6 +48,15 @@ describe('two clients against two services sharing one Redis', () => {
     expect(got).toEqual({ a: 50, b: 50 });
   });
 
+  it('refuse an empty key on a real service, leased or not, where no key is the resource-wide one', async () => {
+    for (const resource of ['api:global', 'api:leased']) {
+      await expect(ca.try(resource, { key: '' })).rejects.toMatchObject({ code: 'SLUICE_ERR_INVALID_KEY', field: 'key' });
+      await expect(ca.acquire(resource, { key: '', maxWaitMs: 10 })).rejects.toMatchObject({ code: 'SLUICE_ERR_INVALID_KEY' });
+    }
+    expect((await ca.try('api:leased')).allowed).toBe(true);
+    expect(() => new RemoteLimiter({ url: `${a.url}/sluice` })).toThrow(expect.objectContaining({ field: 'url' }));
+  });
+
   it('hold concurrency permits across services, renew and release them', async () => {
     const held: Decision[] = [];
     for (const c of [ca, cb, ca, cb]) held.push(await c.acquire('db:pool', { key: 'p', maxWaitMs: 0 }));

@@ -91,6 +91,15 @@ export {
   type DecisionSource,
   type LimitStatus,
 } from './shared/decision.js';
+export {
+  RATE_LIMIT_HEADER_FORMS,
+  headerSeconds,
+  rateLimitFields,
+  rateLimitHeaders,
+  sfString,
+  type RateLimitFields,
+  type RateLimitHeaderForm,
+} from './shared/rate-limit-headers.js';
 export { ErrorCodes, SluiceError, invalid, isSluiceError, type ErrorCode, type SluiceErrorOptions } from './shared/errors.js';
 export { AdaptiveTimeout, type AdaptiveTimeoutOptions } from './failover/adaptive-timeout.js';
 export { FailureStreak } from './failover/failure-streak.js';
@@ -164,6 +173,7 @@ export {
   checkDelta,
   checkHold,
   checkStamp,
+  callKey,
   checkKey,
   checkPermitId,
   optionsPermitId,

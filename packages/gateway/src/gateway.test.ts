@@ -59,6 +59,12 @@ describe('a route limit key', () => {
     }
   });
 
+  it('refuses a header form it does not know', () => {
+    expect(() => new Gateway({ headers: 'rfc' as never })).toThrow(
+      expect.objectContaining({ code: 'SLUICE_ERR_INVALID_OPTIONS', field: 'headers' }),
+    );
+  });
+
   it('rejects a key selector that is neither a header nor a function', async () => {
     const limiter = new Limiter({ resources: { login: { algorithm: 'fixed-window', limit: 1, windowMs: 60_000 } } });
     const gateway = new Gateway();

@@ -7,6 +7,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   ErrorCodes,
+  RATE_LIMIT_HEADER_FORMS,
   clockOffsetOption,
   invalid,
   storeClock,
@@ -14,6 +15,7 @@ import {
   type Clock,
   type ClockOffset,
   type Decision,
+  type RateLimitHeaderForm,
   type RateLimiter,
 } from '@sluice/core';
 import { EventOutcome, hashRange, hashValue, type EventTransport } from '@sluice/stream';
@@ -57,6 +59,12 @@ export interface GatewayOptions {
   maxValueLength?: number;
   /** What `RateLimit-Policy` advertises for a governance rule, by rule id. @default quota 0, window = the block's retry-after */
   policies?: Readonly<Record<string, PolicyAdvert>>;
+  /**
+   * Which rate-limit header fields answers carry: the IETF draft's `RateLimit-Policy` /
+   * `RateLimit` (`draft`), the earlier drafts' `RateLimit-Limit` / `-Remaining` / `-Reset`
+   * (`legacy`), or `both`. `Retry-After` is always sent on a 429. @default 'draft'
+   */
+  headers?: RateLimitHeaderForm;
   /** Monotonic clock (block expiry, probe timers). @default systemClock */
   clock?: Clock;
   /** Wall clock, epoch ms (event timestamps, decision staleness). @default Date.now */
@@ -162,6 +170,7 @@ export class Gateway {
   readonly #dims: ReturnType<typeof compileDimensions>;
   readonly #maxLength: number;
   readonly #policies: Readonly<Record<string, PolicyAdvert>>;
+  readonly #headers: RateLimitHeaderForm;
   readonly #observer: GatewayObserver | undefined;
   readonly #resourceHash: number;
   readonly #rejections = new Map<string, Rejection>();
@@ -174,6 +183,10 @@ export class Gateway {
     this.#maxLength = intOption(options.maxValueLength, 'maxValueLength', 256, 1, 65_536);
     this.#dims = compileDimensions(options.dimensions);
     this.#policies = { ...(options.policies ?? {}) };
+    if (options.headers !== undefined && !RATE_LIMIT_HEADER_FORMS.includes(options.headers)) {
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'headers', `must be one of ${RATE_LIMIT_HEADER_FORMS.join(', ')}`);
+    }
+    this.#headers = options.headers ?? 'draft';
     this.#transport = options.transport;
     this.#resourceHash = this.#dims.resourceName === undefined ? 0 : hashBounded(this.#dims.resourceName, this.#maxLength);
     const skew = clockOffsetOption(options.clockSkew, 'clockSkew');
@@ -332,7 +345,7 @@ export class Gateway {
       rejection = Object.freeze({
         status: 429,
         headers: Object.freeze({
-          ...blockHeaders(policy, retry, this.#policies[block.ruleId]),
+          ...blockHeaders(policy, retry, this.#policies[block.ruleId], this.#headers),
           'content-type': 'application/json',
         }),
         body: JSON.stringify({ error: 'too_many_requests', policy, retryAfterSeconds: retry }),
@@ -371,7 +384,7 @@ export class Gateway {
   }
 
   #limiterVerdict(res: ServerResponse, resource: string, d: Decision): Rejection | undefined {
-    const headers = limiterHeaders(resource, d);
+    const headers = limiterHeaders(resource, d, this.#headers);
     if (d.allowed) {
       if (!res.headersSent) for (const name in headers) res.setHeader(name, headers[name]!);
       return undefined;

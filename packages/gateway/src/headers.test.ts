@@ -52,4 +52,27 @@ describe('headers', () => {
       },
     );
   });
+
+  it("sends the earlier drafts' fields instead, or both, when asked", () => {
+    expect(limiterHeaders('api', decision({}), 'legacy')).toEqual({
+      'ratelimit-limit': '100',
+      'ratelimit-remaining': '42',
+      'ratelimit-reset': '3',
+    });
+    const denied = decision({ allowed: false, remaining: 0, retryAfterMs: 1200, reason: 'rate_limited' });
+    expect(limiterHeaders('api', denied, 'both')).toEqual({
+      'ratelimit-policy': '"api";q=100',
+      ratelimit: '"api";r=0;t=2',
+      'ratelimit-limit': '100',
+      'ratelimit-remaining': '0',
+      'ratelimit-reset': '2',
+      'retry-after': '2',
+    });
+    expect(blockHeaders('r1', 3, { quota: 100, windowSeconds: 60 }, 'legacy')).toEqual({
+      'ratelimit-limit': '100',
+      'ratelimit-remaining': '0',
+      'ratelimit-reset': '3',
+      'retry-after': '3',
+    });
+  });
 });

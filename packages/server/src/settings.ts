@@ -1,4 +1,4 @@
-import { STORE_FAILURE_POLICIES } from '@sluice/core';
+import { RATE_LIMIT_HEADER_FORMS, STORE_FAILURE_POLICIES, type RateLimitHeaderForm } from '@sluice/core';
 import { z } from 'zod';
 import { LOG_FORMATS, type LogFormat } from './logging.js';
 import { RULES_MODES, type RulesMode } from './seed.js';
@@ -76,6 +76,7 @@ export interface Settings {
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** How the log is written: JSON lines, pretty lines, or `auto` (pretty on a terminal, else JSON). */
   readonly logFormat: LogFormat;
+  readonly rateLimitHeaders: RateLimitHeaderForm;
   /** How often the rollout is read and, by the decider, advanced and judged (ms). */
   readonly rolloutPollMs: number;
   /** How long the rollout decider's leadership lasts unrenewed (ms): another server takes over this long after it stops. */
@@ -411,6 +412,13 @@ export const SETTINGS = {
     default: 'auto',
     schema: z.enum(LOG_FORMATS, { error: 'must be auto, json or pretty' }),
     doc: 'How the log is written: `json` (one JSON object a line), `pretty` (pino-pretty, for reading by hand) or `auto`: pretty when stdout is a terminal, JSON otherwise (pipes, files, CI)',
+  },
+  rateLimitHeaders: {
+    flag: '--ratelimit-headers',
+    env: 'SLUICE_RATELIMIT_HEADERS',
+    default: 'draft',
+    schema: z.enum(RATE_LIMIT_HEADER_FORMS, { error: 'must be draft, legacy or both' }),
+    doc: "Rate-limit header fields on a single HTTP decision: the IETF draft's `RateLimit-Policy` / `RateLimit` (`draft`), the earlier drafts' `RateLimit-Limit` / `-Remaining` / `-Reset` (`legacy`), or `both`",
   },
   rolloutPollMs: {
     flag: '--rollout-poll-ms',

@@ -1,8 +1,10 @@
 /* eslint-disable @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-return, @typescript-eslint/no-unsafe-argument --
    the assertions read parsed JSON and protobuf answers dynamically */
+import { spawnSync } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TOKEN, call, eventually, scratch, startTestServer, writeRules, type TestServer } from './support.js';
+import { SLUICE_BIN, childEnv, rulesFile, spawnSluice } from '../../../test/sluice-serve.js';
 
 const V1 = `
 resources:
@@ -45,6 +47,11 @@ describe('sluice serve over HTTP (embedded store)', () => {
     expect(answers.map((a) => a.json.allowed)).toEqual([true, true, true, false]);
     expect(answers[3]!.headers.get('retry-after')).toMatch(/^\d+$/);
     expect(answers[3]!.status).toBe(200);
+    // The IETF draft's fields, named after the resource; the denial's reset is its Retry-After.
+    expect(answers[0]!.headers.get('ratelimit-policy')).toBe('"api:fixed";q=3');
+    expect(answers[0]!.headers.get('ratelimit')).toMatch(/^"api:fixed";r=2;t=\d+$/);
+    expect(answers[3]!.headers.get('ratelimit')).toBe(`"api:fixed";r=0;t=${answers[3]!.headers.get('retry-after')}`);
+    expect(answers[0]!.headers.get('ratelimit-limit')).toBeNull();
   });
 
   it('makes acquire wait until a permit is released', async () => {
@@ -165,5 +172,31 @@ describe('sluice serve over HTTP (embedded store)', () => {
     server = await startTestServer({ rules: [rulesFile] });
     expect(server.rules.version?.version).toBe(3);
     expect((await call(server.url, '/v1/check', { resource: 'api:fixed', key: 'after-restart' })).json.limit).toBe(3);
+  });
+});
+
+describe('sluice serve --ratelimit-headers (a real process)', () => {
+  it("sends the earlier drafts' fields beside the draft's with SLUICE_RATELIMIT_HEADERS=both, and refuses a bad form", async () => {
+    const rules = rulesFile(V1);
+    const serve = await spawnSluice(['--port', '0', '--grpc-port', '0', '--rules', rules.path], {
+      SLUICE_RATELIMIT_HEADERS: 'both',
+    });
+    try {
+      const a = await call(serve.url, '/v1/check', { resource: 'api:fixed', key: 'h' });
+      expect(a.headers.get('ratelimit-policy')).toBe('"api:fixed";q=3');
+      expect(a.headers.get('ratelimit')).toMatch(/^"api:fixed";r=2;t=\d+$/);
+      expect(a.headers.get('ratelimit-limit')).toBe('3');
+      expect(a.headers.get('ratelimit-remaining')).toBe('2');
+      expect(a.headers.get('ratelimit-reset')).toMatch(/^\d+$/);
+    } finally {
+      expect(await serve.stop()).toBe(0);
+      rules.remove();
+    }
+    const bad = spawnSync(process.execPath, [SLUICE_BIN, 'serve', '--ratelimit-headers', 'rfc'], {
+      env: childEnv(),
+      encoding: 'utf8',
+    });
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toContain('must be draft, legacy or both');
   });
 });

@@ -163,7 +163,7 @@ describe('non-blocking mode', () => {
   it('runs the activity when admitted and passes nothing but the mapped resource', async () => {
     const { limiter, run } = setup({ mode: 'non-blocking' });
     expect(await run()).toBe('done');
-    expect(limiter.calls).toEqual([{ method: 'try', resource: 'api:a', options: { key: '', cost: 1 } }]);
+    expect(limiter.calls).toEqual([{ method: 'try', resource: 'api:a', options: { cost: 1 } }]);
   });
 
   it('leaves unmapped activity types alone', async () => {
@@ -253,13 +253,13 @@ describe('concurrency permits', () => {
     finish();
     await result;
     expect(limiter.methods().at(-1)).toBe('release:api:a');
-    expect(limiter.calls.at(-1)!.options).toEqual({ key: '', permitId: 'L1' });
+    expect(limiter.calls.at(-1)!.options).toEqual({ permitId: 'L1' });
     await vi.advanceTimersByTimeAsync(5000);
     expect(limiter.methods().filter((m) => m.startsWith('renew'))).toHaveLength(2);
 
     limiter.answers.push(allow({ permitId: 'L2' }));
     await expect(run(() => Promise.reject(new Error('downstream failed')))).rejects.toThrow('downstream failed');
-    expect(limiter.calls.at(-1)).toEqual({ method: 'release', resource: 'api:a', options: { key: '', permitId: 'L2' } });
+    expect(limiter.calls.at(-1)).toEqual({ method: 'release', resource: 'api:a', options: { permitId: 'L2' } });
     expect(events.filter((e) => e.startsWith('held'))).toEqual([
       'held:api:a:1',
       'held:api:a:-1',
@@ -303,7 +303,7 @@ describe('several resources for a tenant', () => {
     expect(limiter.calls.at(-1)).toEqual({
       method: 'adjust',
       resource: 'api:a',
-      options: { key: '', delta: -1, tenant: 'acme' },
+      options: { delta: -1, tenant: 'acme' },
     });
   });
 });
@@ -329,7 +329,7 @@ describe('priority and tenant', () => {
     };
     const a = setup({ mode: 'non-blocking' });
     await a.run(undefined, headers);
-    expect(a.limiter.calls[0]!.options).toEqual({ key: '', cost: 1, priority: 'core', tenant: 'acme' });
+    expect(a.limiter.calls[0]!.options).toEqual({ cost: 1, priority: 'core', tenant: 'acme' });
     const b = setup({
       mode: 'non-blocking',
       activities: { call: { resource: 'api:a', tenant: (args) => `t-${String(args[0])}` } },
@@ -392,10 +392,7 @@ describe('wrapActivity', () => {
     expect(await env.run(charge, 21)).toBe(42);
     limiter.answers.push(deny(100));
     await expect(env.run(charge, 1)).rejects.toMatchObject({ type: 'SluiceRateLimited' });
-    expect(limiter.calls.map((c) => c.options)).toEqual([
-      { key: '', cost: 2 },
-      { key: '', cost: 2 },
-    ]);
+    expect(limiter.calls.map((c) => c.options)).toEqual([{ cost: 2 }, { cost: 2 }]);
   });
 
   it('validates its mapping when wrapping', () => {

@@ -125,7 +125,7 @@ export class SluiceActivityGate {
       const priority = permit.priority?.(args) ?? call.priority;
       const tenant = permit.tenant?.(args) ?? call.tenant;
       options = {
-        key: permit.key(args),
+        ...(permit.key === undefined ? {} : { key: permit.key(args) }),
         cost: permit.cost(args),
         ...(priority === undefined ? {} : { priority }),
         ...(tenant === undefined ? {} : { tenant }),

@@ -65,6 +65,14 @@ describe('compileActivityOptions (worker start)', () => {
     expect(codeOf(() => compileActivityOptions({ limiter, activities: { a: [] } })).code).toBe('SLUICE_ERR_INVALID_OPTIONS');
   });
 
+  it("refuses an empty key (leaving it out is the resource's one shared limit)", () => {
+    const e = codeOf(() => compileActivityOptions({ limiter, activities: { a: { resource: 'api:a', key: '' } } }));
+    expect(e).toMatchObject({ code: 'SLUICE_ERR_INVALID_KEY', field: 'activities.a.key' });
+    expect(
+      compileActivityOptions({ limiter, activities: { a: { resource: 'api:a' } } }).activities.get('a')?.[0]?.key,
+    ).toBeUndefined();
+  });
+
   it('fills defaults and renews concurrency permits at a third of their permitTtlMs', async () => {
     const real = new Limiter({
       resources: { pool: { algorithm: 'concurrency', limit: 2, permitTtlMs: 3000 }, 'api:a': { algorithm: 'gcra', limit: 5 } },

@@ -35,7 +35,10 @@ export interface ActivityPermit {
   resource: string;
   /** Permits per call. @default 1 */
   cost?: FromArgs<number>;
-  /** Sub-key within the resource (e.g. a merchant). @default '' (the whole resource) */
+  /**
+   * Sub-key within the resource (e.g. a merchant). Leave it out for the resource's one shared
+   * limit; an empty key (given, or computed from the arguments) is refused.
+   */
   key?: FromArgs<string>;
   /** @default the options' `mode` */
   mode?: PermitMode;
@@ -135,7 +138,8 @@ export interface SluiceActivityOptions {
 export interface CompiledPermit {
   readonly resource: string;
   readonly cost: (args: readonly unknown[]) => number;
-  readonly key: (args: readonly unknown[]) => string;
+  /** Absent: the resource's one shared limit. */
+  readonly key: ((args: readonly unknown[]) => string) | undefined;
   readonly priority: ((args: readonly unknown[]) => SluicePriority) | undefined;
   readonly tenant: ((args: readonly unknown[]) => string) | undefined;
   readonly mode: PermitMode;
@@ -351,6 +355,13 @@ export function compilePermit(
   if (permit.key !== undefined && typeof permit.key !== 'function' && typeof permit.key !== 'string') {
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.key`, `${where}: must be a string or a function of the arguments`);
   }
+  if (permit.key === '') {
+    throw invalid(
+      ErrorCodes.INVALID_KEY,
+      `${path}.key`,
+      `${where}: is empty: leave it out for the resource's one shared limit, or name the shared key`,
+    );
+  }
   const mode = permit.mode ?? defaults.mode;
   if (!MODES.includes(mode))
     throw invalid(ErrorCodes.INVALID_OPTIONS, `${path}.mode`, `${where}: must be one of ${MODES.join(', ')}`);
@@ -372,7 +383,7 @@ export function compilePermit(
   return Object.freeze({
     resource,
     cost: constant(permit.cost, 1)!,
-    key: constant(permit.key, '')!,
+    key: constant(permit.key, undefined),
     priority: constant(permit.priority, undefined),
     tenant: constant(permit.tenant, undefined),
     mode,

@@ -34,7 +34,7 @@ export function reportAttempt(
   for (const permit of permits) {
     let key: string | undefined;
     try {
-      key = permit.key(args);
+      key = permit.key?.(args);
     } catch {
       key = undefined;
     }

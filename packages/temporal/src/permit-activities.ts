@@ -43,7 +43,8 @@ export function createSluicePermitActivities(limiter: RateLimiter): SluicePermit
         throw invalidRequestFailure(undefined, 'tenant must be 1 to 128 characters without |');
       try {
         const d = await limiter.try(request.resource, {
-          key: request.key ?? '',
+          // Absent: the resource's one shared limit; an empty key is the limiter's to refuse.
+          ...(request.key === undefined ? {} : { key: request.key }),
           cost: request.cost ?? 1,
           ...(request.priority === undefined ? {} : { priority: request.priority }),
           ...(request.tenant === undefined ? {} : { tenant: request.tenant }),
@@ -66,7 +67,10 @@ export function createSluicePermitActivities(limiter: RateLimiter): SluicePermit
         throw invalidRequestFailure(undefined, 'a release request needs a resource and a leaseId (the permit id)');
       }
       try {
-        return await limiter.release(request.resource, { key: request.key ?? '', permitId: request.leaseId });
+        return await limiter.release(request.resource, {
+          ...(request.key === undefined ? {} : { key: request.key }),
+          permitId: request.leaseId,
+        });
       } catch (err) {
         return rethrow(err);
       }

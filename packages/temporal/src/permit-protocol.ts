@@ -9,7 +9,7 @@ export const PERMIT_ACTIVITY = 'sluicePermit';
 /** A workflow's request for permits. */
 export interface PermitRequest {
   readonly resource: string;
-  /** @default '' */
+  /** Absent for the resource's one shared limit. */
   readonly key?: string;
   /** @default 1 */
   readonly cost?: number;

@@ -111,7 +111,7 @@ export const interceptors: WorkflowInterceptorsFactory = () => ({ outbound: [new
 
 /** Options of {@link acquirePermit}. */
 export interface AcquirePermitOptions {
-  /** Sub-key within the resource. @default '' */
+  /** Sub-key within the resource; leave it out for the resource's one shared limit (an empty key is refused). */
   key?: string;
   /** @default 1 */
   cost?: number;
@@ -154,7 +154,7 @@ export async function acquirePermit(resource: string, options: AcquirePermitOpti
   const tenant = options.tenant ?? context.tenant;
   const request: PermitRequest = {
     resource,
-    key: options.key ?? '',
+    ...(options.key === undefined ? {} : { key: options.key }),
     cost: options.cost ?? 1,
     ...(priority === undefined ? {} : { priority }),
     ...(tenant === undefined ? {} : { tenant }),
@@ -192,5 +192,5 @@ export async function releasePermit(
     ...options.localActivityOptions,
   })[RELEASE_ACTIVITY];
   // The activity's input is recorded in the history: its field keeps the name `leaseId`.
-  return release({ resource, key: options.key ?? '', leaseId: permitId });
+  return release({ resource, ...(options.key === undefined ? {} : { key: options.key }), leaseId: permitId });
 }

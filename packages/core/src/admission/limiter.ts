@@ -11,7 +11,7 @@ import type { Clock } from '../shared/clock.js';
 import { withReason, type Decision } from '../shared/decision.js';
 import { ErrorCodes, SluiceError } from '../shared/errors.js';
 import { intOption } from '../shared/options.js';
-import { checkCostAtMost, checkKey, type CompiledLimit } from '../shared/policy.js';
+import { callKey, checkCostAtMost, type CompiledLimit } from '../shared/policy.js';
 import type { LimitStore } from '../store/store.js';
 import type { Bookings } from './book.js';
 import type { Charges } from './charges.js';
@@ -266,10 +266,11 @@ export class Limiter implements RateLimiter {
     if (r.fleetBreaker !== undefined && this.#outcomes.of(r)?.stateForAdmission() !== 'closed') return undefined;
     const tier = tierOf(r.priority, options.priority, r.name);
     const cost = options.cost === undefined ? 1 : checkCostAtMost(options.cost, r.paths.maxCost);
-    const sub = options.key ?? '';
+    // An empty key is refused before a lease of the resource-wide key could answer it.
+    const sub = options.key === '' ? callKey('') : (options.key ?? '');
     const local = this.#leases.takeLocalOf(r.name, sub, r.limits, cost);
     if (local === undefined) {
-      checkKey(sub, this.#maxKeyLength);
+      callKey(options.key, this.#maxKeyLength);
       return undefined;
     }
     if (r.hotKeys !== undefined) this.#hot.record(r.name, sub);

@@ -27,7 +27,7 @@ describe('rateLimit', () => {
     await perUser.close();
   });
 
-  it('charges a cost, takes another algorithm, and closes the store it was given', async () => {
+  it('charges a cost, takes another algorithm, and leaves the store it was given open unless told', async () => {
     const clock = new ManualClock();
     const store = new MemoryStore({ clock });
     let closed = 0;
@@ -40,11 +40,38 @@ describe('rateLimit', () => {
     expect((await perKey.try('k', 10)).allowed).toBe(true);
     expect((await perKey.try('k')).allowed).toBe(false);
     await perKey.close();
+    // As with a Limiter: a store passed in stays its owner's.
+    expect(closed).toBe(0);
+    const owning = rateLimit({ limit: 10, store, closeStore: true, limiter: { clock } });
+    await owning.close();
     expect(closed).toBe(1);
   });
 
   it('refuses a bad limit with a typed error', () => {
     expect(() => rateLimit({ limit: 0 })).toThrow(SluiceError);
     expect(() => rateLimit(null as never)).toThrow(/limit/);
+  });
+
+  it('names its own options in errors, says a number given as a string is a string, and refuses an empty key', async () => {
+    const error = (options: object) => {
+      try {
+        rateLimit(options as never);
+      } catch (err) {
+        return err as SluiceError;
+      }
+      throw new Error('accepted');
+    };
+    expect(error({ limit: '5', windowMs: 1000 })).toMatchObject({
+      code: 'SLUICE_ERR_INVALID_POLICY',
+      field: 'limit',
+      message: 'limit: must be an integer, got the string "5"',
+    });
+    expect(error({ limit: 5, windowMs: -1 })).toMatchObject({ field: 'windowMs', message: expect.stringMatching(/^windowMs: /) });
+    expect(error({ limit: 5, algorithm: 'nope' })).toMatchObject({ field: 'algorithm' });
+    const perUser = rateLimit({ limit: 5, windowMs: 1000 });
+    await expect(perUser.try('')).rejects.toMatchObject({ code: 'SLUICE_ERR_INVALID_KEY', field: 'key' });
+    await expect(perUser.acquire('')).rejects.toMatchObject({ code: 'SLUICE_ERR_INVALID_KEY' });
+    expect((await perUser.try('anonymous')).allowed).toBe(true);
+    await perUser.close();
   });
 });

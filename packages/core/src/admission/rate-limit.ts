@@ -4,7 +4,7 @@
  * limits, tenants, priorities, failover policies, leases).
  */
 import type { Decision } from '../shared/decision.js';
-import { ErrorCodes, invalid } from '../shared/errors.js';
+import { ErrorCodes, SluiceError, invalid } from '../shared/errors.js';
 import { Limiter, type LimiterOptions } from './limiter.js';
 import type { Algorithm } from '../shared/limits.js';
 import type { LimitPolicy } from '../shared/policy.js';
@@ -24,11 +24,13 @@ export interface RateLimitOptions extends Omit<LimitPolicy, 'algorithm' | 'id'> 
    */
   algorithm?: Algorithm;
   /**
-   * Where state lives; closed by `close()` (a store shared with other limiters belongs on a
-   * {@link Limiter} of its own instead).
+   * Where state lives. As with a {@link Limiter}: a store it made (the default) is closed by
+   * `close()`; a store you pass stays yours to close, unless `closeStore` is true.
    * @default a new in-process MemoryStore
    */
   store?: LimitStore;
+  /** `close()` closes the `store` you passed too. @default false */
+  closeStore?: boolean;
   /** Limiter options beyond the limit and the store (clock, onStoreFailure, maxWaitMs, ...). */
   limiter?: Omit<LimiterOptions, 'resources' | 'store' | 'closeStore'>;
 }
@@ -41,7 +43,7 @@ export interface KeyLimiter {
   acquire(key: string, options?: Omit<AcquireOptions, 'key'>): Promise<Decision>;
   /** The limiter underneath, whose one resource is {@link RATE_LIMIT_RESOURCE}. */
   readonly limiter: Limiter;
-  /** Closes the limiter and its store. */
+  /** Closes the limiter, and its store when it made it (or `closeStore` says so). */
   close(): Promise<void>;
 }
 
@@ -58,16 +60,34 @@ export function rateLimit(options: RateLimitOptions): KeyLimiter {
   if (typeof options !== 'object' || options === null) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, 'options', 'must be an object with at least { limit }');
   }
-  const { store, limiter: rest, algorithm = 'sliding-window', ...policy } = options;
-  const limiter = new Limiter({
-    ...rest,
-    resources: { [RATE_LIMIT_RESOURCE]: { ...policy, algorithm } },
-    ...(store === undefined ? {} : { store, closeStore: true }),
-  });
+  const { store, closeStore, limiter: rest, algorithm = 'sliding-window', ...policy } = options;
+  let limiter: Limiter;
+  try {
+    limiter = new Limiter({
+      ...rest,
+      resources: { [RATE_LIMIT_RESOURCE]: { ...policy, algorithm } },
+      ...(store === undefined ? {} : { store }),
+      ...(closeStore === undefined ? {} : { closeStore }),
+    });
+  } catch (err) {
+    throw asOwnOptions(err);
+  }
   return {
     limiter,
     try: (key, cost) => limiter.try(RATE_LIMIT_RESOURCE, cost === undefined ? { key } : { key, cost }),
     acquire: (key, more) => limiter.acquire(RATE_LIMIT_RESOURCE, { ...more, key }),
     close: () => limiter.close(),
   };
+}
+
+/**
+ * An error of the limit, named by the option the caller gave (`limit`), not by where the limiter
+ * keeps it (`resources.default[0].limit`).
+ */
+function asOwnOptions(err: unknown): unknown {
+  if (!(err instanceof SluiceError) || err.field === undefined) return err;
+  const inner = /^resources\.default(?:\[0\]|\.limits\[0\])?\.?/;
+  if (!inner.test(err.field)) return err;
+  const field = err.field.replace(inner, '') || 'options';
+  return new SluiceError(err.code, err.message.replace(err.field, field), { field, cause: err });
 }

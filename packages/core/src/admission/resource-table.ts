@@ -8,7 +8,7 @@ import type { HotKeyTrackers } from '../local/hot-keys.js';
 import type { Prefilter } from '../local/prefilter.js';
 import type { Clock } from '../shared/clock.js';
 import { ErrorCodes, SluiceError } from '../shared/errors.js';
-import { checkCostAtMost, checkKey } from '../shared/policy.js';
+import { callKey, checkCostAtMost } from '../shared/policy.js';
 import { resourceKey } from '../store/storage-key.js';
 import { checkTenant, type Call } from './limiter-calls.js';
 import type { TryOptions } from './rate-limiter.js';
@@ -117,7 +117,7 @@ export class ResourceTable {
   /** A caller's options on a resource, validated. */
   call(resource: string, options: TryOptions): Call {
     const r = this.get(resource);
-    const sub = checkKey(options.key ?? '', this.#parts.maxKeyLength);
+    const sub = callKey(options.key, this.#parts.maxKeyLength);
     const cost = checkCostAtMost(options.cost ?? 1, r.paths.maxCost);
     const tenant = options.tenant === undefined ? undefined : checkTenant(options.tenant);
     const tier = tierOf(r.priority, options.priority, resource);

@@ -350,12 +350,15 @@ describe('leases', () => {
       resources: { api: { limits: { algorithm: 'fixed-window', limit: 1000, windowMs: 60_000 }, lease: { maxShare: 1 } } },
     });
     // Keys that start with a kind marker are escaped in the storage key, keys alike otherwise are not merged.
-    for (const key of ['@acme', '%@acme', 'user-1', '']) {
+    for (const key of ['@acme', '%@acme', 'user-1', undefined]) {
       expect(limiter.trySync('api', { key })).toBeUndefined();
       expect((await limiter.try('api', { key })).allowed).toBe(true);
       expect(limiter.trySync('api', { key })).toMatchObject({ allowed: true, source: 'lease' });
     }
     expect(limiter.trySync('api')).toMatchObject({ source: 'lease' });
+    // An empty key is refused, though the resource-wide key (no key) has a lease to answer from.
+    expect(() => limiter.trySync('api', { key: '' })).toThrow(expect.objectContaining({ code: 'SLUICE_ERR_INVALID_KEY' }));
+    await expect(limiter.try('api', { key: '' })).rejects.toMatchObject({ code: 'SLUICE_ERR_INVALID_KEY' });
     expect(limiter.trySync('api', { key: 'user-1', cost: 3, priority: 'core' })).toMatchObject({ source: 'lease' });
     expect(limiter.trySync('api', { key: 'user-2' })).toBeUndefined();
     const code = (f: () => unknown) => {

@@ -82,6 +82,26 @@ export function isSluiceError(err: unknown, code?: ErrorCode): err is SluiceErro
   return err instanceof SluiceError && (code === undefined || err.code === code);
 }
 
+/**
+ * A value as an error message quotes it, its type plain where a reader could mistake it: `5`,
+ * `the string "5"`, `nothing`, `null`, `an object`. A number given as a string reads as a
+ * number otherwise (`must be an integer, got 5`).
+ */
+export function shown(value: unknown): string {
+  if (value === undefined) return 'nothing';
+  if (value === null) return 'null';
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint')
+    return `${typeof value === 'number' ? '' : `the ${typeof value} `}${String(value)}`;
+  if (typeof value === 'string') return `the string ${JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}...` : value)}`;
+  return Array.isArray(value)
+    ? 'an array'
+    : typeof value === 'function'
+      ? 'a function'
+      : typeof value === 'symbol'
+        ? 'a symbol'
+        : 'an object';
+}
+
 /** Shorthand for an input error that names its field. */
 export function invalid(code: ErrorCode, field: string, message: string): SluiceError {
   return new SluiceError(code, `${field}: ${message}`, { field });

@@ -1,4 +1,4 @@
-import { ErrorCodes, invalid, type ErrorCode } from './errors.js';
+import { ErrorCodes, invalid, shown, type ErrorCode } from './errors.js';
 
 /**
  * Reads an integer option: `value`, or `fallback` when it is undefined, must be an integer in
@@ -15,11 +15,7 @@ export function intOption(
 ): number {
   const v = value ?? fallback;
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
-    throw invalid(
-      code,
-      field,
-      `must be an integer between ${min} and ${max}, got ${v === undefined ? 'nothing' : JSON.stringify(v)}`,
-    );
+    throw invalid(code, field, `must be an integer between ${min} and ${max}, got ${shown(v)}`);
   }
   return v;
 }

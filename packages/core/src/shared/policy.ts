@@ -1,4 +1,4 @@
-import { ErrorCodes, SluiceError, invalid } from './errors.js';
+import { ErrorCodes, SluiceError, invalid, shown } from './errors.js';
 import { algorithmOf, ALGORITHM_TRAITS } from '../algorithms/index.js';
 import { ALGORITHMS, POLICY_BOUNDS, type Algorithm, type CompiledLimit } from './limits.js';
 import { hasLoneSurrogate } from '../store/storage-key.js';
@@ -51,7 +51,7 @@ const ID_PATTERN = /^[A-Za-z0-9_.:-]+$/;
 
 function checkInt(value: unknown, field: string, min: number, max: number): number {
   if (typeof value !== 'number' || !Number.isInteger(value)) {
-    throw invalid(ErrorCodes.INVALID_POLICY, field, `must be an integer, got ${String(value)}`);
+    throw invalid(ErrorCodes.INVALID_POLICY, field, `must be an integer, got ${shown(value)}`);
   }
   if (value < min || value > max) {
     throw invalid(ErrorCodes.INVALID_POLICY, field, `must be between ${min} and ${max}, got ${value}`);
@@ -151,7 +151,7 @@ export function checkCost(cost: unknown, limits: readonly CompiledLimit[], field
  */
 export function checkCostAtMost(cost: unknown, max: number, field = 'cost'): number {
   if (typeof cost !== 'number' || !Number.isInteger(cost) || cost < 0 || cost > MAX_COST) {
-    throw invalid(ErrorCodes.INVALID_COST, field, `must be an integer between 0 and ${MAX_COST}, got ${String(cost)}`);
+    throw invalid(ErrorCodes.INVALID_COST, field, `must be an integer between 0 and ${MAX_COST}, got ${shown(cost)}`);
   }
   if (cost > max) {
     throw new SluiceError(
@@ -168,11 +168,7 @@ export function checkCostAtMost(cost: unknown, max: number, field = 'cost'): num
 /** Validates an adjustment (a safe integer, negative for a refund). */
 export function checkDelta(delta: unknown, field = 'delta'): number {
   if (typeof delta !== 'number' || !Number.isInteger(delta) || Math.abs(delta) > MAX_COST) {
-    throw invalid(
-      ErrorCodes.INVALID_COST,
-      field,
-      `must be an integer between -${MAX_COST} and ${MAX_COST}, got ${String(delta)}`,
-    );
+    throw invalid(ErrorCodes.INVALID_COST, field, `must be an integer between -${MAX_COST} and ${MAX_COST}, got ${shown(delta)}`);
   }
   return delta;
 }
@@ -184,7 +180,7 @@ export function checkHold(holdMs: unknown, field = 'holdMs'): number {
     throw invalid(
       ErrorCodes.INVALID_OPTIONS,
       field,
-      `must be an integer between 0 and ${POLICY_BOUNDS.maxHoldMs}, got ${typeof holdMs === 'number' ? holdMs : JSON.stringify(holdMs)}`,
+      `must be an integer between 0 and ${POLICY_BOUNDS.maxHoldMs}, got ${shown(holdMs)}`,
     );
   }
   return holdMs;
@@ -197,7 +193,7 @@ export function checkStamp(at: unknown, field = 'at'): number {
     throw invalid(
       ErrorCodes.INVALID_OPTIONS,
       field,
-      `must be a number between 0 and ${POLICY_BOUNDS.maxStampMs}, got ${typeof at === 'number' ? at : JSON.stringify(at)}`,
+      `must be a number between 0 and ${POLICY_BOUNDS.maxStampMs}, got ${shown(at)}`,
     );
   }
   return at;
@@ -217,6 +213,24 @@ export function checkKey(key: unknown, maxLength = DEFAULT_MAX_KEY_LENGTH, field
     throw invalid(ErrorCodes.INVALID_KEY, field, `is ${key.length} characters, the bound is ${maxLength}`);
   if (hasLoneSurrogate(key)) throw invalid(ErrorCodes.INVALID_KEY, field, 'must be well-formed Unicode (no lone surrogates)');
   return key;
+}
+
+/**
+ * A caller's `key` option: absent for the resource's one shared key (returned as `''`, how
+ * storage names it), else validated by {@link checkKey}. An empty string is refused rather than
+ * read as absent: a key computed from a request (a user id, an address) that comes out empty
+ * would otherwise put every such caller in one shared bucket without a word.
+ */
+export function callKey(key: unknown, maxLength = DEFAULT_MAX_KEY_LENGTH, field = 'key'): string {
+  if (key === undefined) return '';
+  if (key === '') {
+    throw invalid(
+      ErrorCodes.INVALID_KEY,
+      field,
+      "is empty: leave it out for the resource's one shared limit, or name the shared key (e.g. 'anonymous')",
+    );
+  }
+  return checkKey(key, maxLength, field);
 }
 
 /** Validates a concurrency permit's id (a decision's `permitId`): 1 to 128 characters. */

@@ -55,6 +55,7 @@ export function placeholderOf(name: string): string {
     maxBodyBytes: 'bytes',
     openOutcomes: 'on|off',
     overridesPerMinute: 'n',
+    rateLimitHeaders: 'draft|legacy|both',
   };
   if (named[name] !== undefined) return named[name];
   if (/Dir$/.test(name)) return 'dir';

@@ -1,4 +1,4 @@
-import type { Decision } from '@sluice/core';
+import type { Decision, RateLimitHeaderForm } from '@sluice/core';
 import { encodeDecision, encodeReserve } from '@sluice/core/wire';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
@@ -42,7 +42,11 @@ interface Op<T, R> {
   readonly run: (item: T, call: CallContext) => Promise<R>;
   readonly encode: (r: R, query: Record<string, string | undefined>) => object;
   /** Headers and status of a single call's answer. */
-  readonly single?: (r: R, query: Record<string, string | undefined>) => { status: number; headers: Record<string, string> };
+  readonly single?: (
+    r: R,
+    query: Record<string, string | undefined>,
+    item: T,
+  ) => { status: number; headers: Record<string, string> };
   /** Whether the operation may wait, and so must hear of the client going away. */
   readonly waits?: boolean;
   /** Whether the caller's `sluice-client-id` is counted among the clients sharing limits. @default true */
@@ -71,9 +75,12 @@ interface CallContext {
 /** A decoded item's value, or undefined when it was refused. */
 const valueOf = <T>(d: Decoded<T>): T | undefined => (d.ok ? d.value : undefined);
 
-function decisionSingle(d: Decision, query: Record<string, string | undefined>) {
-  const http429 = isSet(query.http429);
-  return { status: !d.allowed && http429 ? 429 : 200, headers: rateLimitHeaders(d) };
+/** A single decision's answer: 429 when asked (`?http429`), and the rate-limit header fields of `form`. */
+function decisionSingle(form: RateLimitHeaderForm) {
+  return (d: Decision, query: Record<string, string | undefined>, item: { readonly resource: string }) => {
+    const http429 = isSet(query.http429);
+    return { status: !d.allowed && http429 ? 429 : 200, headers: rateLimitHeaders(d, item.resource, form) };
+  };
 }
 
 /** Who may call the API: the data-plane token, and who may report outcomes and how much. */
@@ -97,7 +104,9 @@ export function registerApi(
   logger: FaultLog,
   access: ApiAccess,
   turns: FairTurns,
+  headerForm: RateLimitHeaderForm,
 ): void {
+  const single = decisionSingle(headerForm);
   const token = access.apiToken;
   const schemas = itemSchemas(bounds);
   // An answer sent from a hook ends the request; fastify is told nothing more.
@@ -154,12 +163,14 @@ export function registerApi(
       };
       if (!body.batch) {
         let r: R;
+        const item = body.item;
         try {
-          r = await answer(body.item);
+          r = await answer(item);
         } catch (err) {
           return sendError(reply, err, logger);
         }
-        const single = op.single?.(r, q.data) ?? { status: 200, headers: {} };
+        // Answered, so the item was decoded.
+        const single = (item.ok ? op.single?.(r, q.data, item.value) : undefined) ?? { status: 200, headers: {} };
         return reply.code(single.status).headers(single.headers).send(op.encode(r, q.data));
       }
       const settled = await Promise.allSettled(body.items.map(answer));
@@ -175,7 +186,7 @@ export function registerApi(
     query: decisionQuery,
     run: (item, call) => service.check(item, call.client),
     encode: (d, q) => encodeDecision(d, isSet(q.statuses)),
-    single: decisionSingle,
+    single,
   });
   route({
     path: '/v1/acquire',
@@ -183,7 +194,7 @@ export function registerApi(
     query: decisionQuery,
     run: (item, call) => service.acquire(item, call.signal, call.client),
     encode: (d, q) => encodeDecision(d, isSet(q.statuses)),
-    single: decisionSingle,
+    single,
     waits: true,
   });
   route({
@@ -209,7 +220,7 @@ export function registerApi(
     query: decisionQuery,
     run: (item, call) => service.book(item, call.client),
     encode: (d, q) => encodeDecision(d, isSet(q.statuses)),
-    single: decisionSingle,
+    single,
   });
   route({
     path: '/v1/claim',
@@ -217,7 +228,7 @@ export function registerApi(
     query: decisionQuery,
     run: (item, call) => service.claim(item, call.client),
     encode: (d, q) => encodeDecision(d, isSet(q.statuses)),
-    single: decisionSingle,
+    single,
   });
   route({
     path: '/v1/cancel',

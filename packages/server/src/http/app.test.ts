@@ -56,9 +56,10 @@ describe('HTTP API', () => {
       reason: 'allowed',
       source: 'store',
     });
-    expect(res.headers['ratelimit-limit']).toBe('2');
-    expect(res.headers['ratelimit-remaining']).toBe('1');
-    expect(res.headers['ratelimit-reset']).toBe('10');
+    // The IETF draft's fields by default, named after the resource; not the earlier drafts'.
+    expect(res.headers['ratelimit-policy']).toBe('"api:one";q=2');
+    expect(res.headers.ratelimit).toBe('"api:one";r=1;t=10');
+    expect(res.headers['ratelimit-limit']).toBeUndefined();
     expect(res.headers['retry-after']).toBeUndefined();
   });
 

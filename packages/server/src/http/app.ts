@@ -43,7 +43,9 @@ export interface HttpDeps {
   /** Serve HTTPS with this key pair (and client CA, for mutual TLS). @default plaintext HTTP */
   readonly tls?: TlsMaterial;
   readonly settings: Pick<Settings, 'maxBodyBytes' | 'maxBatch' | 'maxKeyLength' | 'maxWaitMs' | 'adminToken'> &
-    Partial<Pick<Settings, 'apiToken' | 'outcomesToken' | 'openOutcomes' | 'maxClientQueued' | DefaultedSetting>>;
+    Partial<
+      Pick<Settings, 'apiToken' | 'outcomesToken' | 'openOutcomes' | 'maxClientQueued' | 'rateLimitHeaders' | DefaultedSetting>
+    >;
   readonly service: RateLimitService;
   readonly rules: LiveRules;
   readonly ruleStore: RuleStore;
@@ -202,6 +204,7 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
       maxOutcomeCalls: limits.maxOutcomeCalls,
     },
     turns,
+    settings.rateLimitHeaders ?? 'draft',
   );
   registerAdmin(app, {
     store: deps.ruleStore,

@@ -1,4 +1,4 @@
-import type { Decision } from '@sluice/core';
+import { rateLimitHeaders as coreRateLimitHeaders, type Decision, type RateLimitHeaderForm } from '@sluice/core';
 import type { FastifyReply } from 'fastify';
 import { ServerError, ServerErrorCodes, describeError, httpStatusOf, type ErrorBody } from '../errors.js';
 import type { Socket } from 'node:net';
@@ -8,16 +8,12 @@ import { closeAfter } from './client-errors.js';
 export const BOOKING_HEADER = 'sluice-booking';
 
 /**
- * The RateLimit header fields (draft-ietf-httpapi-ratelimit-headers, limit/remaining/reset in
- * seconds), on a denial `Retry-After`, and on a booked denial `Sluice-Booking: <id>`.
+ * The rate-limit header fields of a decision on `resource` in `form` (`@sluice/core`'s
+ * `rateLimitHeaders`: by default the IETF draft's `RateLimit-Policy` / `RateLimit`), on a
+ * denial `Retry-After`, and on a booked denial `Sluice-Booking: <id>`.
  */
-export function rateLimitHeaders(d: Decision): Record<string, string> {
-  const headers: Record<string, string> = {
-    'ratelimit-limit': String(d.limit),
-    'ratelimit-remaining': String(Math.max(0, Math.floor(d.remaining))),
-    'ratelimit-reset': String(Math.ceil(d.resetAfterMs / 1000)),
-  };
-  if (!d.allowed) headers['retry-after'] = String(Math.max(1, Math.ceil(d.retryAfterMs / 1000)));
+export function rateLimitHeaders(d: Decision, resource: string, form: RateLimitHeaderForm = 'draft'): Record<string, string> {
+  const headers = coreRateLimitHeaders(d, { policy: resource, form });
   // A booking is held: the caller retries after Retry-After with the same id, and is admitted.
   if (d.booking?.outcome === 'booked') headers[BOOKING_HEADER] = d.booking.id;
   return headers;
