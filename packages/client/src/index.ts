@@ -14,6 +14,7 @@ export type { ClientLeaseSettings, ClientTlsOptions, RemoteLimiterOptions } from
 export { serviceTimeSource, type ClientClockSkewOptions } from './clock-skew.js';
 export type { RolloutView, RulesView } from './wire.js';
 export {
+  CLIENT_HEARTBEAT_HEADER,
   CLIENT_ID_HEADER,
   HttpTransport,
   RULES_VERSION_HEADER,

@@ -55,6 +55,13 @@ interface Call {
   readonly item: CheckItem;
 }
 
+/** No resource list was ever read from the service: nothing is known of its limits yet. */
+class NoResourceList extends SluiceError {
+  constructor() {
+    super(ErrorCodes.STORE_UNAVAILABLE, 'no resource list from the sluice service yet');
+  }
+}
+
 /** Decisions of the fallback and leases are made by these modes (bookings are decided as checks). */
 type PlainMode = 'try' | 'acquire';
 
@@ -112,7 +119,14 @@ export class RemoteLimiter implements RateLimiter {
     this.#unread = new Degradation({ logger: o.switchLogger, clock: o.clock, event: 'client_rules_unread' });
     const transport =
       o.transport ??
-      new HttpTransport({ url: o.url, clientId: o.clientId, token: o.token, connections: o.connections, tls: o.tls });
+      new HttpTransport({
+        url: o.url,
+        clientId: o.clientId,
+        heartbeatMs: o.rulesPollMs,
+        token: o.token,
+        connections: o.connections,
+        tls: o.tls,
+      });
     // Every answer names the service's rule version: a newer one triggers a refresh.
     this.#transport = {
       call: async (path, options) => {
@@ -209,7 +223,8 @@ export class RemoteLimiter implements RateLimiter {
 
   async try(resource: string, options: TryOptions = {}): Promise<Decision> {
     const startedAt = this.#start();
-    const call = await this.#call(resource, options);
+    const call = await this.#limitedCall(resource, options);
+    if (!('view' in call)) return this.#observe(resource, 'try', call, startedAt);
     if (call.leased) return this.#leases.try(resource, { ...keyed(call.key), cost: call.cost });
     if (!this.#health.healthy) return this.#observe(resource, 'try', await this.#fallbackDecision(call, 'try', true), startedAt);
     const ticket = this.#health.begin();
@@ -224,7 +239,8 @@ export class RemoteLimiter implements RateLimiter {
 
   async acquire(resource: string, options: AcquireOptions = {}): Promise<Decision> {
     const startedAt = this.#start();
-    const call = await this.#call(resource, options);
+    const call = await this.#limitedCall(resource, options);
+    if (!('view' in call)) return this.#observe(resource, 'acquire', call, startedAt);
     const maxWaitMs = intOption(options.maxWaitMs, 'maxWaitMs', this.#o.maxWaitMs, 0, 24 * 3600 * 1000);
     const signal = options.signal;
     throwIfAborted(signal);
@@ -442,6 +458,11 @@ export class RemoteLimiter implements RateLimiter {
       await Promise.allSettled([...this.#tracked]);
       this.#unread.close();
       await this.#fallback.close();
+      // Counted among the service's live clients no longer: the others' fallback shares grow
+      // back at once. Best effort, bounded: a service that is away forgets it after its heartbeats.
+      if (this.#view !== undefined && this.#health.healthy) {
+        await this.#transport.call('/v1/goodbye', { method: 'POST', body: {}, timeoutMs: 1000 }).catch(() => undefined);
+      }
       await this.#transport.close();
     })();
     return this.#closing;
@@ -522,10 +543,38 @@ export class RemoteLimiter implements RateLimiter {
       if (this.#view === undefined) {
         // A refusal (a missing or wrong token) is the caller's to fix, not an outage.
         if (this.#refused !== undefined) throw this.#refused;
-        throw new SluiceError(ErrorCodes.STORE_UNAVAILABLE, 'no resource list from the sluice service yet');
+        throw new NoResourceList();
       }
     }
     return this.#prepare(resource, options);
+  }
+
+  /**
+   * A limited call (`try`, `acquire`): as {@link #call}, but while no resource list was ever
+   * read (the service was away since this client started) it is answered, not thrown at: denied
+   * with `store_unavailable` by the fallback, since no limit and no policy is known yet (the
+   * `closed` answer, the only one safe without them). The caller's own input is still checked.
+   */
+  async #limitedCall(resource: string, options: TryOptions): Promise<Call | Decision> {
+    try {
+      return await this.#call(resource, options);
+    } catch (err) {
+      if (!(err instanceof NoResourceList)) throw err;
+      callKey(options.key, this.#o.maxKeyLength);
+      if (options.cost !== undefined) checkCost(options.cost, []);
+      const retryMs = Math.max(1, this.#health.retryAfterMs);
+      return {
+        allowed: false,
+        limit: 0,
+        remaining: 0,
+        retryAfterMs: retryMs,
+        resetAfterMs: retryMs,
+        reason: 'store_unavailable',
+        limitId: '',
+        statuses: [],
+        source: 'fallback',
+      };
+    }
   }
 
   /** The core limiter's validation, against the service's limits. */

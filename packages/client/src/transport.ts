@@ -7,6 +7,8 @@ import type { ClientTlsOptions } from './options.js';
 export const RULES_VERSION_HEADER = 'sluice-rules-version';
 /** The header this client identifies itself with (the service counts clients for fair shares). */
 export const CLIENT_ID_HEADER = 'sluice-client-id';
+/** How often this client polls the service (its `rulesPollMs`): the service counts it as live until it misses a few. */
+export const CLIENT_HEARTBEAT_HEADER = 'sluice-client-heartbeat-ms';
 
 /** Largest answer body read from the service; anything larger is a protocol fault. */
 export const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
@@ -65,6 +67,8 @@ export class ClosedByCaller extends SluiceError {
 export interface HttpTransportOptions {
   readonly url: string;
   readonly clientId: string;
+  /** How often the client polls the service, in ms (sent as {@link CLIENT_HEARTBEAT_HEADER}). */
+  readonly heartbeatMs?: number;
   /** The service's data-plane bearer token, if it requires one. */
   readonly token?: string | undefined;
   /** Most keep-alive connections to the service. */
@@ -86,6 +90,7 @@ export class HttpTransport implements Transport {
     });
     this.#headers = {
       [CLIENT_ID_HEADER]: options.clientId,
+      ...(options.heartbeatMs === undefined ? {} : { [CLIENT_HEARTBEAT_HEADER]: String(options.heartbeatMs) }),
       ...(options.token === undefined ? {} : { authorization: `Bearer ${options.token}` }),
     };
   }

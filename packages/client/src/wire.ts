@@ -18,7 +18,7 @@ const num = (v: unknown): v is number => typeof v === 'number' && Number.isFinit
 /** The client's view of the service's rules (`GET /v1/resources`). */
 export interface RulesView {
   readonly version: number;
-  /** Distinct clients the service saw in the last minute (0 when it reports none). */
+  /** The service's live clients (0 when it reports none). */
   readonly clients: number;
   readonly resources: ReadonlyMap<string, ViewResource>;
   /** A rule rollout in progress: keys of its cohort are decided by its candidate's limits. */

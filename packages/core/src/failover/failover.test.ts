@@ -312,6 +312,37 @@ describe('switching to the fallback', () => {
     await store.close();
   });
 
+  it('gives each process limit / maxPeers while the count is unknown, and says so in the switch line', async () => {
+    const clock = new ManualClock();
+    const store = new StallingStore({ clock });
+    store.peers = { count: 1, known: false };
+    store.mode = 'unreachable';
+    const lines: string[] = [];
+    const logger = { info: (_: object, msg: string) => lines.push(msg), warn: (_: object, msg: string) => lines.push(msg) };
+    const limiter = new Limiter({
+      resources: { api: { algorithm: 'fixed-window', limit: 100, windowMs: 60_000 } },
+      store,
+      clock,
+      failover: { logger, consecutiveFailures: 1, maxPeers: 4 },
+    });
+    let admitted = 0;
+    for (let i = 0; i < 40; i++) if ((await limiter.try('api', { key: 'a' })).allowed) admitted++;
+    expect(admitted).toBe(25);
+    expect(lines.join('\n')).toContain("'local' gives each process 1/4 of every limit, failover.maxPeers");
+    // Once a count is read it decides the share (2 processes: half of the limit for a new key).
+    store.peers.known = true;
+    store.peers.count = 2;
+    admitted = 0;
+    for (let i = 0; i < 80; i++) if ((await limiter.try('api', { key: 'b' })).allowed) admitted++;
+    expect(admitted).toBe(50);
+    expect(
+      () =>
+        new Limiter({ resources: { api: { algorithm: 'fixed-window', limit: 1, windowMs: 1000 } }, failover: { maxPeers: 0 } }),
+    ).toThrow(/failover\.maxPeers/);
+    await limiter.close();
+    await store.close();
+  });
+
   it('logs switches to stderr when no logger is given', async () => {
     const { createStderrLogger, resolveLogger, stderrLogger } = await import('../shared/log.js');
     expect(resolveLogger(undefined)).toBe(stderrLogger);

@@ -11,6 +11,7 @@ import {
   type StoreFailurePolicy,
 } from './failover-state.js';
 import { resolveLogger, type Logger } from '../shared/log.js';
+import { intOption } from '../shared/options.js';
 import { MemoryStore } from '../store/memory-store.js';
 import { storeCallTimer, timedCall, type StoreCallTimer } from '../store/store-calls.js';
 import { unjudgedStatuses } from '../shared/decision.js';
@@ -42,6 +43,15 @@ export interface FailoverOptions {
    * that only this process uses, such as the in-memory one)
    */
   peers?: PeerCount | number;
+  /**
+   * The most processes that may share the store (an upper bound you know from your deployment:
+   * replicas times processes each). While the live count cannot be read (the store was away
+   * when this process started, so no count was ever read), the `local` policy gives each
+   * process `limit / maxPeers` of every limit instead of denying: the fleet stays within the
+   * limit as long as it really has no more processes. Once a count is read it is used.
+   * @default none: the `local` policy denies until a count is read
+   */
+  maxPeers?: number;
   /**
    * Consecutive timed-out calls that switch to the fallback (calls in flight together count
    * once). Each timed-out call is answered by its policy either way; this only decides when to
@@ -132,6 +142,7 @@ export class Failover {
   readonly #clock: Clock;
   readonly #fallback: MemoryStore;
   readonly #peers: PeerCount;
+  readonly #maxPeers: number | undefined;
   readonly #health: FailoverMachine;
   readonly #ownHealth: boolean;
   readonly #unwatch: (() => void) | undefined;
@@ -151,6 +162,8 @@ export class Failover {
       throw invalid(ErrorCodes.INVALID_OPTIONS, 'failover.peers', 'must be an integer >= 1 or a PeerCount');
     }
     this.#peers = typeof peers === 'number' ? { count: peers } : peers;
+    this.#maxPeers =
+      options.maxPeers === undefined ? undefined : intOption(options.maxPeers, 'failover.maxPeers', undefined, 1, 1_000_000);
     this.#ownHealth = options.health === undefined;
     this.#health =
       options.health ??
@@ -164,12 +177,13 @@ export class Failover {
         // lost: its failed calls (say, a connection still being set up on a busy host) count as timeouts.
         connectionReported: primary.watchConnection !== undefined,
         subject: `store ${primary.name}${primary.address === undefined ? '' : ` at ${primary.address}`}`,
-        ...(options.policy === undefined ? {} : { policy: options.policy }),
+        policy: () => `${options.policy?.() ?? "each resource's store-failure policy"}${this.#shareNote()}`,
         ...(options.summaryIntervalMs === undefined ? {} : { summaryIntervalMs: options.summaryIntervalMs }),
         logFields: () => ({
           store: primary.name,
           ...(primary.address === undefined ? {} : { address: primary.address }),
           peers: this.#peers.known === false ? 'unknown' : this.#peers.count,
+          ...(this.#maxPeers === undefined ? {} : { maxPeers: this.#maxPeers }),
         }),
         logger: resolveLogger(options.logger),
       });
@@ -361,7 +375,24 @@ export class Failover {
 
   /** The policy a call is answered by while the store cannot decide it (see {@link answeringPolicy}). */
   #answering(policy: StoreFailurePolicy): StoreFailurePolicy {
-    return answeringPolicy(policy, this.#health.healthy, this.#peers.known !== false);
+    return answeringPolicy(policy, this.#health.healthy, this.#peers.known !== false || this.#maxPeers !== undefined);
+  }
+
+  /**
+   * What the `local` policy's share is while the live count is unknown, for the switch line:
+   * `limit / maxPeers`, or nothing (it denies) without `maxPeers`. Empty while the count is known.
+   */
+  #shareNote(): string {
+    if (this.#peers.known !== false) return '';
+    return this.#maxPeers === undefined
+      ? " (live process count unknown: 'local' denies until it is read; set failover.maxPeers for a share meanwhile)"
+      : ` (live process count unknown: 'local' gives each process 1/${this.#maxPeers} of every limit, failover.maxPeers)`;
+  }
+
+  /** The processes a `local` share divides by: the live count, or `maxPeers` while it is unknown. */
+  #divisor(): number {
+    if (this.#peers.known === false && this.#maxPeers !== undefined) return this.#maxPeers;
+    return Math.max(1, Math.floor(this.#peers.count));
   }
 
   async #fallbackConsume(request: ConsumeRequest, policy: StoreFailurePolicy): Promise<ConsumeResult> {
@@ -375,7 +406,7 @@ export class Failover {
 
   /** The limits divided by the number of live clients (at least 1 permit each). */
   #scale(limits: readonly CompiledLimit[]): readonly CompiledLimit[] {
-    const peers = Math.max(1, Math.floor(this.#peers.count));
+    const peers = this.#divisor();
     if (peers === 1) return limits;
     const cached = this.#scaled.get(limits);
     if (cached?.peers === peers) return cached.limits;

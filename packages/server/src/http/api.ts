@@ -7,6 +7,7 @@ import { authorized, matchesAny, outcomeAccess, type OutcomeCredentials } from '
 import { checkOutcomeCalls, type ItemBounds } from '../bounds/bounds.js';
 import type { RateLimitService } from '../service/service.js';
 import { ITEM_COST, type FairTurns } from '../fair-turns.js';
+import { CLIENT_HEARTBEAT_HEADER } from '../clients/client-ids.js';
 import { decodeBody, itemSchemas, type Decoded } from './items.js';
 import { errorReply, rateLimitHeaders, sendError, sendUnauthorized, type FaultLog } from './reply.js';
 
@@ -145,7 +146,8 @@ export function registerApi(
       turns.charge(request.ip, (body.batch ? body.items.length : 1) * ITEM_COST);
       // Clients are counted from the calls that use limits (authenticated, when a token is set):
       // the count divides every remote client's fallback share, so no public call may move it.
-      if (op.countsClient !== false) service.clients.note(request.headers[CLIENT_ID_HEADER]);
+      if (op.countsClient !== false)
+        service.clients.note(request.headers[CLIENT_ID_HEADER], request.headers[CLIENT_HEARTBEAT_HEADER]);
       // Waits end when the client goes away: the response closes before it was written. Every
       // item of a batch shares this one signal (the limiter listens to it once).
       let signal = NEVER_ABORTED;
@@ -250,11 +252,21 @@ export function registerApi(
     onRequest: onOutcomes,
     check: (items) => checkOutcomeCalls(items, access.maxOutcomeCalls),
   });
+  // A remote client closing: it stops counting among the live clients at once (the others'
+  // fallback shares grow back), rather than after its missed heartbeats.
+  app.post('/v1/goodbye', onRequest === undefined ? {} : { onRequest }, async (request, reply) => {
+    return reply.send({ counted: service.clients.goodbye(request.headers[CLIENT_ID_HEADER]) });
+  });
   // Public and read-only, as /v1/stats (the dashboard reads both): names and limits only, no
   // secrets; bounded by MAX_LISTED_RESOURCES.
   app.get('/v1/resources', async (request, reply) => {
     const q = plainQuery.safeParse(request.query ?? {});
     if (!q.success) return sendError(reply, fromZod(q.error), logger);
+    // A remote client's rule poll is its heartbeat: counted as a live client while it polls
+    // (only a data-plane caller's: this route is public).
+    if (dataPlane(request.headers.authorization)) {
+      service.clients.note(request.headers[CLIENT_ID_HEADER], request.headers[CLIENT_HEARTBEAT_HEADER]);
+    }
     const view = service.resources();
     // The rollout's id salts the hash that sorts keys into cohorts: whoever has it can aim
     // reports at one cohort. Data-plane clients need it (their fallback splits keys as the

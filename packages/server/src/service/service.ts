@@ -208,7 +208,7 @@ export class RateLimitService {
 
   /**
    * The active resources with what remote clients need: limits, lease settings, store-failure
-   * policy; the rule version; how many clients were seen in the last minute. No secrets.
+   * policy; the rule version; how many remote clients are live. No secrets.
    */
   resources(): ResourcesBody & { rollout?: RolloutView } {
     const names = this.#rules.resourceNames().filter((n) => this.#limiter.has(n));
