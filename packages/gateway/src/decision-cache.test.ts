@@ -1,5 +1,12 @@
 import { ManualClock, isSluiceError } from '@sluice/core';
-import { MemoryTransport, encodeDecisions, hashValue, type GovernanceDecision } from '@sluice/stream';
+import {
+  MemoryTransport,
+  encodeAnnouncement,
+  encodeDecisions,
+  hashValue,
+  type AggregatorAnnouncement,
+  type GovernanceDecision,
+} from '@sluice/stream';
 import { describe, expect, it, vi } from 'vitest';
 import { DecisionCache } from './decision-cache.js';
 
@@ -132,6 +139,27 @@ describe('DecisionCache', () => {
     expect(cache.applyMessage(encodeDecisions([block()]).subarray(0, 20))).toBe(0);
     expect(cache.applyMessage(encodeDecisions([block(), block({ dimension: 'ip', value: 9 })]))).toBe(2);
     expect(cache.stats).toMatchObject({ malformed: 2, size: 2 });
+  });
+
+  it('hands aggregator announcements to onAnnouncement, counted apart from decisions', () => {
+    const seen: AggregatorAnnouncement[] = [];
+    const { cache } = setup({ onAnnouncement: (a) => seen.push(a) });
+    const a: AggregatorAnnouncement = {
+      id: 'agg-1',
+      group: 'sluice-aggregators',
+      partitions: 4,
+      layoutVersion: 1,
+      ownership: 'redis',
+      issuedAtMs: WALL,
+      announceMs: 1000,
+      owned: [1, 2],
+    };
+    const bytes = encodeAnnouncement(a);
+    expect(cache.applyMessage(bytes)).toBe(0);
+    expect(seen).toEqual([a]);
+    // A truncated announcement is malformed like any other message.
+    expect(cache.applyMessage(bytes.subarray(0, bytes.length - 1))).toBe(0);
+    expect(cache.stats).toMatchObject({ announcements: 1, malformed: 1, size: 0 });
   });
 
   it('receives broadcast decisions through a transport until closed', async () => {

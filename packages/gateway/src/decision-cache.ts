@@ -5,7 +5,17 @@
  * leave a value blocked for ever. Lookups are synchronous map reads on the request path.
  */
 import { clockOffsetOption, storeClock, systemClock, type Clock, type ClockOffset, type TimerHandle } from '@sluice/core';
-import { decodeDecisions, type Dimension, type EventTransport, type GovernanceDecision, type Subscription } from '@sluice/stream';
+import {
+  ANNOUNCEMENT_KIND,
+  batchKind,
+  decodeAnnouncement,
+  decodeDecisions,
+  type AggregatorAnnouncement,
+  type Dimension,
+  type EventTransport,
+  type GovernanceDecision,
+  type Subscription,
+} from '@sluice/stream';
 import type { GatewayObserver } from './observer.js';
 import { fnOption, intOption } from './options.js';
 
@@ -28,6 +38,11 @@ export interface DecisionCacheOptions {
   sweepIntervalMs?: number;
   /** Monotonic clock for expiry. @default systemClock */
   clock?: Clock;
+  /**
+   * Called with each aggregator announcement the decision channel carries (the gateway checks
+   * the aggregators' partition layout against its probe's). Must not throw.
+   */
+  onAnnouncement?: (announcement: AggregatorAnnouncement) => void;
   /** Wall clock (epoch ms) for the staleness check. @default Date.now */
   wallClock?: () => number;
   /**
@@ -61,8 +76,10 @@ export interface DecisionCacheStats {
   readonly size: number;
   readonly blocks: number;
   readonly lifts: number;
-  /** Decision messages that could not be decoded. */
+  /** Decision messages (and aggregator announcements) that could not be decoded. */
   readonly malformed: number;
+  /** Aggregator announcements received (they carry no decision). */
+  readonly announcements: number;
   /** Blocks that had lapsed before they arrived. */
   readonly stale: number;
   /** Blocks evicted to stay within `maxEntries`. */
@@ -107,6 +124,7 @@ export class DecisionCache {
   readonly #clock: Clock;
   readonly #wallClock: () => number;
   readonly #observer: GatewayObserver | undefined;
+  readonly #onAnnouncement: ((announcement: AggregatorAnnouncement) => void) | undefined;
   /** One map per dimension (index as in DIMENSION_INDEX), for the request path's lookups. */
   readonly #byDim: Map<number, Entry>[] = Array.from({ length: 5 }, () => new Map<number, Entry>());
   /** Every entry; insertion order is refresh order: the head is the least recently refreshed. */
@@ -117,6 +135,7 @@ export class DecisionCache {
   #blocks = 0;
   #lifts = 0;
   #malformed = 0;
+  #announcements = 0;
   #stale = 0;
   #evicted = 0;
   #expired = 0;
@@ -132,6 +151,7 @@ export class DecisionCache {
       clockOffsetOption(options.clockSkew, 'clockSkew'),
     );
     this.#observer = options.observer;
+    this.#onAnnouncement = fnOption(options.onAnnouncement, 'onAnnouncement');
   }
 
   /** Number of blocks held (expired ones not yet swept included). */
@@ -146,6 +166,7 @@ export class DecisionCache {
       blocks: this.#blocks,
       lifts: this.#lifts,
       malformed: this.#malformed,
+      announcements: this.#announcements,
       stale: this.#stale,
       evicted: this.#evicted,
       expired: this.#expired,
@@ -209,13 +230,19 @@ export class DecisionCache {
   }
 
   /**
-   * Decodes a broadcast message and applies its decisions. A malformed message is counted and
-   * skipped (never thrown): one bad publisher must not stop the gateway. Returns the number of
-   * decisions applied.
+   * Decodes a broadcast message and applies its decisions; an aggregator announcement is handed
+   * to `onAnnouncement`. A malformed message is counted and skipped (never thrown): one bad
+   * publisher must not stop the gateway. Returns the number of decisions applied.
    */
   applyMessage(message: Uint8Array): number {
     let decisions: GovernanceDecision[];
     try {
+      if (batchKind(message) === ANNOUNCEMENT_KIND) {
+        const announcement = decodeAnnouncement(message);
+        this.#announcements++;
+        this.#onAnnouncement?.(announcement);
+        return 0;
+      }
       decisions = decodeDecisions(message);
     } catch (err) {
       this.#malformed++;

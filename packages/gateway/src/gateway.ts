@@ -18,7 +18,7 @@ import {
   type RateLimitHeaderForm,
   type RateLimiter,
 } from '@sluice/core';
-import { EventOutcome, hashRange, hashValue, type EventTransport } from '@sluice/stream';
+import { EventOutcome, hashRange, hashValue, type AggregatorAnnouncement, type EventTransport } from '@sluice/stream';
 import { DecisionCache, type ActiveBlock, type DecisionCacheOptions } from './decision-cache.js';
 import {
   compileDimensions,
@@ -39,7 +39,7 @@ import { Probe, type ProbeOptions } from './probe.js';
 /** Options of the probe inside a {@link Gateway}. */
 export type GatewayProbeOptions = Omit<ProbeOptions, 'transport' | 'clock' | 'wallClock' | 'observer'>;
 /** Options of the decision cache inside a {@link Gateway}. */
-export type GatewayCacheOptions = Omit<DecisionCacheOptions, 'clock' | 'wallClock' | 'observer' | 'clockSkew'>;
+export type GatewayCacheOptions = Omit<DecisionCacheOptions, 'clock' | 'wallClock' | 'observer' | 'clockSkew' | 'onAnnouncement'>;
 
 /** Options of {@link Gateway}. */
 export interface GatewayOptions {
@@ -193,11 +193,14 @@ export class Gateway {
     const wallClock =
       skew === undefined ? options.wallClock : storeClock(fnOption(options.wallClock, 'wallClock') ?? Date.now, skew);
     const common = { clock, observer: options.observer, ...(wallClock ? { wallClock } : {}) };
-    this.cache = new DecisionCache({ ...options.cache, ...common });
-    this.probe =
+    const probe =
       options.transport !== undefined && options.probe !== false
         ? new Probe({ ...options.probe, ...common, transport: options.transport })
         : undefined;
+    this.probe = probe;
+    // Aggregators announce how they split the stream; the probe checks it against its own.
+    const onAnnouncement = probe === undefined ? undefined : (a: AggregatorAnnouncement) => void probe.checkAnnouncement(a);
+    this.cache = new DecisionCache({ ...options.cache, ...common, ...(onAnnouncement ? { onAnnouncement } : {}) });
   }
 
   /** Subscribes the decision cache to the transport's broadcast. Idempotent. */

@@ -47,5 +47,5 @@ export {
   type RouteOptions,
 } from './gateway.js';
 export { blockHeaders, limiterHeaders, sfString, toSeconds, type PolicyAdvert } from './headers.js';
-export { DROP_REASONS, type BlockSource, type DropReason, type GatewayObserver } from './observer.js';
+export { DROP_REASONS, type BlockSource, type DropReason, type GatewayObserver, type LayoutMismatch } from './observer.js';
 export { Probe, type ProbeOptions, type ProbeStats } from './probe.js';

@@ -14,6 +14,7 @@ describe('createGatewayMetrics', () => {
     o.requestBlocked!('user');
     o.decisionApplied!('block');
     o.decisionMalformed!(new Error('x'));
+    o.layoutMismatch!({ aggregator: 'a', partitions: 4, layoutVersion: 1 }, { partitions: 8, version: 1 });
     o.blocksChanged!(3);
     o.limiterFailed!(new Error('x'));
     o.rejectionsTallied!(500);
@@ -30,6 +31,7 @@ describe('createGatewayMetrics', () => {
     expect(text).toContain('sluice_gateway_blocked_requests_total{source="user"} 1');
     expect(text).toContain('sluice_gateway_decisions_total{action="block"} 1');
     expect(text).toContain('sluice_gateway_decisions_malformed_total 1');
+    expect(text).toContain('sluice_gateway_layout_mismatches_total 1');
     expect(text).toContain('sluice_gateway_active_blocks 3');
     expect(text).toContain('sluice_gateway_limiter_errors_total 1');
     expect(text).toContain('sluice_gateway_rejections_tallied_total 512');

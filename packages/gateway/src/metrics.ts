@@ -20,6 +20,7 @@ export interface GatewayMetricsOptions extends MetricsTarget {
 /**
  * A {@link GatewayObserver} that counts events sent and dropped (by reason), batches, publish
  * errors, 429s (by dimension or limiter), rejections counted in tallies and not counted, decisions applied and malformed decision messages,
+ * aggregators that split the stream otherwise,
  * times each publish, and tracks the number of active blocks; and exports `sluice_build_info`
  * with this package's version. Label values come from fixed sets, never from requests.
  */
@@ -69,6 +70,10 @@ export function createGatewayMetrics(options: GatewayMetricsOptions): GatewayObs
     name: 'rejections_uncounted_total',
     help: 'Rejected requests that could not be counted (tally table full, publish failed, probe closed)',
   });
+  const mismatches = m.counter({
+    name: 'layout_mismatches_total',
+    help: "Aggregator announcements whose partition count or layout version differ from this gateway's probe",
+  });
   const active = m.gauge({ name: 'active_blocks', help: 'Blocks held in the local decision cache' });
   return {
     batchSent(events) {
@@ -98,6 +103,9 @@ export function createGatewayMetrics(options: GatewayMetricsOptions): GatewayObs
     },
     decisionMalformed() {
       malformed.inc();
+    },
+    layoutMismatch() {
+      mismatches.inc();
     },
     blocksChanged(size) {
       active.set(size);

@@ -1,4 +1,4 @@
-import type { Dimension } from '@sluice/stream';
+import type { BatchLayout, Dimension } from '@sluice/stream';
 
 /**
  * Why the probe dropped events instead of sending them:
@@ -11,6 +11,16 @@ export type DropReason = 'buffer_full' | 'publish_error' | 'closed' | 'invalid';
 
 /** Every {@link DropReason}. */
 export const DROP_REASONS: readonly DropReason[] = Object.freeze(['buffer_full', 'publish_error', 'closed', 'invalid'] as const);
+
+/** An aggregator that splits the stream otherwise than the probe does. */
+export interface LayoutMismatch {
+  /** The aggregator's id. */
+  readonly aggregator: string;
+  /** Partitions it reads. */
+  readonly partitions: number;
+  /** Its layout version. */
+  readonly layoutVersion: number;
+}
 
 /** Who answered a request with 429: a cached governance block, or an exact limiter. */
 export type BlockSource = Dimension | 'limiter';
@@ -42,6 +52,11 @@ export interface GatewayObserver {
   decisionApplied?(action: 'block' | 'lift'): void;
   /** A decision message could not be decoded and was skipped. */
   decisionMalformed?(error: unknown): void;
+  /**
+   * An aggregator announced that it splits the stream otherwise (`aggregator`) than this
+   * gateway's probe (`own`): another partition count or layout version.
+   */
+  layoutMismatch?(aggregator: LayoutMismatch, own: BatchLayout): void;
   /** The number of active blocks in the local cache changed. */
   blocksChanged?(size: number): void;
   /** The exact limiter failed; the request was let through. */

@@ -1,10 +1,13 @@
 import { ManualClock, isSluiceError } from '@sluice/core';
 import {
   EventOutcome,
+  LAYOUT_VERSION,
   MemoryTransport,
+  batchLayout,
   decodeEvents,
   hashValue,
   partitionOf,
+  type AggregatorAnnouncement,
   type BatchHandler,
   type EventTransport,
   type GatewayEvent,
@@ -80,7 +83,61 @@ describe('Probe', () => {
     const events = transport.events();
     expect(events.map((e) => e.user)).toEqual(Array.from({ length: 25 }, (_, i) => i + 1));
     expect(events[0]).toEqual({ resource: R, path: 7, user: 1, ip: 9, tenant: 0, timestampMs: WALL, status: 200, outcome: 0 });
-    expect(transport.published.map((p) => p.batch.length)).toEqual([8 + 320, 8 + 320, 8 + 160]);
+    // Format 2: a 12-byte header carrying the transport's partition count.
+    expect(transport.published.map((p) => p.batch.length)).toEqual([12 + 320, 12 + 320, 12 + 160]);
+    for (const p of transport.published) expect(batchLayout(p.batch)).toEqual({ partitions: 4, version: LAYOUT_VERSION });
+  });
+
+  it('writes format 1 (no layout) for aggregators of 0.1 when asked, and refuses other formats', async () => {
+    const { probe, transport, advance } = setup({ batchSize: 10, batchFormat: 1 });
+    for (let i = 1; i <= 12; i++) probe.emit(R, 7, i, 9, 0, 200, EventOutcome.PASSED);
+    advance(10);
+    await flush();
+    expect(transport.published.map((p) => p.batch.length)).toEqual([8 + 320, 8 + 64]);
+    expect(transport.published.map((p) => p.batch[3])).toEqual([1, 1]);
+    expect(transport.events().map((e) => e.user)).toEqual(Array.from({ length: 12 }, (_, i) => i + 1));
+    for (const batchFormat of [0, 3, '2']) {
+      let code: string | undefined;
+      try {
+        setup({ batchFormat: batchFormat as 1 });
+      } catch (err) {
+        code = isSluiceError(err) ? err.code : 'other';
+      }
+      expect(code).toBe('SLUICE_ERR_INVALID_OPTIONS');
+    }
+  });
+
+  it('counts and reports an aggregator announcement that splits the stream otherwise', () => {
+    const seen: unknown[] = [];
+    const { probe } = setup({ observer: { layoutMismatch: (a, own) => seen.push([a, own]) } }, 8);
+    const announcement = (partitions: number, layoutVersion = LAYOUT_VERSION): AggregatorAnnouncement => ({
+      id: 'agg-1',
+      group: 'sluice-aggregators',
+      partitions,
+      layoutVersion,
+      ownership: 'redis',
+      issuedAtMs: WALL,
+      announceMs: 1000,
+      owned: [0],
+    });
+    expect(probe.checkAnnouncement(announcement(8))).toBeUndefined();
+    expect(probe.stats.layoutMismatches).toBe(0);
+    expect(probe.checkAnnouncement(announcement(4))).toEqual({
+      aggregator: 'agg-1',
+      partitions: 4,
+      layoutVersion: LAYOUT_VERSION,
+    });
+    expect(probe.checkAnnouncement(announcement(8, LAYOUT_VERSION + 1))).toEqual({
+      aggregator: 'agg-1',
+      partitions: 8,
+      layoutVersion: LAYOUT_VERSION + 1,
+    });
+    expect(probe.stats.layoutMismatches).toBe(2);
+    expect(probe.stats.lastMismatch).toEqual({ aggregator: 'agg-1', partitions: 8, layoutVersion: LAYOUT_VERSION + 1 });
+    expect(seen[0]).toEqual([
+      { aggregator: 'agg-1', partitions: 4, layoutVersion: LAYOUT_VERSION },
+      { partitions: 8, version: LAYOUT_VERSION },
+    ]);
   });
 
   it('puts each resource on its partition, and spreads it over `spread` partitions in time', async () => {

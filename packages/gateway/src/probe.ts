@@ -15,17 +15,21 @@ import { ErrorCodes, invalid, systemClock, type Clock, type TimerHandle } from '
 import {
   MAX_TALLIES_PER_BATCH,
   EVENT_BYTES,
-  EVENT_HEADER_BYTES,
+  LAYOUT_VERSION,
   MAX_EVENTS_PER_BATCH,
+  batchHeaderBytes,
   partitionOf,
   saltSlotOf,
   writeEventRecord,
   writeEventsHeader,
+  type AggregatorAnnouncement,
+  type BatchFormat,
+  type BatchLayout,
   type Dimension,
   type EventTransport,
   type GatewayEvent,
 } from '@sluice/stream';
-import type { DropReason, GatewayObserver } from './observer.js';
+import type { DropReason, GatewayObserver, LayoutMismatch } from './observer.js';
 import { fnOption, intOption } from './options.js';
 import { RejectionCounter } from './rejection-counter.js';
 
@@ -59,8 +63,17 @@ export interface ProbeOptions {
   /** How long {@link Probe.close} waits for buffered events to be published, in ms. @default 1000 */
   closeTimeoutMs?: number;
   /**
+   * The batch format written. 2 carries the partition layout (the transport's partition count
+   * and `LAYOUT_VERSION`) in every batch, so aggregators report a gateway that splits the stream
+   * differently; 1 is the format aggregators of 0.1 read (they count format 2 batches as
+   * malformed): set it while such aggregators remain.
+   * @default 2
+   */
+  batchFormat?: BatchFormat;
+  /**
    * Spreads each resource over this many consecutive partitions, rotating every `saltMs`, so a
-   * hot resource does not load one aggregator only. Aggregators must be configured alike.
+   * hot resource does not load one aggregator only (each partition's owner then counts its share
+   * of the resource; aggregators need no setting for it).
    * @default 1 (no spreading)
    */
   spread?: number;
@@ -94,6 +107,14 @@ export interface ProbeStats {
   readonly rejectedDropped: number;
   /** Tally batches accepted by the stream. */
   readonly tallyBatches: number;
+  /**
+   * Aggregator announcements whose partition count or layout version differ from this probe's
+   * (see {@link Probe.checkAnnouncement}): events of some partitions reach no aggregator, or the
+   * wrong one.
+   */
+  readonly layoutMismatches: number;
+  /** The last aggregator layout that differed from this probe's, if any. */
+  readonly lastMismatch: LayoutMismatch | undefined;
 }
 
 /** A partition's batch being filled. */
@@ -134,6 +155,11 @@ export class Probe {
   readonly #wallClock: () => number;
   readonly #observer: GatewayObserver | undefined;
   readonly #rejections: RejectionCounter | undefined;
+  /** What each batch header carries (format 2), or nothing (format 1). */
+  readonly #layout: BatchLayout | undefined;
+  readonly #headerBytes: number;
+  #layoutMismatches = 0;
+  #lastMismatch: LayoutMismatch | undefined;
   /** Stages by partition, created on first use. */
   readonly #stages: (Stage | undefined)[];
   /** Stages holding at least one event, in the order they got it. */
@@ -174,7 +200,12 @@ export class Probe {
     if (options.countRejected !== undefined && typeof options.countRejected !== 'boolean') {
       throw invalid(ErrorCodes.INVALID_OPTIONS, 'countRejected', 'must be a boolean');
     }
-    this.#rejections = options.countRejected === false ? undefined : new RejectionCounter(maxTallies);
+    const format = options.batchFormat ?? 2;
+    if (format !== 1 && format !== 2)
+      throw invalid(ErrorCodes.INVALID_OPTIONS, 'batchFormat', `must be 1 or 2, got ${String(format)}`);
+    this.#layout = format === 2 ? { partitions: this.#transport.partitions, version: LAYOUT_VERSION } : undefined;
+    this.#headerBytes = batchHeaderBytes(this.#layout);
+    this.#rejections = options.countRejected === false ? undefined : new RejectionCounter(maxTallies, this.#layout);
     this.#stages = new Array<Stage | undefined>(this.#transport.partitions);
   }
 
@@ -190,7 +221,26 @@ export class Probe {
       rejected: this.#rejectedSent,
       rejectedDropped: this.#rejectedDropped,
       tallyBatches: this.#tallyBatches,
+      layoutMismatches: this.#layoutMismatches,
+      lastMismatch: this.#lastMismatch,
     };
+  }
+
+  /**
+   * Compares an aggregator's announcement with how this probe splits the stream: a different
+   * partition count or layout version is counted (`layoutMismatches`), reported to the
+   * observer and returned. The events keep going where this probe puts them: an aggregator that
+   * reads fewer partitions never sees those beyond its count, one that reads more expects the
+   * resources elsewhere.
+   */
+  checkAnnouncement(a: AggregatorAnnouncement): LayoutMismatch | undefined {
+    const partitions = this.#transport.partitions;
+    if (a.partitions === partitions && a.layoutVersion === LAYOUT_VERSION) return undefined;
+    const mismatch: LayoutMismatch = { aggregator: a.id, partitions: a.partitions, layoutVersion: a.layoutVersion };
+    this.#layoutMismatches++;
+    this.#lastMismatch = mismatch;
+    this.#observer?.layoutMismatch?.(mismatch, { partitions, version: LAYOUT_VERSION });
+    return mismatch;
   }
 
   /**
@@ -265,7 +315,7 @@ export class Probe {
     }
     writeEventRecord(
       stage.view,
-      EVENT_HEADER_BYTES + stage.count * EVENT_BYTES,
+      this.#headerBytes + stage.count * EVENT_BYTES,
       resource,
       path,
       user,
@@ -343,7 +393,7 @@ export class Probe {
   }
 
   #newStage(partition: number): Stage {
-    const bytes = new Uint8Array(EVENT_HEADER_BYTES + this.#batchSize * EVENT_BYTES);
+    const bytes = new Uint8Array(this.#headerBytes + this.#batchSize * EVENT_BYTES);
     const stage: Stage = { partition, bytes, view: new DataView(bytes.buffer), count: 0 };
     this.#stages[partition] = stage;
     return stage;
@@ -353,8 +403,8 @@ export class Probe {
   #seal(stage: Stage): void {
     const i = this.#filling.indexOf(stage);
     if (i >= 0) this.#filling.splice(i, 1);
-    writeEventsHeader(stage.view, stage.count);
-    const size = EVENT_HEADER_BYTES + stage.count * EVENT_BYTES;
+    writeEventsHeader(stage.view, stage.count, this.#layout);
+    const size = this.#headerBytes + stage.count * EVENT_BYTES;
     const bytes = size === stage.bytes.length ? stage.bytes : stage.bytes.slice(0, size);
     this.#queue.push({ partition: stage.partition, bytes, count: stage.count, rejected: 0 });
     // A full buffer was handed over as is: the next events of the partition need a new one.

@@ -6,8 +6,9 @@
 import {
   MAX_TALLY_COUNT,
   TALLY_BYTES,
-  TALLY_HEADER_BYTES,
+  batchHeaderBytes,
   writeTalliesHeader,
+  type BatchLayout,
   writeTallyRecord,
   type Dimension,
   type RejectionTally,
@@ -32,12 +33,15 @@ export interface TallyBatch {
  */
 export class RejectionCounter {
   readonly maxCounters: number;
+  /** What the tally batches' headers carry (format 2), or nothing (format 1). */
+  readonly #layout: BatchLayout | undefined;
   /** Counters by blocked value (as int32), each list short: one per resource and path seen. */
   #byValue = new Map<number, Counter[]>();
   #size = 0;
 
-  constructor(maxCounters: number) {
+  constructor(maxCounters: number, layout?: BatchLayout) {
     this.maxCounters = maxCounters;
+    this.#layout = layout;
   }
 
   /** Distinct counters now. */
@@ -92,12 +96,13 @@ export class RejectionCounter {
     const out: TallyBatch[] = [];
     for (const [partition, counters] of byPartition) {
       // maxCounters is at most MAX_TALLIES_PER_BATCH, so one batch per partition always fits.
-      const bytes = new Uint8Array(TALLY_HEADER_BYTES + counters.length * TALLY_BYTES);
+      const header = batchHeaderBytes(this.#layout);
+      const bytes = new Uint8Array(header + counters.length * TALLY_BYTES);
       const view = new DataView(bytes.buffer);
-      writeTalliesHeader(view, counters.length);
+      writeTalliesHeader(view, counters.length, this.#layout);
       let rejected = 0;
       for (let i = 0; i < counters.length; i++) {
-        writeTallyRecord(view, TALLY_HEADER_BYTES + i * TALLY_BYTES, counters[i]!);
+        writeTallyRecord(view, header + i * TALLY_BYTES, counters[i]!);
         rejected += counters[i]!.count;
       }
       out.push({ partition, bytes, rejected });

@@ -18,3 +18,4 @@ export * from './events/codec.js';
 export * from './events/partition.js';
 export * from './events/tallies.js';
 export * from './decisions/codec.js';
+export * from './decisions/announcement.js';

@@ -17,6 +17,12 @@ export interface EventTransport {
   /** Number of event partitions, fixed for the transport's life (1..1024). */
   readonly partitions: number;
   /**
+   * True when every reader and writer of this stream lives in this process (`MemoryTransport`):
+   * an aggregator may then keep partition ownership in memory. A broker transport leaves it
+   * unset: processes elsewhere may read the same stream.
+   */
+  readonly inProcess?: boolean;
+  /**
    * Appends one batch to a partition. Resolves once the stream accepted it; rejects with a
    * `TransportError` when it did not (the probe counts the batch as dropped).
    */

@@ -1,12 +1,20 @@
 import type { GovernanceRules } from '@sluice/rules';
 import {
+  ANNOUNCEMENT_KIND,
   BatchKind,
+  LAYOUT_VERSION,
   MAX_DECISIONS_PER_MESSAGE,
   batchKind,
+  batchLayout,
+  decodeAnnouncement,
   decodeEvents,
   decodeTallies,
+  encodeAnnouncement,
   encodeDecisions,
+  type AggregatorAnnouncement,
   type BatchInfo,
+  type BatchLayout,
+  type OwnershipKind,
   type GatewayEvent,
   type GovernanceDecision,
   type RejectionTally,
@@ -17,12 +25,15 @@ import { MemoryOwnershipStore, type OwnershipStore } from '../ownership/store.js
 import { DecisionTracker } from './decisions.js';
 import { compileAggregatorOptions, isRuleStore, type AggregatorOptions, type CompiledAggregatorOptions } from './options.js';
 import { PartitionState, type Hold } from './partition-state.js';
+import { Peers } from './peers.js';
 import { compileRules, type CompiledRule } from './rules.js';
-import type { AggregatorStats, ConsumeMode, PartitionStats } from './stats.js';
+import type { AggregatorStats, ConsumeMode, LayoutMismatch, OwnershipConflict, PartitionStats } from './stats.js';
 import { MAX_SNAPSHOT_BYTES, encodeSnapshot, restoreSnapshot } from './snapshot.js';
 
 interface Owned {
   readonly state: PartitionState;
+  /** When it was taken (`now()`). */
+  readonly since: number;
   sub: Subscription | undefined;
   lagBatches: number;
   lagMs: number;
@@ -37,7 +48,22 @@ function holdsOf(o: Owned): string {
   return [...o.state.holds().keys()].sort().join(',');
 }
 
-type Counter = Exclude<keyof AggregatorStats, 'id' | 'partitions' | 'activeBlocks' | 'ruleVersion' | 'evictions'>;
+type Counter = Exclude<
+  keyof AggregatorStats,
+  | 'id'
+  | 'partitions'
+  | 'activeBlocks'
+  | 'ruleVersion'
+  | 'evictions'
+  | 'layout'
+  | 'ownership'
+  | 'lastLayoutMismatch'
+  | 'lastOwnershipConflict'
+  | 'yielded'
+>;
+
+/** A layout mismatch of the same kind is logged again at most this often. */
+const MISMATCH_LOG_MS = 60_000;
 
 /**
  * A governance aggregator: owns a share of the event partitions (see `OwnershipStore`), counts each
@@ -79,7 +105,22 @@ export class Aggregator {
     snapshotFailures: 0,
     acquisitions: 0,
     releases: 0,
+    layoutMismatchedBatches: 0,
+    layoutMismatchedAnnouncements: 0,
+    ownershipConflicts: 0,
+    announcementsSent: 0,
+    announcementFailures: 0,
   };
+  readonly #layout: BatchLayout;
+  readonly #peers = new Peers();
+  /** When each kind of layout mismatch was last logged, to log each once a minute, not per batch. */
+  readonly #mismatchLogged = new Map<string, number>();
+  #lastMismatch: LayoutMismatch | undefined;
+  #lastConflict: OwnershipConflict | undefined;
+  #yielding: Promise<void> | undefined;
+  #announceTimer: NodeJS.Timeout | undefined;
+  #announcing: Promise<void> | undefined;
+  #decisionSub: Subscription | undefined;
   #evictionsOfGone = 0;
   #ruleVersion = 0;
   #unwatch: (() => void) | undefined;
@@ -96,6 +137,7 @@ export class Aggregator {
     this.#o = compileAggregatorOptions(options);
     this.#ownsStore = this.#o.ownership === undefined;
     this.#store = this.#o.ownership ?? new MemoryOwnershipStore();
+    this.#layout = { partitions: this.#o.transport.partitions, version: LAYOUT_VERSION };
     this.#tracker = new DecisionTracker({ ttlMs: this.#o.ttlMs, refreshMs: this.#o.refreshMs });
     this.#ownership = new PartitionOwnership(
       {
@@ -134,7 +176,16 @@ export class Aggregator {
         this.#o.logger?.info({ version: v.version, rules: Object.keys(v.ruleSet.governance).length }, 'governance rules loaded');
       });
     }
+    if (this.#o.announceMs > 0) {
+      this.#decisionSub = await this.#o.transport.subscribeDecisions((message) => this.#onMessage(message));
+    }
     await this.#ownership.start();
+    if (this.#o.announceMs > 0) {
+      const announce = () => void this.announce();
+      announce();
+      this.#announceTimer = setInterval(announce, this.#o.announceMs);
+      this.#announceTimer.unref();
+    }
     this.#tickTimer = setInterval(() => {
       this.#ticking ??= this.tick()
         .then(
@@ -184,7 +235,16 @@ export class Aggregator {
         notRestored(err);
       }
     }
-    const owned: Owned = { state, sub: undefined, lagBatches: 0, lagMs: 0, mode: 'normal', gone: false, snapshotHolds: '' };
+    const owned: Owned = {
+      state,
+      since: this.#o.now(),
+      sub: undefined,
+      lagBatches: 0,
+      lagMs: 0,
+      mode: 'normal',
+      gone: false,
+      snapshotHolds: '',
+    };
     this.#owned.set(partition, owned);
     let sub: Subscription;
     try {
@@ -223,6 +283,17 @@ export class Aggregator {
 
   #onBatch(owned: Owned, batch: Uint8Array, info: BatchInfo): Promise<void> {
     if (owned.gone) return Promise.resolve();
+    const layout = batchLayout(batch);
+    if (layout !== undefined && (layout.partitions !== this.#layout.partitions || layout.version !== this.#layout.version)) {
+      this.#counters.layoutMismatchedBatches++;
+      this.#layoutMismatch({
+        source: 'batch',
+        partitions: layout.partitions,
+        layoutVersion: layout.version,
+        partition: owned.state.partition,
+        atMs: this.#o.now(),
+      });
+    }
     if (batchKind(batch) === BatchKind.TALLIES) return this.#onTallies(owned, batch);
     let events: GatewayEvent[];
     try {
@@ -407,7 +478,137 @@ export class Aggregator {
       evictions,
       activeBlocks: this.#tracker.active,
       ruleVersion: this.#ruleVersion,
+      layout: { ...this.#layout },
+      ownership: this.#ownershipKind(),
+      lastLayoutMismatch: this.#lastMismatch,
+      lastOwnershipConflict: this.#lastConflict,
+      yielded: this.#yielding !== undefined,
     };
+  }
+
+  #ownershipKind(): OwnershipKind {
+    const kind = this.#store.kind;
+    return kind === 'memory' || kind === 'redis' ? kind : 'other';
+  }
+
+  /**
+   * Broadcasts this aggregator's announcement now (the timer calls this every `announceMs`):
+   * its id, ownership store, partition layout and the partitions it owns. Never rejects; a
+   * broadcast the stream refuses is counted (`announcementFailures`).
+   */
+  announce(): Promise<void> {
+    this.#announcing ??= this.#announce().finally(() => (this.#announcing = undefined));
+    return this.#announcing;
+  }
+
+  async #announce(): Promise<void> {
+    if (this.#closed) return;
+    const a: AggregatorAnnouncement = {
+      id: this.#o.id,
+      group: this.#o.group,
+      partitions: this.#layout.partitions,
+      layoutVersion: this.#layout.version,
+      ownership: this.#ownershipKind(),
+      issuedAtMs: this.#o.now(),
+      announceMs: this.#o.announceMs,
+      owned: [...this.#owned.entries()].filter(([, o]) => !o.gone).map(([p]) => p),
+    };
+    try {
+      await this.#o.transport.broadcast(encodeAnnouncement(a));
+      this.#counters.announcementsSent++;
+    } catch (err) {
+      this.#counters.announcementFailures++;
+      this.#o.logger?.warn({ err }, 'aggregator announcement not broadcast');
+    }
+  }
+
+  /** A message on the decision channel: the announcements of the others matter here. */
+  #onMessage(message: Uint8Array): void {
+    if (this.#closed || batchKind(message) !== ANNOUNCEMENT_KIND) return;
+    let a: AggregatorAnnouncement;
+    try {
+      a = decodeAnnouncement(message);
+    } catch {
+      this.#counters.malformedBatches++;
+      return;
+    }
+    if (a.id === this.#o.id || a.group !== this.#o.group) return;
+    const now = this.#o.now();
+    this.#peers.forget(now - 10 * Math.max(a.announceMs, this.#o.announceMs));
+    const finding = this.#peers.heard(
+      a,
+      { partitions: this.#layout.partitions, layoutVersion: this.#layout.version },
+      (p) => {
+        const o = this.#owned.get(p);
+        return o === undefined || o.gone ? undefined : o.since;
+      },
+      now,
+    );
+    if (finding.layoutDiffers) {
+      this.#counters.layoutMismatchedAnnouncements++;
+      this.#layoutMismatch({
+        source: 'announcement',
+        partitions: a.partitions,
+        layoutVersion: a.layoutVersion,
+        aggregator: a.id,
+        atMs: now,
+      });
+    }
+    if (finding.doublyOwned.length > 0) this.#conflict(a, finding.doublyOwned, now);
+  }
+
+  /** Counts (the caller did), remembers and logs a layout mismatch, once a minute per kind. */
+  #layoutMismatch(m: LayoutMismatch): void {
+    this.#lastMismatch = m;
+    const key = `${m.source}:${m.partitions}:${m.layoutVersion}`;
+    const logged = this.#mismatchLogged.get(key);
+    if (logged !== undefined && m.atMs - logged < MISMATCH_LOG_MS) return;
+    if (this.#mismatchLogged.size >= 64) this.#mismatchLogged.clear();
+    this.#mismatchLogged.set(key, m.atMs);
+    const own = this.#layout;
+    const theirs = m.source === 'batch' ? 'a gateway' : `aggregator ${m.aggregator ?? ''}`;
+    const lost =
+      m.partitions > own.partitions
+        ? `; what it puts on partitions ${own.partitions}..${m.partitions - 1} is read by no aggregator of ${own.partitions}`
+        : '';
+    this.#o.logger?.warn(
+      { aggregator: this.#o.id, own, theirs: { partitions: m.partitions, version: m.layoutVersion }, ...m },
+      `partition layout mismatch: ${theirs} splits the stream into ${m.partitions} partitions (layout ${m.layoutVersion}), ` +
+        `this aggregator into ${own.partitions} (layout ${own.version})${lost}. ` +
+        (m.source === 'batch'
+          ? 'The batches that reach this aggregator are counted all the same; give every gateway and aggregator the same partition count.'
+          : 'Give every gateway and aggregator the same partition count.'),
+    );
+  }
+
+  /**
+   * Another aggregator owns partitions this one owns. With a memory store on either side it is
+   * for good (the stores do not see each other), so the aggregator whose id sorts last stops
+   * owning partitions (the other keeps counting every partition it owns); with shared stores on
+   * both sides it is reported only (a lapse noticed late resolves itself).
+   */
+  #conflict(a: AggregatorAnnouncement, partitions: number[], now: number): void {
+    this.#counters.ownershipConflicts++;
+    const mine = this.#ownershipKind();
+    const permanent = mine === 'memory' || a.ownership === 'memory';
+    const yields = permanent && this.#o.id > a.id && this.#yielding === undefined;
+    this.#lastConflict = {
+      peer: a.id,
+      peerOwnership: a.ownership,
+      partitions,
+      yielded: yields || this.#yielding !== undefined,
+      atMs: now,
+    };
+    this.#o.logger?.warn(
+      { aggregator: this.#o.id, ownership: mine, peer: a.id, peerOwnership: a.ownership, partitions, group: this.#o.group },
+      `aggregator ${a.id} (${a.ownership} ownership store) owns partitions this aggregator (${mine} ownership store) ` +
+        `owns too: ${partitions.join(',')}. Each partition's events are then split between the two or counted twice. ` +
+        (permanent
+          ? `A memory ownership store is private to its process: give every aggregator of group ${this.#o.group} the same ` +
+            `RedisOwnershipStore. ${yields ? 'This aggregator stops owning partitions until it is restarted.' : `Aggregator ${a.id > this.#o.id ? a.id : this.#o.id} stops owning partitions.`}`
+          : 'Both stores are shared: check that they are the same Redis and prefix.'),
+    );
+    if (yields) this.#yielding = this.#ownership.close().catch(() => undefined);
   }
 
   /**
@@ -420,9 +621,13 @@ export class Aggregator {
     this.#closed = true;
     clearInterval(this.#tickTimer);
     clearInterval(this.#snapshotTimer);
+    clearInterval(this.#announceTimer);
     this.#unwatch?.();
     await this.#ticking;
     await this.#snapshotting;
+    await this.#announcing;
+    await this.#decisionSub?.stop();
+    await this.#yielding;
     await this.#ownership.close();
     if (this.#ownsStore) await this.#store.close();
   }

@@ -38,7 +38,14 @@ describe('registerAggregatorMetrics', () => {
     await aggregator.start();
     const e = { resource: 1, path: hashValue('/a'), user: 0, ip: 0, tenant: 0, status: 200, outcome: EventOutcome.PASSED };
     await transport.publish(0, encodeEvents([0, 1, 2].map(() => ({ ...e, timestampMs: T0 - 1500 }))));
-    await transport.publish(0, encodeEvents([0, 1, 2].map(() => ({ ...e, timestampMs: T0 - 200 }))));
+    // Written by a gateway that splits the stream into 8 partitions: counted, and reported.
+    await transport.publish(
+      0,
+      encodeEvents(
+        [0, 1, 2].map(() => ({ ...e, timestampMs: T0 - 200 })),
+        { partitions: 8, version: 1 },
+      ),
+    );
     await transport.publish(1, new Uint8Array([7]));
     await vi.waitFor(() => expect(aggregator.stats().batches + aggregator.stats().malformedBatches).toBe(3));
     await aggregator.tick();
@@ -49,6 +56,11 @@ describe('registerAggregatorMetrics', () => {
     expect(text).toContain('sluice_aggregator_decisions_total{action="block"} 1');
     expect(text).toContain('sluice_aggregator_active_blocks 1');
     expect(text).toContain('sluice_aggregator_partitions_owned 2');
+    expect(text).toContain('sluice_aggregator_partitions 2');
+    expect(text).toContain('sluice_aggregator_layout_mismatches_total{source="batch"} 1');
+    expect(text).toContain('sluice_aggregator_layout_mismatches_total{source="announcement"} 0');
+    expect(text).toContain('sluice_aggregator_yielded 0');
+    expect(text).toContain('sluice_aggregator_ownership_conflicts_total 0');
     expect(text).toContain('sluice_stream_lag_seconds{partition="0"} 0.2');
     expect(text).toMatch(/sluice_stream_lag_batches\{partition="1"\} \d+/);
     // Every event aggregated, late ones too: three 1.5 s old, three 0.2 s.

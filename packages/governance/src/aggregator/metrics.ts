@@ -40,6 +40,13 @@ const COUNTERS: readonly [CounterField, string, string][] = [
   ['snapshotFailures', 'aggregator_snapshot_failures_total', 'Snapshots that could not be saved or restored'],
   ['acquisitions', 'aggregator_partitions_acquired_total', 'Partitions taken (at start or over from another aggregator)'],
   ['releases', 'aggregator_partitions_released_total', 'Partitions given up or lost'],
+  [
+    'ownershipConflicts',
+    'aggregator_ownership_conflicts_total',
+    'Announcements of another aggregator of the group owning partitions this one owned',
+  ],
+  ['announcementsSent', 'aggregator_announcements_total', 'Announcements this aggregator broadcast'],
+  ['announcementFailures', 'aggregator_announcement_failures_total', 'Announcements the stream did not accept'],
 ];
 
 /**
@@ -95,6 +102,39 @@ export function registerAggregatorMetrics(aggregator: Aggregator, options: Aggre
       if (s.liftsSent > decisions.lift) this.inc({ action: 'lift' }, s.liftsSent - decisions.lift);
       decisions.block = Math.max(decisions.block, s.blocksSent);
       decisions.lift = Math.max(decisions.lift, s.liftsSent);
+    },
+  });
+  const mismatches = { batch: 0, announcement: 0 };
+  m.counter({
+    name: 'aggregator_layout_mismatches_total',
+    help: 'Batches (of gateways) and announcements (of aggregators) with another partition count or layout version than this aggregator',
+    labelNames: ['source'] as const,
+    collect() {
+      const s = read();
+      if (s.layoutMismatchedBatches > mismatches.batch)
+        this.inc({ source: 'batch' }, s.layoutMismatchedBatches - mismatches.batch);
+      if (s.layoutMismatchedAnnouncements > mismatches.announcement) {
+        this.inc({ source: 'announcement' }, s.layoutMismatchedAnnouncements - mismatches.announcement);
+      }
+      mismatches.batch = Math.max(mismatches.batch, s.layoutMismatchedBatches);
+      mismatches.announcement = Math.max(mismatches.announcement, s.layoutMismatchedAnnouncements);
+      // Both series exist from the first scrape, so a rate() over them never starts at a gap.
+      this.inc({ source: 'batch' }, 0);
+      this.inc({ source: 'announcement' }, 0);
+    },
+  });
+  m.gauge({
+    name: 'aggregator_partitions',
+    help: 'Partitions this aggregator splits the stream into (its transport has)',
+    collect() {
+      this.set(read().layout.partitions);
+    },
+  });
+  m.gauge({
+    name: 'aggregator_yielded',
+    help: '1 once this aggregator stopped owning partitions because another owned them too (it counts nothing until restarted)',
+    collect() {
+      this.set(read().yielded ? 1 : 0);
     },
   });
   m.gauge({

@@ -58,6 +58,33 @@ describe('compileAggregatorOptions', () => {
     expect(field({})).toBeUndefined();
   });
 
+  it('requires an ownership choice on a transport other processes may read', () => {
+    const broker = { name: 'redis', partitions: 4, consume: () => Promise.reject(new Error('unused')) } as never;
+    let refused: unknown;
+    try {
+      compileAggregatorOptions({ transport: broker, rules: {} });
+    } catch (e) {
+      refused = e;
+    }
+    expect(isSluiceError(refused, 'SLUICE_ERR_INVALID_OPTIONS') && refused.field).toBe('ownership');
+    expect((refused as Error).message).toMatch(/required with the redis transport.*RedisOwnershipStore.*'single-instance'/);
+    // The explicit choices: a store, or a memory store of this aggregator's own.
+    const store = new MemoryOwnershipStore();
+    expect(compileAggregatorOptions({ transport: broker, rules: {}, ownership: store }).ownership).toBe(store);
+    expect(compileAggregatorOptions({ transport: broker, rules: {}, ownership: 'single-instance' }).ownership).toBeUndefined();
+    expect(field({ ownership: 'shared' as never })).toBe('ownership');
+    expect(field({ ownership: {} as never })).toBe('ownership');
+    // In process, the memory default stays.
+    expect(compileAggregatorOptions({ transport, rules: {} }).ownership).toBeUndefined();
+  });
+
+  it('announces every second by default, never with 0', () => {
+    expect(compileAggregatorOptions({ transport, rules: {} }).announceMs).toBe(1000);
+    expect(compileAggregatorOptions({ transport, rules: {}, announceMs: 0 }).announceMs).toBe(0);
+    expect(field({ announceMs: 50 })).toBe('announceMs');
+    expect(field({ announceMs: 1.5 })).toBe('announceMs');
+  });
+
   it('takes the ownership store and its TTL', () => {
     const store = new MemoryOwnershipStore();
     const compiled = compileAggregatorOptions({ transport, rules: {}, ownership: store, ownershipTtlMs: 6000 });

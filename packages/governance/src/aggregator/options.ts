@@ -20,8 +20,23 @@ export interface AggregatorOptions {
    * service uses (the aggregator follows its current version live).
    */
   rules: GovernanceRules | RuleStore;
-  /** Partition ownership and snapshots. @default a MemoryOwnershipStore (every aggregator in this process) */
-  ownership?: OwnershipStore;
+  /**
+   * Partition ownership and snapshots: the store every aggregator of the stream shares (a
+   * `RedisOwnershipStore`), or `'single-instance'` for a `MemoryOwnershipStore` of this
+   * aggregator's own, when it is the only aggregator of the stream. Required unless the
+   * transport is in-process (`MemoryTransport`): a memory store is private to its process, so
+   * two aggregators on one broker, each with its own, would both own every partition.
+   * @default a MemoryOwnershipStore, on an in-process transport only
+   */
+  ownership?: OwnershipStore | 'single-instance';
+  /**
+   * How often this aggregator announces itself (id, ownership store, partition layout, the
+   * partitions it owns) on the decision channel, in ms; 0 = never. Aggregators of the group
+   * find a second owner of their partitions from them, gateways a partition layout unlike
+   * theirs. Gateways of 0.1 count each announcement as a malformed decision message.
+   * @default 1000
+   */
+  announceMs?: number;
   /** Consumer group shared by every aggregator of the stream. @default 'sluice-aggregators' */
   group?: string;
   /** This aggregator's owner id (1..128 characters). @default `<hostname>:<pid>:<random>` */
@@ -67,7 +82,9 @@ export interface AggregatorOptions {
 export interface CompiledAggregatorOptions {
   readonly transport: EventTransport;
   readonly rules: GovernanceRules | RuleStore;
+  /** The store given, or undefined for a MemoryOwnershipStore of the aggregator's own. */
   readonly ownership: OwnershipStore | undefined;
+  readonly announceMs: number;
   readonly group: string;
   readonly id: string;
   readonly tickMs: number;
@@ -94,6 +111,36 @@ export function isRuleStore(rules: GovernanceRules | RuleStore): rules is RuleSt
   return typeof (rules as RuleStore).watch === 'function' && typeof (rules as RuleStore).current === 'function';
 }
 
+/**
+ * The ownership store of the options: refused when missing on a transport other processes may
+ * read (the default, a store in this process's memory, would let every aggregator own every
+ * partition); `'single-instance'` is the explicit choice of a store of this aggregator's own.
+ */
+function compileOwnership(o: AggregatorOptions): OwnershipStore | undefined {
+  const ownership = o.ownership;
+  if (ownership === 'single-instance') return undefined;
+  if (ownership === undefined) {
+    if (o.transport.inProcess === true) return undefined;
+    throw invalid(
+      ErrorCodes.INVALID_OPTIONS,
+      'ownership',
+      `is required with the ${o.transport.name} transport, which other processes may read: give every aggregator ` +
+        "of the stream the same shared store (a RedisOwnershipStore), or 'single-instance' when this is the " +
+        "stream's only aggregator",
+    );
+  }
+  const store = ownership as Partial<OwnershipStore>;
+  if (
+    typeof ownership !== 'object' ||
+    ownership === null ||
+    typeof store.acquire !== 'function' ||
+    typeof store.renew !== 'function'
+  ) {
+    throw invalid(ErrorCodes.INVALID_OPTIONS, 'ownership', "must be an OwnershipStore or 'single-instance'");
+  }
+  return ownership;
+}
+
 /** Validates options (core `SLUICE_ERR_INVALID_OPTIONS` naming the field) and fills defaults. */
 export function compileAggregatorOptions(o: AggregatorOptions): CompiledAggregatorOptions {
   if (typeof o !== 'object' || o === null) throw invalid(ErrorCodes.INVALID_OPTIONS, 'options', 'must be an object');
@@ -102,6 +149,7 @@ export function compileAggregatorOptions(o: AggregatorOptions): CompiledAggregat
   if (typeof o.rules !== 'object' || o.rules === null) {
     throw invalid(ErrorCodes.INVALID_OPTIONS, 'rules', 'must be a governance section or a rule store');
   }
+  const ownership = compileOwnership(o);
   const group = o.group ?? 'sluice-aggregators';
   // The group names a consumer group on the broker: refused here, at start, by the transports' own
   // rule, rather than by the transport on the first read (the aggregator would then own nothing).
@@ -123,7 +171,8 @@ export function compileAggregatorOptions(o: AggregatorOptions): CompiledAggregat
   return Object.freeze({
     transport: o.transport,
     rules: o.rules,
-    ownership: o.ownership,
+    ownership,
+    announceMs: o.announceMs === 0 ? 0 : int(o, 'announceMs', 1000, 100, 600_000),
     group,
     id,
     tickMs: int(o, 'tickMs', 100, 10, 60_000),

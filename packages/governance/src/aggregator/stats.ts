@@ -1,4 +1,5 @@
 /** Counters and gauges an aggregator reports (`Aggregator.stats()`); `@sluice/governance/metrics` exposes them to Prometheus. */
+import type { OwnershipKind } from '@sluice/stream';
 
 /** How a partition is being consumed: normally, sampled (lagging) or shedding batches (far behind). */
 export type ConsumeMode = 'normal' | 'sample' | 'shed';
@@ -12,6 +13,35 @@ export interface PartitionStats {
   readonly lagMs: number;
   readonly mode: ConsumeMode;
   readonly trackedValues: number;
+}
+
+/** A partition layout unlike the aggregator's, as it last saw one. */
+export interface LayoutMismatch {
+  /** Where it was seen: a batch a gateway wrote, or another aggregator's announcement. */
+  readonly source: 'batch' | 'announcement';
+  /** The other side's partition count. */
+  readonly partitions: number;
+  /** The other side's layout version. */
+  readonly layoutVersion: number;
+  /** The partition the batch was read from (`batch`), or the other aggregator's id (`announcement`). */
+  readonly partition?: number;
+  readonly aggregator?: string;
+  /** When it was seen, epoch ms. */
+  readonly atMs: number;
+}
+
+/** Another aggregator of the group owning partitions this one owns at the same time. */
+export interface OwnershipConflict {
+  /** The other aggregator's id. */
+  readonly peer: string;
+  /** The other aggregator's ownership store. */
+  readonly peerOwnership: OwnershipKind;
+  /** The partitions both owned. */
+  readonly partitions: readonly number[];
+  /** Whether this aggregator stopped owning partitions because of it (see governance.md). */
+  readonly yielded: boolean;
+  /** When it was seen, epoch ms. */
+  readonly atMs: number;
 }
 
 /** Counters and gauges of an aggregator. Counters only grow. */
@@ -52,4 +82,23 @@ export interface AggregatorStats {
   /** Partitions taken over (acquired) and given up or lost since start. */
   readonly acquisitions: number;
   readonly releases: number;
+  /** How this aggregator splits the stream: its transport's partitions and the layout version it expects. */
+  readonly layout: { readonly partitions: number; readonly version: number };
+  /** Its ownership store, as it announces it. */
+  readonly ownership: OwnershipKind;
+  /** Batches written by a gateway with another partition count or layout version (counted all the same). */
+  readonly layoutMismatchedBatches: number;
+  /** Announcements of aggregators of the group with another partition count or layout version. */
+  readonly layoutMismatchedAnnouncements: number;
+  /** The last layout mismatch seen, if any. */
+  readonly lastLayoutMismatch: LayoutMismatch | undefined;
+  /** Announcements of another aggregator of the group that owned partitions this one owned. */
+  readonly ownershipConflicts: number;
+  /** The last such conflict, if any. */
+  readonly lastOwnershipConflict: OwnershipConflict | undefined;
+  /** True once this aggregator stopped owning partitions because of a conflict: it counts nothing until restarted. */
+  readonly yielded: boolean;
+  /** Announcements broadcast, and broadcasts of them the stream refused. */
+  readonly announcementsSent: number;
+  readonly announcementFailures: number;
 }

@@ -61,6 +61,8 @@ function checkOwner(owner: string): void {
  * Redis during a rolling deploy without taking the same partition twice.
  */
 export class RedisOwnershipStore implements OwnershipStore {
+  /** Shared by every aggregator on the same Redis and prefix. */
+  readonly kind = 'redis';
   readonly #client: Redis | Cluster;
   readonly #owned: boolean;
   readonly #prefix: string;

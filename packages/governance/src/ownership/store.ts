@@ -4,9 +4,15 @@
  * other aggregators take its partitions over. Aggregators also announce themselves in a registry
  * of live members, so each can take its fair share of the partitions.
  */
+import type { OwnershipKind } from '@sluice/stream';
 
 /** Where partition ownership, the member registry and window snapshots live. */
 export interface OwnershipStore {
+  /**
+   * What kind of store it is, as aggregators announce it to each other: `memory` is private to
+   * one process. @default 'other'
+   */
+  readonly kind?: OwnershipKind;
   /** Takes ownership of a free partition for `ttlMs` (or renews it when `owner` holds it). */
   acquire(partition: number, owner: string, ttlMs: number): Promise<boolean>;
   /** Extends the ownership if `owner` still holds it; false when it lapsed or another took it. */
@@ -44,6 +50,8 @@ export interface MemoryOwnershipStoreOptions {
  * for tests, with a manual clock). Snapshots are kept in memory too.
  */
 export class MemoryOwnershipStore implements OwnershipStore {
+  /** Private to this process. */
+  readonly kind = 'memory';
   readonly #now: () => number;
   #owners = new Map<number, Timed<string>>();
   #members = new Map<string, number>();

@@ -3,15 +3,23 @@ import { StreamErrorCodes, isStreamError } from '../errors.js';
 import {
   EVENT_BYTES,
   EVENT_HEADER_BYTES,
+  EVENT_HEADER_BYTES_V1,
   EventOutcome,
+  LAYOUT_VERSION,
   MAX_EVENTS_PER_BATCH,
+  batchLayout,
   decodeEvents,
   encodeEvents,
   eventCount,
   hashRange,
   hashValue,
+  type BatchLayout,
   type GatewayEvent,
 } from './codec.js';
+
+const LAYOUT: BatchLayout = { partitions: 8, version: LAYOUT_VERSION };
+/** A batch of the current format, as gateways write it. */
+const enc = (events: readonly GatewayEvent[]): Uint8Array => encodeEvents(events, LAYOUT);
 
 function event(overrides: Partial<GatewayEvent> = {}): GatewayEvent {
   return {
@@ -71,18 +79,18 @@ describe('event codec', () => {
       event({ path: 0, user: 0, ip: 0, tenant: 0, status: 0, outcome: EventOutcome.ERROR, timestampMs: 0 }),
       event({ resource: 0xffffffff, path: 0xffffffff, tenant: 1, status: 999, timestampMs: Number.MAX_SAFE_INTEGER }),
     ];
-    const bytes = encodeEvents(events);
+    const bytes = enc(events);
     expect(bytes.length).toBe(EVENT_HEADER_BYTES + 3 * EVENT_BYTES);
     expect(decodeEvents(bytes)).toEqual(events);
   });
 
   it('uses 32 bytes per event', () => {
-    expect(encodeEvents([]).length).toBe(EVENT_HEADER_BYTES);
-    expect(encodeEvents(Array.from({ length: 100 }, () => event())).length).toBe(EVENT_HEADER_BYTES + 3200);
+    expect(enc([]).length).toBe(EVENT_HEADER_BYTES);
+    expect(enc(Array.from({ length: 100 }, () => event())).length).toBe(EVENT_HEADER_BYTES + 3200);
   });
 
   it('decodes a batch that sits inside a larger buffer', () => {
-    const bytes = encodeEvents([event()]);
+    const bytes = enc([event()]);
     const big = new Uint8Array(bytes.length + 10);
     big.set(bytes, 5);
     expect(decodeEvents(big.subarray(5, 5 + bytes.length))).toEqual([event()]);
@@ -90,8 +98,8 @@ describe('event codec', () => {
 
   it('accepts the maximum batch and refuses one more event', () => {
     const max = Array.from({ length: MAX_EVENTS_PER_BATCH }, (_, i) => event({ user: i }));
-    expect(eventCount(encodeEvents(max))).toBe(MAX_EVENTS_PER_BATCH);
-    expect(codeOf(() => encodeEvents([...max, event()]))).toBe(StreamErrorCodes.BATCH_TOO_LARGE);
+    expect(eventCount(enc(max))).toBe(MAX_EVENTS_PER_BATCH);
+    expect(codeOf(() => enc([...max, event()]))).toBe(StreamErrorCodes.BATCH_TOO_LARGE);
   });
 
   it('refuses events with fields out of range', () => {
@@ -107,11 +115,11 @@ describe('event codec', () => {
       { status: 1000 },
       { outcome: 2 },
     ];
-    for (const b of bad) expect(codeOf(() => encodeEvents([event(), event(b)]))).toBe(StreamErrorCodes.INVALID_RECORD);
+    for (const b of bad) expect(codeOf(() => enc([event(), event(b)]))).toBe(StreamErrorCodes.INVALID_RECORD);
   });
 
   it('rejects truncated input', () => {
-    const bytes = encodeEvents([event(), event()]);
+    const bytes = enc([event(), event()]);
     for (const n of [0, 3, EVENT_HEADER_BYTES - 1, EVENT_HEADER_BYTES, bytes.length - 1]) {
       expect(codeOf(() => decodeEvents(bytes.subarray(0, n)))).toBe(
         n === EVENT_HEADER_BYTES ? StreamErrorCodes.MALFORMED : StreamErrorCodes.MALFORMED,
@@ -123,10 +131,12 @@ describe('event codec', () => {
   it('rejects foreign input', () => {
     const json = new TextEncoder().encode(JSON.stringify({ events: [event()] }));
     expect(codeOf(() => decodeEvents(json))).toBe(StreamErrorCodes.MALFORMED);
-    const bytes = encodeEvents([event()]);
-    const wrongVersion = bytes.slice();
-    wrongVersion[3] = 2;
-    expect(codeOf(() => decodeEvents(wrongVersion))).toBe(StreamErrorCodes.MALFORMED);
+    const bytes = enc([event()]);
+    for (const version of [0, 3]) {
+      const wrongVersion = bytes.slice();
+      wrongVersion[3] = version;
+      expect(codeOf(() => decodeEvents(wrongVersion))).toBe(StreamErrorCodes.MALFORMED);
+    }
     const decisionKind = bytes.slice();
     decisionKind[2] = 0x44;
     expect(codeOf(() => decodeEvents(decisionKind))).toBe(StreamErrorCodes.MALFORMED);
@@ -135,19 +145,62 @@ describe('event codec', () => {
 
   it('rejects a header that claims more events than the bound without allocating them', () => {
     const bytes = new Uint8Array(EVENT_HEADER_BYTES);
-    bytes.set([0x53, 0x4c, 0x45, 1, 0xff, 0xff, 0xff, 0xff]);
+    bytes.set([0x53, 0x4c, 0x45, 2, 0xff, 0xff, 0xff, 0xff, 0, 8, 1, 0]);
     expect(codeOf(() => decodeEvents(bytes))).toBe(StreamErrorCodes.MALFORMED);
   });
 
   it('rejects records with out-of-range fields', () => {
     const at = (offset: number, value: number): Uint8Array => {
-      const bytes = encodeEvents([event()]);
+      const bytes = enc([event()]);
       bytes[EVENT_HEADER_BYTES + offset] = value;
       return bytes;
     };
-    const zeroResource = encodeEvents([event()]);
+    const zeroResource = enc([event()]);
     zeroResource.fill(0, EVENT_HEADER_BYTES, EVENT_HEADER_BYTES + 4);
     for (const bytes of [zeroResource, at(20, 0xff), at(28, 0xff), at(30, 2), at(31, 1)]) {
+      expect(codeOf(() => decodeEvents(bytes))).toBe(StreamErrorCodes.MALFORMED);
+    }
+  });
+
+  it("carries the writer's layout in format 2 and reads it back", () => {
+    const bytes = enc([event()]);
+    expect(bytes[3]).toBe(2);
+    expect(batchLayout(bytes)).toEqual(LAYOUT);
+    expect(batchLayout(encodeEvents([event()], { partitions: 1024, version: 255 }))).toEqual({ partitions: 1024, version: 255 });
+    for (const layout of [
+      { partitions: 0, version: 1 },
+      { partitions: 1025, version: 1 },
+      { partitions: 8, version: 0 },
+      { partitions: 8, version: 256 },
+    ]) {
+      expect(codeOf(() => encodeEvents([event()], layout))).toBe(StreamErrorCodes.INVALID_RECORD);
+    }
+  });
+
+  it('still reads format 1 (no layout), as 0.1 gateways write it', () => {
+    const v1 = encodeEvents([event(), event({ user: 0 })]);
+    expect(v1[3]).toBe(1);
+    expect(v1.length).toBe(EVENT_HEADER_BYTES_V1 + 2 * EVENT_BYTES);
+    expect(decodeEvents(v1)).toEqual([event(), event({ user: 0 })]);
+    expect(batchLayout(v1)).toBeUndefined();
+    // A format 1 batch relabelled as format 2 is refused, not misread.
+    const relabelled = v1.slice();
+    relabelled[3] = 2;
+    expect(codeOf(() => decodeEvents(relabelled))).toBe(StreamErrorCodes.MALFORMED);
+  });
+
+  it('refuses a format 2 header with a layout out of range or its reserved byte set', () => {
+    const at = (offset: number, value: number): Uint8Array => {
+      const bytes = enc([event()]);
+      bytes[offset] = value;
+      return bytes;
+    };
+    // partitions 0, partitions 1025 (0x0401), layout version 0, reserved byte.
+    const zeroPartitions = enc([event()]);
+    zeroPartitions.fill(0, 8, 10);
+    const over = enc([event()]);
+    over.set([0x04, 0x01], 8);
+    for (const bytes of [zeroPartitions, over, at(10, 0), at(11, 1)]) {
       expect(codeOf(() => decodeEvents(bytes))).toBe(StreamErrorCodes.MALFORMED);
     }
   });

@@ -1,13 +1,20 @@
 /**
  * The gateway event: one request that passed the gateway, as a fixed 32-byte binary record.
- * Events travel in batches: an 8-byte header followed by `count` records, all big-endian.
+ * Events travel in batches: a 12-byte header followed by `count` records, all big-endian.
  *
  * | offset | size | field                                               |
  * | ------ | ---- | --------------------------------------------------- |
  * | 0      | 2    | magic `0x53 0x4C` ("SL")                             |
  * | 2      | 1    | kind `0x45` ("E", events)                            |
- * | 3      | 1    | format version (1)                                   |
+ * | 3      | 1    | format version (2)                                   |
  * | 4      | 4    | count of records (u32, at most 10,000)               |
+ * | 8      | 2    | partitions the writer spreads events over (1..1024)  |
+ * | 10     | 1    | partition layout version (1, see `partitionOf`)      |
+ * | 11     | 1    | reserved (0)                                         |
+ *
+ * Format 1 (what 0.1 wrote, still read) has the first 8 bytes only: no layout. The layout lets
+ * a reader tell that a batch was put on its partition by a writer that splits the stream
+ * differently (another partition count), which no record would show.
  *
  * Each record (offset relative to the record):
  *
@@ -61,15 +68,38 @@ export interface GatewayEvent {
 
 /** Bytes of one event record. */
 export const EVENT_BYTES = 32;
-/** Bytes of the batch header. */
-export const EVENT_HEADER_BYTES = 8;
+/** Bytes of the batch header of the current format (2), which carries the {@link BatchLayout}. */
+export const EVENT_HEADER_BYTES = 12;
+/** Bytes of the batch header of format 1 (no layout). */
+export const EVENT_HEADER_BYTES_V1 = 8;
+/** The batch format a writer uses: 2 carries the layout, 1 is what 0.1 readers know. */
+export type BatchFormat = 1 | 2;
+
+/**
+ * How a writer maps events to partitions: its partition count and the version of the mapping
+ * ({@link LAYOUT_VERSION}). A reader whose own layout differs reads events that were meant for
+ * a stream split another way.
+ */
+export interface BatchLayout {
+  /** Partitions the writer spreads events over, 1..1024. */
+  readonly partitions: number;
+  /** The partition mapping's version, 1..255 ({@link LAYOUT_VERSION} today). */
+  readonly version: number;
+}
+
+/**
+ * The version of the partition mapping (`partitionOf`): 1 is
+ * `(FNV-1a-32(resource) mod partitions + saltSlot) mod partitions`. It changes whenever where an
+ * event goes changes (another hash, another formula).
+ */
+export const LAYOUT_VERSION = 1;
 /** Most records one batch may carry; larger batches are refused on both sides. */
 export const MAX_EVENTS_PER_BATCH = 10_000;
 
 const MAGIC_0 = 0x53;
 const MAGIC_1 = 0x4c;
 const KIND_EVENTS = 0x45;
-const VERSION = 1;
+const MAX_LAYOUT_PARTITIONS = 1024;
 const TWO_32 = 0x1_0000_0000;
 const MAX_STATUS = 999;
 
@@ -169,14 +199,100 @@ function checkBatchSize(count: number): void {
   }
 }
 
-/** Writes the batch header for `count` records at the start of `view`. */
-export function writeEventsHeader(view: DataView, count: number): void {
-  checkBatchSize(count);
+/** Bytes of the header of a batch written with `layout` (format 2 with one, 1 without). */
+export function batchHeaderBytes(layout: BatchLayout | undefined): number {
+  return layout === undefined ? EVENT_HEADER_BYTES_V1 : EVENT_HEADER_BYTES;
+}
+
+/** Throws `SLUICE_ERR_STREAM_INVALID_RECORD` unless `layout` can be written in a header. */
+export function checkLayout(layout: BatchLayout): BatchLayout {
+  const { partitions, version } = layout;
+  if (!Number.isInteger(partitions) || partitions < 1 || partitions > MAX_LAYOUT_PARTITIONS) {
+    throw new StreamError(StreamErrorCodes.INVALID_RECORD, `layout.partitions: out of range (${String(partitions)})`);
+  }
+  if (!Number.isInteger(version) || version < 1 || version > 255) {
+    throw new StreamError(StreamErrorCodes.INVALID_RECORD, `layout.version: out of range (${String(version)})`);
+  }
+  return layout;
+}
+
+/**
+ * Writes a batch header of `kind` at the start of `view`: format 2 with `layout`, format 1
+ * without. `count` has been checked by the caller.
+ */
+export function writeBatchHeader(view: DataView, kind: number, count: number, layout: BatchLayout | undefined): void {
   view.setUint8(0, MAGIC_0);
   view.setUint8(1, MAGIC_1);
-  view.setUint8(2, KIND_EVENTS);
-  view.setUint8(3, VERSION);
+  view.setUint8(2, kind);
+  view.setUint8(3, layout === undefined ? 1 : 2);
   view.setUint32(4, count);
+  if (layout !== undefined) {
+    checkLayout(layout);
+    view.setUint16(8, layout.partitions);
+    view.setUint8(10, layout.version);
+    view.setUint8(11, 0);
+  }
+}
+
+/**
+ * Reads the header of a batch of `kind` (`what` names it in errors): its record count and
+ * layout, after checking magic, version, bounds and that the length is exactly the header plus
+ * `count * recordBytes`. Throws `SLUICE_ERR_STREAM_MALFORMED`.
+ */
+export function readBatchHeader(
+  batch: Uint8Array,
+  kind: number,
+  what: string,
+  recordBytes: number,
+  maxCount: number,
+): { count: number; headerBytes: number; layout: BatchLayout | undefined } {
+  const bad = (message: string) => new StreamError(StreamErrorCodes.MALFORMED, `${what} batch: ${message}`);
+  if (!(batch instanceof Uint8Array)) throw bad('not bytes');
+  if (batch.length < EVENT_HEADER_BYTES_V1) throw bad(`truncated header (${batch.length} bytes)`);
+  if (batch[0] !== MAGIC_0 || batch[1] !== MAGIC_1 || batch[2] !== kind) throw bad('not this kind of batch (bad magic)');
+  const format = batch[3];
+  if (format !== 1 && format !== 2) throw bad(`unsupported version ${format}`);
+  const view = new DataView(batch.buffer, batch.byteOffset, batch.byteLength);
+  let layout: BatchLayout | undefined;
+  let headerBytes = EVENT_HEADER_BYTES_V1;
+  if (format === 2) {
+    headerBytes = EVENT_HEADER_BYTES;
+    if (batch.length < headerBytes) throw bad(`truncated header (${batch.length} bytes)`);
+    const partitions = view.getUint16(8);
+    const version = view.getUint8(10);
+    if (partitions < 1 || partitions > MAX_LAYOUT_PARTITIONS) throw bad(`layout of ${partitions} partitions`);
+    if (version === 0) throw bad('layout version 0');
+    if (view.getUint8(11) !== 0) throw bad('reserved header byte set');
+    layout = { partitions, version };
+  }
+  const count = view.getUint32(4);
+  if (count > maxCount) throw bad(`${count} records exceed the bound of ${maxCount}`);
+  const expected = headerBytes + count * recordBytes;
+  if (batch.length !== expected) throw bad(`length ${batch.length} does not match ${count} records (${expected} bytes)`);
+  return { count, headerBytes, layout };
+}
+
+/**
+ * Writes the batch header for `count` records at the start of `view`: format 2 carrying
+ * `layout`, or format 1 (8 bytes, for readers older than the layout) without one. Records start
+ * at {@link batchHeaderBytes}`(layout)`.
+ */
+export function writeEventsHeader(view: DataView, count: number, layout?: BatchLayout): void {
+  checkBatchSize(count);
+  writeBatchHeader(view, KIND_EVENTS, count, layout);
+}
+
+/**
+ * The layout a batch (of events or tallies) was written with, from its header; `undefined` for
+ * a format 1 batch or bytes too short to say. It does not validate the batch (decode it for that).
+ */
+export function batchLayout(batch: Uint8Array): BatchLayout | undefined {
+  if (!(batch instanceof Uint8Array) || batch.length < EVENT_HEADER_BYTES || batch[0] !== MAGIC_0 || batch[1] !== MAGIC_1) {
+    return undefined;
+  }
+  if (batch[3] !== 2) return undefined;
+  const view = new DataView(batch.buffer, batch.byteOffset, batch.byteLength);
+  return { partitions: view.getUint16(8), version: view.getUint8(10) };
 }
 
 /**
@@ -208,23 +324,25 @@ export function writeEventRecord(
 }
 
 /**
- * Encodes one batch. Throws {@link StreamError} `SLUICE_ERR_STREAM_BATCH_TOO_LARGE` above
+ * Encodes one batch: format 2 carrying `layout` (what gateways write), or format 1 without one.
+ * Throws {@link StreamError} `SLUICE_ERR_STREAM_BATCH_TOO_LARGE` above
  * {@link MAX_EVENTS_PER_BATCH} events and `SLUICE_ERR_STREAM_INVALID_RECORD` for a field out of
  * range.
  */
-export function encodeEvents(events: readonly GatewayEvent[]): Uint8Array {
+export function encodeEvents(events: readonly GatewayEvent[], layout?: BatchLayout): Uint8Array {
   const count = events.length;
   // Checked before the buffer is sized, not only when the header is written.
   checkBatchSize(count);
-  const bytes = new Uint8Array(EVENT_HEADER_BYTES + count * EVENT_BYTES);
+  const header = batchHeaderBytes(layout);
+  const bytes = new Uint8Array(header + count * EVENT_BYTES);
   const view = new DataView(bytes.buffer);
-  writeEventsHeader(view, count);
+  writeEventsHeader(view, count, layout);
   for (let i = 0; i < count; i++) {
     const e = events[i]!;
     validateEvent(e, i);
     writeEventRecord(
       view,
-      EVENT_HEADER_BYTES + i * EVENT_BYTES,
+      header + i * EVENT_BYTES,
       e.resource,
       e.path,
       e.user,
@@ -244,28 +362,20 @@ function malformed(message: string): StreamError {
 
 /** Reads the record count of a batch after checking its header and length; throws like {@link decodeEvents}. */
 export function eventCount(batch: Uint8Array): number {
-  if (!(batch instanceof Uint8Array)) throw malformed('not bytes');
-  if (batch.length < EVENT_HEADER_BYTES) throw malformed(`truncated header (${batch.length} bytes)`);
-  if (batch[0] !== MAGIC_0 || batch[1] !== MAGIC_1 || batch[2] !== KIND_EVENTS) throw malformed('not an event batch (bad magic)');
-  if (batch[3] !== VERSION) throw malformed(`unsupported version ${batch[3]}`);
-  const view = new DataView(batch.buffer, batch.byteOffset, batch.byteLength);
-  const count = view.getUint32(4);
-  if (count > MAX_EVENTS_PER_BATCH) throw malformed(`${count} events exceed the bound of ${MAX_EVENTS_PER_BATCH}`);
-  const expected = EVENT_HEADER_BYTES + count * EVENT_BYTES;
-  if (batch.length !== expected) throw malformed(`length ${batch.length} does not match ${count} events (${expected} bytes)`);
-  return count;
+  return readBatchHeader(batch, KIND_EVENTS, 'event', EVENT_BYTES, MAX_EVENTS_PER_BATCH).count;
 }
 
 /**
- * Decodes one batch. Throws {@link StreamError} `SLUICE_ERR_STREAM_MALFORMED` on foreign,
- * truncated, oversized or out-of-range input; never returns a partial batch.
+ * Decodes one batch, of format 1 or 2 (its layout: {@link batchLayout}). Throws
+ * {@link StreamError} `SLUICE_ERR_STREAM_MALFORMED` on foreign, truncated, oversized or
+ * out-of-range input; never returns a partial batch.
  */
 export function decodeEvents(batch: Uint8Array): GatewayEvent[] {
-  const count = eventCount(batch);
+  const { count, headerBytes } = readBatchHeader(batch, KIND_EVENTS, 'event', EVENT_BYTES, MAX_EVENTS_PER_BATCH);
   const view = new DataView(batch.buffer, batch.byteOffset, batch.byteLength);
   const out = new Array<GatewayEvent>(count);
   for (let i = 0; i < count; i++) {
-    const o = EVENT_HEADER_BYTES + i * EVENT_BYTES;
+    const o = headerBytes + i * EVENT_BYTES;
     const resource = view.getUint32(o);
     const hi = view.getUint32(o + 20);
     const status = view.getUint16(o + 28);

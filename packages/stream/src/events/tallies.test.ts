@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { StreamError, StreamErrorCodes } from '../errors.js';
-import { EventOutcome, decodeEvents, encodeEvents, hashValue } from './codec.js';
+import {
+  EVENT_HEADER_BYTES_V1,
+  EventOutcome,
+  batchLayout,
+  decodeEvents,
+  encodeEvents,
+  hashValue,
+  type BatchLayout,
+} from './codec.js';
 import {
   BatchKind,
   MAX_TALLIES_PER_BATCH,
@@ -13,6 +21,9 @@ import {
 } from './tallies.js';
 
 const T = 1_764_000_000_123;
+const LAYOUT: BatchLayout = { partitions: 16, version: 1 };
+/** A tally batch of the current format, as gateways write it. */
+const encT = (tallies: readonly RejectionTally[]): Uint8Array => encodeTallies(tallies, LAYOUT);
 
 function tally(over: Partial<RejectionTally> = {}): RejectionTally {
   return {
@@ -45,7 +56,7 @@ describe('rejection tallies', () => {
       tally({ dimension: 'resource', value: hashValue('api') }),
       tally({ dimension: 'ip', value: 77, count: 1 }),
     ];
-    const bytes = encodeTallies(tallies);
+    const bytes = encT(tallies);
     expect(bytes.length).toBe(TALLY_HEADER_BYTES + tallies.length * TALLY_BYTES);
     expect(TALLY_BYTES).toBe(32);
     expect(decodeTallies(bytes)).toEqual(tallies);
@@ -56,7 +67,7 @@ describe('rejection tallies', () => {
   });
 
   it('tells tally batches from event batches, and neither decoder reads the other', () => {
-    const tallies = encodeTallies([tally()]);
+    const tallies = encT([tally()]);
     const events = encodeEvents([
       { resource: 1, path: 2, user: 0, ip: 0, tenant: 0, timestampMs: T, status: 200, outcome: EventOutcome.PASSED },
     ]);
@@ -83,39 +94,50 @@ describe('rejection tallies', () => {
       { spanMs: T + 1 },
       { spanMs: -1 },
     ];
-    for (const b of bad) expect(codeOf(() => encodeTallies([tally(), tally(b)]))).toBe(StreamErrorCodes.INVALID_RECORD);
+    for (const b of bad) expect(codeOf(() => encT([tally(), tally(b)]))).toBe(StreamErrorCodes.INVALID_RECORD);
     const max = Array.from({ length: MAX_TALLIES_PER_BATCH }, () => tally());
-    expect(decodeTallies(encodeTallies(max))).toHaveLength(MAX_TALLIES_PER_BATCH);
-    expect(codeOf(() => encodeTallies([...max, tally()]))).toBe(StreamErrorCodes.BATCH_TOO_LARGE);
+    expect(decodeTallies(encT(max))).toHaveLength(MAX_TALLIES_PER_BATCH);
+    expect(codeOf(() => encT([...max, tally()]))).toBe(StreamErrorCodes.BATCH_TOO_LARGE);
   });
 
   it('rejects truncated, foreign, oversized and out-of-range input', () => {
-    const bytes = encodeTallies([tally(), tally()]);
+    const bytes = encT([tally(), tally()]);
     for (const n of [0, 3, TALLY_HEADER_BYTES - 1, TALLY_HEADER_BYTES, bytes.length - 1]) {
       expect(codeOf(() => decodeTallies(bytes.subarray(0, n)))).toBe(StreamErrorCodes.MALFORMED);
     }
     expect(codeOf(() => decodeTallies(new Uint8Array([...bytes, 0])))).toBe(StreamErrorCodes.MALFORMED);
     expect(codeOf(() => decodeTallies('SLR' as unknown as Uint8Array))).toBe(StreamErrorCodes.MALFORMED);
-    const wrongVersion = bytes.slice();
-    wrongVersion[3] = 2;
-    expect(codeOf(() => decodeTallies(wrongVersion))).toBe(StreamErrorCodes.MALFORMED);
+    for (const version of [0, 3]) {
+      const wrongVersion = bytes.slice();
+      wrongVersion[3] = version;
+      expect(codeOf(() => decodeTallies(wrongVersion))).toBe(StreamErrorCodes.MALFORMED);
+    }
     const huge = new Uint8Array(TALLY_HEADER_BYTES);
-    huge.set([0x53, 0x4c, 0x52, 1, 0xff, 0xff, 0xff, 0xff]);
+    huge.set([0x53, 0x4c, 0x52, 2, 0xff, 0xff, 0xff, 0xff, 0, 16, 1, 0]);
     expect(codeOf(() => decodeTallies(huge))).toBe(StreamErrorCodes.MALFORMED);
     const at = (offset: number, value: number): Uint8Array => {
-      const b = encodeTallies([tally()]);
+      const b = encT([tally()]);
       b[TALLY_HEADER_BYTES + offset] = value;
       return b;
     };
     const zero = (offset: number): Uint8Array => {
-      const b = encodeTallies([tally()]);
+      const b = encT([tally()]);
       b.fill(0, TALLY_HEADER_BYTES + offset, TALLY_HEADER_BYTES + offset + 4);
       return b;
     };
     // resource 0, value 0, dimension 0 and 6, reserved bytes, count 0, timestamp past 2^53, span past the epoch.
-    const early = encodeTallies([tally({ lastMs: 5, spanMs: 5 })]);
+    const early = encT([tally({ lastMs: 5, spanMs: 5 })]);
     early[TALLY_HEADER_BYTES + 31] = 6;
     const cases = [zero(0), zero(8), at(12, 0), at(12, 6), at(13, 1), at(15, 1), zero(16), at(20, 0xff), early];
     for (const b of cases) expect(codeOf(() => decodeTallies(b))).toBe(StreamErrorCodes.MALFORMED);
+  });
+
+  it('carries the layout in format 2 and still reads format 1', () => {
+    expect(batchLayout(encT([tally()]))).toEqual(LAYOUT);
+    const v1 = encodeTallies([tally()]);
+    expect(v1[3]).toBe(1);
+    expect(v1.length).toBe(EVENT_HEADER_BYTES_V1 + TALLY_BYTES);
+    expect(batchLayout(v1)).toBeUndefined();
+    expect(decodeTallies(v1)).toEqual([tally()]);
   });
 });

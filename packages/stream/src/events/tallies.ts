@@ -6,16 +6,20 @@
  * ends while the flood goes on: a tally carries the count for one (resource, path, block) over
  * one flush interval, so a flood of any size costs a few records per interval.
  *
- * A tally batch has the event batch's 8-byte header with its own kind, so a reader tells the
- * two apart from the third byte; a reader that knows only event batches rejects a tally batch
- * as malformed (and counts it) without misreading it.
+ * A tally batch has the event batch's header (format 2: 12 bytes with the writer's layout;
+ * format 1: 8 bytes) with its own kind, so a reader tells the two apart from the third byte; a
+ * reader that knows only event batches rejects a tally batch as malformed (and counts it)
+ * without misreading it.
  *
  * | offset | size | field                                               |
  * | ------ | ---- | --------------------------------------------------- |
  * | 0      | 2    | magic `0x53 0x4C` ("SL")                             |
  * | 2      | 1    | kind `0x52` ("R", rejection tallies)                 |
- * | 3      | 1    | format version (1)                                   |
+ * | 3      | 1    | format version (2)                                   |
  * | 4      | 4    | count of records (u32, at most 10,000)               |
+ * | 8      | 2    | partitions the writer spreads batches over (1..1024) |
+ * | 10     | 1    | partition layout version (1)                         |
+ * | 11     | 1    | reserved (0)                                         |
  *
  * Each record, 32 bytes, big-endian (offset relative to the record):
  *
@@ -32,7 +36,7 @@
  */
 import { DIMENSIONS, type Dimension } from '../decisions/codec.js';
 import { StreamError, StreamErrorCodes } from '../errors.js';
-import { EVENT_HEADER_BYTES } from './codec.js';
+import { EVENT_HEADER_BYTES, batchHeaderBytes, readBatchHeader, writeBatchHeader, type BatchLayout } from './codec.js';
 
 /** The requests one gateway rejected for one block, on one resource and path, over a short span. */
 export interface RejectionTally {
@@ -54,7 +58,7 @@ export interface RejectionTally {
 
 /** Bytes of one tally record. */
 export const TALLY_BYTES = 32;
-/** Bytes of the batch header (the same header as an event batch). */
+/** Bytes of the batch header of format 2 (the same header as an event batch). */
 export const TALLY_HEADER_BYTES = EVENT_HEADER_BYTES;
 /** Most records one tally batch may carry. */
 export const MAX_TALLIES_PER_BATCH = 10_000;
@@ -71,7 +75,6 @@ export const BatchKind = Object.freeze({
 
 const MAGIC_0 = 0x53;
 const MAGIC_1 = 0x4c;
-const VERSION = 1;
 const TWO_32 = 0x1_0000_0000;
 
 /** The {@link BatchKind} of a batch, or 0 when it is not a Sluice batch at all. */
@@ -99,19 +102,18 @@ export function validateTally(t: RejectionTally, index = 0): void {
   if (!isU32(t.spanMs) || t.spanMs > t.lastMs) throw invalidTally(index, 'spanMs', t.spanMs);
 }
 
-/** Writes the header of a tally batch of `count` records at the start of `view`. */
-export function writeTalliesHeader(view: DataView, count: number): void {
+/**
+ * Writes the header of a tally batch of `count` records at the start of `view`: format 2
+ * carrying `layout`, format 1 without. Records start at `batchHeaderBytes(layout)`.
+ */
+export function writeTalliesHeader(view: DataView, count: number, layout?: BatchLayout): void {
   if (!Number.isInteger(count) || count < 0 || count > MAX_TALLIES_PER_BATCH) {
     throw new StreamError(
       StreamErrorCodes.BATCH_TOO_LARGE,
       `a tally batch holds at most ${MAX_TALLIES_PER_BATCH} tallies (got ${count})`,
     );
   }
-  view.setUint8(0, MAGIC_0);
-  view.setUint8(1, MAGIC_1);
-  view.setUint8(2, BatchKind.TALLIES);
-  view.setUint8(3, VERSION);
-  view.setUint32(4, count);
+  writeBatchHeader(view, BatchKind.TALLIES, count, layout);
 }
 
 /** Writes one record at byte `offset` of `view` without validating it (see {@link encodeTallies}). */
@@ -127,17 +129,19 @@ export function writeTallyRecord(view: DataView, offset: number, t: RejectionTal
 }
 
 /**
- * Encodes one tally batch. Throws {@link StreamError} `SLUICE_ERR_STREAM_BATCH_TOO_LARGE` above
+ * Encodes one tally batch: format 2 carrying `layout` (what gateways write), format 1 without.
+ * Throws {@link StreamError} `SLUICE_ERR_STREAM_BATCH_TOO_LARGE` above
  * {@link MAX_TALLIES_PER_BATCH} records and `SLUICE_ERR_STREAM_INVALID_RECORD` for a field out
  * of range.
  */
-export function encodeTallies(tallies: readonly RejectionTally[]): Uint8Array {
-  const bytes = new Uint8Array(TALLY_HEADER_BYTES + Math.min(tallies.length, MAX_TALLIES_PER_BATCH + 1) * TALLY_BYTES);
+export function encodeTallies(tallies: readonly RejectionTally[], layout?: BatchLayout): Uint8Array {
+  const header = batchHeaderBytes(layout);
+  const bytes = new Uint8Array(header + Math.min(tallies.length, MAX_TALLIES_PER_BATCH + 1) * TALLY_BYTES);
   const view = new DataView(bytes.buffer);
-  writeTalliesHeader(view, tallies.length);
+  writeTalliesHeader(view, tallies.length, layout);
   for (let i = 0; i < tallies.length; i++) {
     validateTally(tallies[i]!, i);
-    writeTallyRecord(view, TALLY_HEADER_BYTES + i * TALLY_BYTES, tallies[i]!);
+    writeTallyRecord(view, header + i * TALLY_BYTES, tallies[i]!);
   }
   return bytes;
 }
@@ -147,22 +151,16 @@ function malformed(message: string): StreamError {
 }
 
 /**
- * Decodes one tally batch. Throws {@link StreamError} `SLUICE_ERR_STREAM_MALFORMED` on foreign,
- * truncated, oversized or out-of-range input; never returns a partial batch.
+ * Decodes one tally batch, of format 1 or 2. Throws {@link StreamError}
+ * `SLUICE_ERR_STREAM_MALFORMED` on foreign, truncated, oversized or out-of-range input; never
+ * returns a partial batch.
  */
 export function decodeTallies(batch: Uint8Array): RejectionTally[] {
-  if (!(batch instanceof Uint8Array)) throw malformed('not bytes');
-  if (batch.length < TALLY_HEADER_BYTES) throw malformed(`truncated header (${batch.length} bytes)`);
-  if (batchKind(batch) !== BatchKind.TALLIES) throw malformed('not a tally batch (bad magic)');
-  if (batch[3] !== VERSION) throw malformed(`unsupported version ${batch[3]}`);
+  const { count, headerBytes } = readBatchHeader(batch, BatchKind.TALLIES, 'tally', TALLY_BYTES, MAX_TALLIES_PER_BATCH);
   const view = new DataView(batch.buffer, batch.byteOffset, batch.byteLength);
-  const count = view.getUint32(4);
-  if (count > MAX_TALLIES_PER_BATCH) throw malformed(`${count} tallies exceed the bound of ${MAX_TALLIES_PER_BATCH}`);
-  const expected = TALLY_HEADER_BYTES + count * TALLY_BYTES;
-  if (batch.length !== expected) throw malformed(`length ${batch.length} does not match ${count} tallies (${expected} bytes)`);
   const out = new Array<RejectionTally>(count);
   for (let i = 0; i < count; i++) {
-    const o = TALLY_HEADER_BYTES + i * TALLY_BYTES;
+    const o = headerBytes + i * TALLY_BYTES;
     const resource = view.getUint32(o);
     const value = view.getUint32(o + 8);
     const dimension = DIMENSIONS[view.getUint8(o + 12) - 1];

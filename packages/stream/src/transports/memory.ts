@@ -121,6 +121,8 @@ class PartitionLog {
  */
 export class MemoryTransport implements EventTransport {
   readonly name = 'memory';
+  /** Every reader and writer is in this process. */
+  readonly inProcess = true;
   readonly partitions: number;
   private readonly capacity: number;
   private readonly maxBatchBytes: number;
