@@ -1,4 +1,5 @@
 import type { Decision } from '@sluice/core';
+import type { DecisionTracing } from '@sluice/core/otel';
 import { encodeDecision, encodeReserve } from '@sluice/core/wire';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
@@ -51,6 +52,8 @@ interface Op<T, R> {
   readonly onRequest?: Hook | undefined;
   /** Checks the decoded items together (a batch's bounds); throws a ServerError to refuse them all. */
   readonly check?: (items: readonly (T | undefined)[]) => void;
+  /** Whether a request makes a decision-batch span, named for the path's last part (with tracing on). */
+  readonly traced?: boolean;
 }
 
 type Hook = (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => void;
@@ -97,6 +100,7 @@ export function registerApi(
   logger: FaultLog,
   access: ApiAccess,
   turns: FairTurns,
+  tracing?: DecisionTracing,
 ): void {
   const token = access.apiToken;
   const schemas = itemSchemas(bounds);
@@ -152,17 +156,31 @@ export function registerApi(
         if (!d.ok) throw d.error;
         return op.run(d.value, context);
       };
+      // With tracing on, the request's decisions are made in one span (the items' count, resources,
+      // outcomes and sources on it), a child of the caller's when its headers carry a traceparent.
+      const traced = op.traced === true ? tracing : undefined;
+      const batch = (items: number) => ({
+        operation: op.path.slice('/v1/'.length),
+        items,
+        headers: request.headers,
+        attributes: { 'http.request.method': 'POST', 'http.route': op.path },
+      });
       if (!body.batch) {
+        const item = body.item;
         let r: R;
         try {
-          r = await answer(body.item);
+          r = traced === undefined ? await answer(item) : await traced.batch(batch(1), () => answer(item));
         } catch (err) {
           return sendError(reply, err, logger);
         }
         const single = op.single?.(r, q.data) ?? { status: 200, headers: {} };
         return reply.code(single.status).headers(single.headers).send(op.encode(r, q.data));
       }
-      const settled = await Promise.allSettled(body.items.map(answer));
+      const items = body.items;
+      const settled =
+        traced === undefined
+          ? await Promise.allSettled(items.map(answer))
+          : await traced.batch(batch(items.length), () => Promise.allSettled(items.map(answer)));
       const results = settled.map((s) =>
         s.status === 'fulfilled' ? op.encode(s.value, q.data) : errorReply(s.reason, logger).body,
       );
@@ -171,6 +189,7 @@ export function registerApi(
   };
   route({
     path: '/v1/check',
+    traced: true,
     schema: schemas.check,
     query: decisionQuery,
     run: (item, call) => service.check(item, call.client),
@@ -179,6 +198,7 @@ export function registerApi(
   });
   route({
     path: '/v1/acquire',
+    traced: true,
     schema: schemas.acquire,
     query: decisionQuery,
     run: (item, call) => service.acquire(item, call.signal, call.client),
@@ -205,6 +225,7 @@ export function registerApi(
   // Deferred admission: decisions as /v1/check's, with their `booking` (and `Sluice-Booking` when booked).
   route({
     path: '/v1/book',
+    traced: true,
     schema: schemas.book,
     query: decisionQuery,
     run: (item, call) => service.book(item, call.client),
@@ -213,6 +234,7 @@ export function registerApi(
   });
   route({
     path: '/v1/claim',
+    traced: true,
     schema: schemas.book,
     query: decisionQuery,
     run: (item, call) => service.claim(item, call.client),

@@ -2,6 +2,7 @@ import type { AdaptiveStatus } from '../control/adaptive/controller.js';
 import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { HotKeyReport } from '@sluice/core';
+import type { DecisionTracing } from '@sluice/core/otel';
 import type { RuleStore } from '@sluice/rules';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -75,6 +76,8 @@ export interface HttpDeps {
    * address's work on both counts as one. @default one of the app's own, closed with it
    */
   readonly turns?: FairTurns;
+  /** A span per decision request (`check`, `acquire`, `book`, `claim`). @default none */
+  readonly tracing?: DecisionTracing;
 }
 
 /**
@@ -202,6 +205,7 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
       maxOutcomeCalls: limits.maxOutcomeCalls,
     },
     turns,
+    deps.tracing,
   );
   registerAdmin(app, {
     store: deps.ruleStore,
