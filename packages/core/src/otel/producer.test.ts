@@ -1,9 +1,4 @@
-import {
-  DataPointType,
-  AggregationTemporality,
-  MeterProvider,
-  MetricReader,
-} from '@opentelemetry/sdk-metrics';
+import { DataPointType, AggregationTemporality, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { Counter, Gauge, Histogram, Registry, Summary } from 'prom-client';
 import { describe, expect, it } from 'vitest';
