@@ -32,7 +32,7 @@ export {
   type SamplerSetting,
 } from './env.js';
 export { PROMETHEUS_SCOPE, prometheusProducer, type PrometheusProducerOptions } from './producer.js';
-export { startOtel, type OtelSignal, type RunningOtel, type StartOtelOptions } from './sdk.js';
+export { MAX_ATTRIBUTE_VALUE_LENGTH, startOtel, type OtelSignal, type RunningOtel, type StartOtelOptions } from './sdk.js';
 export {
   MAX_NAMED_PER_BATCH,
   createTracing,

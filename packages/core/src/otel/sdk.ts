@@ -34,6 +34,9 @@ import type { OtelEnv, SamplerSetting } from './env.js';
 import { prometheusProducer } from './producer.js';
 import { createTracing, type DecisionTracing, type TracedStore } from './tracing.js';
 
+/** Longest span attribute value (characters); longer ones are cut. */
+export const MAX_ATTRIBUTE_VALUE_LENGTH = 1024;
+
 /** The signals an export failure can be of. */
 export type OtelSignal = 'metrics' | 'traces';
 
@@ -150,6 +153,8 @@ export function startOtel(otel: OtelEnv, options: StartOtelOptions = {}): Runnin
     spans = new BasicTracerProvider({
       resource,
       sampler: samplerOf(otel.traces.sampler),
+      // Attribute values can hold what callers sent (an Envoy domain): each is cut to a bound.
+      spanLimits: { attributeValueLengthLimit: MAX_ATTRIBUTE_VALUE_LENGTH },
       spanProcessors: [new BatchSpanProcessor(watchedSpans(exporter, failed('traces')))],
     });
     tracer = spans.getTracer('@sluice/core/otel', options.version);

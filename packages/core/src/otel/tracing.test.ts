@@ -1,6 +1,14 @@
 import { SpanKind, SpanStatusCode, context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+  type ReadableSpan,
+  type Sampler,
+} from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Limiter } from '../admission/limiter.js';
 import { ManualClock } from '../shared/clock.js';
@@ -46,9 +54,9 @@ function remoteLike(clock: ManualClock) {
   return { store, down };
 }
 
-function setUp() {
+function setUp(sampler: Sampler = new AlwaysOnSampler()) {
   const exporter = new InMemorySpanExporter();
-  const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+  const provider = new BasicTracerProvider({ sampler, spanProcessors: [new SimpleSpanProcessor(exporter)] });
   const { tracing, observer } = createTracing({
     tracer: provider.getTracer('test'),
     store: { system: 'redis', address: '10.0.0.5:6379' },
@@ -134,6 +142,21 @@ describe('decision-batch and store-call spans', () => {
     expect(batch!.status.code).toBe(SpanStatusCode.ERROR);
     expect(batch!.attributes['error.type']).toBe(ErrorCodes.UNKNOWN_RESOURCE);
     await t.close();
+  });
+
+  it('a request that is not sampled makes no span, nor do its store calls, whatever the sampler would say of them', async () => {
+    const t = setUp(new AlwaysOffSampler());
+    expect((await t.tracing.batch({ operation: 'check', items: 1 }, () => t.limiter.try('api', { key: 'k' }))).allowed).toBe(
+      true,
+    );
+    expect(t.spans()).toEqual([]);
+    await t.close();
+    // Under a caller's span that is not sampled, with a sampler that would take any new span.
+    const u = setUp(new AlwaysOnSampler());
+    const unsampled = trace.wrapSpanContext({ traceId: TRACE_ID, spanId: CALLER_SPAN, traceFlags: 0 });
+    await context.with(trace.setSpan(context.active(), unsampled), () => u.limiter.try('api', { key: 'k' }));
+    expect(u.spans()).toEqual([]);
+    await u.close();
   });
 
   it('store calls outside any span make none; inside an application span they are its children', async () => {

@@ -175,7 +175,9 @@ export function createTracing(options: TracingOptions): { tracing: DecisionTraci
     },
     storeCalled(call: StoreCall) {
       const parent = context.active();
-      if (!rootStoreCalls && trace.getSpan(parent) === undefined) return;
+      const parentSpan = trace.getSpan(parent);
+      // A call for a request that is not sampled is not either; one for no request only if asked.
+      if (parentSpan === undefined ? !rootStoreCalls : !parentSpan.isRecording()) return;
       const end = now();
       const span = tracer.startSpan(
         `sluice.store ${call.operation}`,
