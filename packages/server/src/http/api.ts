@@ -126,6 +126,13 @@ export function registerApi(
     const hook = 'onRequest' in op ? op.onRequest : onRequest;
     // Parsed and decided in the address's turn, the calls of one turn together (see FairTurns).
     const options = hook === undefined ? { config: { turns: true } } : { onRequest: hook, config: { turns: true } };
+    // With tracing on, a request's decisions are made in one span (the items' count, resources,
+    // outcomes and sources on it), a child of the caller's when its headers carry a traceparent.
+    const traced = op.traced === true ? tracing : undefined;
+    const span = {
+      operation: op.path.slice('/v1/'.length),
+      attributes: { 'http.request.method': 'POST', 'http.route': op.path },
+    };
     app.post(op.path, options, async (request: FastifyRequest, reply: FastifyReply) => {
       void reply.header(RULES_VERSION_HEADER, String(service.rulesVersion));
       const q = hasKeys(request.query) ? op.query.safeParse(request.query) : { success: true as const, data: NO_QUERY };
@@ -156,20 +163,14 @@ export function registerApi(
         if (!d.ok) throw d.error;
         return op.run(d.value, context);
       };
-      // With tracing on, the request's decisions are made in one span (the items' count, resources,
-      // outcomes and sources on it), a child of the caller's when its headers carry a traceparent.
-      const traced = op.traced === true ? tracing : undefined;
-      const batch = (items: number) => ({
-        operation: op.path.slice('/v1/'.length),
-        items,
-        headers: request.headers,
-        attributes: { 'http.request.method': 'POST', 'http.route': op.path },
-      });
       if (!body.batch) {
         const item = body.item;
         let r: R;
         try {
-          r = traced === undefined ? await answer(item) : await traced.batch(batch(1), () => answer(item));
+          r =
+            traced === undefined
+              ? await answer(item)
+              : await traced.batch({ ...span, items: 1, headers: request.headers }, () => answer(item));
         } catch (err) {
           return sendError(reply, err, logger);
         }
@@ -180,7 +181,9 @@ export function registerApi(
       const settled =
         traced === undefined
           ? await Promise.allSettled(items.map(answer))
-          : await traced.batch(batch(items.length), () => Promise.allSettled(items.map(answer)));
+          : await traced.batch({ ...span, items: items.length, headers: request.headers }, () =>
+              Promise.allSettled(items.map(answer)),
+            );
       const results = settled.map((s) =>
         s.status === 'fulfilled' ? op.encode(s.value, q.data) : errorReply(s.reason, logger).body,
       );
