@@ -14,7 +14,8 @@
 # scripts/image.sh (builds the container image from the Dockerfile at `start`),
 # scripts/helm.sh (builds helm once, for the chart tests) and
 # scripts/prometheus.sh (installs prometheus and promtool; the monitoring test
-# starts its own Prometheus).
+# starts its own Prometheus) and scripts/otelcol.sh (builds the OpenTelemetry
+# Collector once; the OTLP test starts its own).
 # Servers are always stopped on exit, whether the tests pass, fail, or the run
 # is interrupted. The exit code is the tests' if they failed, otherwise the
 # linter's, otherwise 0.
@@ -31,7 +32,7 @@ step() { printf '\n==> %s\n' "$*" >&2; }
 
 # Every server script present, in start order.
 SERVER_SCRIPTS=()
-for name in redis-servers temporal-server nats-server rocketmq-server chromium image helm prometheus; do
+for name in redis-servers temporal-server nats-server rocketmq-server chromium image helm prometheus otelcol; do
   [[ -f "scripts/$name.sh" ]] && SERVER_SCRIPTS+=("scripts/$name.sh")
 done
 

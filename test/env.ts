@@ -90,3 +90,8 @@ export function prometheusBinary(): string {
 export function promtoolBinary(): string {
   return required('SLUICE_PROMTOOL_BIN');
 }
+
+/** The OpenTelemetry Collector scripts/otelcol.sh built (each test starts its own, with its own pipeline). */
+export function otelcolBinary(): string {
+  return required('SLUICE_OTELCOL_BIN');
+}

@@ -220,11 +220,14 @@ describe('the Helm chart', () => {
       store: { type: 'redisCluster', redisCluster: { nodes: ['redis-0.redis:6379', 'redis-1.redis:6379'] } },
       autoscaling: { enabled: true, minReplicas: 2, maxReplicas: 5 },
       serviceMonitor: { enabled: true, labels: { release: 'prom' } },
-      env: { SLUICE_MAX_BATCH: '200' },
+      env: { SLUICE_MAX_BATCH: '200', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://otel-collector:4318', OTEL_SERVICE_NAME: 'edge' },
     });
     const env = envOf(ms);
     expect(env.SLUICE_REDIS_CLUSTER).toBe('redis-0.redis:6379,redis-1.redis:6379');
     expect(env.SLUICE_MAX_BATCH).toBe('200');
+    // OpenTelemetry's standard variables pass through as they are.
+    expect(env.OTEL_EXPORTER_OTLP_ENDPOINT).toBe('http://otel-collector:4318');
+    expect(env.OTEL_SERVICE_NAME).toBe('edge');
     expect(one(ms, 'Deployment').spec.replicas).toBeUndefined();
     const hpa = one(ms, 'HorizontalPodAutoscaler');
     expect(hpa.spec).toMatchObject({

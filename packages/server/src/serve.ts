@@ -10,6 +10,7 @@ import { startAdaptive } from './control/adaptive/runtime.js';
 import { startServerClock } from './clock-skew.js';
 import { OverrideTable } from './envoy/overrides.js';
 import { LiveRules } from './live-rules.js';
+import { readServerOtel, startServerOtel } from './otel.js';
 import { ServerMetrics } from './metrics.js';
 import { buildHttpApp } from './http/app.js';
 import { FairTurns } from './fair-turns.js';
@@ -63,6 +64,8 @@ export interface StartOptions {
   cohortOf?: CohortOf;
   /** Downstream outcomes per cohort, judged by rollouts; without it only rejection ratios are. */
   outcomes?: OutcomeSource;
+  /** The variables OpenTelemetry is set up from (`OTEL_*`, see `otel.ts`). @default process.env */
+  env?: Readonly<Record<string, string | undefined>>;
 }
 
 async function waitFor(probe: () => Promise<unknown>, timeoutMs: number, what: string): Promise<void> {
@@ -174,11 +177,22 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   const logger = redactingLogger(options.logger ?? (await createLogger(settings.logLevel, settings.logFormat)));
   // Read (and checked) before anything opens: a bad certificate stops the start, naming its file.
   const tls = readTls(settings);
+  const otelEnv = readServerOtel(options.env ?? process.env);
   const metrics = new ServerMetrics();
   const warnings = new WarningThrottle(logger, (event) => metrics.warning(event));
   // One share of the event loop per address, over both listeners.
   const turns = new FairTurns({ maxClientQueued: settings.maxClientQueued });
   const stores = await openStores(settings, logger);
+  // OpenTelemetry, when the OTEL_* variables ask for it: the SDK is not even loaded otherwise.
+  const otel =
+    otelEnv === undefined
+      ? undefined
+      : await startServerOtel(otelEnv, {
+          registry: metrics.registry,
+          storeAddress: stores.limitStore?.address,
+          logger,
+          warnings,
+        });
   // The rollout starts after the limiter, which needs the adaptive hooks first.
   const running: { rollout?: RolloutRunner | undefined } = {};
   const adaptive = startAdaptive({
@@ -197,7 +211,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   const limiter = new Limiter({
     resources: {},
     ...(stores.limitStore === undefined ? {} : { store: stores.limitStore }),
-    observer: adaptive.wrap(metrics.observer),
+    observer: adaptive.wrap(otel?.observer(metrics.observer) ?? metrics.observer),
     maxKeyLength: settings.maxKeyLength,
     maxWaitMs: settings.maxWaitMs,
     maxWaitersPerClient: settings.maxClientWaits,
@@ -228,6 +242,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     await clock.monitor?.close();
     await limiter.close();
     await stores.close();
+    await otel?.close();
   };
   try {
     if (settings.rulesMode === 'files') await followRuleFiles(stores.ruleStore, settings.rules, logger);
@@ -313,6 +328,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     adaptive: () => adaptive.status(),
     dashboard: settings.dashboard,
     turns,
+    ...(otel?.tracing === undefined ? {} : { tracing: otel.tracing }),
     ...(rollout === undefined ? {} : { rollout }),
   });
   // Who may report outcomes over gRPC; the HTTP app decides the same from the same settings.
@@ -335,6 +351,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     maxClientStreams: settings.maxClientStreams,
     writeTimeoutMs: settings.writeTimeoutMs,
     turns,
+    ...(otel?.tracing === undefined ? {} : { tracing: otel.tracing }),
   });
   let grpcListener: GrpcListener | undefined;
   try {
@@ -463,6 +480,8 @@ export async function startServer(settings: Settings, options: StartOptions = {}
       await clock.monitor?.close();
       await rollout?.close();
       await stores.close();
+      // Last: the final export carries the shutdown's own figures.
+      await otel?.close();
       warnings.close();
       logger.info('shut down');
     })();

@@ -10,6 +10,7 @@ import {
   type OutgoingHttpHeaders,
   type ServerHttp2Stream,
 } from 'node:http2';
+import type { DecisionTracing } from '@sluice/core/otel';
 import { authorized, type OutcomeAccess } from '../auth/auth.js';
 import type { OutcomesBounds, RlsBounds } from '../bounds/bounds.js';
 import { limitConnections, type ConnectionEvents, type ConnectionLimits } from '../clients/connections.js';
@@ -53,6 +54,8 @@ export interface GrpcDeps {
   readonly turns: FairTurns;
   /** The bearer token every call must carry in its `authorization` metadata; none: calls are open. */
   readonly token?: string | undefined;
+  /** A span per `ShouldRateLimit` call, a child of the caller's when its metadata carries a traceparent. @default none */
+  readonly tracing?: DecisionTracing;
 }
 
 /** How `Outcomes/Report` is served (each outcome goes to the service's `outcome`): who may call it, and its bounds. */
@@ -134,6 +137,9 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
   http2.on('sessionError', () => undefined);
   /** The calls of `Outcomes/Report` (every other call is `ShouldRateLimit`). */
   const outcomeStreams = new WeakSet<ServerHttp2Stream>();
+  const RLS_SERVICE = RLS_PATH.slice(1, RLS_PATH.lastIndexOf('/'));
+  /** The metadata of ShouldRateLimit calls, kept only with tracing on (it may carry the caller's trace). */
+  const tracedHeaders = new WeakMap<ServerHttp2Stream, IncomingHttpHeaders>();
   /** When each call's stream opened (`performance.now()`), for its duration. */
   const startedAt = new WeakMap<ServerHttp2Stream, number>();
   /** Counts an answered call, labelled with its method, and times it from its stream's start. */
@@ -178,6 +184,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
 
   const serveCall = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
     if (headers[':path'] === OUTCOMES_PATH) outcomeStreams.add(stream);
+    else if (deps.tracing !== undefined) tracedHeaders.set(stream, headers);
     let answered = false;
     let deadline: NodeJS.Timeout | undefined;
     /** Answers once: a late decision after a deadline or a refused body is dropped. */
@@ -281,7 +288,25 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
       return;
     }
     turns.charge(client, request.descriptors.length * ITEM_COST);
-    deps.service.shouldRateLimit(request).then(
+    const rls = request;
+    const decided =
+      deps.tracing === undefined
+        ? deps.service.shouldRateLimit(rls)
+        : deps.tracing.batch(
+            {
+              operation: 'ShouldRateLimit',
+              items: rls.descriptors.length,
+              headers: tracedHeaders.get(stream) ?? {},
+              attributes: {
+                'rpc.system': 'grpc',
+                'rpc.service': RLS_SERVICE,
+                'rpc.method': 'ShouldRateLimit',
+                'sluice.domain': rls.domain,
+              },
+            },
+            () => deps.service.shouldRateLimit(rls),
+          );
+    decided.then(
       (response) =>
         answer(() => {
           counted(stream, GrpcStatus.OK);

@@ -1,4 +1,5 @@
 import type { Decision, RateLimitHeaderForm } from '@sluice/core';
+import type { DecisionTracing } from '@sluice/core/otel';
 import { encodeDecision, encodeReserve } from '@sluice/core/wire';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
@@ -56,6 +57,8 @@ interface Op<T, R> {
   readonly onRequest?: Hook | undefined;
   /** Checks the decoded items together (a batch's bounds); throws a ServerError to refuse them all. */
   readonly check?: (items: readonly (T | undefined)[]) => void;
+  /** Whether a request makes a decision-batch span, named for the path's last part (with tracing on). */
+  readonly traced?: boolean;
 }
 
 type Hook = (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => void;
@@ -106,6 +109,7 @@ export function registerApi(
   access: ApiAccess,
   turns: FairTurns,
   headerForm: RateLimitHeaderForm,
+  tracing?: DecisionTracing,
 ): void {
   const single = decisionSingle(headerForm);
   const token = access.apiToken;
@@ -132,6 +136,13 @@ export function registerApi(
     const hook = 'onRequest' in op ? op.onRequest : onRequest;
     // Parsed and decided in the address's turn, the calls of one turn together (see FairTurns).
     const options = hook === undefined ? { config: { turns: true } } : { onRequest: hook, config: { turns: true } };
+    // With tracing on, a request's decisions are made in one span (the items' count, resources,
+    // outcomes and sources on it), a child of the caller's when its headers carry a traceparent.
+    const traced = op.traced === true ? tracing : undefined;
+    const span = {
+      operation: op.path.slice('/v1/'.length),
+      attributes: { 'http.request.method': 'POST', 'http.route': op.path },
+    };
     app.post(op.path, options, async (request: FastifyRequest, reply: FastifyReply) => {
       void reply.header(RULES_VERSION_HEADER, String(service.rulesVersion));
       const q = hasKeys(request.query) ? op.query.safeParse(request.query) : { success: true as const, data: NO_QUERY };
@@ -164,10 +175,13 @@ export function registerApi(
         return op.run(d.value, context);
       };
       if (!body.batch) {
-        let r: R;
         const item = body.item;
+        let r: R;
         try {
-          r = await answer(item);
+          r =
+            traced === undefined
+              ? await answer(item)
+              : await traced.batch({ ...span, items: 1, headers: request.headers }, () => answer(item));
         } catch (err) {
           return sendError(reply, err, logger);
         }
@@ -175,7 +189,13 @@ export function registerApi(
         const single = (item.ok ? op.single?.(r, q.data, item.value) : undefined) ?? { status: 200, headers: {} };
         return reply.code(single.status).headers(single.headers).send(op.encode(r, q.data));
       }
-      const settled = await Promise.allSettled(body.items.map(answer));
+      const items = body.items;
+      const settled =
+        traced === undefined
+          ? await Promise.allSettled(items.map(answer))
+          : await traced.batch({ ...span, items: items.length, headers: request.headers }, () =>
+              Promise.allSettled(items.map(answer)),
+            );
       const results = settled.map((s) =>
         s.status === 'fulfilled' ? op.encode(s.value, q.data) : errorReply(s.reason, logger).body,
       );
@@ -184,6 +204,7 @@ export function registerApi(
   };
   route({
     path: '/v1/check',
+    traced: true,
     schema: schemas.check,
     query: decisionQuery,
     run: (item, call) => service.check(item, call.client),
@@ -192,6 +213,7 @@ export function registerApi(
   });
   route({
     path: '/v1/acquire',
+    traced: true,
     schema: schemas.acquire,
     query: decisionQuery,
     run: (item, call) => service.acquire(item, call.signal, call.client),
@@ -218,6 +240,7 @@ export function registerApi(
   // Deferred admission: decisions as /v1/check's, with their `booking` (and `Sluice-Booking` when booked).
   route({
     path: '/v1/book',
+    traced: true,
     schema: schemas.book,
     query: decisionQuery,
     run: (item, call) => service.book(item, call.client),
@@ -226,6 +249,7 @@ export function registerApi(
   });
   route({
     path: '/v1/claim',
+    traced: true,
     schema: schemas.book,
     query: decisionQuery,
     run: (item, call) => service.claim(item, call.client),

@@ -2,6 +2,7 @@ import type { AdaptiveStatus } from '../control/adaptive/controller.js';
 import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { HotKeyReport } from '@sluice/core';
+import type { DecisionTracing } from '@sluice/core/otel';
 import type { RuleStore } from '@sluice/rules';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -77,6 +78,8 @@ export interface HttpDeps {
    * address's work on both counts as one. @default one of the app's own, closed with it
    */
   readonly turns?: FairTurns;
+  /** A span per decision request (`check`, `acquire`, `book`, `claim`). @default none */
+  readonly tracing?: DecisionTracing;
 }
 
 /**
@@ -205,6 +208,7 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     },
     turns,
     settings.rateLimitHeaders ?? 'draft',
+    deps.tracing,
   );
   registerAdmin(app, {
     store: deps.ruleStore,
