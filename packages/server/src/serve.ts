@@ -11,6 +11,7 @@ import { startServerClock } from './clock-skew.js';
 import { OverrideTable } from './envoy/overrides.js';
 import { LiveRules } from './live-rules.js';
 import { ServerMetrics } from './metrics.js';
+import { LatencyWindow } from './stats/latency.js';
 import { buildHttpApp } from './http/app.js';
 import { FairTurns } from './fair-turns.js';
 import { bindGrpc, buildGrpcServer, shutdownGrpc, type GrpcListener } from './grpc/server.js';
@@ -299,6 +300,9 @@ export async function startServer(settings: Settings, options: StartOptions = {}
           : 'degraded';
     return { ready, status, checks };
   };
+  // The p99 of decision latency over the last minute, for the health of /v1/stats: the decision
+  // histogram's counts are read once a second, never per decision.
+  const latency = new LatencyWindow(metrics.decisionDurations).start();
   const app = buildHttpApp({
     ...(tls === undefined ? {} : { tls }),
     settings,
@@ -311,6 +315,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     readiness,
     closing: () => closing,
     adaptive: () => adaptive.status(),
+    decisionLatency: () => latency.p99(),
     dashboard: settings.dashboard,
     turns,
     ...(rollout === undefined ? {} : { rollout }),
@@ -348,6 +353,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   } catch (err) {
     await shutdownGrpc(grpcServer, 0);
     await app.close();
+    latency.close();
     await rollout?.close();
     await cleanup();
     throw err;
@@ -458,6 +464,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
       const cut = first === 'grace' ? setTimeout(() => app.server.closeAllConnections(), 1000) : undefined;
       await drained;
       clearTimeout(cut);
+      latency.close();
       stopWatch?.();
       await adaptive.close();
       await clock.monitor?.close();
