@@ -11,7 +11,7 @@ export class AdaptivePanel {
     this.body = body;
   }
 
-  /** @param {{ resource: string, policy: string, limit: number, min: number, max: number, lastMoveAt?: string }[] | undefined} rows */
+  /** @param {{ resource: string, policy: string, limit: number, min: number, max: number, lastMoveAt?: string, lastMoveUnknown?: true }[] | undefined} rows */
   render(rows) {
     const list = rows ?? [];
     this.section.hidden = list.length === 0;
@@ -24,9 +24,15 @@ export class AdaptivePanel {
           el('td', {}, a.policy),
           el('td', { class: 'adaptive-limit' }, String(a.limit)),
           el('td', {}, `${a.min}–${a.max}`),
-          el('td', {}, a.lastMoveAt === undefined ? '—' : a.lastMoveAt.replace('T', ' ').replace(/\.\d+Z$/, '')),
+          el('td', {}, lastMove(a)),
         ),
       ),
     );
   }
+}
+
+/** When the limit last moved, `—` if never, or that the store did not say (it is away). */
+function lastMove(a) {
+  if (a.lastMoveAt !== undefined) return a.lastMoveAt.replace('T', ' ').replace(/\.\d+Z$/, '');
+  return a.lastMoveUnknown === true ? 'unknown (store unreachable)' : '—';
 }

@@ -150,7 +150,14 @@ function adaptiveLines(cur: StatsSnapshot): string[] {
   if (rows.length === 0) return [];
   const table = [
     ['ADAPTIVE', 'POLICY', 'LIMIT', 'MIN', 'MAX', 'LAST MOVE'],
-    ...rows.map((a) => [a.resource, a.policy, String(a.limit), String(a.min), String(a.max), a.lastMoveAt ?? '-']),
+    ...rows.map((a) => [
+      a.resource,
+      a.policy,
+      String(a.limit),
+      String(a.min),
+      String(a.max),
+      a.lastMoveAt ?? (a.lastMoveUnknown === true ? '?' : '-'),
+    ]),
   ];
   const widths = table[0]!.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
   return ['', ...table.map((row) => row.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  '))];

@@ -55,6 +55,8 @@ export interface AdaptiveStatus {
   readonly limit: number;
   /** When it last moved (ISO 8601), if the store remembers. */
   readonly lastMoveAt?: string;
+  /** Set when the store did not answer when asked for the last move (it is away): not known, not "never". */
+  readonly lastMoveUnknown?: true;
   /** True while this server is the resource's decider. */
   readonly deciding: boolean;
 }
@@ -179,7 +181,14 @@ export class AdaptiveController {
     for (const rule of Object.values(v.ruleSet.adaptive)) {
       const limits = v.ruleSet.resources[rule.resource]?.limits ?? [];
       const limit = limits[adaptiveLimitIndex(limits, rule.limit)]?.limit ?? 0;
-      const at = await this.#o.demand.lastMove(rule.resource);
+      // A store that is away leaves the last move unknown: the rest of the status still answers.
+      let at: number | undefined;
+      let unknown = false;
+      try {
+        at = await this.#o.demand.lastMove(rule.resource);
+      } catch {
+        unknown = true;
+      }
       out.push({
         resource: rule.resource,
         policy: rule.policy,
@@ -187,6 +196,7 @@ export class AdaptiveController {
         max: rule.max,
         limit,
         ...(at === undefined ? {} : { lastMoveAt: new Date(at).toISOString() }),
+        ...(unknown ? { lastMoveUnknown: true as const } : {}),
         deciding: this.#deciding.has(rule.resource),
       });
     }
