@@ -98,16 +98,29 @@ describe('status view', () => {
         min: 50,
         max: 500,
         limit: 120,
+        windowMs: 1000,
         lastMoveAt: '2026-12-01T10:00:00.000Z',
         deciding: true,
       },
-      { resource: 'db:orders', policy: 'aimd', min: 10, max: 90, limit: 40, deciding: false },
+      { resource: 'db:orders', policy: 'aimd', min: 10, max: 90, limit: 40, windowMs: 60_000, deciding: false },
+      // The store did not say when it last moved (it is away): unknown, not "never".
+      {
+        resource: 'db:users',
+        policy: 'aimd',
+        min: 10,
+        max: 90,
+        limit: 40,
+        windowMs: 500,
+        lastMoveUnknown: true,
+        deciding: false,
+      },
     ] as const;
     const lines = renderStatus('http://x', prev, { ...cur, adaptive }, 2).split('\n');
-    expect(lines.slice(-3)).toEqual([
-      'ADAPTIVE   POLICY  LIMIT  MIN  MAX                 LAST MOVE',
-      'api:pay    demand    120   50  500  2026-12-01T10:00:00.000Z',
-      'db:orders  aimd       40   10   90                         -',
+    expect(lines.slice(-4)).toEqual([
+      'ADAPTIVE   POLICY  LIMIT  MIN  MAX  WINDOW                 LAST MOVE',
+      'api:pay    demand    120   50  500      1s  2026-12-01T10:00:00.000Z',
+      'db:orders  aimd       40   10   90     60s                         -',
+      'db:users   aimd       40   10   90    0.5s                         ?',
     ]);
     expect(renderStatus('http://x', prev, cur, 2)).not.toContain('ADAPTIVE');
   });

@@ -78,7 +78,16 @@ describe('AdaptiveController', () => {
     const a = make('a');
     demand.lastMove = () => Promise.reject(new Error('connection is closed'));
     expect(await a.status()).toEqual([
-      { resource: 'api:x', policy: 'demand', min: 50, max: 500, limit: 100, lastMoveUnknown: true, deciding: false },
+      {
+        resource: 'api:x',
+        policy: 'demand',
+        min: 50,
+        max: 500,
+        limit: 100,
+        windowMs: 1000,
+        lastMoveUnknown: true,
+        deciding: false,
+      },
     ]);
   });
 
