@@ -36,6 +36,20 @@ describe('SeriesHistogram', () => {
     expect(text).toContain('x_bucket{le="1",a="1"} 1\nx_bucket{le="+Inf",a="1"} 1\nx_sum{a="1"} 0.5\nx_count{a="1"} 1');
   });
 
+  it('adds up every series per bucket for bucketTotals, into a given array too', () => {
+    const h = new SeriesHistogram({ name: 't', help: 'T', labelNames: ['a'] as const, buckets: [1, 2], registers: [] });
+    expect([...h.bucketTotals()]).toEqual([0, 0, 0]);
+    h.observe({ a: '1' }, 0.5);
+    h.observe({ a: '1' }, 1.5);
+    h.observe({ a: '2' }, 1);
+    h.observe({ a: '2' }, 3);
+    expect(h.bounds).toEqual([1, 2]);
+    const into = new Float64Array([9, 9, 9]);
+    expect(h.bucketTotals(into)).toBe(into);
+    expect([...into]).toEqual([2, 1, 1]);
+    expect(() => h.bucketTotals(new Float64Array(2))).toThrow(/needs 3 numbers, got 2/);
+  });
+
   it('refuses bad buckets, labels and values, and a name registered twice', () => {
     const registry = new Registry();
     const make = (buckets: number[], labelNames: string[] = []) =>

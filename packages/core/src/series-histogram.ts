@@ -112,6 +112,27 @@ export class SeriesHistogram<T extends string = string> {
     this.series(labels).observe(value);
   }
 
+  /** The upper bounds of the buckets, ascending (`+Inf` is the bucket after the last). */
+  get bounds(): readonly number[] {
+    return this.#bounds;
+  }
+
+  /**
+   * Every series' counts added up, per bucket (not cumulative; the last is past every bound),
+   * written into `into` when given (of `bounds.length + 1` numbers). Read on a timer or on
+   * request by whoever wants a quantile over a window: observing costs nothing more for it.
+   */
+  bucketTotals(into: Float64Array = new Float64Array(this.#bounds.length + 1)): Float64Array {
+    if (into.length !== this.#bounds.length + 1) {
+      throw new RangeError(`${this.name}: bucketTotals needs ${this.#bounds.length + 1} numbers, got ${into.length}`);
+    }
+    into.fill(0);
+    for (const s of this.#series.values()) {
+      for (let i = 0; i < into.length; i++) into[i]! += s.counts[i]!;
+    }
+    return into;
+  }
+
   /** Zeroes every series (handles held by callers stay valid). */
   reset(): void {
     for (const s of this.#series.values()) {

@@ -7,6 +7,7 @@ import { RateHistory, limitPerSecond } from './lib/rates.js';
 import { RulesPanel, TOKEN_KEY } from './rules.js';
 import { BreakersPanel } from './breakers.js';
 import { HotKeysPanel } from './hot-keys.js';
+import { HealthStrip } from './health.js';
 import { TiersPanel } from './tiers.js';
 import { RolloutPanel } from './rollout.js';
 
@@ -22,6 +23,7 @@ const hotKeys = new HotKeysPanel(byId('hot-keys'), byId('hot-keys-empty'));
 const tiersTable = byId('tiers');
 const tiers = new TiersPanel(byId('tiers-panel'), tiersTable.querySelector('tbody') ?? tiersTable);
 const rollout = new RolloutPanel();
+const health = new HealthStrip();
 const connection = byId('connection');
 const statsVersion = byId('stats-version');
 /** Limit per second per key, by resource, from `/v1/resources` (read again when the rules change). */
@@ -46,6 +48,7 @@ async function poll() {
     // With the admin token the snapshot names the hot keys (callers' data); without it, counts only.
     const snapshot = await getJson('/v1/stats', sessionStorage.getItem(TOKEN_KEY) ?? undefined);
     if (snapshot.version !== limitsVersion) await refreshLimits(snapshot.version);
+    health.render(snapshot.health);
     history.add(snapshot);
     charts.render(history, limitRates);
     adaptive.render(snapshot.adaptive);
@@ -55,11 +58,19 @@ async function poll() {
     connection.textContent = 'live';
     connection.setAttribute('data-state', 'live');
     rules.onVersion(snapshot.version);
-    breakers.render(await getJson('/v1/breakers'));
     hotKeys.render(snapshot.hotKeys);
-    await rollout.refresh(getJson);
+    // Read on their own: a panel that cannot be read says so without taking the page down.
+    await Promise.all([
+      getJson('/v1/breakers').then(
+        (answer) => breakers.render(answer),
+        (err) => breakers.unreadable(err instanceof Error ? err.message : String(err)),
+      ),
+      rollout.refresh(getJson),
+    ]);
   } catch (err) {
-    connection.textContent = `server unreachable (${err instanceof Error ? err.message : String(err)})`;
+    const why = err instanceof Error ? err.message : String(err);
+    health.stale(why);
+    connection.textContent = `server unreachable (${why})`;
     connection.setAttribute('data-state', 'down');
   } finally {
     setTimeout(() => void poll(), POLL_MS);

@@ -11,11 +11,19 @@ export class BreakersPanel {
     this.empty = empty;
   }
 
+  /** The breakers could not be read: say so instead of the last rows. @param {string} why */
+  unreadable(why) {
+    this.table.hidden = true;
+    this.empty.hidden = false;
+    this.empty.textContent = `The breakers could not be read: ${why}`;
+  }
+
   /** @param {{ breakers?: { resource: string, state: string, policy: { windowMs: number, halfOpenProbes: number }, window?: { calls: number, failures: number, slow: number } }[] }} snapshot */
   render(snapshot) {
     const list = snapshot.breakers ?? [];
     this.table.hidden = list.length === 0;
     this.empty.hidden = list.length > 0;
+    this.empty.textContent = 'No fleet-wide breakers.';
     const body = this.table.querySelector('tbody');
     if (body === null) return;
     const figure = (v) => (v === undefined ? '?' : String(v));

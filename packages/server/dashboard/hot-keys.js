@@ -22,7 +22,8 @@ export class HotKeysPanel {
   render(reports) {
     const list = reports ?? [];
     this.empty.hidden = list.length > 0;
-    this.body.replaceChildren(...list.map((r) => this.#table(r)));
+    // Each table in a box of its own that scrolls when the table is wider than the panel.
+    this.body.replaceChildren(...list.map((r) => el('div', { class: 'table-scroll' }, this.#table(r))));
   }
 
   #table(r) {
@@ -35,7 +36,7 @@ export class HotKeysPanel {
     const head = el(
       'thead',
       {},
-      el('tr', {}, el('th', {}, 'Key'), el('th', {}, 'Calls/s'), el('th', {}, 'Share'), el('th', {}, 'Mitigation')),
+      el('tr', {}, el('th', {}, 'Key'), el('th', {}, 'Calls/s'), el('th', {}, 'Share of calls'), el('th', {}, 'Mitigation')),
     );
     if (r.keysHidden === true) {
       const note = el(
@@ -49,6 +50,16 @@ export class HotKeysPanel {
         caption,
         head,
         el('tbody', {}, el('tr', {}, note)),
+      );
+    }
+    if (r.keys.length === 0) {
+      const none = el('td', { colspan: '4', class: 'no-keys' }, `No calls in the last ${r.windowMs / 1000} s.`);
+      return el(
+        'table',
+        { class: 'hot-keys', 'data-resource': String(r.resource) },
+        caption,
+        head,
+        el('tbody', {}, el('tr', {}, none)),
       );
     }
     const rows = r.keys.map((k) => {

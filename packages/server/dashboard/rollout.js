@@ -2,10 +2,16 @@
 import { byId, el } from './dom.js';
 import { TOKEN_KEY, admin } from './rules.js';
 
+/** The actions each status of a rollout in progress takes (the admin API refuses the others with 409). */
+const ACTIONS = {
+  running: ['pause', 'promote', 'abort'],
+  paused: ['resume', 'promote', 'abort'],
+};
+
 /**
  * The rollout panel: what `/v1/rollout` says (status, the version of each cohort, the share of
- * keys on the candidate, the step and the last note), and, with the admin token, buttons to
- * pause, resume, promote or abort it.
+ * keys on the candidate, the step and the last note), and while a rollout is in progress the
+ * buttons its status allows: pause or resume, promote, abort (they need the admin token).
  */
 export class RolloutPanel {
   constructor() {
@@ -49,7 +55,7 @@ export class RolloutPanel {
     if (r === null) {
       this.summary.textContent = 'No rollout.';
       this.details.hidden = true;
-      this.form.hidden = true;
+      this.showActions([]);
       return;
     }
     const live = status === 'running' || status === 'paused';
@@ -66,7 +72,15 @@ export class RolloutPanel {
     ];
     this.details.replaceChildren(...rows.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, String(v))]));
     this.details.hidden = false;
-    this.form.hidden = !live && status !== 'watching';
+    this.showActions(Object.hasOwn(ACTIONS, status) ? ACTIONS[status] : []);
+  }
+
+  /** Shows the form with these actions' buttons only; hides it without any. @param {readonly string[]} actions */
+  showActions(actions) {
+    this.form.hidden = actions.length === 0;
+    for (const button of this.form.querySelectorAll('button[data-action]')) {
+      button.hidden = !actions.includes(button.getAttribute('data-action') ?? '');
+    }
   }
 
   /** @param {string} action pause, resume, promote or abort */

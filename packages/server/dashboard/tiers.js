@@ -14,15 +14,17 @@ export class TiersPanel {
 
   /**
    * Redraws the table from one stats snapshot.
-   * @param {{ resources?: { resource: string, boosted?: number, tiers?: { tier: string, allowed: number, denied: number, boosted: number }[] }[] }} snapshot
+   * @param {{ resources?: { resource: string, boosted?: number, tiers?: { tier: string, allowed: number, denied: number, boosted: number, shadowDenied?: number }[] }[] }} snapshot
    */
   render(snapshot) {
     const rows = [];
     for (const r of snapshot.resources ?? []) {
       const tiers = r.tiers ?? [];
-      for (const t of tiers) rows.push(row(r.resource, t.tier, t.allowed, t.denied, t.boosted));
+      for (const t of tiers) rows.push(row(r.resource, t.tier, t.allowed, t.denied, t.boosted, t.shadowDenied ?? 0));
       // A boost pool on the core/normal tiers: no per-tier figures, only the boosts.
-      if (tiers.length === 0 && (r.boosted ?? 0) > 0) rows.push(row(r.resource, '—', undefined, undefined, r.boosted ?? 0));
+      if (tiers.length === 0 && (r.boosted ?? 0) > 0) {
+        rows.push(row(r.resource, '—', undefined, undefined, r.boosted ?? 0, undefined));
+      }
     }
     this.body.replaceChildren(...rows);
     this.section.hidden = rows.length === 0;
@@ -32,8 +34,9 @@ export class TiersPanel {
 /**
  * @param {string} resource @param {string} tier
  * @param {number | undefined} allowed @param {number | undefined} denied @param {number} boosted
+ * @param {number | undefined} shadowDenied of `allowed`, admitted only because the resource is in shadow mode
  */
-function row(resource, tier, allowed, denied, boosted) {
+function row(resource, tier, allowed, denied, boosted, shadowDenied) {
   const cell = (cls, v) => el('td', { class: cls }, v === undefined ? '—' : String(v));
   return el(
     'tr',
@@ -43,5 +46,6 @@ function row(resource, tier, allowed, denied, boosted) {
     cell('allowed', allowed),
     cell('boosted', boosted),
     cell('denied', denied),
+    cell('shadow-denied', shadowDenied),
   );
 }

@@ -5,8 +5,8 @@ import {
   createPrometheusObserver,
   promMetrics,
   registerBuildInfo,
+  SeriesHistogram,
   type HistogramSeries,
-  type SeriesHistogram,
 } from '@sluice/core/metrics';
 import { OVERRIDE_RESOURCE_PREFIX } from '@sluice/rules';
 import { Registry, collectDefaultMetrics, type Counter, type Gauge } from 'prom-client';
@@ -89,6 +89,11 @@ export class ServerMetrics {
   readonly clockSkew: ClockSkewObserver;
   readonly #hotMitigated: Gauge<'resource' | 'action'>;
   readonly #hotMitigations: Counter<'resource' | 'action'>;
+  /**
+   * `sluice_decision_duration_seconds` (the core observer's), whose bucket counts every resource
+   * and source together give the p99 of decision latency over a window (`LatencyWindow`).
+   */
+  readonly decisionDurations: SeriesHistogram;
 
   constructor() {
     const m = promMetrics({ registry: this.registry });
@@ -200,6 +205,9 @@ export class ServerMetrics {
     });
     // The server's own version is the build's: the core's would be a second series.
     const core = createPrometheusObserver({ registry: this.registry, buildInfo: false });
+    const durations = this.registry.getSingleMetric('sluice_decision_duration_seconds');
+    if (!(durations instanceof SeriesHistogram)) throw new Error('sluice_decision_duration_seconds is not a SeriesHistogram');
+    this.decisionDurations = durations;
     this.observer = {
       decided: (e) => {
         const resource = e.resource.startsWith(OVERRIDE_RESOURCE_PREFIX) ? OVERRIDES : e.resource;

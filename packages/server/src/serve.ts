@@ -12,6 +12,7 @@ import { OverrideTable } from './envoy/overrides.js';
 import { LiveRules } from './live-rules.js';
 import { readServerOtel, startServerOtel } from './otel.js';
 import { ServerMetrics } from './metrics.js';
+import { LatencyWindow } from './stats/latency.js';
 import { buildHttpApp } from './http/app.js';
 import { FairTurns } from './fair-turns.js';
 import { bindGrpc, buildGrpcServer, shutdownGrpc, type GrpcListener } from './grpc/server.js';
@@ -314,6 +315,9 @@ export async function startServer(settings: Settings, options: StartOptions = {}
           : 'degraded';
     return { ready, status, checks };
   };
+  // The p99 of decision latency over the last minute, for the health of /v1/stats: the decision
+  // histogram's counts are read once a second, never per decision.
+  const latency = new LatencyWindow(metrics.decisionDurations).start();
   const app = buildHttpApp({
     ...(tls === undefined ? {} : { tls }),
     settings,
@@ -326,6 +330,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     readiness,
     closing: () => closing,
     adaptive: () => adaptive.status(),
+    decisionLatency: () => latency.p99(),
     dashboard: settings.dashboard,
     turns,
     ...(otel?.tracing === undefined ? {} : { tracing: otel.tracing }),
@@ -365,6 +370,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   } catch (err) {
     await shutdownGrpc(grpcServer, 0);
     await app.close();
+    latency.close();
     await rollout?.close();
     await cleanup();
     throw err;
@@ -475,6 +481,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
       const cut = first === 'grace' ? setTimeout(() => app.server.closeAllConnections(), 1000) : undefined;
       await drained;
       clearTimeout(cut);
+      latency.close();
       stopWatch?.();
       await adaptive.close();
       await clock.monitor?.close();

@@ -53,7 +53,8 @@ describe('adaptive limits on the dashboard (embedded store, headless Chromium)',
   it('lists each adaptive limit with its bounds, and shows it move under load', async () => {
     await page.goto(`${server.url}/dashboard`);
     await page.waitForSelector('#adaptive-panel:not([hidden])', WAIT);
-    expect(await rows(page)).toEqual([['api:pay', 'demand', '10', '5–100', '—']]);
+    // Limit and bounds are calls per the window beside them.
+    expect(await rows(page)).toEqual([['api:pay', 'demand', '10', '5–100', '1 s', '—']]);
 
     let sending = true;
     const traffic = (async () => {
@@ -78,7 +79,7 @@ describe('adaptive limits on the dashboard (embedded store, headless Chromium)',
     }
     const [row] = await rows(page);
     expect(Number(row![2])).toBeGreaterThanOrEqual(12);
-    expect(row![4]).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/);
+    expect(row![5]).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/);
     const stats = await call(server.url, '/v1/stats');
     expect(stats.json.adaptive[0]).toMatchObject({ resource: 'api:pay', deciding: true });
   });

@@ -120,6 +120,8 @@ describe('the web dashboard in headless Chromium', () => {
     expect(await figure(page, 'api', 'limit-rate')).toBe(5);
     // Shadow mode never denies: its would-be denials are allowed and shown apart.
     expect(await figure(page, 'shadowed', 'peak-denied')).toBe(0);
+    expect(await figure(page, 'shadowed', 'peak-shadow')).toBeGreaterThan(0);
+    expect(await figure(page, 'api', 'peak-shadow')).toBe(0);
     // A name with the characters resource names may have is shown exactly.
     const names = await page.$$eval('article.resource h3', (hs) => hs.map((h) => h.textContent));
     expect(names).toEqual(expect.arrayContaining(['api', 'shadowed', 'odd/name@x']));

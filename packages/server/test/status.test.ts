@@ -1,7 +1,8 @@
 /**
  * `sluice status` and the `health` of `GET /v1/stats` against a real `sluice serve` on a Redis
  * of the test's own: the health line first (the store, and while it is away the policy that
- * answers; the fallback's decisions; the clients seen), shadow-mode denials beside the denials,
+ * answers; the fallback's decisions; the clients seen; the p99 decision latency of the last
+ * minute), shadow-mode denials beside the denials,
  * and every column named with its unit and period. Needs `redis-server` on PATH and the built
  * CLI (`npm run build`).
  */
@@ -65,6 +66,10 @@ describe('sluice status against a running server', () => {
       clientsSeen: 2,
     });
     expect(stats.json.health.unreachableForMs).toBeUndefined();
+    // The decisions just made are in the last minute's p99 (seconds, finite, not zero).
+    expect(stats.json.health.decisionP99WindowSeconds).toBe(60);
+    expect(stats.json.health.decisionP99Seconds).toBeGreaterThan(0);
+    expect(stats.json.health.decisionP99Seconds).toBeLessThan(60);
 
     const r = await runCli(['status', '--once', '--interval', '200', '--server', own.server.url]);
     expect(r.code, r.stderr).toBe(0);
@@ -73,7 +78,7 @@ describe('sluice status against a running server', () => {
     expect(lines[1]).toMatch(
       new RegExp(
         `^store redis at 127\\.0\\.0\\.1:${own.redis.port}: reachable  \\|  fallback decisions since start: 0  \\|  ` +
-          'clients seen \\(last minute\\): 2  \\|  p99 decision latency: (not measured|[\\d.]+ m?s)$',
+          'live clients: 2  \\|  p99 decision latency \\(last 60 s\\): [\\d.]+ m?s$',
       ),
     );
     const rows = rowsOf(r.stdout);
@@ -111,7 +116,7 @@ describe('sluice status against a running server', () => {
       expect(line).toMatch(
         new RegExp(
           `^store redis at 127\\.0\\.0\\.1:${own.redis.port}: UNREACHABLE for \\d+(\\.\\d)? m?s \\(.+\\), deciding by the 'local' policy  \\|  ` +
-            'fallback decisions since start: \\d+  \\|  clients seen \\(last minute\\): \\d+  \\|  p99 decision latency: (not measured|[\\d.]+ m?s)$',
+            'fallback decisions since start: \\d+  \\|  live clients: \\d+  \\|  p99 decision latency \\(last 60 s\\): [\\d.]+ m?s$',
         ),
       );
       expect(Number(/fallback decisions since start: (\d+)/.exec(line)![1])).toBeGreaterThanOrEqual(health.fallbackDecisions);

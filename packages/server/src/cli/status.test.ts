@@ -63,10 +63,11 @@ describe('status view', () => {
       fallbackDecisions: 0,
       clientsSeen: 3,
       decisionP99Seconds: 0.00123,
+      decisionP99WindowSeconds: 60,
     };
     const line = (h: HealthView) => renderStatus('http://x', prev, { ...cur, health: h }, 2).split('\n')[1];
     expect(line(health)).toBe(
-      'store redis at 10.0.0.5:6379: reachable  |  fallback decisions since start: 0  |  clients seen (last minute): 3  |  p99 decision latency: 1.2 ms',
+      'store redis at 10.0.0.5:6379: reachable  |  fallback decisions since start: 0  |  live clients: 3  |  p99 decision latency (last 60 s): 1.2 ms',
     );
     const { decisionP99Seconds: _, ...unmeasured } = health;
     expect(
@@ -79,8 +80,11 @@ describe('status view', () => {
       }),
     ).toBe(
       "store redis at 10.0.0.5:6379: UNREACHABLE for 3.2 s (ECONNREFUSED 10.0.0.5:6379), deciding by the 'local' policy ('closed' for api:pay)" +
-        '  |  fallback decisions since start: 427  |  clients seen (last minute): 3  |  p99 decision latency: not measured',
+        '  |  fallback decisions since start: 427  |  live clients: 3  |  p99 decision latency (last 60 s): no decisions',
     );
+    // A server that does not measure it sends neither the p99 nor its window.
+    const { decisionP99WindowSeconds: __, ...older } = unmeasured;
+    expect(line(older)).toMatch(/ {2}\| {2}p99 decision latency: not measured$/);
     expect(healthSummary({ ...health, reachable: false }).state).toBe('degraded');
     expect(healthSummary(health).state).toBe('ok');
     expect(healthSummary(undefined).state).toBe('unknown');
@@ -94,16 +98,29 @@ describe('status view', () => {
         min: 50,
         max: 500,
         limit: 120,
+        windowMs: 1000,
         lastMoveAt: '2026-12-01T10:00:00.000Z',
         deciding: true,
       },
-      { resource: 'db:orders', policy: 'aimd', min: 10, max: 90, limit: 40, deciding: false },
+      { resource: 'db:orders', policy: 'aimd', min: 10, max: 90, limit: 40, windowMs: 60_000, deciding: false },
+      // The store did not say when it last moved (it is away): unknown, not "never".
+      {
+        resource: 'db:users',
+        policy: 'aimd',
+        min: 10,
+        max: 90,
+        limit: 40,
+        windowMs: 500,
+        lastMoveUnknown: true,
+        deciding: false,
+      },
     ] as const;
     const lines = renderStatus('http://x', prev, { ...cur, adaptive }, 2).split('\n');
-    expect(lines.slice(-3)).toEqual([
-      'ADAPTIVE   POLICY  LIMIT  MIN  MAX                 LAST MOVE',
-      'api:pay    demand    120   50  500  2026-12-01T10:00:00.000Z',
-      'db:orders  aimd       40   10   90                         -',
+    expect(lines.slice(-4)).toEqual([
+      'ADAPTIVE   POLICY  LIMIT  MIN  MAX  WINDOW                 LAST MOVE',
+      'api:pay    demand    120   50  500      1s  2026-12-01T10:00:00.000Z',
+      'db:orders  aimd       40   10   90     60s                         -',
+      'db:users   aimd       40   10   90    0.5s                         ?',
     ]);
     expect(renderStatus('http://x', prev, cur, 2)).not.toContain('ADAPTIVE');
   });

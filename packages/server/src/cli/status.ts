@@ -144,13 +144,25 @@ export function renderStatus(
   ].join('\n');
 }
 
-/** The adaptive limits, under the resources: what each is now, its bounds and its last move. */
+/**
+ * The adaptive limits, under the resources: what each is now and its bounds (calls per the
+ * window beside them), and its last move (`?` while the store cannot say).
+ */
 function adaptiveLines(cur: StatsSnapshot): string[] {
   const rows = cur.adaptive ?? [];
   if (rows.length === 0) return [];
   const table = [
-    ['ADAPTIVE', 'POLICY', 'LIMIT', 'MIN', 'MAX', 'LAST MOVE'],
-    ...rows.map((a) => [a.resource, a.policy, String(a.limit), String(a.min), String(a.max), a.lastMoveAt ?? '-']),
+    ['ADAPTIVE', 'POLICY', 'LIMIT', 'MIN', 'MAX', 'WINDOW', 'LAST MOVE'],
+    ...rows.map((a) => [
+      a.resource,
+      a.policy,
+      String(a.limit),
+      String(a.min),
+      String(a.max),
+      // Servers before the field answer none.
+      typeof a.windowMs === 'number' ? `${a.windowMs / 1000}s` : '?',
+      a.lastMoveAt ?? (a.lastMoveUnknown === true ? '?' : '-'),
+    ]),
   ];
   const widths = table[0]!.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
   return ['', ...table.map((row) => row.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  '))];

@@ -28,9 +28,11 @@ export const DASHBOARD_FILES: Readonly<Record<string, { readonly path: string; r
   'style.css': { path: 'dashboard/style.css', type: 'text/css; charset=utf-8' },
   'favicon.svg': { path: 'dashboard/favicon.svg', type: 'image/svg+xml' },
   'breakers.js': { path: 'dashboard/breakers.js', type: 'text/javascript; charset=utf-8' },
+  'health.js': { path: 'dashboard/health.js', type: 'text/javascript; charset=utf-8' },
   'lib/rates.js': { path: 'dist/stats/rates.js', type: 'text/javascript; charset=utf-8' },
   'lib/diff-lines.js': { path: 'dist/dashboard/diff-lines.js', type: 'text/javascript; charset=utf-8' },
   'lib/clock.js': { path: 'dist/stats/clock.js', type: 'text/javascript; charset=utf-8' },
+  'lib/health.js': { path: 'dist/stats/health.js', type: 'text/javascript; charset=utf-8' },
 });
 
 /**

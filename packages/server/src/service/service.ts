@@ -116,7 +116,7 @@ export const MAX_LISTED_RESOURCES = 10_000;
 export class RateLimitService {
   readonly #limiter: Limiter;
   readonly #rules: LiveRules;
-  /** Distinct remote clients seen recently, for their fair shares while the service is away. */
+  /** Live remote clients, for their fair shares while the service is away. */
   readonly clients: ClientCounter;
   readonly #cohortOf: CohortOf | undefined;
   readonly #rollout: RolloutRouting;

@@ -26,22 +26,32 @@ export interface HealthView {
   readonly reason?: string;
   /** Decisions made by the store-failure policies since the server started. */
   readonly fallbackDecisions: number;
-  /** Distinct remote clients (their `sluice-client-id`) seen in the last minute. */
+  /** Live remote clients (by `sluice-client-id`; see ClientCounter). */
   readonly clientsSeen: number;
-  /** The 99th percentile of decision latency, in seconds; absent while not measured. */
+  /**
+   * The 99th percentile of decision latency over the last {@link decisionP99WindowSeconds}, in
+   * seconds; absent when no decision was made in that window (or the server does not measure it).
+   */
   readonly decisionP99Seconds?: number;
+  /** The window the p99 is over, in seconds (60); absent when the server does not measure it. */
+  readonly decisionP99WindowSeconds?: number;
 }
 
-/** Where the p99 of decision latency comes from (the server's decision-duration histogram). */
-export type DecisionLatency = () => { readonly p99Seconds: number } | undefined;
+/**
+ * Where the p99 of decision latency comes from (the server's decision-duration histogram over a
+ * recent window): the window, and the p99 when a decision was made in it.
+ */
+export type DecisionLatency = () => { readonly windowSeconds: number; readonly p99Seconds?: number } | undefined;
 
 /** The health view of `store` with the server's own figures. */
 export function healthView(store: StoreHealth, clientsSeen: number, latency?: DecisionLatency): HealthView {
-  const p99 = latency?.()?.p99Seconds;
+  const measured = latency?.();
+  const p99 = measured?.p99Seconds;
   return {
     ...store,
     clientsSeen,
     ...(p99 === undefined || !Number.isFinite(p99) ? {} : { decisionP99Seconds: p99 }),
+    ...(measured === undefined ? {} : { decisionP99WindowSeconds: measured.windowSeconds }),
   };
 }
 
@@ -50,6 +60,17 @@ export interface HealthSummary {
   readonly text: string;
   /** `ok` while the store answers, `degraded` while the policies decide, `unknown` without a report. */
   readonly state: 'ok' | 'degraded' | 'unknown';
+}
+
+/** One figure of the health: what it is (with its period) and its value, as the dashboard's strip shows it. */
+export interface HealthFigure {
+  /** Which figure: stable, for the page's elements. */
+  readonly name: 'store' | 'fallback' | 'clients' | 'latency';
+  /** What the figure is, with its period (`live clients`). */
+  readonly label: string;
+  readonly value: string;
+  /** `degraded` for the store while it is away. */
+  readonly state: 'ok' | 'degraded';
 }
 
 /** A duration for people: ms below a second, then seconds. */
@@ -63,24 +84,53 @@ function latency(ms: number): string {
 }
 
 /**
+ * The health's figures, each labelled with its period: the store (reachable, or UNREACHABLE for
+ * how long, why, and the policy answering), the fallback's decisions since start, the clients
+ * seen in the last minute, and the p99 decision latency over its window (`no decisions` when
+ * none was made in it, `not measured` from a server that does not measure it).
+ */
+export function healthFigures(view: HealthView): HealthFigure[] {
+  const at = view.address === undefined ? '' : ` at ${view.address}`;
+  const store: HealthFigure = view.reachable
+    ? { name: 'store', label: `store ${view.store}${at}`, value: 'reachable', state: 'ok' }
+    : {
+        name: 'store',
+        label: `store ${view.store}${at}`,
+        value:
+          `UNREACHABLE${view.unreachableForMs === undefined ? '' : ` for ${duration(view.unreachableForMs)}`}` +
+          `${view.reason === undefined ? '' : ` (${view.reason})`}, deciding by ${view.policies}`,
+        state: 'degraded',
+      };
+  const window = view.decisionP99WindowSeconds;
+  const p99 =
+    view.decisionP99Seconds !== undefined
+      ? latency(view.decisionP99Seconds * 1000)
+      : window === undefined
+        ? 'not measured'
+        : 'no decisions';
+  return [
+    store,
+    { name: 'fallback', label: 'fallback decisions since start', value: String(view.fallbackDecisions), state: 'ok' },
+    { name: 'clients', label: 'live clients', value: String(view.clientsSeen), state: 'ok' },
+    {
+      name: 'latency',
+      label: `p99 decision latency${window === undefined ? '' : ` (last ${window} s)`}`,
+      value: p99,
+      state: 'ok',
+    },
+  ];
+}
+
+/**
  * The health in one line, each figure labelled with its period, e.g. `store redis at
- * 10.0.0.5:6379: reachable  |  fallback decisions since start: 0  |  clients seen (last minute):
- * 3  |  p99 decision latency: 1.2 ms`. While the store is away the line says since when, why, and
- * the policy answering.
+ * 10.0.0.5:6379: reachable  |  fallback decisions since start: 0  |  live clients:
+ * 3  |  p99 decision latency (last 60 s): 1.2 ms`. While the store is away the line says since
+ * when, why, and the policy answering.
  */
 export function healthSummary(view: HealthView | undefined): HealthSummary {
   if (view === undefined) return { text: 'health: not reported by this server', state: 'unknown' };
-  const at = view.address === undefined ? '' : ` at ${view.address}`;
-  const store = view.reachable
-    ? `store ${view.store}${at}: reachable`
-    : `store ${view.store}${at}: UNREACHABLE${view.unreachableForMs === undefined ? '' : ` for ${duration(view.unreachableForMs)}`}` +
-      `${view.reason === undefined ? '' : ` (${view.reason})`}, deciding by ${view.policies}`;
-  const p99 = view.decisionP99Seconds === undefined ? 'not measured' : latency(view.decisionP99Seconds * 1000);
-  const text = [
-    store,
-    `fallback decisions since start: ${view.fallbackDecisions}`,
-    `clients seen (last minute): ${view.clientsSeen}`,
-    `p99 decision latency: ${p99}`,
-  ].join('  |  ');
+  const text = healthFigures(view)
+    .map((f) => `${f.label}: ${f.value}`)
+    .join('  |  ');
   return { text, state: view.reachable ? 'ok' : 'degraded' };
 }

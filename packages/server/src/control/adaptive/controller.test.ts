@@ -73,6 +73,24 @@ describe('AdaptiveController', () => {
     expect((await b.status())[0]).toMatchObject({ deciding: false });
   });
 
+  it('answers its status while the store is away, the last move unknown', async () => {
+    const { demand, make } = await setup();
+    const a = make('a');
+    demand.lastMove = () => Promise.reject(new Error('connection is closed'));
+    expect(await a.status()).toEqual([
+      {
+        resource: 'api:x',
+        policy: 'demand',
+        min: 50,
+        max: 500,
+        limit: 100,
+        windowMs: 1000,
+        lastMoveUnknown: true,
+        deciding: false,
+      },
+    ]);
+  });
+
   it('holds every limit while told to (a rollout under way)', async () => {
     const { versions, make } = await setup(true);
     await make('a').tick();

@@ -53,8 +53,12 @@ export interface AdaptiveStatus {
   readonly max: number;
   /** The moved limit's value in the active version. */
   readonly limit: number;
+  /** The window the limit (and `min`, `max`) counts calls over, in ms. */
+  readonly windowMs: number;
   /** When it last moved (ISO 8601), if the store remembers. */
   readonly lastMoveAt?: string;
+  /** Set when the store did not answer when asked for the last move (it is away): not known, not "never". */
+  readonly lastMoveUnknown?: true;
   /** True while this server is the resource's decider. */
   readonly deciding: boolean;
 }
@@ -178,15 +182,25 @@ export class AdaptiveController {
     const out: AdaptiveStatus[] = [];
     for (const rule of Object.values(v.ruleSet.adaptive)) {
       const limits = v.ruleSet.resources[rule.resource]?.limits ?? [];
-      const limit = limits[adaptiveLimitIndex(limits, rule.limit)]?.limit ?? 0;
-      const at = await this.#o.demand.lastMove(rule.resource);
+      const moved = limits[adaptiveLimitIndex(limits, rule.limit)];
+      const limit = moved?.limit ?? 0;
+      // A store that is away leaves the last move unknown: the rest of the status still answers.
+      let at: number | undefined;
+      let unknown = false;
+      try {
+        at = await this.#o.demand.lastMove(rule.resource);
+      } catch {
+        unknown = true;
+      }
       out.push({
         resource: rule.resource,
         policy: rule.policy,
         min: rule.min,
         max: rule.max,
         limit,
+        windowMs: moved?.windowMs ?? 1000,
         ...(at === undefined ? {} : { lastMoveAt: new Date(at).toISOString() }),
+        ...(unknown ? { lastMoveUnknown: true as const } : {}),
         deciding: this.#deciding.has(rule.resource),
       });
     }
