@@ -90,6 +90,7 @@ export function limiterParts(options: LimiterOptions): LimiterParts {
   const logger = options.logger;
   const failover = new Failover(store, clock, {
     policy: () => resources.policies(),
+    usesLocal: () => resources.usesLocal(),
     ...(logger === undefined ? {} : { logger }),
     ...options.failover,
     onSwitch: (e) => {

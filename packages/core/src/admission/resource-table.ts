@@ -93,6 +93,13 @@ export class ResourceTable {
   }
 
   /** The store-failure policies in force, for the failover's log lines (see {@link describePolicies}). */
+  /** Whether any resource answers by `local` while the store is away (with none yet: the default). */
+  usesLocal(): boolean {
+    if (this.#resources.size === 0) return this.#parts.onStoreFailure === 'local';
+    for (const r of this.#resources.values()) if (r.onStoreFailure === 'local') return true;
+    return false;
+  }
+
   policies(): string {
     const each = [...this.#resources.values()].map((r) => [r.name, r.onStoreFailure] as const);
     return describePolicies(this.#parts.onStoreFailure, each);

@@ -53,6 +53,11 @@ export interface FailoverOptions {
    */
   maxPeers?: number;
   /**
+   * Whether any call may be answered by the `local` policy (the switch line then says what its
+   * share is while the live count is unknown). @default true
+   */
+  usesLocal?: () => boolean;
+  /**
    * Consecutive timed-out calls that switch to the fallback (calls in flight together count
    * once). Each timed-out call is answered by its policy either way; this only decides when to
    * stop asking the store. Connection loss switches at once.
@@ -143,6 +148,7 @@ export class Failover {
   readonly #fallback: MemoryStore;
   readonly #peers: PeerCount;
   readonly #maxPeers: number | undefined;
+  readonly #usesLocal: (() => boolean) | undefined;
   readonly #health: FailoverMachine;
   readonly #ownHealth: boolean;
   readonly #unwatch: (() => void) | undefined;
@@ -162,6 +168,7 @@ export class Failover {
       throw invalid(ErrorCodes.INVALID_OPTIONS, 'failover.peers', 'must be an integer >= 1 or a PeerCount');
     }
     this.#peers = typeof peers === 'number' ? { count: peers } : peers;
+    this.#usesLocal = options.usesLocal;
     this.#maxPeers =
       options.maxPeers === undefined ? undefined : intOption(options.maxPeers, 'failover.maxPeers', undefined, 1, 1_000_000);
     this.#ownHealth = options.health === undefined;
@@ -383,7 +390,7 @@ export class Failover {
    * `limit / maxPeers`, or nothing (it denies) without `maxPeers`. Empty while the count is known.
    */
   #shareNote(): string {
-    if (this.#peers.known !== false) return '';
+    if (this.#peers.known !== false || this.#usesLocal?.() === false) return '';
     return this.#maxPeers === undefined
       ? " (live process count unknown: 'local' denies until it is read; set failover.maxPeers for a share meanwhile)"
       : ` (live process count unknown: 'local' gives each process 1/${this.#maxPeers} of every limit, failover.maxPeers)`;
