@@ -236,6 +236,11 @@ describe.each(stores)('the client count on an open data plane (%s)', (_name, sto
         expect(r.status).toBe(200);
       }
       expect(await clients()).toBe(2);
+      // A remote client's rule poll names its heartbeat: that poll is what keeps it counted.
+      await fetch(new URL('/v1/resources', server.url), {
+        headers: { ...withId('poller'), 'sluice-client-heartbeat-ms': '1000' },
+      });
+      expect(await clients()).toBe(3);
     } finally {
       await server.stop();
       tmp.remove();

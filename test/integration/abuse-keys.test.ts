@@ -207,9 +207,8 @@ function resourcesOf(salt: string): Record<string, ResourceConfig> {
 /** Pieces that mean something to some encoding, and surrogate edge cases (pairs only: lone ones are refused). */
 const PIECES = ['@', '#', '%', '|', '{', '}', '\u0000', 'a', '0', '\ufffd', '\ud83d\ude00'];
 const TENANTS = ['a', '0', '@', '%', '#0', '\ufffd', '{a}'];
-/** Keys shaped like another kind's name: a tenant's, a split share's, normal traffic's pre-filter entry's. */
+/** Keys shaped like another kind's name: a tenant's, a split share's, normal traffic's pre-filter entry's (an empty key is refused: no state to share). */
 const LOOKALIKES = [
-  '',
   'a',
   '0',
   '#0',
@@ -228,7 +227,7 @@ const tuple: fc.Arbitrary<Tuple> = fc.record({
   r: fc.constantFrom('a', 's', 'p'),
   key: fc.oneof(
     fc.constantFrom(...LOOKALIKES),
-    fc.array(fc.constantFrom(...PIECES), { maxLength: 4 }).map((p) => p.join('')),
+    fc.array(fc.constantFrom(...PIECES), { minLength: 1, maxLength: 4 }).map((p) => p.join('')),
   ),
   tenant: fc.option(fc.constantFrom(...TENANTS), { nil: undefined }),
   priority: fc.constantFrom('core', 'normal'),

@@ -198,7 +198,7 @@ describe('store-failure defaults', () => {
       error: { code: 'SLUICE_ERR_STORE_UNAVAILABLE', cause: expect.stringMatching(/^ECONNREFUSED 127\.0\.0\.1:\d+$/) },
     });
     expect(entry.msg).toMatch(
-      /^store redis at 127\.0\.0\.1:\d+ unreachable \(ECONNREFUSED 127\.0\.0\.1:\d+\): deciding by the 'local' policy until it answers$/,
+      /^store redis at 127\.0\.0\.1:\d+ unreachable \(ECONNREFUSED 127\.0\.0\.1:\d+\): deciding by the 'local' policy \(live process count unknown: 'local' denies until it is read; set failover\.maxPeers for a share meanwhile\) until it answers$/,
     );
   });
 });

@@ -36,17 +36,30 @@ describe('rule files as the source of truth (--rules-mode files)', () => {
   it('makes a new version only when the content differs, naming the files and the hash', async () => {
     const { file, store } = setUp();
     const s = store();
-    expect(await followRuleFiles(s, [file], logger)).toEqual({ outcome: 'applied', version: 1 });
-    expect(await followRuleFiles(s, [file], logger)).toEqual({ outcome: 'unchanged', version: 1 });
+    expect(await followRuleFiles(s, [file], logger)).toMatchObject({ outcome: 'applied', version: 1 });
+    expect(await followRuleFiles(s, [file], logger)).toMatchObject({ outcome: 'unchanged', version: 1 });
     // Formatting alone is not a change: the compiled content is compared.
     writeFileSync(file, `# a comment\n${rules(10)}`);
-    expect(await followRuleFiles(s, [file], logger)).toEqual({ outcome: 'unchanged', version: 1 });
+    expect(await followRuleFiles(s, [file], logger)).toMatchObject({ outcome: 'unchanged', version: 1 });
     writeFileSync(file, rules(20));
-    expect(await followRuleFiles(s, [file], logger)).toEqual({ outcome: 'applied', version: 2 });
+    expect(await followRuleFiles(s, [file], logger)).toMatchObject({ outcome: 'applied', version: 2 });
     const [latest] = await s.history();
     expect(latest!.author).toMatch(/^rule files: rules-\d+\.yaml$/);
     expect(latest!.reason).toContain(latest!.hash.slice(0, 16));
     expect((await s.diff(1, 2)).text).toContain('limit: 20');
+  });
+
+  it('leaves an admin change alone while the files hold what was last followed', async () => {
+    const { file, store } = setUp();
+    const s = store();
+    const first = await followRuleFiles(s, [file], logger);
+    await s.apply(rules(99), { author: 'ops', reason: 'by hand' });
+    // The same content seen again (a write noticed twice): the admin change stands.
+    expect(await followRuleFiles(s, [file], logger, first.hash)).toEqual({ outcome: 'same-files', hash: first.hash });
+    expect((await s.current())!.version).toBe(2);
+    // New content wins.
+    writeFileSync(file, rules(30));
+    expect(await followRuleFiles(s, [file], logger, first.hash)).toMatchObject({ outcome: 'applied', version: 3 });
   });
 
   it('wins over a change made through the admin API, keeping it in the history', async () => {
@@ -54,7 +67,7 @@ describe('rule files as the source of truth (--rules-mode files)', () => {
     const s = store();
     await followRuleFiles(s, [file], logger);
     await s.apply(rules(99), { author: 'ops', reason: 'by hand' });
-    expect(await followRuleFiles(s, [file], logger)).toEqual({ outcome: 'applied', version: 3 });
+    expect(await followRuleFiles(s, [file], logger)).toMatchObject({ outcome: 'applied', version: 3 });
     expect((await s.current())!.ruleSet.resources['api:x']).toBeDefined();
     expect((await s.history()).map((v) => v.author)).toEqual([
       expect.stringMatching(/^rule files/),

@@ -54,12 +54,14 @@ export async function seedRuleStore(store: RuleStore, files: readonly string[], 
   }
 }
 
-/** What became of the rule files when they were compared with the version in force. */
+/** What became of the rule files when they were compared with the version in force (`hash`: the files' content hash). */
 export type FollowResult =
-  | { readonly outcome: 'unchanged'; readonly version: number }
-  | { readonly outcome: 'applied'; readonly version: number }
+  | { readonly outcome: 'unchanged'; readonly version: number; readonly hash: string }
+  | { readonly outcome: 'applied'; readonly version: number; readonly hash: string }
   /** Another server applied the same content first: its version stands. */
-  | { readonly outcome: 'converged'; readonly version: number };
+  | { readonly outcome: 'converged'; readonly version: number; readonly hash: string }
+  /** The files hold what they held when last followed (`unlessHash`): the store was not read. */
+  | { readonly outcome: 'same-files'; readonly hash: string };
 
 /** How often a server looks again when others keep changing the store under it. */
 const FOLLOW_ATTEMPTS = 5;
@@ -70,14 +72,24 @@ const FOLLOW_ATTEMPTS = 5;
  * hash in its reason. Written with the current version as the expected one, so servers sharing
  * a store and the same files converge on one new version: the first writes it, the others find
  * it in place. Invalid files throw `SLUICE_ERR_INVALID_RULES` and change nothing.
+ *
+ * `unlessHash`: the content hash last followed. Files that still hash to it change nothing, so a
+ * file seen changing twice (a write caught half done, an editor's two steps) does not undo an
+ * admin change made in between: the files win when their content changes, or on SIGHUP.
  */
-export async function followRuleFiles(store: RuleStore, files: readonly string[], logger: Logger): Promise<FollowResult> {
+export async function followRuleFiles(
+  store: RuleStore,
+  files: readonly string[],
+  logger: Logger,
+  unlessHash?: string,
+): Promise<FollowResult> {
   const { text, file } = await seedText(files);
   const hash = compileRules(text, { file }).hash;
+  if (hash === unlessHash) return { outcome: 'same-files', hash };
   let current: RuleVersion | undefined;
   for (let attempt = 0; attempt < FOLLOW_ATTEMPTS; attempt++) {
     current = await store.current();
-    if (current?.hash === hash) return { outcome: attempt === 0 ? 'unchanged' : 'converged', version: current.version };
+    if (current?.hash === hash) return { outcome: attempt === 0 ? 'unchanged' : 'converged', version: current.version, hash };
     try {
       const v = await store.apply(text, {
         author: `rule files: ${files.map((f) => basename(f)).join(', ')}`.slice(0, 256),
@@ -86,7 +98,7 @@ export async function followRuleFiles(store: RuleStore, files: readonly string[]
         expectedVersion: current?.version ?? 0,
       });
       logger.info({ version: v.version, files, hash, previous: current?.version }, 'rule files applied as a new version');
-      return { outcome: 'applied', version: v.version };
+      return { outcome: 'applied', version: v.version, hash };
     } catch (err) {
       // Another server (or the admin API) made a version meanwhile: compare with that one.
       if ((err as { code?: unknown }).code !== 'SLUICE_ERR_RULE_CONFLICT') throw err;

@@ -234,6 +234,8 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   });
   let stopWatch: (() => void) | undefined;
   let closing = false;
+  /** With --rules-mode files: the content hash of the rule files last followed. */
+  let followedHash: string | undefined;
   const cleanup = async () => {
     warnings.close();
     turns.close();
@@ -246,7 +248,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     await otel?.close();
   };
   try {
-    if (settings.rulesMode === 'files') await followRuleFiles(stores.ruleStore, settings.rules, logger);
+    if (settings.rulesMode === 'files') followedHash = (await followRuleFiles(stores.ruleStore, settings.rules, logger)).hash;
     else await seedRuleStore(stores.ruleStore, settings.rules, logger);
     const current = await stores.ruleStore.current();
     // A version found by the watch (from any server) is checked in slices: decisions go on.
@@ -423,8 +425,11 @@ export async function startServer(settings: Settings, options: StartOptions = {}
       if (closing || settings.rules.length === 0) return;
       try {
         if (settings.rulesMode === 'files') {
-          const r = await followRuleFiles(stores.ruleStore, settings.rules, logger);
+          // On SIGHUP the files win whatever they hold; on a change seen on disk, only new content.
+          const r = await followRuleFiles(stores.ruleStore, settings.rules, logger, why === 'SIGHUP' ? undefined : followedHash);
+          followedHash = r.hash;
           if (r.outcome === 'unchanged') logger.info({ version: r.version, why }, 'rule files read again: no change');
+          if (r.outcome === 'same-files') logger.info({ why }, 'rule files read again: content as last followed');
         } else {
           await seedRuleStore(stores.ruleStore, settings.rules, logger);
         }

@@ -286,9 +286,10 @@ export function registerApi(
   app.get('/v1/resources', async (request, reply) => {
     const q = plainQuery.safeParse(request.query ?? {});
     if (!q.success) return sendError(reply, fromZod(q.error), logger);
-    // A remote client's rule poll is its heartbeat: counted as a live client while it polls
-    // (only a data-plane caller's: this route is public).
-    if (dataPlane(request.headers.authorization)) {
+    // A remote client's rule poll is its heartbeat: counted as a live client while it polls.
+    // Only a data-plane caller's that names its heartbeat: this route is public, and the
+    // dashboard and scripts that read it are not clients sharing limits.
+    if (request.headers[CLIENT_HEARTBEAT_HEADER] !== undefined && dataPlane(request.headers.authorization)) {
       service.clients.note(request.headers[CLIENT_ID_HEADER], request.headers[CLIENT_HEARTBEAT_HEADER]);
     }
     const view = service.resources();
