@@ -161,7 +161,9 @@ describe.each([500, 1000])('AdaptiveController, aimd at intervalMs %i', (interva
 
   it('adds while the last whole second was healthy and the limit rejected calls', async () => {
     const { versions } = await round(true);
-    expect(versions.applied).toEqual([expect.objectContaining({ reason: expect.stringMatching(/^db:x 100 -> 105: downstream healthy/) })]);
+    expect(versions.applied).toEqual([
+      expect.objectContaining({ reason: expect.stringMatching(/^db:x 100 -> 105: downstream healthy/) }),
+    ]);
   });
 
   it('reads only the interval it judges from the demand store', async () => {
@@ -171,7 +173,7 @@ describe.each([500, 1000])('AdaptiveController, aimd at intervalMs %i', (interva
 });
 
 describe('judgedIntervals', () => {
-  it('spans a demand rule\'s longest streak', () => {
+  it("spans a demand rule's longest streak", () => {
     const rule = ruleVersion(RULES, 1).ruleSet.adaptive['api:x']!;
     // rejectForMs 2000, idleForMs 30 min by default: 1,801 one-second intervals.
     const [from, to] = judgedIntervals(rule, 10_500);
