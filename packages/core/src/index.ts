@@ -234,7 +234,7 @@ export type {
 export { isOutcomeStore } from './store/store.js';
 export type { CohortTotals, OutcomeStore, OutcomesRequest, OutcomesResult } from './store/store.js';
 export { COHORT_BUCKETS, cohortAt, cohortBucket, type Cohort } from './breakers/cohort.js';
-export { NO_OUTCOMES, type OutcomeReport, type OutcomeSource, type OutcomeTotals } from './breakers/outcomes.js';
+export { NO_OUTCOMES, type OutcomeReport, type OutcomeSource, type OutcomeTotals, type TallyRead } from './breakers/outcomes.js';
 export {
   HotKeys,
   compileHotKeyOptions,

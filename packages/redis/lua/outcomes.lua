@@ -24,6 +24,7 @@ Returns {0, state, retry_after_ms, probe (1 granted)}; state -1 when no breaker 
 ARGV for a read:
   [1]  'read'
   [2]  window_ms (1..600000): the tally's buckets ending at now's
+  [3]  '1' for whole buckets only: the window ends with the bucket before now's (optional, '0')
 Returns {0, calls, failures, slow, duration (a string)}.
 
 Returns {2, message} (ERR_BAD_ARGUMENT) when the arguments are malformed; nothing is applied.
@@ -58,6 +59,11 @@ local function read(keys, argv, now)
     return { 2, 'window_ms out of bounds' }
   end
   local last = math.floor(now / TALLY_BUCKET_MS)
+  if argv[3] == '1' then
+    last = last - 1
+  elseif argv[3] ~= nil and argv[3] ~= '0' then
+    return { 2, 'complete must be 0 or 1' }
+  end
   local span = math.max(1, math.ceil(window / TALLY_BUCKET_MS))
   local calls, failures, slow, duration = 0, 0, 0, 0
   for index = last - span + 1, last do

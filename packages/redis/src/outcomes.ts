@@ -7,6 +7,7 @@ import {
   type OutcomeTotals,
   type OutcomesRequest,
   type OutcomesResult,
+  type TallyRead,
 } from '@sluice/core';
 import { ScriptCodes } from './codes.js';
 import { toStoreError } from './errors.js';
@@ -79,10 +80,10 @@ export function decodeReport(reply: unknown): OutcomesResult {
 }
 
 /** The script call that reads a tally. */
-export function encodeRead(prefix: string, resource: string, windowMs: number, cohort?: string): ScriptCall {
+export function encodeRead(prefix: string, resource: string, windowMs: number, cohort?: string, read?: TallyRead): ScriptCall {
   checkWindow(windowMs);
   const name = outcomeKeys(prefix, resource).tally(cohort === undefined ? undefined : checkCohort(cohort));
-  return { keys: [name], args: ['read', String(windowMs)] };
+  return { keys: [name], args: ['read', String(windowMs), read?.complete === true ? '1' : '0'] };
 }
 
 /** A tally from the script's reply. */

@@ -10,6 +10,7 @@ import {
   type LimitStore,
   type OutcomeStore,
   type OutcomeTotals,
+  type TallyRead,
   type OutcomesRequest,
   type OutcomesResult,
   type PermitRequest,
@@ -247,9 +248,9 @@ export class RedisStore implements LimitStore, OutcomeStore {
   }
 
   /** Tallies of `resource` (or of one cohort) over about the last `windowMs`, fleet-wide. */
-  async outcomeTotals(resource: string, windowMs: number, cohort?: string): Promise<OutcomeTotals> {
+  async outcomeTotals(resource: string, windowMs: number, cohort?: string, read?: TallyRead): Promise<OutcomeTotals> {
     if (this.#closed) throw toStoreError({ kind: 'closed' });
-    const call = encodeRead(this.options.prefix, resource, windowMs, cohort);
+    const call = encodeRead(this.options.prefix, resource, windowMs, cohort, read);
     return decodeRead(await this.#bounded(() => this.#outcomes.run(call)));
   }
 

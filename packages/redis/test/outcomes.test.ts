@@ -38,6 +38,30 @@ describe('RedisStore outcomes', () => {
     expect(await store.outcomeTotals('other', 60_000)).toEqual(totals(0, 0, 0, 0));
   });
 
+  it('reads whole buckets only when asked: the second in progress is left out', async () => {
+    const second = async (): Promise<number> => Math.floor((await store.time()) / 1000);
+    // Retried when Redis' second turns between the report and the read (the case is then moot).
+    let checked = false;
+    for (let attempt = 0; attempt < 10 && !checked; attempt++) {
+      const resource = `whole${attempt}`;
+      const before = await second();
+      await store.outcomes({ resource, totals: totals(3, 3) });
+      const partial = await store.outcomeTotals(resource, 1000);
+      const whole = await store.outcomeTotals(resource, 600_000, undefined, { complete: true });
+      if ((await second()) !== before) continue;
+      expect(partial).toMatchObject({ calls: 3, failures: 3 });
+      expect(whole).toMatchObject({ calls: 0 });
+      // Once the second has ended, a whole-bucket read of 1 s is that second.
+      while ((await second()) === before) await new Promise((r) => setTimeout(r, 50));
+      if ((await second()) !== before + 1) continue;
+      const ended = await store.outcomeTotals(resource, 1000, undefined, { complete: true });
+      if ((await second()) !== before + 1) continue;
+      expect(ended).toMatchObject({ calls: 3, failures: 3 });
+      checked = true;
+    }
+    expect(checked).toBe(true);
+  });
+
   it('judges a fleet breaker as core does: opens, hands out limited probes', async () => {
     const r = 'api:payments';
     expect((await store.outcomes({ resource: r, totals: totals(3, 3), breaker: policy })).breaker?.state).toBe('closed');

@@ -204,7 +204,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     metrics,
     logger,
     // The fleet's reported outcomes, as the store tallies them (read once the limiter exists).
-    outcomes: { outcomeTotals: (resource, windowMs, cohort) => limiter.outcomeTotals(resource, windowMs, cohort) },
+    outcomes: { outcomeTotals: (resource, windowMs, cohort, read) => limiter.outcomeTotals(resource, windowMs, cohort, read) },
     // Limits stay put while a rollout runs or its promoted candidate is watched.
     hold: () => ['running', 'paused', 'watching'].includes(running.rollout?.state?.status ?? ''),
   });
@@ -261,7 +261,9 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   }
 
   // The fleet's reported outcomes as the store tallies them, unless the caller gives its own.
-  const storeOutcomes: OutcomeSource = { outcomeTotals: (r, windowMs, cohort) => limiter.outcomeTotals(r, windowMs, cohort) };
+  const storeOutcomes: OutcomeSource = {
+    outcomeTotals: (r, windowMs, cohort, read) => limiter.outcomeTotals(r, windowMs, cohort, read),
+  };
   const rollout = startRollouts(stores.ruleStore, limiter, rules, metrics, settings, logger, options.outcomes ?? storeOutcomes);
   running.rollout = rollout;
   // Reported outcomes are tallied under the key's rollout cohort too, for the rollout's judge.

@@ -2,7 +2,7 @@ import type { CircuitBreaker } from '../breakers/circuit-breaker.js';
 import type { FleetBreakerPolicy } from '../breakers/fleet-breaker-state.js';
 import type { OutcomeRecorderStats } from '../breakers/outcome-recorder.js';
 import type { OutcomeRecorders } from '../breakers/outcome-recorders.js';
-import type { OutcomeReport, OutcomeTotals } from '../breakers/outcomes.js';
+import type { OutcomeReport, OutcomeTotals, TallyRead } from '../breakers/outcomes.js';
 import type { Failover, StoreHealth } from '../failover/failover.js';
 import type { HotKeyReport, HotKeyTrackers } from '../local/hot-keys.js';
 import type { LeaseCache } from '../local/lease-cache.js';
@@ -195,8 +195,8 @@ export class Limiter implements RateLimiter {
   }
 
   /** Outcome tallies of a resource over the last `windowMs`, from the store (see `OutcomeSource`). */
-  outcomeTotals(resource: string, windowMs: number, cohort?: string): Promise<OutcomeTotals> {
-    return this.#outcomes.totals(resource, windowMs, cohort);
+  outcomeTotals(resource: string, windowMs: number, cohort?: string, read?: TallyRead): Promise<OutcomeTotals> {
+    return this.#outcomes.totals(resource, windowMs, cohort, read);
   }
 
   /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { newFleetBreakerRecord, stepFleetBreaker, type FleetBreakerPolicy } from './fleet-breaker-state.js';
+import { newFleetBreakerRecord, stepFleetBreaker, tallyRange, type FleetBreakerPolicy } from './fleet-breaker-state.js';
 
 const policy: FleetBreakerPolicy = {
   windowMs: 1000,
@@ -57,5 +57,15 @@ describe('stepFleetBreaker', () => {
     stepFleetBreaker(r, policy, 1000, undefined, true);
     expect(stepFleetBreaker(r, policy, 1500, undefined, true)).toEqual({ state: 'half_open', retryAfterMs: 500, probe: false });
     expect(stepFleetBreaker(r, policy, 2000, undefined, true).probe).toBe(true);
+  });
+});
+
+describe('tallyRange', () => {
+  it('ends with the bucket in progress, or with complete the last one that has ended', () => {
+    expect(tallyRange(10_300, 1000)).toEqual([10, 10]);
+    expect(tallyRange(10_300, 1000, true)).toEqual([9, 9]);
+    // Sub-second windows still read one whole bucket; longer ones ceil(window / 1 s) of them.
+    expect(tallyRange(10_300, 500, true)).toEqual([9, 9]);
+    expect(tallyRange(10_300, 2500, true)).toEqual([7, 9]);
   });
 });

@@ -172,9 +172,12 @@ export function addTotals(a: OutcomeTotals, b: OutcomeTotals): OutcomeTotals {
   };
 }
 
-/** The buckets a window of `windowMs` ending at `now` covers: [first, last] bucket numbers. */
-export function tallyRange(now: number, windowMs: number): [number, number] {
-  const last = Math.floor(now / OUTCOME_BUCKET_MS);
+/**
+ * The buckets a window of `windowMs` ending at `now` covers: [first, last] bucket numbers. With
+ * `complete`, the window ends with the last bucket that has ended (the one in progress left out).
+ */
+export function tallyRange(now: number, windowMs: number, complete = false): [number, number] {
+  const last = Math.floor(now / OUTCOME_BUCKET_MS) - (complete ? 1 : 0);
   const span = Math.min(OUTCOME_BUCKETS, Math.max(1, Math.ceil(windowMs / OUTCOME_BUCKET_MS)));
   return [last - span + 1, last];
 }

@@ -4,7 +4,7 @@ import { Degradation, secondsText } from '../shared/degradation.js';
 import { ErrorCodes, SluiceError } from '../shared/errors.js';
 import type { Logger } from '../shared/log.js';
 import { OutcomeRecorder, type OutcomeRecorderStats } from './outcome-recorder.js';
-import type { OutcomeTotals } from './outcomes.js';
+import type { OutcomeTotals, TallyRead } from './outcomes.js';
 import type { CompiledResource } from '../admission/resource.js';
 import { storeCallTimer, timedCall } from '../store/store-calls.js';
 import { isOutcomeStore, type LimitStore, type OutcomeStore, type StoreCall } from '../store/store.js';
@@ -52,8 +52,8 @@ export class OutcomeRecorders {
         ? store
         : {
             outcomes: (request) => timedCall(timer, settings.clock, 'outcomes', () => store.outcomes(request)),
-            outcomeTotals: (resource, windowMs, cohort) =>
-              timedCall(timer, settings.clock, 'outcomeTotals', () => store.outcomeTotals(resource, windowMs, cohort)),
+            outcomeTotals: (resource, windowMs, cohort, read) =>
+              timedCall(timer, settings.clock, 'outcomeTotals', () => store.outcomeTotals(resource, windowMs, cohort, read)),
           };
     if (settings.tallyAll && this.#store === undefined) {
       throw new SluiceError(
@@ -128,13 +128,13 @@ export class OutcomeRecorders {
   }
 
   /** Tallies from the store (see `OutcomeSource`). */
-  totals(resource: string, windowMs: number, cohort?: string): Promise<OutcomeTotals> {
+  totals(resource: string, windowMs: number, cohort?: string, read?: TallyRead): Promise<OutcomeTotals> {
     if (this.#store === undefined) {
       return Promise.reject(
         new SluiceError(ErrorCodes.INVALID_OPTIONS, `the ${this.#s.store.name} store keeps no outcome tallies`),
       );
     }
-    return this.#store.outcomeTotals(resource, windowMs, cohort);
+    return this.#store.outcomeTotals(resource, windowMs, cohort, read);
   }
 
   /** Sends everything pending and stops every recorder. */

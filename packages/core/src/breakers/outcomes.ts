@@ -38,5 +38,15 @@ export const NO_OUTCOMES: OutcomeTotals = Object.freeze({ calls: 0, failures: 0,
  */
 export interface OutcomeSource {
   /** Tallies of `resource` over (about) the last `windowMs`. */
-  outcomeTotals(resource: string, windowMs: number, cohort?: string): Promise<OutcomeTotals>;
+  outcomeTotals(resource: string, windowMs: number, cohort?: string, read?: TallyRead): Promise<OutcomeTotals>;
+}
+
+/** How a window of tallies is read. */
+export interface TallyRead {
+  /**
+   * Only buckets that have ended: the window is the `ceil(windowMs / 1 s)` whole buckets before
+   * the one in progress (at least one). By default the window ends with the bucket in progress,
+   * so its latest part is partial.
+   */
+  readonly complete?: boolean;
 }

@@ -10,7 +10,7 @@ import {
   tallyRange,
   type FleetBreakerRecord,
 } from '../breakers/fleet-breaker-state.js';
-import { NO_OUTCOMES, type OutcomeTotals } from '../breakers/outcomes.js';
+import { NO_OUTCOMES, type OutcomeTotals, type TallyRead } from '../breakers/outcomes.js';
 import type { OutcomesRequest, OutcomesResult } from './store.js';
 
 /** Most (resource, cohort) tallies and breaker records held; the oldest go first past it. */
@@ -93,11 +93,11 @@ export class MemoryOutcomes {
   }
 
   /** The tallies of `resource` (or one cohort) over the window ending at `now`. */
-  totals(resource: string, windowMs: number, now: number, cohort?: string): OutcomeTotals {
+  totals(resource: string, windowMs: number, now: number, cohort?: string, read?: TallyRead): OutcomeTotals {
     checkWindow(windowMs);
     const tally = this.#tallies.get(tallyName(resource, cohort === undefined ? undefined : checkCohort(cohort)));
     if (tally === undefined) return NO_OUTCOMES;
-    const [first, last] = tallyRange(now, windowMs);
+    const [first, last] = tallyRange(now, windowMs, read?.complete === true);
     let sum = NO_OUTCOMES;
     for (const [i, t] of tally) if (i >= first && i <= last) sum = addTotals(sum, t);
     return sum;

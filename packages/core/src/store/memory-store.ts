@@ -26,7 +26,7 @@ import type {
   OutcomesResult,
 } from './store.js';
 import { MemoryOutcomes } from './memory-outcomes.js';
-import type { OutcomeTotals } from '../breakers/outcomes.js';
+import type { OutcomeTotals, TallyRead } from '../breakers/outcomes.js';
 
 /**
  * The expiry a write gives a key: what the operation needs, and no less than a key holding
@@ -272,9 +272,9 @@ export class MemoryStore implements LimitStore, OutcomeStore {
   }
 
   /** Tallies of `resource` (or of one cohort of its keys) over about the last `windowMs`. */
-  async outcomeTotals(resource: string, windowMs: number, cohort?: string): Promise<OutcomeTotals> {
+  async outcomeTotals(resource: string, windowMs: number, cohort?: string, read?: TallyRead): Promise<OutcomeTotals> {
     this.#checkOpen();
-    return this.#outcomes.totals(resource, windowMs, this.#options.clock.now(), cohort);
+    return this.#outcomes.totals(resource, windowMs, this.#options.clock.now(), cohort, read);
   }
 
   async close(): Promise<void> {

@@ -6,6 +6,7 @@ import {
   secondsText,
   type Logger,
   type OutcomeSource,
+  type OutcomeTotals,
 } from '@sluice/core';
 import {
   adaptiveLimitIndex,
@@ -61,6 +62,28 @@ export interface AdaptiveStatus {
   readonly lastMoveUnknown?: true;
   /** True while this server is the resource's decider. */
   readonly deciding: boolean;
+}
+
+/**
+ * The starts (`[from, to]`, ms) of the demand intervals a round reads: for `aimd`, only the last
+ * complete interval (the one it judges); for `demand`, every interval of its longest streak.
+ */
+export function judgedIntervals(rule: AdaptiveRule, now: number): [number, number] {
+  const last = Math.floor(now / rule.intervalMs) * rule.intervalMs - rule.intervalMs;
+  if (rule.policy === 'aimd') return [last, last];
+  const streak = Math.max(rule.demand.rejectForMs, rule.demand.idleForMs);
+  return [last - Math.ceil(streak / rule.intervalMs) * rule.intervalMs, last];
+}
+
+/**
+ * The outcome tallies an `aimd` round judges at `now`: `ms`, read as whole buckets that have
+ * ended (`ceil(ms / 1 s)` of them, at least one, capped at the tallies' retention), which began at
+ * `from` by this clock.
+ */
+export function outcomeWindow(rule: AdaptiveRule, now: number): { ms: number; from: number } {
+  const ms = Math.min(rule.intervalMs, OUTCOME_BUCKETS * OUTCOME_BUCKET_MS);
+  const buckets = Math.max(1, Math.ceil(ms / OUTCOME_BUCKET_MS));
+  return { ms, from: (Math.floor(now / OUTCOME_BUCKET_MS) - buckets) * OUTCOME_BUCKET_MS };
 }
 
 /** What one round of {@link AdaptiveController.tick} shares between resources. */
@@ -142,10 +165,8 @@ export class AdaptiveController {
     const now = this.#now();
     const lastMoveAt = await demand.lastMove(rule.resource);
     const span = Math.max(rule.demand.rejectForMs, rule.demand.idleForMs) + rule.intervalMs;
-    const intervals = await demand.read(rule.resource, rule.intervalMs, now - span, now - rule.intervalMs);
-    // The store keeps outcome tallies for a bounded span: a longer interval is judged on its latest part.
-    const outcomeWindowMs = Math.min(rule.intervalMs, OUTCOME_BUCKETS * OUTCOME_BUCKET_MS);
-    const outcomes = rule.policy === 'aimd' ? await this.#o.outcomes?.outcomeTotals(rule.resource, outcomeWindowMs) : undefined;
+    const intervals = await demand.read(rule.resource, rule.intervalMs, ...judgedIntervals(rule, now));
+    const outcomes = rule.policy === 'aimd' ? await this.#outcomesOf(rule, now, lastMoveAt) : undefined;
     const state = { limit: resource.limits[index]!.limit, ...(lastMoveAt === undefined ? {} : { lastMoveAt }) };
     const move = judgeAdaptive(rule, state, { intervals, ...(outcomes === undefined ? {} : { outcomes }) }, now);
     if (move === undefined) return;
@@ -173,6 +194,19 @@ export class AdaptiveController {
       'adaptive limit moved',
     );
     this.#o.onMove?.(rule.resource, move, applied.version);
+  }
+
+  /**
+   * The reported outcomes an `aimd` round judges: the whole tally buckets (1 s each) of the last
+   * complete interval, at least one, ending with the last bucket that has ended; none when that
+   * window began before the last move (it would mix outcomes of the old limit with the new).
+   */
+  async #outcomesOf(rule: AdaptiveRule, now: number, lastMoveAt: number | undefined): Promise<OutcomeTotals | undefined> {
+    const source = this.#o.outcomes;
+    if (source === undefined) return undefined;
+    const window = outcomeWindow(rule, now);
+    if (lastMoveAt !== undefined && window.from < lastMoveAt) return undefined;
+    return source.outcomeTotals(rule.resource, window.ms, undefined, { complete: true });
   }
 
   /** The adaptive limits of the active version. */
