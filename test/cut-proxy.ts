@@ -1,7 +1,8 @@
 /**
  * A loopback TCP forwarder between a transport and its real server, so a test can make the
  * server "go away" for one client without stopping the shared server: `down()` drops every
- * connection and refuses new ones, `up()` accepts again.
+ * connection and refuses new ones, `up()` accepts again. With `replyDelayMs`, every byte the
+ * server sends reaches the client that much later (in order): a distant or slow server.
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { once } from 'node:events';
@@ -14,11 +15,12 @@ export class CutProxy {
     private readonly targetHost: string,
     private readonly targetPort: number,
     public port: number,
+    private readonly replyDelayMs = 0,
   ) {}
 
   /** Starts forwarding 127.0.0.1:<free port> to `host:port`. */
-  static async start(host: string, port: number): Promise<CutProxy> {
-    const proxy = new CutProxy(host, port, 0);
+  static async start(host: string, port: number, options: { replyDelayMs?: number } = {}): Promise<CutProxy> {
+    const proxy = new CutProxy(host, port, 0, options.replyDelayMs ?? 0);
     await proxy.up();
     return proxy;
   }
@@ -60,6 +62,8 @@ export class CutProxy {
     client.on('error', drop).on('close', drop);
     upstream.on('error', drop).on('close', drop);
     client.pipe(upstream);
-    upstream.pipe(client);
+    if (this.replyDelayMs === 0) upstream.pipe(client);
+    // Timers of one delay fire in the order they were set: the bytes stay in order.
+    else upstream.on('data', (chunk: Buffer) => setTimeout(() => client.destroyed || client.write(chunk), this.replyDelayMs));
   }
 }

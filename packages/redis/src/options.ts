@@ -30,8 +30,9 @@ export interface RedisStoreOptions {
    * Past it the call fails with `SLUICE_ERR_STORE_TIMEOUT` (reply late) or
    * `SLUICE_ERR_STORE_UNAVAILABLE` (never connected), and the limiter's store-failure policy
    * answers that call.
-   * @default adaptive: 3 x the p99.9 of the last 1000 replies, between `minCommandTimeoutMs`
-   * and `maxCommandTimeoutMs`, doubled after each timeout until a reply comes in time
+   * @default adaptive: `maxCommandTimeoutMs` until the first reply, then 3 x the p99.9 of the
+   * last 1000 replies, between `minCommandTimeoutMs` and `maxCommandTimeoutMs`, doubled after
+   * each timeout until a reply comes in time
    */
   commandTimeoutMs?: number;
   /**
@@ -40,7 +41,8 @@ export interface RedisStoreOptions {
    */
   minCommandTimeoutMs?: number;
   /**
-   * Cap of the adaptive command timeout, in ms: the longest a call waits for a slow Redis.
+   * Cap of the adaptive command timeout, in ms: the longest a call waits for a slow Redis, and
+   * the timeout of the calls before the first reply (connecting and loading the program).
    * @default 1000
    */
   maxCommandTimeoutMs?: number;

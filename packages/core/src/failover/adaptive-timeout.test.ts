@@ -30,8 +30,23 @@ describe('AdaptiveTimeout', () => {
     expect(t.currentMs).toBe(50);
   });
 
+  it('waits the longest until the first reply, then follows replies from the first one', () => {
+    const t = new AdaptiveTimeout({ minMs: 50, maxMs: 1000 });
+    expect(t.currentMs).toBe(1000);
+    t.timedOut();
+    expect(t.currentMs).toBe(1000);
+    t.observe(400, true); // a late first reply is a latency too
+    expect(t.currentMs).toBe(1000);
+    t.observe(2);
+    expect(t.currentMs).toBe(1000); // p99.9 of {400, 2} is 400: x3 is past the cap
+    const fresh = new AdaptiveTimeout({ minMs: 50, maxMs: 1000 });
+    fresh.observe(3);
+    expect(fresh.currentMs).toBe(50);
+  });
+
   it('doubles on each timeout up to the cap, and returns to its base on a reply in time', () => {
     const t = new AdaptiveTimeout({ minMs: 50, maxMs: 1000 });
+    t.observe(1);
     const seen: number[] = [];
     for (let i = 0; i < 6; i++) {
       seen.push(t.currentMs);
@@ -46,6 +61,7 @@ describe('AdaptiveTimeout', () => {
 
   it('doubles once for calls that time out together', () => {
     const t = new AdaptiveTimeout({ minMs: 50, maxMs: 1000 });
+    t.observe(1);
     const budget = t.currentMs;
     for (let i = 0; i < 100; i++) t.timedOut(budget);
     expect(t.currentMs).toBe(100);

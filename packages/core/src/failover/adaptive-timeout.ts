@@ -5,9 +5,9 @@ import { intOption } from '../shared/options.js';
 export interface AdaptiveTimeoutOptions {
   /** A fixed timeout in ms: when given, the timeout never adapts. */
   fixedMs?: number;
-  /** The shortest timeout, in ms. @default 50 */
+  /** The shortest timeout, in ms (once a latency is known). @default 50 */
   minMs?: number;
-  /** The longest timeout, in ms (backoff included). @default 1000 */
+  /** The longest timeout, in ms (backoff included), and the timeout until the first reply. @default 1000 */
   maxMs?: number;
   /** The timeout is this multiple of the recent high percentile of latencies. @default 3 */
   multiplier?: number;
@@ -25,7 +25,10 @@ const RECOMPUTE_EVERY = 16;
  * replies (late replies included: they are the latency the store really has), kept between
  * `minMs` and `maxMs`. Each wave of timed-out calls doubles it (up to `maxMs`) until a reply
  * arrives in time, as TCP backs off its retransmission timeout: one stall of the store then costs a few
- * timeouts, not one per `minMs`. Pure bookkeeping, no clock: callers measure the latencies.
+ * timeouts, not one per `minMs`. Until the first reply the timeout is `maxMs`, as TCP's initial
+ * retransmission timeout is long (RFC 6298): a cold start (connecting, loading the scripts) is no
+ * latency to judge the store by, and a floor guessed before any reply failed a new server's
+ * first calls. Pure bookkeeping, no clock: callers measure the latencies.
  */
 export class AdaptiveTimeout {
   readonly #fixed: number | undefined;
@@ -62,7 +65,7 @@ export class AdaptiveTimeout {
       throw invalid(ErrorCodes.INVALID_OPTIONS, 'sampleSize', 'must be an integer between 1 and 100000');
     }
     this.#samples = new Float64Array(size);
-    this.#base = this.#min;
+    this.#base = this.#max;
   }
 
   /** True when the timeout follows latency (no fixed timeout was given). */
@@ -84,7 +87,9 @@ export class AdaptiveTimeout {
     this.#next = (this.#next + 1) % this.#samples.length;
     if (this.#filled < this.#samples.length) this.#filled++;
     // A latency above what the timeout allows for is acted on at once; lower ones can wait.
-    if (++this.#sinceRecompute >= RECOMPUTE_EVERY || latencyMs * this.#multiplier > this.#base) this.#recompute();
+    // The first reply replaces the initial guess at once.
+    const first = this.#filled === 1;
+    if (first || ++this.#sinceRecompute >= RECOMPUTE_EVERY || latencyMs * this.#multiplier > this.#base) this.#recompute();
   }
 
   /**
