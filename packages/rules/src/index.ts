@@ -141,4 +141,4 @@ export {
 } from './rollout/plan.js';
 export { MemoryRolloutStore } from './rollout/memory.js';
 export { RedisRolloutStore } from './rollout/redis.js';
-export { MAX_ROLLOUT_RESOURCES, tallyField, type RolloutStore } from './rollout/store.js';
+export { MAX_ROLLOUT_RESOURCES, tallyField, tallyServerField, type RolloutStore } from './rollout/store.js';

@@ -61,7 +61,7 @@ describe('automatic rollback on downstream outcomes reported to the service', ()
     await eventually(async () => (await admin(server, '/rollout')).json.rollout?.status === 'rolled_back', 30_000, 200);
     const state = (await admin(server, '/rollout')).json.rollout;
     expect(state.note).toMatch(
-      /^payments: candidate downstream error ratio 100\.0% \(\d+\/\d+\) against 0\.0% for the baseline, over the allowed rise of 10\.0%$/,
+      /^payments: candidate downstream error ratio 100\.0% \(\d+\/\d+\) against 0\.0% for the baseline, over the allowed rise of 10\.0% \(outcomes reported in \d+(\.\d)? s of step 1\)$/,
     );
     const history = (await admin(server, '/rules/history')).json.versions;
     expect(history[0]).toMatchObject({ author: 'auto-rollback', rolledBackFrom: 1, reason: state.note });

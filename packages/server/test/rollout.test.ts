@@ -106,7 +106,7 @@ describe('gradual rollout across sluice serve processes on one Redis', () => {
     }, 30_000);
     const state = (await admin(servers[0]!, '/rollout')).json.rollout;
     expect(state.note).toMatch(
-      /^orders: candidate rejection ratio \d+\.\d% \(\d+\/\d+\) against 0\.0% for the baseline, over the allowed rise of 10\.0%$/,
+      /^orders: candidate rejection ratio \d+\.\d% \(\d+\/\d+\) against 0\.0% for the baseline, over the allowed rise of 10\.0% \(decisions counted by [12] servers? in \d+\.\d s of step 1\)$/,
     );
     const history = (await admin(servers[0]!, '/rules/history')).json.versions;
     expect(history[0]).toMatchObject({ version: state.rollbackVersion, author: 'auto-rollback', rolledBackFrom: 1 });

@@ -18,7 +18,9 @@ export interface CohortMeasure {
 }
 
 /** The judge's answer: roll back (and why, with the figures), or keep going. */
-export type Verdict = { readonly rollback: false } | { readonly rollback: true; readonly reason: string };
+export type Verdict =
+  | { readonly rollback: false }
+  | { readonly rollback: true; readonly reason: string; readonly measure: 'rejections' | 'errors' | 'latency' };
 
 const pct = (r: number) => `${(r * 100).toFixed(1)}%`;
 
@@ -36,6 +38,7 @@ export function judgeRollout(measures: readonly CohortMeasure[], t: RolloutThres
       if (cand - base > t.maxRejectionRatioIncrease) {
         return {
           rollback: true,
+          measure: 'rejections',
           reason: `${m.resource}: candidate rejection ratio ${pct(cand)} (${m.candidate.denied}/${m.candidate.decided}) against ${pct(base)} for the baseline, over the allowed rise of ${pct(t.maxRejectionRatioIncrease)}`,
         };
       }
@@ -49,6 +52,7 @@ export function judgeRollout(measures: readonly CohortMeasure[], t: RolloutThres
     if (candErr - baseErr > t.maxErrorRatioIncrease) {
       return {
         rollback: true,
+        measure: 'errors',
         reason: `${m.resource}: candidate downstream error ratio ${pct(candErr)} (${co.failures}/${co.calls}) against ${pct(baseErr)} for the baseline, over the allowed rise of ${pct(t.maxErrorRatioIncrease)}`,
       };
     }
@@ -58,6 +62,7 @@ export function judgeRollout(measures: readonly CohortMeasure[], t: RolloutThres
       if (candMean > baseMean * t.maxLatencyFactor) {
         return {
           rollback: true,
+          measure: 'latency',
           reason: `${m.resource}: candidate mean downstream latency ${candMean.toFixed(1)} ms against ${baseMean.toFixed(1)} ms for the baseline, over ${t.maxLatencyFactor}x`,
         };
       }

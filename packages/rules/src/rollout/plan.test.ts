@@ -98,6 +98,7 @@ describe('judgeRollout', () => {
     const v = judgeRollout([m({ candidate: { decided: 100, denied: 16 } })], t);
     expect(v).toEqual({
       rollback: true,
+      measure: 'rejections',
       reason: 'orders: candidate rejection ratio 16.0% (16/100) against 5.0% for the baseline, over the allowed rise of 10.0%',
     });
   });

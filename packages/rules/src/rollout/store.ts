@@ -78,6 +78,14 @@ export function rolloutConflict(expected: number, actual: number): RulesError {
   );
 }
 
+/**
+ * The tally field a server bumps with each poll that adds counts: `server|<its id>`. How many
+ * such fields a step's tally has is how many servers' decisions the judge sees.
+ */
+export function tallyServerField(server: string): string {
+  return `server|${server}`;
+}
+
 /** A tally field: `<cohort>|<resource>|<decided|denied>`. */
 export function tallyField(cohort: 'baseline' | 'candidate', resource: string, what: 'decided' | 'denied'): string {
   return `${cohort}|${resource}|${what}`;

@@ -209,7 +209,7 @@ export async function shouldRateLimit(
     const outcomes = await decideEach(request, limiter, placed);
     if (split !== undefined) {
       outcomes.forEach((o, i) => {
-        if (o !== undefined) split.observe(keys![i]!, !over(o));
+        if (o !== undefined) split.observe(keys![i]!, !over(o), o.decision?.source);
       });
     }
     return await answer(limiter, placed.matches, outcomes);

@@ -260,6 +260,22 @@ describe('RolloutRunner', () => {
     expect(tallies.get('candidate|orders|denied')).toBe(1);
   });
 
+  it("leaves the store-failure policy's decisions out of the cohorts' counts", async () => {
+    const f = fleet(1);
+    const [a] = f.servers;
+    const s = await a!.runner.begin({ text: RULES(1), author: 'ana', reason: 'r', steps: [{ percent: 50, holdMs: 60_000 }] });
+    await f.tick();
+    const cand = keys.find((k) => a!.runner.cohortOf('orders', k) === 'candidate')!;
+    // A cold server's first calls, or an outage: denied by the fallback, not by the rules.
+    for (let i = 0; i < 100; i++) a!.runner.observe('orders', cand, false, 'fallback');
+    a!.runner.observe('orders', cand, false, 'store');
+    a!.runner.observe('orders', cand, true, 'lease');
+    await f.tick();
+    const tallies = await f.store.tallies(s.id, 0);
+    expect(tallies.get('candidate|orders|decided')).toBe(2);
+    expect(tallies.get('candidate|orders|denied')).toBe(1);
+  });
+
   it('refuses a candidate that changes no resource, and bad plans', async () => {
     const f = fleet(1);
     const [a] = f.servers;

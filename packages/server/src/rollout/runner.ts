@@ -7,6 +7,7 @@ import {
   isSluiceError,
   secondsText,
   type Cohort,
+  type DecisionSource,
   type Limiter,
   type Logger,
   type OutcomeSource,
@@ -25,6 +26,7 @@ import {
   rolloutPhase,
   rolloutSplitNames,
   tallyField,
+  tallyServerField,
   type CohortMeasure,
   type EnvoyDomain,
   type RolloutState,
@@ -182,7 +184,7 @@ export class RolloutRunner implements RolloutRouting {
         candidate: undefined,
         names: new Map(),
         cohortOf: () => 'candidate',
-        observe: (key, allowed) => this.observe(label, key, allowed),
+        observe: (key, allowed, source) => this.observe(label, key, allowed, source),
       };
     }
     const installed = this.#installed?.domains.get(domain);
@@ -193,7 +195,7 @@ export class RolloutRunner implements RolloutRouting {
       candidate: installed.domain,
       names: installed.names,
       cohortOf: (key) => cohortAt(percent, id, label, key),
-      observe: (key, allowed) => this.observe(label, key, allowed),
+      observe: (key, allowed, source) => this.observe(label, key, allowed, source),
     };
   }
 
@@ -203,8 +205,13 @@ export class RolloutRunner implements RolloutRouting {
     return { id: this.#installed.id, percent: rolloutPercent(this.#state), names: this.#installed.names };
   }
 
-  /** Counts one decision of a split resource for its cohort (flushed to the store each poll). */
-  observe(resource: string, key: string | undefined, allowed: boolean): void {
+  /**
+   * Counts one decision of a split resource for its cohort (flushed to the store each poll).
+   * Decisions of the store-failure policy are not counted: a cold server's or an outage's
+   * denials judge the store, not the rules, and would count against whichever cohort they fell in.
+   */
+  observe(resource: string, key: string | undefined, allowed: boolean, source?: DecisionSource): void {
+    if (source === 'fallback') return;
     const s = this.#state;
     const cohort = this.cohortOf(resource, key);
     if (s === undefined || cohort === undefined) return;
@@ -367,6 +374,8 @@ export class RolloutRunner implements RolloutRouting {
   async #flush(): Promise<void> {
     const pending = [...this.#counts.entries()];
     this.#counts = new Map();
+    // Each poll that adds counts says whose they are: the judge then knows how many servers' it has.
+    for (const [, c] of pending) c.fields.set(tallyServerField(this.#owner), 1);
     const results = await Promise.allSettled(pending.map(([, c]) => this.#o.store.addTallies(c.id, c.phase, c.fields)));
     const failed = results.findIndex((r) => r.status === 'rejected');
     if (failed < 0) return;
@@ -403,9 +412,17 @@ export class RolloutRunner implements RolloutRouting {
         return;
       }
     }
-    const verdict = judgeRollout(await this.#measure(s, now), s.thresholds);
+    const { measures, servers } = await this.#measure(s, now);
+    const verdict = judgeRollout(measures, s.thresholds);
     if (verdict.rollback) {
-      await this.#rollBack(s, verdict.reason);
+      // What was judged: the fleet's decisions as counted so far (each server adds its own once
+      // per poll), or the outcomes reported since the step began.
+      const span = `${secondsText(now - s.stepStartedAtMs)} of step ${s.step + 1}`;
+      const what =
+        verdict.measure === 'rejections'
+          ? `decisions counted by ${servers} server${servers === 1 ? '' : 's'} in ${span}`
+          : `outcomes reported in ${span}`;
+      await this.#rollBack(s, `${verdict.reason} (${what})`);
       return;
     }
     const action = rampAction(s, now);
@@ -422,12 +439,13 @@ export class RolloutRunner implements RolloutRouting {
     }
   }
 
-  async #measure(s: RolloutState, now: number): Promise<CohortMeasure[]> {
+  async #measure(s: RolloutState, now: number): Promise<{ measures: CohortMeasure[]; servers: number }> {
     const tallies = await this.#o.store.tallies(s.id, rolloutPhase(s));
+    const servers = [...tallies.keys()].filter((f) => f.startsWith(tallyServerField(''))).length;
     // The store keeps outcome tallies for a bounded span: a longer step is judged on its latest part.
     const windowMs = Math.min(OUTCOME_BUCKETS * OUTCOME_BUCKET_MS, Math.max(1000, Math.round(now - s.stepStartedAtMs)));
     const n = (f: string) => tallies.get(f) ?? 0;
-    return Promise.all(
+    const measures = await Promise.all(
       rolloutSplitNames(s).map(async (resource): Promise<CohortMeasure> => {
         const tally = (c: Cohort) => ({
           decided: n(tallyField(c, resource, 'decided')),
@@ -444,6 +462,7 @@ export class RolloutRunner implements RolloutRouting {
         return { ...measure, baselineOutcomes, candidateOutcomes };
       }),
     );
+    return { measures, servers };
   }
 
   async #rollBack(s: RolloutState, reason: string): Promise<void> {

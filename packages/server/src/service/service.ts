@@ -245,7 +245,7 @@ export class RateLimitService {
       item.book !== undefined
         ? await this.#book({ ...item, id: item.book }, client, true)
         : await this.#limiter.try(this.#name(item), opts(item));
-    this.#rollout.observe(item.resource, item.key, d.allowed);
+    this.#rollout.observe(item.resource, item.key, d.allowed, d.source);
     return d;
   }
 
@@ -305,7 +305,7 @@ export class RateLimitService {
       ...(client === undefined ? {} : { client }),
       ...(item.maxWaitMs === undefined ? {} : { maxWaitMs: item.maxWaitMs }),
     });
-    this.#rollout.observe(item.resource, item.key, d.allowed);
+    this.#rollout.observe(item.resource, item.key, d.allowed, d.source);
     return d;
   }
 
