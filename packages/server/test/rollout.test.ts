@@ -27,8 +27,13 @@ resources:
     limits: { algorithm: fixed-window, limit: 100, windowMs: 3600000 }
 `;
 
-/** Two checks of each key, spread over the servers; the answers by key. */
-async function twice(servers: readonly ServerProcess[], keys: readonly string[], resource = 'orders') {
+/** Two checks of each key, spread over the servers; the answers by key (and each first answer's `cohort` into `cohorts`). */
+async function twice(
+  servers: readonly ServerProcess[],
+  keys: readonly string[],
+  resource = 'orders',
+  cohorts?: Map<string, unknown>,
+) {
   const out = new Map<string, boolean[]>();
   for (const round of [0, 1]) {
     const answers = await Promise.all(
@@ -37,6 +42,7 @@ async function twice(servers: readonly ServerProcess[], keys: readonly string[],
     answers.forEach((a, i) => {
       expect(a.status).toBe(200);
       out.set(keys[i]!, [...(out.get(keys[i]!) ?? []), a.json.allowed === true]);
+      if (round === 0) cohorts?.set(keys[i]!, a.json.cohort);
     });
   }
   return out;
@@ -83,11 +89,14 @@ describe('gradual rollout across sluice serve processes on one Redis', () => {
     });
 
     const keys = Array.from({ length: 200 }, (_, i) => `order-${i}`);
-    const answers = await twice(servers, keys);
+    const said = new Map<string, unknown>();
+    const answers = await twice(servers, keys, 'orders', said);
     // Each key's second call went to the other server. A baseline key (by the same hash the
     // servers use) is admitted twice; a candidate key is denied its second call, unless the
     // judge rolled back before that call was decided.
     const cohort = (k: string) => cohortAt(50, id, 'orders', k);
+    // Every decision said whose limits decided it (the first calls: no rejections yet, no rollback).
+    for (const k of keys) expect(said.get(k)).toBe(cohort(k));
     for (const k of keys) {
       expect(answers.get(k)![0]).toBe(true);
       if (cohort(k) === 'baseline') expect(answers.get(k)![1]).toBe(true);
@@ -121,6 +130,9 @@ describe('gradual rollout across sluice serve processes on one Redis', () => {
     for (const s of servers) {
       const a = await call(s.url, '/v1/check', { resource: 'orders', key: denied[0] });
       expect(a.json.allowed).toBe(true);
+      // Nothing splits the resource any more: no cohort; the version header names the rollback's.
+      expect(a.json.cohort).toBeUndefined();
+      expect(a.headers.get('sluice-rules-version')).toBe(String(state.rollbackVersion));
     }
     // The public summary tells the measured reason, not who started the rollout or why.
     const summary = (await call(servers[0]!.url, '/v1/rollout')).json.rollout;

@@ -1,3 +1,4 @@
+import type { Cohort } from '../breakers/cohort.js';
 import type { Algorithm, CompiledLimit } from './limits.js';
 import { ALGORITHM_TRAITS } from '../algorithms/index.js';
 
@@ -101,6 +102,12 @@ export interface Decision {
    * tier may draw on the pool): the figures are the pool's.
    */
   readonly boosted?: true;
+  /**
+   * From the service, during a rollout that splits the resource: whose limits decided the key,
+   * the version in force's (`baseline`, its number in the `Sluice-Rules-Version` header) or the
+   * rollout's candidate's (`candidate`). Absent when nothing splits the resource.
+   */
+  readonly cohort?: Cohort;
 }
 
 /**

@@ -31,6 +31,8 @@ export interface DecisionBody {
   readonly booking?: NonNullable<Decision['booking']>;
   /** Set when the resource's boost pool admitted a call its limits denied. */
   readonly boosted?: true;
+  /** During a rollout that splits the resource: whose limits decided (see `Decision.cohort`). */
+  readonly cohort?: NonNullable<Decision['cohort']>;
 }
 
 /** A reservation as the service answers it (`POST /v1/reserve`): its decision with statuses, and what it got. */
@@ -89,7 +91,7 @@ export interface BatchAnswer<T> {
 }
 
 /** The fields of a decision a client needs (per-limit statuses only when asked for). */
-export function encodeDecision(d: Decision, statuses = false): DecisionBody {
+export function encodeDecision(d: Decision, statuses = false, cohort: Decision['cohort'] = d.cohort): DecisionBody {
   return {
     allowed: d.allowed,
     limit: d.limit,
@@ -105,6 +107,7 @@ export function encodeDecision(d: Decision, statuses = false): DecisionBody {
     ...(statuses ? { statuses: d.statuses } : {}),
     ...(d.booking === undefined ? {} : { booking: d.booking }),
     ...(d.boosted === true ? { boosted: true as const } : {}),
+    ...(cohort === undefined ? {} : { cohort }),
   };
 }
 
@@ -149,6 +152,7 @@ export function decodeDecision(body: unknown): Decision {
     ...(isObject(body.shadow) ? { shadow: body.shadow as unknown as NonNullable<Decision['shadow']> } : {}),
     ...(body.booking === undefined ? {} : { booking: decodeBooking(body.booking) }),
     ...(body.boosted === true ? { boosted: true as const } : {}),
+    ...(body.cohort === 'baseline' || body.cohort === 'candidate' ? { cohort: body.cohort } : {}),
   };
 }
 

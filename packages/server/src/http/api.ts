@@ -42,7 +42,7 @@ interface Op<T, R> {
   readonly schema: z.ZodType<T>;
   readonly query: z.ZodType<Record<string, string | undefined>>;
   readonly run: (item: T, call: CallContext) => Promise<R>;
-  readonly encode: (r: R, query: Record<string, string | undefined>) => object;
+  readonly encode: (r: R, query: Record<string, string | undefined>, item: T) => object;
   /** Headers and status of a single call's answer. */
   readonly single?: (
     r: R,
@@ -187,7 +187,7 @@ export function registerApi(
         }
         // Answered, so the item was decoded.
         const single = (item.ok ? op.single?.(r, q.data, item.value) : undefined) ?? { status: 200, headers: {} };
-        return reply.code(single.status).headers(single.headers).send(op.encode(r, q.data));
+        return reply.code(single.status).headers(single.headers).send(op.encode(r, q.data, (item as { value: T }).value));
       }
       const items = body.items;
       const settled =
@@ -196,8 +196,9 @@ export function registerApi(
           : await traced.batch({ ...span, items: items.length, headers: request.headers }, () =>
               Promise.allSettled(items.map(answer)),
             );
-      const results = settled.map((s) =>
-        s.status === 'fulfilled' ? op.encode(s.value, q.data) : errorReply(s.reason, logger).body,
+      // A fulfilled item was decoded.
+      const results = settled.map((s, i) =>
+        s.status === 'fulfilled' ? op.encode(s.value, q.data, (items[i] as { value: T }).value) : errorReply(s.reason, logger).body,
       );
       return reply.code(200).send({ results });
     });
@@ -208,7 +209,7 @@ export function registerApi(
     schema: schemas.check,
     query: decisionQuery,
     run: (item, call) => service.check(item, call.client),
-    encode: (d, q) => encodeDecision(d, isSet(q.statuses)),
+    encode: (d, q, item) => encodeDecision(d, isSet(q.statuses), service.cohortOf(item)),
     single,
   });
   route({
@@ -217,7 +218,7 @@ export function registerApi(
     schema: schemas.acquire,
     query: decisionQuery,
     run: (item, call) => service.acquire(item, call.signal, call.client),
-    encode: (d, q) => encodeDecision(d, isSet(q.statuses)),
+    encode: (d, q, item) => encodeDecision(d, isSet(q.statuses), service.cohortOf(item)),
     single,
     waits: true,
   });
@@ -244,7 +245,7 @@ export function registerApi(
     schema: schemas.book,
     query: decisionQuery,
     run: (item, call) => service.book(item, call.client),
-    encode: (d, q) => encodeDecision(d, isSet(q.statuses)),
+    encode: (d, q, item) => encodeDecision(d, isSet(q.statuses), service.cohortOf(item)),
     single,
   });
   route({
@@ -253,7 +254,7 @@ export function registerApi(
     schema: schemas.book,
     query: decisionQuery,
     run: (item, call) => service.claim(item, call.client),
-    encode: (d, q) => encodeDecision(d, isSet(q.statuses)),
+    encode: (d, q, item) => encodeDecision(d, isSet(q.statuses), service.cohortOf(item)),
     single,
   });
   route({

@@ -12,6 +12,8 @@ export interface RolloutRouting {
   route(resource: string, key?: string): string;
   /** Counts a decision of `key` of `resource` for its cohort (an Envoy domain's label and descriptor cohort key). */
   observe(resource: string, key: string | undefined, allowed: boolean, source?: DecisionSource): void;
+  /** Whose limits decide `key` of `resource` while a rollout splits it; undefined when none does. */
+  cohortOf?(resource: string, key?: string): Cohort | undefined;
   /** The split in force: the rollout's id (the hash's salt), share, and candidate limiter names. */
   split?(): { id: string; percent: number; names: ReadonlyMap<string, string> } | undefined;
   /** How the descriptors of Envoy domain `domain` are split now, or undefined when they are not. */

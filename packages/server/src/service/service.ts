@@ -2,6 +2,7 @@ import {
   ErrorCodes,
   SluiceError,
   checkCohort,
+  type Cohort,
   type Decision,
   type Limiter,
   type CircuitState,
@@ -187,6 +188,11 @@ export class RateLimitService {
   /** The active rule version (0 before the first). */
   get rulesVersion(): number {
     return this.#rules.version?.version ?? 0;
+  }
+
+  /** Whose limits decide `item` while a rollout splits its resource (undefined when none does). */
+  cohortOf(item: { readonly resource: string; readonly key?: string | undefined }): Cohort | undefined {
+    return this.#rollout.cohortOf?.(item.resource, item.key);
   }
 
   async reserve(item: ReserveItem): Promise<ReserveAnswer> {
