@@ -32,6 +32,25 @@ describe('KeyTable', () => {
     expect(put(table, 'live7', 20_000, 5000)).toBe(true);
   });
 
+  it("drops an ended entry's bookings with it: a later write does not bring them back", () => {
+    const table = new KeyTable(100);
+    const ledger = {
+      policy: 'p',
+      bookings: [{ id: 'b', token: 't', cost: 3, start: 0, end: 60 }],
+      newest: 'b',
+      marks: [undefined],
+    };
+    table.write('k', limits, state, 61, 0, ledger);
+    expect(table.read('k', limits, 50)?.ledger).toEqual(ledger);
+    // Ended at 61, still in the table (nothing swept it): a write at 70 starts afresh.
+    table.write('k', limits, state, 200, 70);
+    expect(table.read('k', limits, 70)?.ledger).toBeUndefined();
+    // While the entry lives, a write that names no ledger keeps it.
+    table.write('j', limits, state, 100, 0, ledger);
+    table.write('j', limits, state, 150, 50);
+    expect(table.read('j', limits, 50)?.ledger).toEqual(ledger);
+  });
+
   it('makes room by removing a key at rest, and says when room is expected while there is none', () => {
     const table = new KeyTable(3);
     put(table, 'soon', 1000, 0);

@@ -256,8 +256,14 @@ export class KeyTable {
         return true;
       }
     }
+    // Undefined keeps the key's bookings, but only while its entry lives: an entry that has
+    // ended counts as absent, its bookings with it (a write must not bring them back).
     const kept =
-      ledger === undefined ? (old === undefined || Array.isArray(old) ? undefined : old.ledger) : (ledger ?? undefined);
+      ledger === undefined
+        ? old === undefined || Array.isArray(old) || expiryOf(old) <= now
+          ? undefined
+          : old.ledger
+        : (ledger ?? undefined);
     const next = this.#slot(expiresAt, limits, states, kept);
     this.#set(key, old, next);
     if (old === undefined) this.#added(key, next, expiresAt, now);
