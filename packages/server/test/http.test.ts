@@ -48,7 +48,7 @@ describe('sluice serve over HTTP (embedded store)', () => {
     expect(answers[3]!.headers.get('retry-after')).toMatch(/^\d+$/);
     expect(answers[3]!.status).toBe(200);
     // The IETF draft's fields, named after the resource; the denial's reset is its Retry-After.
-    expect(answers[0]!.headers.get('ratelimit-policy')).toBe('"api:fixed";q=3');
+    expect(answers[0]!.headers.get('ratelimit-policy')).toBe('"api:fixed";q=3;w=60');
     expect(answers[0]!.headers.get('ratelimit')).toMatch(/^"api:fixed";r=2;t=\d+$/);
     expect(answers[3]!.headers.get('ratelimit')).toBe(`"api:fixed";r=0;t=${answers[3]!.headers.get('retry-after')}`);
     expect(answers[0]!.headers.get('ratelimit-limit')).toBeNull();
@@ -183,7 +183,7 @@ describe('sluice serve --ratelimit-headers (a real process)', () => {
     });
     try {
       const a = await call(serve.url, '/v1/check', { resource: 'api:fixed', key: 'h' });
-      expect(a.headers.get('ratelimit-policy')).toBe('"api:fixed";q=3');
+      expect(a.headers.get('ratelimit-policy')).toBe('"api:fixed";q=3;w=60');
       expect(a.headers.get('ratelimit')).toMatch(/^"api:fixed";r=2;t=\d+$/);
       expect(a.headers.get('ratelimit-limit')).toBe('3');
       expect(a.headers.get('ratelimit-remaining')).toBe('2');

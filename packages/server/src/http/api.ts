@@ -80,10 +80,11 @@ interface CallContext {
 const valueOf = <T>(d: Decoded<T>): T | undefined => (d.ok ? d.value : undefined);
 
 /** A single decision's answer: 429 when asked (`?http429`), and the rate-limit header fields of `form`. */
-function decisionSingle(form: RateLimitHeaderForm) {
-  return (d: Decision, query: Record<string, string | undefined>, item: { readonly resource: string }) => {
+function decisionSingle(form: RateLimitHeaderForm, service: RateLimitService) {
+  return (d: Decision, query: Record<string, string | undefined>, item: { readonly resource: string; readonly key?: string }) => {
     const http429 = isSet(query.http429);
-    return { status: !d.allowed && http429 ? 429 : 200, headers: rateLimitHeaders(d, item.resource, form) };
+    const headers = rateLimitHeaders(d, item.resource, form, service.windowSecondsOf(item, d.limitId));
+    return { status: !d.allowed && http429 ? 429 : 200, headers };
   };
 }
 
@@ -111,7 +112,7 @@ export function registerApi(
   headerForm: RateLimitHeaderForm,
   tracing?: DecisionTracing,
 ): void {
-  const single = decisionSingle(headerForm);
+  const single = decisionSingle(headerForm, service);
   const token = access.apiToken;
   const schemas = itemSchemas(bounds);
   // An answer sent from a hook ends the request; fastify is told nothing more.

@@ -57,7 +57,7 @@ describe('HTTP API', () => {
       source: 'store',
     });
     // The IETF draft's fields by default, named after the resource; not the earlier drafts'.
-    expect(res.headers['ratelimit-policy']).toBe('"api:one";q=2');
+    expect(res.headers['ratelimit-policy']).toBe('"api:one";q=2;w=10');
     expect(res.headers.ratelimit).toBe('"api:one";r=1;t=10');
     expect(res.headers['ratelimit-limit']).toBeUndefined();
     expect(res.headers['retry-after']).toBeUndefined();
@@ -99,6 +99,8 @@ describe('HTTP API', () => {
     expect(first.json()).toMatchObject({ allowed: true, permitId: expect.any(String) });
     const second = await post('/v1/check', { resource: 'db:pool' });
     expect(second.json()).toMatchObject({ allowed: false, reason: 'concurrency_limited' });
+    // A concurrency limit has no window: no `w`.
+    expect(second.headers['ratelimit-policy']).toBe('"db:pool";q=1');
     expect(second.json()).not.toHaveProperty('permitId');
     expect(second.json()).not.toHaveProperty('leaseId');
     const released = await post('/v1/release', { resource: 'db:pool', permitId: first.json().permitId });

@@ -104,7 +104,7 @@ describe('booking endpoints (embedded store, manual clock)', () => {
     expect(denied.statusCode).toBe(429);
     expect(denied.headers['retry-after']).toBe('10');
     expect(denied.headers['sluice-booking']).toBe('req-7');
-    expect(denied.headers['ratelimit-policy']).toBe('"api:slots";q=2');
+    expect(denied.headers['ratelimit-policy']).toBe('"api:slots";q=2;w=10');
     expect(denied.headers.ratelimit).toBe('"api:slots";r=0;t=10');
     expect(denied.json()).toMatchObject({ booking: { outcome: 'booked', id: 'req-7' }, statuses: [expect.any(Object)] });
     // A check without the id competes (and loses); one with it waits its turn, then is admitted.

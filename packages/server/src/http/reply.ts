@@ -12,8 +12,13 @@ export const BOOKING_HEADER = 'sluice-booking';
  * `rateLimitHeaders`: by default the IETF draft's `RateLimit-Policy` / `RateLimit`), on a
  * denial `Retry-After`, and on a booked denial `Sluice-Booking: <id>`.
  */
-export function rateLimitHeaders(d: Decision, resource: string, form: RateLimitHeaderForm = 'draft'): Record<string, string> {
-  const headers = coreRateLimitHeaders(d, { policy: resource, form });
+export function rateLimitHeaders(
+  d: Decision,
+  resource: string,
+  form: RateLimitHeaderForm = 'draft',
+  windowSeconds?: number,
+): Record<string, string> {
+  const headers = coreRateLimitHeaders(d, { policy: resource, form, ...(windowSeconds === undefined ? {} : { windowSeconds }) });
   // A booking is held: the caller retries after Retry-After with the same id, and is admitted.
   if (d.booking?.outcome === 'booked') headers[BOOKING_HEADER] = d.booking.id;
   return headers;

@@ -190,6 +190,23 @@ export class RateLimitService {
     return this.#rules.version?.version ?? 0;
   }
 
+  /**
+   * The window of `item`'s limit `limitId` (the one that decided), in whole seconds rounded up, for
+   * `RateLimit-Policy`'s `w`; undefined for a limit without one (concurrency) or not found.
+   */
+  windowSecondsOf(item: { readonly resource: string; readonly key?: string | undefined }, limitId: string): number | undefined {
+    let limits;
+    try {
+      limits = this.#limiter.settingsOf(this.#name(item)).limits;
+    } catch {
+      return undefined;
+    }
+    const limit = limits.find((l) => l.id === limitId);
+    return limit === undefined || limit.algorithm === 'concurrency' || !(limit.windowMs > 0)
+      ? undefined
+      : Math.ceil(limit.windowMs / 1000);
+  }
+
   /** Whose limits decide `item` while a rollout splits its resource (undefined when none does). */
   cohortOf(item: { readonly resource: string; readonly key?: string | undefined }): Cohort | undefined {
     return this.#rollout.cohortOf?.(item.resource, item.key);
