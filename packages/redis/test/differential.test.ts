@@ -82,6 +82,8 @@ function scenarios(): Scenario[] {
       [{ algorithm, id: 'r', limit: 5, windowMs: 200, burst: 3, slices: 4 }],
       [{ algorithm, id: 'r', limit: 8, windowMs: 150, burst: 8, slices: 5 }],
       [{ algorithm, id: 'r', limit: 3, windowMs: 70, burst: 2, slices: 1 }],
+      // No spare burst: a booking's span is one emission interval.
+      [{ algorithm, id: 'r', limit: 10, windowMs: 100, burst: 1, slices: 2 }],
     ].map((v) => v.map((p) => strip(p))),
     maxCost: 4,
   }));

@@ -87,7 +87,8 @@ export interface BookingOptions {
   maxAheadMs?: number;
   /**
    * How long after its start a booking may be claimed, in ms (a token bucket or GCRA allows at
-   * most its spare burst, `(burst - cost) x windowMs / limit`; a fixed window until its end).
+   * most its spare burst, `(burst - cost) x windowMs / limit`, or one emission interval,
+   * `windowMs / limit`, when that is longer; a fixed window until its end).
    * @default 1000
    */
   claimWindowMs?: number;

@@ -1,4 +1,4 @@
-import { ALGORITHM_CODES, POLICY_BOUNDS } from '../shared/limits.js';
+import { ALGORITHM_CODES, POLICY_BOUNDS, type CompiledLimit } from '../shared/limits.js';
 import { EPS_MS, ceilMs, wholePermits, type RateAlgorithm, type RateState } from './types.js';
 
 /**
@@ -78,15 +78,21 @@ export const gcra: RateAlgorithm = {
   },
 
   claimSpan(_state, cost, _start, _now, limit) {
-    return (limit.burst - cost) * (limit.windowMs / limit.limit);
+    // The spare burst, but at least one emission interval: with `burst = cost` (burst 1) a span
+    // of 0 could never be claimed. The longer span is not charged for (see book).
+    return Math.max(spareSpan(cost, limit), limit.windowMs / limit.limit);
   },
 
-  book(state, cost, _start, end, now, limit) {
-    // Judged as an admission at the span's end, and conforming at its start: every use in the
-    // span is a conforming arrival (start >= newTat - tau, end <= newTat - cost*T).
+  book(state, cost, start, end, now, limit) {
+    // Judged as an admission at the end of the spare burst (the span's end, unless the span was
+    // raised to one emission interval), and conforming at its start: a use in the spare burst is
+    // a conforming arrival (start >= newTat - tau, use <= newTat - cost*T); a use after it is at
+    // most end - start - spare late, which adds less than one permit to the count over a window
+    // (docs/algorithms.md, bookings). Charging at the span's end instead would idle the key for
+    // that extra time on every such booking.
     const T = limit.windowMs / limit.limit;
     const tat = state === undefined ? now : Math.max(state[1]!, now);
-    const newTat = Math.max(tat, end) + cost * T;
+    const newTat = Math.max(tat, Math.min(end, start + spareSpan(cost, limit))) + cost * T;
     return { next: [2, newTat, T], ttlMs: ceilMs(newTat - now) };
   },
 
@@ -98,6 +104,11 @@ export const gcra: RateAlgorithm = {
     return kept(state, now);
   },
 };
+
+/** The spare burst (`burst - cost`) in ms: a booking's span when it has one. */
+function spareSpan(cost: number, limit: CompiledLimit): number {
+  return (limit.burst - cost) * (limit.windowMs / limit.limit);
+}
 
 /** The state as it is (a claim charges nothing more), with its lifetime. */
 function kept(state: RateState | undefined, now: number) {

@@ -75,16 +75,18 @@ export const tokenBucket: RateAlgorithm = {
   },
 
   claimSpan(_state, cost, _start, _now, limit) {
-    return (limit.burst - cost) / (limit.limit / limit.windowMs);
+    return Math.max(spareSpan(cost, limit), limit.windowMs / limit.limit);
   },
 
-  book(state, cost, _start, end, now, limit) {
+  book(state, cost, start, end, now, limit) {
     // As GCRA's booking in terms of usage: the permits are charged as if admitted at the span's
-    // end, and usage now includes the drain until then. May exceed the burst (a debt).
+    // end, or at the end of its spare burst when the span is one emission interval longer (see
+    // gcra.ts), and usage now includes the drain until then. May exceed the burst (a debt).
     const rate = limit.limit / limit.windowMs;
     const used = state === undefined ? 0 : drained(state, now, rate);
     const ts = state === undefined ? now : Math.max(now, state[2]!);
-    const after = Math.max(used, (end - now) * rate) + cost;
+    const at = Math.min(end, start + spareSpan(cost, limit));
+    const after = Math.max(used, (at - now) * rate) + cost;
     return { next: [1, after, ts], ttlMs: ceilMs(after / rate) };
   },
 
@@ -96,6 +98,11 @@ export const tokenBucket: RateAlgorithm = {
     return kept(state, now, limit);
   },
 };
+
+/** How long the spare burst (`burst - cost`) takes to drain, in ms: a booking's span when it has one. */
+function spareSpan(cost: number, limit: CompiledLimit): number {
+  return (limit.burst - cost) / (limit.limit / limit.windowMs);
+}
 
 function drained(state: RateState, now: number, rate: number): number {
   const elapsed = Math.max(0, now - state[2]!);

@@ -90,8 +90,9 @@ export interface RateAlgorithm extends AlgorithmTraits {
   startOf(state: RateState | undefined, cost: number, from: number, now: number, limit: CompiledLimit): number;
   /**
    * The longest span (ms) a booking of `cost` starting at `start` may be used in without adding
-   * to the limit's bound: a token bucket's or GCRA's spare burst, a fixed window's remaining
-   * time; Infinity for the sliding algorithms (they count the permits to the span's end).
+   * to the limit's bound: a token bucket's or GCRA's spare burst or one emission interval,
+   * whichever is longer (docs/algorithms.md, bookings), a fixed window's remaining time; Infinity
+   * for the sliding algorithms (they count the permits to the span's end).
    */
   claimSpan(state: RateState | undefined, cost: number, start: number, now: number, limit: CompiledLimit): number;
   /** Charges a booking of `cost` used somewhere in `[start, end)` (start from {@link startOf}). */

@@ -5,6 +5,8 @@ import { MemoryStore } from './memory-store.js';
 import { compileLimits, type Algorithm, type LimitPolicy } from '../shared/policy.js';
 import type { BookResult } from './store.js';
 import { busiestWindow, prng } from '../../test/support.js';
+import { rateAlgorithm } from '../algorithms/index.js';
+import { ALGORITHM_CODES } from '../shared/limits.js';
 
 /** Each booking's token in these tests: its maker's, derived from its id. */
 const tokenOf = (id: string): string => `token-of-${id}-0123456789`;
@@ -115,10 +117,39 @@ describe('booking on a GCRA key', () => {
     expect(full.booking).toBeUndefined();
   });
 
-  it('books nothing when the spare burst leaves no span to claim in (burst = cost)', async () => {
-    const { book } = setup({ algorithm: 'gcra', limit: 10, windowMs: 1000, burst: 1 });
-    await book('a');
-    expect((await book('b')).outcome).toBe('denied');
+  for (const algorithm of ['gcra', 'token-bucket'] as const) {
+    it(`${algorithm}: with no spare burst (burst = cost) books a span of one emission interval, slots one interval apart`, async () => {
+      const { book, consume, clock } = setup({ algorithm, limit: 10, windowMs: 1000, burst: 1 });
+      expect((await book('a')).outcome).toBe('admitted');
+      const b = await book('b');
+      const c = await book('c');
+      expect(b.outcome).toBe('booked');
+      expect(b.booking!.start - b.now).toBeCloseTo(100, 6);
+      expect(b.booking!.end - b.booking!.start).toBeCloseTo(100, 6);
+      // Charged at its start, not its end: the next slot follows one interval later, not two.
+      expect(c.booking!.start - b.booking!.start).toBeCloseTo(100, 6);
+      // Claimed late in its span, b still gets in; c's slot is unchanged and nobody else gets in.
+      clock.advance(199);
+      expect((await consume()).allowed).toBe(false);
+      expect((await book('b', 1, false)).outcome).toBe('claimed');
+      clock.advance(2);
+      expect((await book('c', 1, false)).outcome).toBe('claimed');
+      expect((await consume()).allowed).toBe(false);
+      clock.advance(99);
+      expect((await consume()).allowed).toBe(true);
+    });
+  }
+
+  it('the span is the spare burst, or one emission interval when that is shorter', () => {
+    for (const algorithm of ['gcra', 'token-bucket'] as const) {
+      const rate = rateAlgorithm(ALGORITHM_CODES[algorithm])!;
+      const span = (burst: number, cost: number) =>
+        rate.claimSpan(undefined, cost, 0, 0, compileLimits({ algorithm, limit: 10, windowMs: 1000, burst })[0]!);
+      expect(span(1, 1)).toBeCloseTo(100, 9);
+      expect(span(3, 3)).toBeCloseTo(100, 9);
+      expect(span(2, 1)).toBeCloseTo(100, 9);
+      expect(span(5, 1)).toBeCloseTo(400, 9);
+    }
   });
 
   it('drops bookings when the key is judged under another policy', async () => {
@@ -207,8 +238,8 @@ describe('the bound with bookings', () => {
    * too early, or too late, or cancels). Every permit used is recorded at the time it was used:
    * no window may hold more than the algorithm's bound.
    */
-  async function drive(algorithm: Algorithm, seed: number) {
-    const policy: LimitPolicy = { algorithm, limit: 10, windowMs: 1000, burst: 6, slices: 2 };
+  async function drive(algorithm: Algorithm, seed: number, burst = 6) {
+    const policy: LimitPolicy = { algorithm, limit: 10, windowMs: 1000, burst, slices: 2 };
     // A claim window longer than a bucket's spare burst: the algorithm's own span bound must hold.
     const { book, consume, cancel, clock } = setup(policy, { claimWindowMs: 2000, maxAheadMs: 5000, maxBookings: 50 });
     const rnd = prng(seed);
@@ -233,7 +264,7 @@ describe('the bound with bookings', () => {
         note(r, plan.cost);
         if (r.outcome === 'booked') plans.set(id, { ...plan, at: r.booking!.start });
       }
-      const cost = 1 + Math.floor(rnd() * 2);
+      const cost = 1 + Math.floor(rnd() * Math.min(2, burst));
       if (rnd() < 0.3) {
         const r = await consume(cost);
         if (r.allowed) used.push([r.now, cost]);
@@ -261,6 +292,17 @@ describe('the bound with bookings', () => {
         expect(busiest(used, 1000)).toBeLessThanOrEqual(6 + 10);
         // and any window of one emission interval's multiple: burst + k
         expect(busiest(used, 500)).toBeLessThanOrEqual(6 + 5);
+      }
+    });
+
+    it(`${algorithm}: with burst 1 (spans of one emission interval), any window of 1 s holds at most burst + limit`, async () => {
+      for (const seed of [1, 2, 3]) {
+        const { used, booked } = await drive(algorithm, seed, 1);
+        expect(booked).toBeGreaterThan(50);
+        expect(busiest(used, 1000)).toBeLessThanOrEqual(1 + 10);
+        expect(busiest(used, 500)).toBeLessThanOrEqual(1 + 5);
+        // A window of 1.5 intervals: below burst + 1.5 + 1 permits (one late claim), so at most 3.
+        expect(busiest(used, 150)).toBeLessThanOrEqual(3);
       }
     });
   }

@@ -63,15 +63,23 @@ function gcra.start_of(state, cost, from, now, limit)
   return max(from, tat + cost * T - limit.burst * T)
 end
 
-function gcra.claim_span(_state, cost, _start, _now, limit)
+-- The spare burst (burst - cost) in ms.
+local function gcra_spare(cost, limit)
   return (limit.burst - cost) * (limit.window_ms / limit.limit)
 end
 
--- Judged as an admission at the span's end, and conforming at its start.
-function gcra.book(state, cost, _start, stop, now, limit)
+-- The spare burst, but at least one emission interval (with burst = cost a span of 0 could
+-- never be claimed).
+function gcra.claim_span(_state, cost, _start, _now, limit)
+  return max(gcra_spare(cost, limit), limit.window_ms / limit.limit)
+end
+
+-- Judged as an admission at the end of the spare burst (the span's end, unless the span was
+-- raised to one emission interval), and conforming at its start.
+function gcra.book(state, cost, start, stop, now, limit)
   local T = limit.window_ms / limit.limit
   local tat = state == nil and now or max(state[2], now)
-  local new_tat = max(tat, stop) + cost * T
+  local new_tat = max(tat, min(stop, start + gcra_spare(cost, limit))) + cost * T
   return { 2, new_tat, T }, ceil_ms(new_tat - now)
 end
 

@@ -69,17 +69,24 @@ function token_bucket.start_of(state, cost, from, now, limit)
   return max(from, now + (used + cost - limit.burst) / rate)
 end
 
-function token_bucket.claim_span(_state, cost, _start, _now, limit)
+-- How long the spare burst (burst - cost) takes to drain, in ms.
+local function tb_spare(cost, limit)
   return (limit.burst - cost) / (limit.limit / limit.window_ms)
 end
 
--- Charged as if admitted at the span's end (usage now includes the drain until then); may
--- exceed the burst (a debt).
-function token_bucket.book(state, cost, _start, stop, now, limit)
+function token_bucket.claim_span(_state, cost, _start, _now, limit)
+  return max(tb_spare(cost, limit), limit.window_ms / limit.limit)
+end
+
+-- Charged as if admitted at the span's end, or at the end of its spare burst when the span was
+-- raised to one emission interval (usage now includes the drain until then); may exceed the
+-- burst (a debt).
+function token_bucket.book(state, cost, start, stop, now, limit)
   local rate = limit.limit / limit.window_ms
   local used = state == nil and 0 or tb_drained(state, now, rate)
   local ts = state == nil and now or max(now, state[3])
-  local after = max(used, (stop - now) * rate) + cost
+  local at = min(stop, start + tb_spare(cost, limit))
+  local after = max(used, (at - now) * rate) + cost
   return { 1, after, ts }, ceil_ms(after / rate)
 end
 
