@@ -256,6 +256,7 @@ export class KeyTable {
         return true;
       }
     }
+    if (old !== undefined && ledger === undefined && this.#overwrite(old, limits, states, expiresAt)) return true;
     const kept =
       ledger === undefined ? (old === undefined || Array.isArray(old) ? undefined : old.ledger) : (ledger ?? undefined);
     const next = this.#slot(expiresAt, limits, states, kept);
@@ -398,6 +399,35 @@ export class KeyTable {
   ): Slot {
     if (ledger !== undefined || hasConcurrency(limits)) return { expiresAt, limits, states, ledger };
     return this.#pack(expiresAt, limits, states as (readonly number[] | undefined)[]);
+  }
+
+  /**
+   * Writes `states` over a packed slot of the same policy and size, in place: a key's state keeps
+   * its shape from one decision to the next (a token bucket's three numbers, a full sliding
+   * window's groups), so the usual write allocates nothing. False when the shapes differ.
+   */
+  #overwrite(old: Slot, limits: readonly CompiledLimit[], states: (LimitState | undefined)[], expiresAt: number): boolean {
+    if (!Array.isArray(old) || this.#policies.get(old[1]!)!.limits !== limits) return false;
+    if (limits.length === 1) {
+      const s = states[0] as readonly number[] | undefined;
+      if (s === undefined || s.length + 2 !== old.length) return false;
+      old[0] = expiresAt;
+      for (let i = 0; i < s.length; i++) old[i + 2] = s[i]!;
+      return true;
+    }
+    let at = 2;
+    for (const s of states as (readonly number[] | undefined)[]) {
+      if (at >= old.length || old[at] !== (s?.length ?? 0)) return false;
+      at += 1 + old[at]!;
+    }
+    if (at !== old.length) return false;
+    old[0] = expiresAt;
+    at = 2;
+    for (const s of states as (readonly number[] | undefined)[]) {
+      at++;
+      if (s !== undefined) for (let i = 0; i < s.length; i++) old[at++] = s[i]!;
+    }
+    return true;
   }
 
   /** Puts `next` in `key`'s slot, in place of `old` (undefined: none). */
