@@ -24,6 +24,9 @@ export class CallKeys {
   #young = new Map<string, Map<string, CallKey>>();
   #old = new Map<string, Map<string, CallKey>>();
   #size = 0;
+  /** The young keys of the resource looked up last. */
+  #lastResource: string | undefined;
+  #lastKeys: Map<string, CallKey> | undefined;
 
   constructor(
     private readonly maxKeyLength: number,
@@ -33,7 +36,9 @@ export class CallKeys {
   /** The key option of a call on `resource` (a resource known to exist), validated by `callKey`. */
   of(resource: string, key: unknown): CallKey {
     if (typeof key === 'string') {
-      const young = this.#young.get(resource)?.get(key);
+      // Calls mostly come on one resource at a time: its keys are found without a lookup.
+      const keys = resource === this.#lastResource ? this.#lastKeys : this.#young.get(resource);
+      const young = keys?.get(key);
       if (young !== undefined) return young;
       const old = this.#old.get(resource)?.get(key);
       if (old !== undefined) {
@@ -64,6 +69,7 @@ export class CallKeys {
     }
     let keys = this.#young.get(resource);
     if (keys === undefined) this.#young.set(resource, (keys = new Map<string, CallKey>()));
+    [this.#lastResource, this.#lastKeys] = [resource, keys];
     keys.set(key, entry);
     this.#size++;
   }

@@ -192,7 +192,9 @@ export class Decider {
     }
     const lease = resource.lease ?? (resource.hotKeys?.lease === undefined ? undefined : this.hotLease(resource, parts));
     if (lease !== undefined) return this.#leases.take(key, parts, limits, cost, lease, resource.onStoreFailure);
-    const permitId = hasConcurrency(limits) ? randomUUID() : '';
+    // The resource's own limits were looked at once, when it was compiled.
+    const concurrent = limits === resource.limits ? resource.paths.concurrency : hasConcurrency(limits);
+    const permitId = concurrent ? randomUUID() : '';
     const request = { key, parts, limits, cost, permitId, coreShare };
     const result = this.#failover.consumeNow(request, resource.onStoreFailure);
     return result instanceof Promise

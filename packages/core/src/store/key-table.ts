@@ -97,6 +97,9 @@ export class KeyTable {
   #policyIds = new WeakMap<readonly CompiledLimit[], number>();
   readonly #policies = new Map<number, { readonly limits: readonly CompiledLimit[]; refs: number }>();
   #nextPolicy = 1;
+  /** The policy numbered last (or found last): most calls are on one policy, and skip the lookups. */
+  #lastPolicy = 0;
+  #lastLimits: readonly CompiledLimit[] | undefined;
   /** Room taken by state kept outside the table (see {@link claimRoom}). */
   #claimed = 0;
   /** Keys at rest removed to make room for a new key. */
@@ -407,7 +410,7 @@ export class KeyTable {
    * window's groups), so the usual write allocates nothing. False when the shapes differ.
    */
   #overwrite(old: Slot, limits: readonly CompiledLimit[], states: (LimitState | undefined)[], expiresAt: number): boolean {
-    if (!Array.isArray(old) || this.#policies.get(old[1]!)!.limits !== limits) return false;
+    if (!Array.isArray(old) || this.#limitsOf(old) !== limits) return false;
     if (limits.length === 1) {
       const s = states[0] as readonly number[] | undefined;
       if (s === undefined || s.length + 2 !== old.length) return false;
@@ -444,6 +447,7 @@ export class KeyTable {
     const id = slot[1]!;
     const policy = this.#policies.get(id)!;
     if (--policy.refs > 0) return;
+    if (id === this.#lastPolicy) [this.#lastPolicy, this.#lastLimits] = [0, undefined];
     this.#policies.delete(id);
     this.#policyIds.delete(policy.limits);
   }
@@ -461,6 +465,7 @@ export class KeyTable {
     this.#groups.clear();
     this.#policies.clear();
     this.#policyIds = new WeakMap();
+    [this.#lastPolicy, this.#lastLimits] = [0, undefined];
     this.bookings = 0;
     this.ledgers = 0;
   }
@@ -522,13 +527,18 @@ export class KeyTable {
   }
 
   #limitsOf(slot: Slot): readonly CompiledLimit[] {
-    return Array.isArray(slot) ? this.#policies.get(slot[1]!)!.limits : slot.limits;
+    if (!Array.isArray(slot)) return slot.limits;
+    const id = slot[1]!;
+    if (id === this.#lastPolicy) return this.#lastLimits!;
+    const limits = this.#policies.get(id)!.limits;
+    [this.#lastPolicy, this.#lastLimits] = [id, limits];
+    return limits;
   }
 
   /** A slot's states, as fresh arrays for a packed slot. */
   #statesOf(slot: Slot): (LimitState | undefined)[] {
     if (!Array.isArray(slot)) return slot.states;
-    const n = this.#policies.get(slot[1]!)!.limits.length;
+    const n = this.#limitsOf(slot).length;
     if (n === 1) return [slot.length > 2 ? slot.slice(2) : undefined];
     const states = new Array<LimitState | undefined>(n);
     for (let i = 0, at = 2; i < n; i++) {
@@ -557,12 +567,14 @@ export class KeyTable {
 
   /** The policy's number, counted once more (the caller packs it into a slot). */
   #policyId(limits: readonly CompiledLimit[]): number {
-    const known = this.#policyIds.get(limits);
+    const known = limits === this.#lastLimits ? this.#lastPolicy : this.#policyIds.get(limits);
     if (known !== undefined) {
       this.#policies.get(known)!.refs++;
       return known;
     }
     const id = this.#nextPolicy++;
+    this.#lastPolicy = id;
+    this.#lastLimits = limits;
     this.#policyIds.set(limits, id);
     this.#policies.set(id, { limits, refs: 1 });
     return id;
