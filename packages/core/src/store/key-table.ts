@@ -198,6 +198,17 @@ export class KeyTable {
   }
 
   /**
+   * The state of a key of one rate limit, as {@link read} gives it, when the key holds a live
+   * packed slot written under `limits` (the usual key, decided again); undefined otherwise (no
+   * slot, at rest, no state, another policy, bookings): {@link read} tells then.
+   */
+  liveStateOf(key: string, limits: readonly CompiledLimit[], now: number): LimitState | undefined {
+    const slot = this.#slots.get(key);
+    if (!Array.isArray(slot) || slot.length <= 2 || slot[0]! <= now || this.#limitsOf(slot) !== limits) return undefined;
+    return slot.slice(2);
+  }
+
+  /**
    * True when `key` has a slot, one could be made for it, or (`limits` given, `pinned` false) its
    * states can be kept in its group's summary. False (and counted in `refused`) when none: the
    * caller must then decide as if denied, and write nothing. `pinned`: the key will hold state
