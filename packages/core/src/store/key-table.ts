@@ -198,14 +198,15 @@ export class KeyTable {
   }
 
   /**
-   * The state of a key of one rate limit, as {@link read} gives it, when the key holds a live
-   * packed slot written under `limits` (the usual key, decided again); undefined otherwise (no
-   * slot, at rest, no state, another policy, bookings): {@link read} tells then.
+   * The state of a key of one rate limit, as {@link read} gives it, when the key holds a packed
+   * slot written under `limits` (the usual key, decided again): a copy of its state, or null when
+   * it has none that counts (at rest: it decides as no state would, and a write reuses its slot).
+   * Undefined otherwise (no slot, another policy, bookings): {@link read} tells then.
    */
-  liveStateOf(key: string, limits: readonly CompiledLimit[], now: number): LimitState | undefined {
+  stateOf(key: string, limits: readonly CompiledLimit[], now: number): LimitState | null | undefined {
     const slot = this.#slots.get(key);
-    if (!Array.isArray(slot) || slot.length <= 2 || slot[0]! <= now || this.#limitsOf(slot) !== limits) return undefined;
-    return slot.slice(2);
+    if (!Array.isArray(slot) || this.#limitsOf(slot) !== limits) return undefined;
+    return slot[0]! <= now || slot.length <= 2 ? null : slot.slice(2);
   }
 
   /**

@@ -188,17 +188,17 @@ export class MemoryStore implements LimitStore, OutcomeStore {
   }
 
   /**
-   * {@link consumeSync} on a key of one rate limit that holds live state of it (most calls), as
+   * {@link consumeSync} on a key of one rate limit that holds a slot of it (most calls), as
    * `evaluateKey` decides it, without the general path's views and arrays; undefined when that path
-   * must decide.
+   * must decide (a new key may need room).
    */
   #consumeOne(request: ConsumeRequest, now: number): ConsumeResult | undefined {
     const limit = request.limits[0]!;
     const algorithm = rateAlgorithm(limit.code);
     if (algorithm === undefined) return undefined;
-    const state = this.#table.liveStateOf(request.key, request.limits, now) as RateState | undefined;
+    const state = this.#table.stateOf(request.key, request.limits, now) as RateState | null | undefined;
     if (state === undefined) return undefined;
-    const o = algorithm.evaluate(normalizeState(state, now, limit), request.cost, now, limit, 0);
+    const o = algorithm.evaluate(state === null ? undefined : normalizeState(state, now, limit), request.cost, now, limit, 0);
     const status: LimitStatus = {
       id: limit.id,
       algorithm: limit.algorithm,
