@@ -8,6 +8,7 @@
  *   5. a Redis outage (SIGKILL, restart) under load, per store-failure policy
  *   6. one hot key on a 3-master Redis Cluster, split over sub-keys or not
  *   7. heap taken by 1M keys in the in-memory store
+ *   7b. the embedded store's decisions/s beside RLF's memory limiter (embedded)
  *   8. `sluice serve` over HTTP and gRPC against Limiter.try in one process
  *   9. `sluice serve` beside envoyproxy/ratelimit (service-peers)
  *  10. what TLS costs `sluice serve` per decision (service-tls)
@@ -33,6 +34,7 @@ import { runAbuse } from './service/abuse.js';
 import { runDefaultsUnderLoad } from './accuracy/defaults-under-load.js';
 import { leaseTable, runLeaseThroughput, type LeaseCellResult, type LeaseSettings } from './redis/lease-throughput.js';
 import { rlfDecider, sluiceDecider, type Decider } from './harness/contenders.js';
+import { embeddedTable, runEmbedded, type EmbeddedResult } from './memory/embedded.js';
 import { memoryTable, runMemory, type MemoryResult } from './memory/memory.js';
 import { parseOptions, type BenchOptions } from './options.js';
 import { outageSummaryTable, outageTimelineTable, runOutage, type OutageResult, type OutageSettings } from './redis/outage.js';
@@ -199,6 +201,17 @@ async function memoryPart(options: BenchOptions): Promise<MemoryResult> {
   return result;
 }
 
+/** Limiter.try and rateLimit on the MemoryStore beside RLF's RateLimiterMemory: 1 and 64 callers, 1,000 keys and a hot key. */
+async function embeddedPart(options: BenchOptions): Promise<EmbeddedResult> {
+  progress('embedded store beside RLF memory...');
+  await settle();
+  const quick = options.mode.name === 'quick';
+  const settings = { warmupMs: quick ? 200 : 500, measureMs: quick ? 1000 : 2000, rounds: 3, keys: 1000, callers: [1, 64] };
+  const result = await runEmbedded(settings, settle, progress);
+  print(embeddedTable(result));
+  return result;
+}
+
 async function servicePart(options: BenchOptions, redisUrl: string, runId: string): Promise<ServiceCell[]> {
   progress('service over HTTP and gRPC...');
   const wrk = findWrk(options.wrk);
@@ -344,6 +357,7 @@ async function main(): Promise<void> {
     const outage = options.parts.has('outage') ? await outagePart(runId) : undefined;
     const cluster = options.parts.has('cluster') ? await clusterPart(options, runId) : undefined;
     const memory = options.parts.has('memory') ? await memoryPart(options) : undefined;
+    const embedded = options.parts.has('embedded') ? await embeddedPart(options) : undefined;
     if (options.parts.has('service')) await servicePart(options, redisUrl!, runId);
     if (options.parts.has('gateway')) await gatewayPart(options);
     if (options.parts.has('stream')) await streamPart(options, redisUrl!, runId);
@@ -353,7 +367,17 @@ async function main(): Promise<void> {
     if (options.parts.has('abuse')) print(await runAbuse(options.mode.accuracyMs, redisUrl!, runId, progress));
     const servicePeers = options.parts.has('service-peers') ? await servicePeersPart(options, redisUrl!, runId) : undefined;
     if (options.parts.has('service-tls')) await serviceTlsPart(options, redisUrl!, runId);
-    const summary = summaryTable({ throughput, leases, accuracy, leaseAccuracy, outage, cluster, memory, servicePeers });
+    const summary = summaryTable({
+      throughput,
+      leases,
+      accuracy,
+      leaseAccuracy,
+      outage,
+      cluster,
+      memory,
+      embedded,
+      servicePeers,
+    });
     print(summary);
     if (options.writeDocs) {
       const context = [

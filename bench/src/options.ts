@@ -5,7 +5,7 @@
  *   --redis URL          Redis to measure against; default $SLUICE_REDIS_URL, else a throwaway
  *                        redis-server started (and stopped) by the bench
  *   --only a,b           run only some parts: throughput, policies, leases, accuracy, lease-accuracy, outage,
- *                        cluster, memory, service, gateway, stream, governance, sustained,
+ *                        cluster, memory, embedded, service, gateway, stream, governance, sustained,
  *                        defaults-under-load, abuse, service-peers, service-tls
  *   --write-docs         rewrite docs/benchmarks.md's "Where things stand" and its chart from the run
  *   BENCH_WRK            the wrk binary of the service part's HTTP load (default: wrk on PATH);
@@ -24,6 +24,7 @@ export const PARTS = [
   'outage',
   'cluster',
   'memory',
+  'embedded',
   'service',
   'gateway',
   'stream',

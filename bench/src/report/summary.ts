@@ -1,6 +1,7 @@
 import type { AccuracyResult } from '../accuracy/accuracy.js';
 import type { ClusterResult } from '../redis/cluster.js';
 import type { LeaseCellResult } from '../redis/lease-throughput.js';
+import { embeddedVerdicts, type EmbeddedResult } from '../memory/embedded.js';
 import type { MemoryResult } from '../memory/memory.js';
 import type { OutageResult } from '../redis/outage.js';
 import { servicePeersSummaryRows, type PeerResult } from '../service/service-peers.js';
@@ -183,6 +184,7 @@ export interface RunResults {
   readonly outage?: OutageResult | undefined;
   readonly cluster?: ClusterResult | undefined;
   readonly memory?: MemoryResult | undefined;
+  readonly embedded?: EmbeddedResult | undefined;
   readonly servicePeers?: PeerResult | undefined;
 }
 
@@ -199,6 +201,9 @@ export function summaryTable(r: RunResults): Table {
       ...leaseAccuracyRows(r.leaseAccuracy),
       ...outageRows(r.outage),
       ...memoryRows(r.memory),
+      ...(r.embedded === undefined
+        ? [['Embedded: Limiter.try >= 1x, rateLimit >= 0.5x RLF RateLimiterMemory', 'not run', '-'] as Row]
+        : embeddedVerdicts(r.embedded)),
       ...clusterRows(r.cluster),
       ...servicePeersSummaryRows(r.servicePeers),
     ],

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { OutcomeRecorders } from '../breakers/outcome-recorders.js';
 import { fallbackDecision } from '../failover/failover-state.js';
-import type { Failover } from '../failover/failover.js';
+import type { Failover, FailoverResult } from '../failover/failover.js';
 import type { HotKeyTrackers } from '../local/hot-keys.js';
 import type { CompiledLeaseSettings, LeaseCache } from '../local/lease-cache.js';
 import { filterKey, type Prefilter } from '../local/prefilter.js';
@@ -72,9 +72,9 @@ export class Decider {
   /**
    * `try`'s decision. The common call (the resource's `paths.direct`, no tenant quota) goes
    * straight to its key: {@link consume} would decide it the same way, with bookkeeping only
-   * `acquire` needs.
+   * `acquire` needs. Answered at once (no promise) when the store decides synchronously.
    */
-  decide(call: Call): Promise<Decision> {
+  decide(call: Call): Decision | Promise<Decision> {
     const r = call.resource;
     return r.paths.direct && this.tenantLimits(call) === undefined
       ? this.#consumeKey(r, call.key, call.parts, call.limits, call.cost, call.tier.coreShare)
@@ -172,7 +172,8 @@ export class Decider {
 
   /**
    * One storage key: the local pre-filter or lease, then the store (or its fallback). Not async:
-   * every decision through the store passes here, and one reaction costs less than a frame.
+   * every decision through the store passes here; a store that decides synchronously (the
+   * `MemoryStore`) is answered without a promise.
    */
   #consumeKey(
     resource: CompiledResource,
@@ -181,29 +182,43 @@ export class Decider {
     limits: readonly CompiledLimit[],
     cost: number,
     coreShare: number,
-  ): Promise<Decision> {
-    // Normal and core traffic see different limits when a core share is kept: separate entries.
-    const entry = filterKey(key, coreShare);
+  ): Decision | Promise<Decision> {
     // An empty pre-filter (the usual state) has nothing to say: skip the lookup and the clock.
     const prefilter = resource.prefilter ? this.#prefilter : undefined;
     if (prefilter !== undefined && prefilter.size > 0) {
-      const local = prefilter.check(entry, cost, this.#clock.now());
-      if (local !== undefined) return Promise.resolve(local);
+      // Normal and core traffic see different limits when a core share is kept: separate entries.
+      const local = prefilter.check(filterKey(key, coreShare), cost, this.#clock.now());
+      if (local !== undefined) return local;
     }
     const lease = resource.lease ?? (resource.hotKeys?.lease === undefined ? undefined : this.hotLease(resource, parts));
     if (lease !== undefined) return this.#leases.take(key, parts, limits, cost, lease, resource.onStoreFailure);
-    const permitId = hasConcurrency(limits) ? randomUUID() : '';
+    // The resource's own limits were looked at once, when it was compiled.
+    const concurrent = limits === resource.limits ? resource.paths.concurrency : hasConcurrency(limits);
+    const permitId = concurrent ? randomUUID() : '';
     const request = { key, parts, limits, cost, permitId, coreShare };
-    return this.#failover.consume(request, resource.onStoreFailure).then((result) => {
-      let decision = combineStatuses(result.statuses, permitId === '' ? undefined : permitId);
-      if (result.fallback === true) decision = fallbackDecision(decision, result.unavailable === true);
-      // Only global decisions teach the pre-filter (a fallback's denials reflect a local share);
-      // an admission only has something to unlearn when the pre-filter holds keys.
-      if (prefilter !== undefined && result.fallback !== true && (!decision.allowed || prefilter.size > 0)) {
-        prefilter.learn(entry, cost, this.#clock.now(), decision);
-      }
-      return decision;
-    });
+    const result = this.#failover.consumeNow(request, resource.onStoreFailure);
+    return result instanceof Promise
+      ? result.then((r) => this.#decided(r, prefilter, key, coreShare, cost, permitId))
+      : this.#decided(result, prefilter, key, coreShare, cost, permitId);
+  }
+
+  /** The decision of a store's (or its fallback's) result on one storage key. */
+  #decided(
+    result: FailoverResult,
+    prefilter: Prefilter | undefined,
+    key: string,
+    coreShare: number,
+    cost: number,
+    permitId: string,
+  ): Decision {
+    let decision = combineStatuses(result.statuses, permitId === '' ? undefined : permitId);
+    if (result.fallback === true) decision = fallbackDecision(decision, result.unavailable === true);
+    // Only global decisions teach the pre-filter (a fallback's denials reflect a local share);
+    // an admission only has something to unlearn when the pre-filter holds keys.
+    if (prefilter !== undefined && result.fallback !== true && (!decision.allowed || prefilter.size > 0)) {
+      prefilter.learn(filterKey(key, coreShare), cost, this.#clock.now(), decision);
+    }
+    return decision;
   }
 
   /** Where an admitted decision of {@link consume} charged its permits (none if it charged none). */

@@ -278,15 +278,17 @@ export class Limiter implements RateLimiter {
   }
 
   /** Decides now, without waiting. Being limited resolves to a denied decision. */
-  try(resource: string, options: TryOptions = {}): Promise<Decision> {
+  try(resource: string, options: TryOptions = NO_OPTIONS): Promise<Decision> {
     const startedAt = this.#decider.start();
-    let decided: Promise<Decision>;
+    let decided: Decision | Promise<Decision>;
     let tier: CompiledTier;
     try {
       const call = this.#prepare(resource, options);
       this.#decider.noteHot(call);
       tier = call.tier;
       decided = this.#decider.decide(call);
+      // Decided at once (the MemoryStore): the caller's promise is the only one.
+      if (!(decided instanceof Promise)) return Promise.resolve(this.#decider.observe(resource, 'try', decided, tier, startedAt));
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }

@@ -14,6 +14,7 @@ describe('resource paths', () => {
       leasedByCaller: false,
       reserveRefusal: undefined,
       bookable: true,
+      concurrency: false,
     });
     expect(paths({ limits: gcra, prefilter: false }).sync).toBe('none');
   });

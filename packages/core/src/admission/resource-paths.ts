@@ -45,6 +45,8 @@ export interface ResourcePaths {
    * back is still decided as `try`.
    */
   readonly bookable: boolean;
+  /** One of the resource's own limits is a concurrency limit: its calls take permits to hold. */
+  readonly concurrency: boolean;
 }
 
 /** What {@link resourcePaths} reads of a resource being compiled. */
@@ -81,5 +83,6 @@ export function resourcePaths(r: PathInputs): ResourcePaths {
             ? 'resources with a boost pool cannot be reserved'
             : undefined,
     bookable: one && !r.shadow && r.lease === undefined && r.boost === undefined && !concurrency,
+    concurrency,
   });
 }

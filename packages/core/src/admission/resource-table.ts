@@ -8,8 +8,8 @@ import type { HotKeyTrackers } from '../local/hot-keys.js';
 import type { Prefilter } from '../local/prefilter.js';
 import type { Clock } from '../shared/clock.js';
 import { ErrorCodes, SluiceError } from '../shared/errors.js';
-import { callKey, checkCostAtMost } from '../shared/policy.js';
-import { resourceKey } from '../store/storage-key.js';
+import { checkCostAtMost } from '../shared/policy.js';
+import { CallKeys } from './call-keys.js';
 import { checkTenant, type Call } from './limiter-calls.js';
 import type { TryOptions } from './rate-limiter.js';
 import { compileResource, type CompiledResource, type ResourceConfig } from './resource.js';
@@ -28,11 +28,14 @@ export interface ResourceTableParts {
 export class ResourceTable {
   readonly #resources = new Map<string, CompiledResource>();
   readonly #parts: ResourceTableParts;
+  /** Caller keys seen lately, validated and encoded once. */
+  readonly #keys: CallKeys;
   /** Outcome recorders of the resources' fleet breakers (set once the store is known). */
   #outcomes: OutcomeRecorders | undefined;
 
   constructor(parts: ResourceTableParts) {
     this.#parts = parts;
+    this.#keys = new CallKeys(parts.maxKeyLength);
   }
 
   /** Starts keeping the outcome recorders in step (checking every resource already set). */
@@ -124,15 +127,15 @@ export class ResourceTable {
   /** A caller's options on a resource, validated. */
   call(resource: string, options: TryOptions): Call {
     const r = this.get(resource);
-    const sub = callKey(options.key, this.#parts.maxKeyLength);
-    const cost = checkCostAtMost(options.cost ?? 1, r.paths.maxCost);
+    const { sub, key, parts } = this.#keys.of(resource, options.key);
+    // The usual call (cost 1 on a resource that admits it) needs no check.
+    const cost = options.cost === undefined && r.paths.maxCost >= 1 ? 1 : checkCostAtMost(options.cost ?? 1, r.paths.maxCost);
     const tenant = options.tenant === undefined ? undefined : checkTenant(options.tenant);
     const tier = tierOf(r.priority, options.priority, resource);
-    const parts = { resource, key: sub };
     return {
       resource: r,
       sub,
-      key: resourceKey(resource, sub),
+      key,
       parts,
       limits: r.limits,
       cost,

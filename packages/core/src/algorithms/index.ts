@@ -15,9 +15,12 @@ export { slidingWindow } from './sliding-window.js';
 export { tokenBucket } from './token-bucket.js';
 export * from './types.js';
 
-const BY_CODE = new Map<number, RateAlgorithm>(
-  [tokenBucket, gcra, slidingWindow, fixedWindow, slidingLog].map((a) => [a.code, a]),
-);
+/** The rate algorithms by code (a dense array: looked up twice on every decision). */
+const RATE_BY_CODE: readonly (RateAlgorithm | undefined)[] = (() => {
+  const byCode: (RateAlgorithm | undefined)[] = [];
+  for (const a of [tokenBucket, gcra, slidingWindow, fixedWindow, slidingLog]) byCode[a.code] = a;
+  return byCode;
+})();
 
 /** Every algorithm, by name: what each is (see {@link AlgorithmTraits}). */
 export const ALGORITHM_TRAITS: Readonly<Record<Algorithm, AlgorithmTraits>> = Object.freeze({
@@ -48,7 +51,7 @@ export const RATE_ALGORITHMS: readonly Exclude<Algorithm, 'concurrency'>[] = Obj
 
 /** The rate algorithm for a code, or undefined (concurrency has no rate algorithm). */
 export function rateAlgorithm(code: number): RateAlgorithm | undefined {
-  return BY_CODE.get(code);
+  return RATE_BY_CODE[code];
 }
 
 /**
@@ -58,10 +61,10 @@ export function rateAlgorithm(code: number): RateAlgorithm | undefined {
  */
 export function normalizeState(state: RateState | undefined, now: number, limit: CompiledLimit): RateState | undefined {
   if (state === undefined) return undefined;
-  const target = BY_CODE.get(limit.code);
+  const target = RATE_BY_CODE[limit.code];
   if (target === undefined) return undefined;
   if (state[0] === limit.code && target.compatible(state, limit)) return state;
-  const source = BY_CODE.get(state[0]!);
+  const source = RATE_BY_CODE[state[0]!];
   if (source === undefined) return undefined;
   return target.fromUsage(source.usage(state, now, limit), now, limit);
 }

@@ -9,7 +9,7 @@ import {
   startOfEntries,
   sumEntries,
 } from './timed-log.js';
-import { EPS_PERMITS, wholePermits, type RateAlgorithm, type RateState } from './types.js';
+import { EPS_PERMITS, ceilMs, wholePermits, type RateAlgorithm, type RateState } from './types.js';
 
 /**
  * Sliding window with bounded state, stored as `[3, 0, ts1, cost1, ts2, cost2, ...]`: at most
@@ -40,6 +40,8 @@ export const slidingWindow: RateAlgorithm = {
   capacity: (limit) => limit.limit,
 
   evaluate(state, cost, now, limit, holdMs = 0) {
+    const admitted = cost > 0 ? admitInOneCopy(state, cost, now, limit, holdMs) : undefined;
+    if (admitted !== undefined) return admitted;
     const entries = liveOf(state, now, limit);
     const count = sumEntries(entries);
     if (count + cost <= limit.limit + EPS_PERMITS) {
@@ -116,6 +118,69 @@ export const slidingWindow: RateAlgorithm = {
     return windowOf(merged(appendEntry(live, now, cost), limit), now, limit);
   },
 };
+
+/**
+ * `evaluate` of a call that is admitted and charges permits, on a state holding at most
+ * `maxGroups` live groups (the usual case), written in one copy: the live groups with the new
+ * charge put in place, then the one merge the cap may ask for. It decides exactly as the general
+ * path (`liveOf`, `appendEntry`, `merged`), which copies the whole log three times more; undefined
+ * when that path must decide (a denial, more live groups than the cap after a policy change).
+ */
+function admitInOneCopy(state: RateState | undefined, cost: number, now: number, limit: CompiledLimit, holdMs: number) {
+  // An earlier version's layout (see above) is read by the general path.
+  if (state !== undefined && state[1] !== 0) return undefined;
+  const windowMs = limit.windowMs;
+  const length = state === undefined ? 2 : state.length;
+  let from = 2;
+  while (from < length && state![from]! + windowMs <= now) from += 2;
+  let count = 0;
+  for (let i = from + 1; i < length; i += 2) count += state![i]!;
+  const cap = maxGroups(limit);
+  if ((length - from) / 2 > cap || count + cost > limit.limit + EPS_PERMITS) return undefined;
+  const at = now + holdMs;
+  // Where the charge goes: after every group stamped at or before it (joining one stamped at it).
+  let end = length;
+  while (end > from && state![end - 2]! > at) end -= 2;
+  const joins = end > from && state![end - 2] === at;
+  const next = new Array<number>(2 + (length - from) + (joins ? 0 : 2));
+  next[0] = 3;
+  next[1] = 0;
+  let o = 2;
+  for (let i = from; i < end; i++) next[o++] = state![i]!;
+  if (joins) next[o - 1] = next[o - 1]! + cost;
+  else {
+    next[o++] = at;
+    next[o++] = cost;
+  }
+  for (let i = end; i < length; i++) next[o++] = state![i]!;
+  mergeAfter(next, 2, cap);
+  const resetAfterMs = ceilMs(next[next.length - 2]! + windowMs - now);
+  return {
+    allowed: true,
+    remaining: wholePermits(limit.limit - count - cost),
+    retryAfterMs: 0,
+    resetAfterMs,
+    next,
+    ttlMs: resetAfterMs,
+  };
+}
+
+/** {@link merged} on the groups of `out` after its first `head` numbers. */
+function mergeAfter(out: number[], head: number, cap: number): void {
+  while (out.length - head > 2 * cap) {
+    let best = head;
+    let bestWaste = Infinity;
+    for (let i = head; i + 2 < out.length; i += 2) {
+      const waste = out[i + 1]! * (out[i + 2]! - out[i]!);
+      if (waste < bestWaste) {
+        bestWaste = waste;
+        best = i;
+      }
+    }
+    out[best + 3] = out[best + 3]! + out[best + 1]!;
+    out.splice(best, 2);
+  }
+}
 
 function windowOf(entries: number[], now: number, limit: CompiledLimit) {
   if (entries.length === 0) return { next: undefined, ttlMs: 0 };

@@ -156,9 +156,12 @@ export class Failover {
   readonly #scaled = new WeakMap<readonly CompiledLimit[], { peers: number; limits: readonly CompiledLimit[] }>();
   /** Times the store's calls (see {@link FailoverOptions.onCall}); undefined when nobody listens. */
   readonly #timer: StoreCallTimer | undefined;
+  /** The store answers `consumeSync` as it does `consume` (see {@link decidesSync}). */
+  readonly #sync: boolean;
 
   constructor(primary: LimitStore, clock: Clock, options: FailoverOptions = {}) {
     this.#primary = primary;
+    this.#sync = decidesSync(primary);
     this.#clock = clock;
     this.#timer = storeCallTimer(primary, clock, options.onCall);
     const timer = this.#timer;
@@ -254,6 +257,29 @@ export class Failover {
         return this.#fallbackResult(request, policy);
       },
     );
+  }
+
+  /**
+   * {@link consume}, answered at once when the store decides synchronously (see
+   * `LimitStore.consumeSync`) and is up; a promise otherwise (another store, the fallback, a
+   * failed call).
+   */
+  consumeNow(request: ConsumeRequest, policy: StoreFailurePolicy): FailoverResult | Promise<FailoverResult> {
+    if (!this.#sync || !this.#health.healthy) return this.consume(request, policy);
+    const ticket = this.#health.begin();
+    const timer = this.#timer;
+    const startedAt = timer === undefined ? 0 : this.#clock.now();
+    let result: ConsumeResult;
+    try {
+      result = this.#primary.consumeSync!(request);
+    } catch (err) {
+      timer?.('consume', startedAt, err ?? new Error('the store call failed'));
+      this.#failed(err, ticket);
+      return this.#fallbackResult(request, policy);
+    }
+    timer?.('consume', startedAt);
+    this.#health.succeeded();
+    return result;
   }
 
   async #fallbackResult(request: ConsumeRequest, policy: StoreFailurePolicy): Promise<FailoverResult> {
@@ -427,4 +453,16 @@ export class Failover {
     if (!isStoreFailure(err)) throw err;
     this.#health.failed(err, ticket);
   }
+}
+
+/**
+ * True when the store has a `consumeSync` that answers as its `consume` does: a subclass that
+ * overrides `consume` but not `consumeSync` (a wrapper counting calls, a test's fake) is asked
+ * through its `consume`.
+ */
+function decidesSync(store: LimitStore): boolean {
+  if (store.consumeSync === undefined) return false;
+  let owner: object | null = store;
+  while (owner !== null && !Object.hasOwn(owner, 'consumeSync')) owner = Object.getPrototypeOf(owner) as object | null;
+  return owner !== null && (owner as Partial<LimitStore>).consume === store.consume;
 }

@@ -18,9 +18,12 @@ export interface Clock {
 /** Opaque timer handle. */
 export type TimerHandle = { readonly __timer: unique symbol } | object;
 
+/** `performance`, looked up once: the global is a getter in Node, and the store reads the clock on every decision. */
+const perf = globalThis.performance;
+
 /** The process's monotonic clock (`performance.now()`) and Node timers. */
 export const systemClock: Clock = {
-  now: () => performance.now(),
+  now: () => perf.now(),
   setTimer: (fn, ms, background) => {
     const t = setTimeout(fn, Math.max(0, ms));
     if (background) t.unref();

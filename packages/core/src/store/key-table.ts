@@ -97,6 +97,9 @@ export class KeyTable {
   #policyIds = new WeakMap<readonly CompiledLimit[], number>();
   readonly #policies = new Map<number, { readonly limits: readonly CompiledLimit[]; refs: number }>();
   #nextPolicy = 1;
+  /** The policy numbered last (or found last): most calls are on one policy, and skip the lookups. */
+  #lastPolicy = 0;
+  #lastLimits: readonly CompiledLimit[] | undefined;
   /** Room taken by state kept outside the table (see {@link claimRoom}). */
   #claimed = 0;
   /** Keys at rest removed to make room for a new key. */
@@ -195,6 +198,18 @@ export class KeyTable {
   }
 
   /**
+   * The state of a key of one rate limit, as {@link read} gives it, when the key holds a packed
+   * slot written under `limits` (the usual key, decided again): a copy of its state, or null when
+   * it has none that counts (at rest: it decides as no state would, and a write reuses its slot).
+   * Undefined otherwise (no slot, another policy, bookings): {@link read} tells then.
+   */
+  stateOf(key: string, limits: readonly CompiledLimit[], now: number): LimitState | null | undefined {
+    const slot = this.#slots.get(key);
+    if (!Array.isArray(slot) || this.#limitsOf(slot) !== limits) return undefined;
+    return slot[0]! <= now || slot.length <= 2 ? null : slot.slice(2);
+  }
+
+  /**
    * True when `key` has a slot, one could be made for it, or (`limits` given, `pinned` false) its
    * states can be kept in its group's summary. False (and counted in `refused`) when none: the
    * caller must then decide as if denied, and write nothing. `pinned`: the key will hold state
@@ -256,6 +271,8 @@ export class KeyTable {
         return true;
       }
     }
+    // A packed slot (no bookings) of the same shape is written over in place.
+    if (old !== undefined && ledger === undefined && this.#overwrite(old, limits, states, expiresAt)) return true;
     // Undefined keeps the key's bookings, but only while its entry lives: an entry that has
     // ended counts as absent, its bookings with it (a write must not bring them back).
     const kept =
@@ -406,6 +423,35 @@ export class KeyTable {
     return this.#pack(expiresAt, limits, states as (readonly number[] | undefined)[]);
   }
 
+  /**
+   * Writes `states` over a packed slot of the same policy and size, in place: a key's state keeps
+   * its shape from one decision to the next (a token bucket's three numbers, a full sliding
+   * window's groups), so the usual write allocates nothing. False when the shapes differ.
+   */
+  #overwrite(old: Slot, limits: readonly CompiledLimit[], states: (LimitState | undefined)[], expiresAt: number): boolean {
+    if (!Array.isArray(old) || this.#limitsOf(old) !== limits) return false;
+    if (limits.length === 1) {
+      const s = states[0] as readonly number[] | undefined;
+      if (s === undefined || s.length + 2 !== old.length) return false;
+      old[0] = expiresAt;
+      for (let i = 0; i < s.length; i++) old[i + 2] = s[i]!;
+      return true;
+    }
+    let at = 2;
+    for (const s of states as (readonly number[] | undefined)[]) {
+      if (at >= old.length || old[at] !== (s?.length ?? 0)) return false;
+      at += 1 + old[at]!;
+    }
+    if (at !== old.length) return false;
+    old[0] = expiresAt;
+    at = 2;
+    for (const s of states as (readonly number[] | undefined)[]) {
+      at++;
+      if (s !== undefined) for (let i = 0; i < s.length; i++) old[at++] = s[i]!;
+    }
+    return true;
+  }
+
   /** Puts `next` in `key`'s slot, in place of `old` (undefined: none). */
   #set(key: string, old: Slot | undefined, next: Slot): void {
     this.#slots.set(key, next);
@@ -420,6 +466,7 @@ export class KeyTable {
     const id = slot[1]!;
     const policy = this.#policies.get(id)!;
     if (--policy.refs > 0) return;
+    if (id === this.#lastPolicy) [this.#lastPolicy, this.#lastLimits] = [0, undefined];
     this.#policies.delete(id);
     this.#policyIds.delete(policy.limits);
   }
@@ -437,6 +484,7 @@ export class KeyTable {
     this.#groups.clear();
     this.#policies.clear();
     this.#policyIds = new WeakMap();
+    [this.#lastPolicy, this.#lastLimits] = [0, undefined];
     this.bookings = 0;
     this.ledgers = 0;
   }
@@ -498,13 +546,18 @@ export class KeyTable {
   }
 
   #limitsOf(slot: Slot): readonly CompiledLimit[] {
-    return Array.isArray(slot) ? this.#policies.get(slot[1]!)!.limits : slot.limits;
+    if (!Array.isArray(slot)) return slot.limits;
+    const id = slot[1]!;
+    if (id === this.#lastPolicy) return this.#lastLimits!;
+    const limits = this.#policies.get(id)!.limits;
+    [this.#lastPolicy, this.#lastLimits] = [id, limits];
+    return limits;
   }
 
   /** A slot's states, as fresh arrays for a packed slot. */
   #statesOf(slot: Slot): (LimitState | undefined)[] {
     if (!Array.isArray(slot)) return slot.states;
-    const n = this.#policies.get(slot[1]!)!.limits.length;
+    const n = this.#limitsOf(slot).length;
     if (n === 1) return [slot.length > 2 ? slot.slice(2) : undefined];
     const states = new Array<LimitState | undefined>(n);
     for (let i = 0, at = 2; i < n; i++) {
@@ -533,12 +586,14 @@ export class KeyTable {
 
   /** The policy's number, counted once more (the caller packs it into a slot). */
   #policyId(limits: readonly CompiledLimit[]): number {
-    const known = this.#policyIds.get(limits);
+    const known = limits === this.#lastLimits ? this.#lastPolicy : this.#policyIds.get(limits);
     if (known !== undefined) {
       this.#policies.get(known)!.refs++;
       return known;
     }
     const id = this.#nextPolicy++;
+    this.#lastPolicy = id;
+    this.#lastLimits = limits;
     this.#policyIds.set(limits, id);
     this.#policies.set(id, { limits, refs: 1 });
     return id;

@@ -1,5 +1,5 @@
 import type { ConcurrencyState } from '../algorithms/index.js';
-import { algorithmOf, concurrency } from '../algorithms/index.js';
+import { algorithmOf, concurrency, normalizeState, rateAlgorithm, type RateState } from '../algorithms/index.js';
 import { systemClock, type Clock, type TimerHandle } from '../shared/clock.js';
 import { ErrorCodes, SluiceError, invalid } from '../shared/errors.js';
 import { bookKey, bookingTokenRefused, cancelBooking, openBookings } from './booking.js';
@@ -166,6 +166,10 @@ export class MemoryStore implements LimitStore, OutcomeStore {
   consumeSync(request: ConsumeRequest): ConsumeResult {
     this.#checkOpen();
     const now = this.#options.clock.now();
+    if (request.limits.length === 1 && !(request.coreShare! > 0)) {
+      const decided = this.#consumeOne(request, now);
+      if (decided !== undefined) return decided;
+    }
     const entry = this.#table.read(request.key, request.limits, now);
     if (isNew(entry) && !this.#makeRoom(request.key, request.limits, now)) {
       return { allowed: false, statuses: this.#refusal(request.limits, now), now };
@@ -181,6 +185,31 @@ export class MemoryStore implements LimitStore, OutcomeStore {
     );
     if (outcome.allowed) this.#table.write(request.key, request.limits, outcome.next, keepUntil(view, now + outcome.ttlMs), now);
     return { allowed: outcome.allowed, statuses: outcome.statuses, now };
+  }
+
+  /**
+   * {@link consumeSync} on a key of one rate limit that holds a slot of it (most calls), as
+   * `evaluateKey` decides it, without the general path's views and arrays; undefined when that path
+   * must decide (a new key may need room).
+   */
+  #consumeOne(request: ConsumeRequest, now: number): ConsumeResult | undefined {
+    const limit = request.limits[0]!;
+    const algorithm = rateAlgorithm(limit.code);
+    if (algorithm === undefined) return undefined;
+    const state = this.#table.stateOf(request.key, request.limits, now) as RateState | null | undefined;
+    if (state === undefined) return undefined;
+    const o = algorithm.evaluate(state === null ? undefined : normalizeState(state, now, limit), request.cost, now, limit, 0);
+    const status: LimitStatus = {
+      id: limit.id,
+      algorithm: limit.algorithm,
+      allowed: o.allowed,
+      limit: limit.limit,
+      remaining: Math.max(0, o.remaining),
+      retryAfterMs: o.retryAfterMs,
+      resetAfterMs: o.resetAfterMs,
+    };
+    if (o.allowed) this.#table.write(request.key, request.limits, [o.next], now + o.ttlMs, now);
+    return { allowed: o.allowed, statuses: [status], now };
   }
 
   async reserve(request: ReserveRequest): Promise<ReserveResult> {

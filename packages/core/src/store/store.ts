@@ -143,6 +143,12 @@ export interface LimitStore {
    */
   readonly address?: string;
   consume(request: ConsumeRequest): Promise<ConsumeResult>;
+  /**
+   * {@link consume} answered at once, by a store that decides in this process without I/O (the
+   * `MemoryStore`): the limiter then decides without a promise of its own. Same semantics, same
+   * errors (thrown instead of rejected).
+   */
+  consumeSync?(request: ConsumeRequest): ConsumeResult;
   adjust(request: AdjustRequest): Promise<void>;
   /**
    * Takes up to `max` permits (at least `min`) in one round trip, for client-side leases. Keys

@@ -1,0 +1,40 @@
+import { describe, expect, it } from 'vitest';
+import { ErrorCodes } from '../shared/errors.js';
+import { resourceKey } from '../store/storage-key.js';
+import { CallKeys } from './call-keys.js';
+
+describe('call keys', () => {
+  it('encode a key as storage-key.ts does, the same each time it is seen', () => {
+    const keys = new CallKeys(256);
+    for (const key of ['user-1', '@acme', '%x', '#3']) {
+      const first = keys.of('api', key);
+      expect(first).toEqual({ sub: key, key: resourceKey('api', key), parts: { resource: 'api', key } });
+      expect(keys.of('api', key)).toBe(first);
+    }
+    expect(keys.of('api', undefined)).toEqual({ sub: '', key: 'api', parts: { resource: 'api', key: '' } });
+    // The same caller key on another resource is another state.
+    expect(keys.of('other', 'user-1').key).toBe('other|user-1');
+  });
+
+  it('refuse an invalid key every time it is given', () => {
+    const keys = new CallKeys(8);
+    for (let i = 0; i < 2; i++) {
+      expect(() => keys.of('api', '')).toThrow(expect.objectContaining({ code: ErrorCodes.INVALID_KEY }));
+      expect(() => keys.of('api', 'x'.repeat(9))).toThrow(expect.objectContaining({ code: ErrorCodes.INVALID_KEY }));
+      expect(() => keys.of('api', 'a\uD800')).toThrow(expect.objectContaining({ code: ErrorCodes.INVALID_KEY }));
+      expect(() => keys.of('api', 42)).toThrow(expect.objectContaining({ code: ErrorCodes.INVALID_KEY }));
+    }
+    expect(keys.size).toBe(0);
+  });
+
+  it('hold at most twice their bound, keeping a key in use across a turn', () => {
+    const keys = new CallKeys(256, 100);
+    const hot = keys.of('api', 'hot');
+    for (let i = 0; i < 1000; i++) {
+      keys.of('api', `flood-${i}`);
+      if (i % 50 === 0) expect(keys.of('api', 'hot')).toBe(hot);
+      expect(keys.size).toBeLessThanOrEqual(200);
+    }
+    expect(keys.of('api', 'flood-999').key).toBe('api|flood-999');
+  });
+});
