@@ -165,6 +165,8 @@ describe('non-blocking mode', () => {
         {
           limiter,
           mode: 'non-blocking',
+          // A plain denial: with bookings, a slot 2 s away is waited for inside the attempt.
+          booking: false,
           activities: { callShared: { resource: 'api:slow' } },
           observer: createTemporalMetrics({ registry }),
         },
