@@ -38,10 +38,33 @@ interface Owned {
   lagBatches: number;
   lagMs: number;
   mode: ConsumeMode;
+  /** The newest record time read (event timestamp or tally end, at most when it was read), 0 before any. */
+  readUpTo: number;
+  /** When the batch that carried `readUpTo` was read. */
+  readAt: number;
   /** Partition lost: in-flight batches are ignored. */
   gone: boolean;
   /** The held values at the last snapshot, to snapshot again as soon as they change. */
   snapshotHolds: string;
+}
+
+/**
+ * The partition's watermark at `now`: the time up to which its stream is known to have been
+ * read. The newest record read was `now - readAt` ago and was then `readAt - readUpTo` old
+ * (the stream's delivery lag); the watermark trails `now` by that lag, so a lagging stream's
+ * windows are judged where they are complete. Before anything was read: `now`.
+ */
+function watermark(o: Owned, now: number): number {
+  return o.readAt === 0 ? now : Math.min(now, o.readUpTo + (now - o.readAt));
+}
+
+/** Records that `newest` (a record time) was read at `now`. */
+function read(o: Owned, newest: number, now: number): void {
+  const t = Math.min(newest, now);
+  if (o.readAt === 0 || t >= o.readUpTo) {
+    o.readUpTo = t;
+    o.readAt = now;
+  }
 }
 
 function holdsOf(o: Owned): string {
@@ -242,6 +265,8 @@ export class Aggregator {
       lagBatches: 0,
       lagMs: 0,
       mode: 'normal',
+      readUpTo: 0,
+      readAt: 0,
       gone: false,
       snapshotHolds: '',
     };
@@ -294,7 +319,7 @@ export class Aggregator {
         atMs: this.#o.now(),
       });
     }
-    if (batchKind(batch) === BatchKind.TALLIES) return this.#onTallies(owned, batch);
+    if (batchKind(batch) === BatchKind.TALLIES) return this.#onTallies(owned, batch, info);
     let events: GatewayEvent[];
     try {
       events = decodeEvents(batch);
@@ -307,6 +332,7 @@ export class Aggregator {
     for (const e of events) if (e.timestampMs > newest) newest = e.timestampMs;
     owned.lagBatches = info.lag ?? 0;
     owned.lagMs = events.length === 0 ? 0 : Math.max(0, now - newest);
+    if (events.length > 0) read(owned, newest, now);
     const o = this.#o;
     const mode: ConsumeMode =
       owned.lagBatches >= o.shedLagBatches || owned.lagMs >= o.shedLagMs
@@ -346,9 +372,10 @@ export class Aggregator {
   /**
    * Counts a batch of rejection tallies. Tallies are few (one per block, resource and path per
    * flush) and are what keeps a block in force, so they are counted even while the partition's
-   * events are sampled or shed.
+   * events are sampled or shed. They tell the stream's lag as events do and move the
+   * partition's watermark: while a flood is blocked they are all that flows on its partition.
    */
-  #onTallies(owned: Owned, batch: Uint8Array): Promise<void> {
+  #onTallies(owned: Owned, batch: Uint8Array, info: BatchInfo): Promise<void> {
     let tallies: RejectionTally[];
     try {
       tallies = decodeTallies(batch);
@@ -357,8 +384,16 @@ export class Aggregator {
       return Promise.resolve();
     }
     this.#counters.tallyBatches++;
+    const now = this.#o.now();
+    let newest = 0;
+    for (const t of tallies) if (t.lastMs > newest) newest = t.lastMs;
+    if (tallies.length > 0) {
+      owned.lagBatches = info.lag ?? 0;
+      owned.lagMs = Math.max(0, now - newest);
+      read(owned, newest, now);
+    }
     const before = owned.state.counters.rejected;
-    owned.state.ingestTallies(tallies, this.#o.now());
+    owned.state.ingestTallies(tallies, now, watermark(owned, now));
     this.#counters.rejected += owned.state.counters.rejected - before;
     return Promise.resolve();
   }
@@ -390,7 +425,7 @@ export class Aggregator {
     for (const o of this.#owned.values()) {
       if (o.gone) continue;
       const errorsBefore = o.state.counters.expressionErrors;
-      o.state.evaluate(now);
+      o.state.evaluate(now, watermark(o, now));
       this.#counters.expressionErrors += o.state.counters.expressionErrors - errorsBefore;
     }
     const decisions = this.#tracker.update(this.#heldValues(), now);

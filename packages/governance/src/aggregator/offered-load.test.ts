@@ -211,4 +211,51 @@ describe('Aggregator and rejection tallies', () => {
       await transport.close();
     }
   });
+
+  it('keeps the block while the stream delivers its tallies later than the window, and lifts once the watermark has passed the window', async () => {
+    const LAG_MS = 1500;
+    let now = T0;
+    const transport = new MemoryTransport({ partitions: 1 });
+    const a = new Aggregator({
+      transport,
+      rules: compileRuleText(RULES, { file: 'rules.yaml' }).governance,
+      ownership: new MemoryOwnershipStore({ now: () => now }),
+      tickMs: 60_000,
+      snapshotMs: 0,
+      now: () => now,
+    });
+    try {
+      await a.start();
+      await transport.publish(0, encodeEvents(Array.from({ length: 201 }, () => event(now))));
+      await vi.waitFor(() => expect(a.stats().events).toBe(201));
+      expect((await a.tick()).map((d) => d.action)).toEqual(['block']);
+      // 600 rejections a second, each tally read LAG_MS after its last rejection: at `now` the
+      // window holds none of them, at the watermark it holds them all.
+      const actions: string[] = [];
+      for (let t = 10; t <= 12_000; t += 10) {
+        now = T0 + t;
+        if (t > LAG_MS) {
+          await transport.publish(0, encodeTallies([tally(6, now - LAG_MS, 9)]));
+          while (a.stats().tallyBatches < (t - LAG_MS) / 10) await new Promise((r) => setImmediate(r));
+        }
+        if (t % TICK_MS === 0) actions.push(...(await a.tick()).map((d) => d.action));
+      }
+      expect(actions).not.toContain('lift');
+      expect(actions.filter((x) => x === 'block').length).toBeGreaterThanOrEqual(10);
+      expect(a.stats()).toMatchObject({ rejected: (12_000 - LAG_MS) * 0.6, lateEvents: 0, activeBlocks: 1 });
+      expect(a.stats().partitions[0]!.lagMs).toBe(LAG_MS);
+      // Nothing more is read: the watermark moves on from the last tally, and the lift comes
+      // within windowMs + tickMs of that tally's reading.
+      const lastRead = now;
+      let liftAt: number | undefined;
+      for (now = lastRead + TICK_MS; liftAt === undefined && now <= lastRead + 10_000; now += TICK_MS) {
+        if ((await a.tick()).some((d) => d.action === 'lift')) liftAt = now;
+      }
+      expect(liftAt! - lastRead).toBeGreaterThan(WINDOW_MS - LAG_MS);
+      expect(liftAt! - lastRead).toBeLessThanOrEqual(WINDOW_MS + TICK_MS);
+    } finally {
+      await a.close();
+      await transport.close();
+    }
+  });
 });
