@@ -52,10 +52,12 @@ interface Owned {
  * The partition's watermark at `now`: the time up to which its stream is known to have been
  * read. The newest record read was `now - readAt` ago and was then `readAt - readUpTo` old
  * (the stream's delivery lag); the watermark trails `now` by that lag, so a lagging stream's
- * windows are judged where they are complete. Before anything was read: `now`.
+ * windows are judged where they are complete. It moves on with the clock only as far as the
+ * aggregator ran to read: no further than `runningUntil` (a tick after a stall of the process
+ * comes before the reads the stall held up). Before anything was read: `now`.
  */
-function watermark(o: Owned, now: number): number {
-  return o.readAt === 0 ? now : Math.min(now, o.readUpTo + (now - o.readAt));
+function watermark(o: Owned, now: number, runningUntil = now): number {
+  return o.readAt === 0 ? now : Math.min(now, runningUntil, o.readUpTo + (now - o.readAt));
 }
 
 /** Records that `newest` (a record time) was read at `now`. */
@@ -150,6 +152,8 @@ export class Aggregator {
   #tickTimer: NodeJS.Timeout | undefined;
   #snapshotTimer: NodeJS.Timeout | undefined;
   #ticking: Promise<void> | undefined;
+  /** When the last evaluation ran (`now()`), if one did. */
+  #lastTickAt: number | undefined;
   #snapshotting: Promise<void> | undefined;
   #started = false;
   #closed = false;
@@ -422,10 +426,14 @@ export class Aggregator {
   async tick(): Promise<GovernanceDecision[]> {
     if (this.#closed) return [];
     const now = this.#o.now();
+    // The process ran (and read) until about one period after the last evaluation; a later tick
+    // means it stalled, and what it could not read meanwhile is still to come.
+    const runningUntil = this.#lastTickAt === undefined ? now : this.#lastTickAt + this.#o.tickMs;
+    this.#lastTickAt = now;
     for (const o of this.#owned.values()) {
       if (o.gone) continue;
       const errorsBefore = o.state.counters.expressionErrors;
-      o.state.evaluate(now, watermark(o, now));
+      o.state.evaluate(now, watermark(o, now, runningUntil));
       this.#counters.expressionErrors += o.state.counters.expressionErrors - errorsBefore;
     }
     const decisions = this.#tracker.update(this.#heldValues(), now);

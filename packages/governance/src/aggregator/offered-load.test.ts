@@ -212,6 +212,60 @@ describe('Aggregator and rejection tallies', () => {
     }
   });
 
+  it('does not lift a block at the first tick after the aggregator stalled, before it read what the stall held up', async () => {
+    let now = T0;
+    const transport = new MemoryTransport({ partitions: 1 });
+    // Every decision broadcast, whichever tick (the test's or the timer's) sent it.
+    const decisions: GovernanceDecision[] = [];
+    await transport.subscribeDecisions((m) => void decisions.push(...decodeDecisions(m)));
+    const a = new Aggregator({
+      transport,
+      rules: compileRuleText(RULES, { file: 'rules.yaml' }).governance,
+      ownership: new MemoryOwnershipStore({ now: () => now }),
+      tickMs: TICK_MS,
+      snapshotMs: 0,
+      now: () => now,
+    });
+    const read = async (n: number) => {
+      while (a.stats().tallyBatches < n) await new Promise((r) => setImmediate(r));
+    };
+    try {
+      await a.start();
+      await transport.publish(0, encodeEvents(Array.from({ length: 201 }, () => event(now))));
+      await vi.waitFor(() => expect(a.stats().events).toBe(201));
+      const actions: string[] = [...(await a.tick()).map((d) => d.action)];
+      let batches = 0;
+      const flood = async (fromMs: number, toMs: number, tickEvery: boolean) => {
+        for (let t = fromMs; t <= toMs; t += 10) {
+          now = T0 + t;
+          await transport.publish(0, encodeTallies([tally(6, now, 9)]));
+          await read(++batches);
+          if (tickEvery && t % TICK_MS === 0) actions.push(...(await a.tick()).map((d) => d.action));
+        }
+      };
+      await flood(10, 6000, true);
+      // The process stalls for 1.5 s (more than the window): the gateways go on rejecting, but
+      // nothing is read or evaluated until it resumes, and its first tick comes before the reads.
+      const stalledAt = now;
+      now = stalledAt + 1500;
+      actions.push(...(await a.tick()).map((d) => d.action));
+      const held: { t: number; n: number }[] = [];
+      for (let t = 10; t <= 1500; t += 10) held.push({ t: stalledAt - T0 + t, n: 6 });
+      for (const h of held) await transport.publish(0, encodeTallies([tally(h.n, T0 + h.t, 9)]));
+      batches += held.length;
+      await read(batches);
+      await flood(now - T0 + 10, 9000, true);
+      await new Promise((r) => setImmediate(r));
+      expect(actions).not.toContain('lift');
+      expect(decisions.filter((d) => d.action === 'lift')).toEqual([]);
+      expect(decisions.length).toBeGreaterThan(5);
+      expect(a.stats().activeBlocks).toBe(1);
+    } finally {
+      await a.close();
+      await transport.close();
+    }
+  });
+
   it('keeps the block while the stream delivers its tallies later than the window, and lifts once the watermark has passed the window', async () => {
     const LAG_MS = 1500;
     let now = T0;
