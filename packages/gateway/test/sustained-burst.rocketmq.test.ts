@@ -3,7 +3,8 @@
  * three gateway processes (node:http behind @sluice/gateway, each on its own RocketMQ transport
  * with its own `subscriberId`), one aggregator, 4 partitions, default transport and aggregator
  * settings; a rule blocks /hot above 200 requests in 1 s for 5 s; 20 requests a second for
- * 2 s, then ~600 a second on /hot for 8 s, spread over the gateways.
+ * 2 s, then ~600 a second on /hot for 8 s, spread over the gateways by a load generator
+ * process of its own (the aggregator's work in the test's process must not slow the load).
  *
  * It checks what holds: once a gateway has answered its first 429, no later request to /hot
  * passes there until the burst ends; and the lift reaches every gateway within the documented
@@ -32,7 +33,6 @@ const BURST_MS = 8000;
 /** Requests a second over all gateways, before and during the burst. */
 const WARM_RATE = 20;
 const BURST_RATE = 600;
-const PERIOD_MS = 10;
 /** The stream's delivery of the last tallies and of the lift, bounded generously (shared machine). */
 const DELIVERY_SLACK_MS = 10_000;
 
@@ -130,25 +130,34 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, timeo
   }
 }
 
-/** Sends `rate` requests a second to /hot for `ms`, round robin over `ports`, paced by the clock. */
-async function load(ports: number[], rate: number, ms: number, samples: Sample[][], pending: Promise<void>[]): Promise<void> {
-  const start = Date.now();
-  let sent = 0;
-  for (let now = start; now - start < ms; now = Date.now()) {
-    // A timer that fires late sends what has come due (a few periods at most).
-    const due = Math.min(Math.ceil((rate * 5 * PERIOD_MS) / 1000), Math.floor(((now - start) * rate) / 1000) + 1 - sent);
-    for (let k = 0; k < due; k++, sent++) {
-      const i = sent % ports.length;
-      const sample: Sample = { sentAt: Date.now(), doneAt: 0, status: 0 };
-      samples[i]!.push(sample);
-      pending.push(
-        get(ports[i]!, '/hot').then((status) => {
-          sample.doneAt = Date.now();
-          sample.status = status;
-        }),
-      );
+/** Runs the load generator (fixtures/burst-load.mjs) to its end; its samples per gateway. */
+async function load(
+  ports: number[],
+  phases: { rate: number; ms: number }[],
+): Promise<{ phases: { startedAt: number; endedAt: number }[]; samples: Sample[][] }> {
+  const child = fork(fileURLToPath(new URL('./fixtures/burst-load.mjs', import.meta.url)), [
+    JSON.stringify({ ports, path: '/hot', phases }),
+  ]);
+  const done = new Promise<{ phases: { startedAt: number; endedAt: number }[]; samples: [number, number, number][][] }>(
+    (resolve, reject) => {
+      child.once('exit', (code) => reject(new Error(`the load generator exited with ${code} before it reported`)));
+      child.on('message', (m: { type: string; phases: []; samples: [] }) => {
+        if (m.type === 'done') resolve(m);
+      });
+    },
+  );
+  try {
+    const r = await done;
+    return {
+      phases: r.phases,
+      samples: r.samples.map((list) => list.map(([sentAt, doneAt, status]) => ({ sentAt, doneAt, status }))),
+    };
+  } finally {
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = once(child, 'exit');
+      child.kill();
+      await exited;
     }
-    await sleep(PERIOD_MS);
   }
 }
 
@@ -203,8 +212,6 @@ describe('a sustained burst over RocketMQ LiteTopic, three gateway processes', (
 
   it('keeps /hot blocked on every gateway from its first 429 until the burst ends, then lifts it', async () => {
     const ports = gateways.map((g) => g.port);
-    const samples: Sample[][] = ports.map(() => []);
-    const pending: Promise<void>[] = [];
     const timeline: { lagMs: number[]; [k: string]: unknown }[] = [];
     let watching = true;
     const watch = (async () => {
@@ -223,12 +230,12 @@ describe('a sustained burst over RocketMQ LiteTopic, three gateway processes', (
         await sleep(250);
       }
     })();
-    await load(ports, WARM_RATE, WARM_MS, samples, pending);
-    const start = Date.now();
-    const warmSamples = samples.map((l) => l.length);
-    await load(ports, BURST_RATE, BURST_MS, samples, pending);
-    const burstEnd = Date.now();
-    await Promise.all(pending);
+    const run = await load(ports, [
+      { rate: WARM_RATE, ms: WARM_MS },
+      { rate: BURST_RATE, ms: BURST_MS },
+    ]);
+    const start = run.phases[1]!.startedAt;
+    const burstEnd = run.phases[1]!.endedAt;
     // Lifted where the gateway holds the block no more: by the lift, or by its TTL if the lift was lost.
     const liftedAt = await until(
       'every gateway to lift the block',
@@ -242,8 +249,8 @@ describe('a sustained burst over RocketMQ LiteTopic, three gateway processes', (
     await watch;
     const caches = await Promise.all(gateways.map((g) => g.stats()));
 
-    const report = samples.map((all, i) => {
-      const list = all.slice(warmSamples[i]);
+    const report = run.samples.map((all, i) => {
+      const list = all.filter((x) => x.sentAt >= start);
       const firstBlock = list.filter((x) => x.status === 429).reduce((m, x) => Math.min(m, x.doneAt), Infinity);
       return {
         sent: list.length,
@@ -271,6 +278,9 @@ describe('a sustained burst over RocketMQ LiteTopic, three gateway processes', (
     };
     console.log(`sustained burst over RocketMQ lite: ${JSON.stringify(figures)}`);
     const detail = JSON.stringify({ ...figures, timeline });
+    console.log(
+      `aggregator every 250 ms (t from the burst's start): ${JSON.stringify(timeline.map((x) => ({ ...x, t: (x.t as number) - start })))}`,
+    );
     for (const r of report) {
       // The block reached every gateway during the burst...
       expect(r.blockedAfterMs, detail).toBeLessThan(BURST_MS);
