@@ -42,26 +42,46 @@ interface Owned {
   readUpTo: number;
   /** When the batch that carried `readUpTo` was read. */
   readAt: number;
+  /** When a batch was last read (0 before any). */
+  lastReadAt: number;
+  /**
+   * The longest silence between two reads the stream has shown lately (fading as reads go on;
+   * silences over {@link MAX_SILENCE_MS} are idleness, not counted): a silence no longer than
+   * that is the stream's delivery, not the end of the traffic.
+   */
+  silenceMs: number;
   /** Partition lost: in-flight batches are ignored. */
   gone: boolean;
   /** The held values at the last snapshot, to snapshot again as soon as they change. */
   snapshotHolds: string;
 }
 
+/** The longest silence between two reads taken for the stream's delivery; a longer one is idleness. */
+const MAX_SILENCE_MS = 2_000;
+
 /**
  * The partition's watermark at `now`: the time up to which its stream is known to have been
  * read. The newest record read was `now - readAt` ago and was then `readAt - readUpTo` old
  * (the stream's delivery lag); the watermark trails `now` by that lag, so a lagging stream's
- * windows are judged where they are complete. It moves on with the clock only as far as the
- * aggregator ran to read: no further than `runningUntil` (a tick after a stall of the process
- * comes before the reads the stall held up). Before anything was read: `now`.
+ * windows are judged where they are complete. It moves on with the clock only once the
+ * partition has been silent for longer than its stream's usual silences (`silenceMs`: a
+ * stream that delivers in lumps is not idle between them), and only as far as the aggregator
+ * ran to read: no further than `runningUntil` (a tick after a stall of the process comes
+ * before the reads the stall held up). Before anything was read: `now`.
  */
 function watermark(o: Owned, now: number, runningUntil = now): number {
-  return o.readAt === 0 ? now : Math.min(now, runningUntil, o.readUpTo + (now - o.readAt));
+  if (o.readAt === 0) return now;
+  return Math.min(now, runningUntil, o.readUpTo + Math.max(0, now - o.readAt - o.silenceMs));
 }
 
 /** Records that `newest` (a record time) was read at `now`. */
 function read(o: Owned, newest: number, now: number): void {
+  if (o.lastReadAt !== 0) {
+    // The silence since the last read; the longest one fades by half the time read since.
+    const gap = now - o.lastReadAt;
+    o.silenceMs = gap > MAX_SILENCE_MS ? o.silenceMs : Math.max(gap, o.silenceMs - gap / 2);
+  }
+  o.lastReadAt = now;
   const t = Math.min(newest, now);
   if (o.readAt === 0 || t >= o.readUpTo) {
     o.readUpTo = t;
@@ -271,6 +291,8 @@ export class Aggregator {
       mode: 'normal',
       readUpTo: 0,
       readAt: 0,
+      lastReadAt: 0,
+      silenceMs: 0,
       gone: false,
       snapshotHolds: '',
     };

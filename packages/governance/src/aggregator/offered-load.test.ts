@@ -212,6 +212,51 @@ describe('Aggregator and rejection tallies', () => {
     }
   });
 
+  it('keeps the block while the stream delivers its tallies in lumps, and lifts within windowMs + tickMs + its silences after the last', async () => {
+    const LUMP_MS = 800;
+    let now = T0;
+    const transport = new MemoryTransport({ partitions: 1 });
+    const a = new Aggregator({
+      transport,
+      rules: compileRuleText(RULES, { file: 'rules.yaml' }).governance,
+      ownership: new MemoryOwnershipStore({ now: () => now }),
+      tickMs: 60_000,
+      snapshotMs: 0,
+      now: () => now,
+    });
+    try {
+      await a.start();
+      await transport.publish(0, encodeEvents(Array.from({ length: 201 }, () => event(now))));
+      await vi.waitFor(() => expect(a.stats().events).toBe(201));
+      expect((await a.tick()).map((d) => d.action)).toEqual(['block']);
+      // 600 rejections a second; the stream hands them over every LUMP_MS, all at once.
+      const actions: string[] = [];
+      let published = 0;
+      let lump: number[] = [];
+      for (let t = 10; t <= 12_000; t += 10) {
+        now = T0 + t;
+        lump.push(now);
+        if (t % LUMP_MS === 0) {
+          for (const at of lump) await transport.publish(0, encodeTallies([tally(6, at, 9)]));
+          published += lump.length;
+          lump = [];
+          while (a.stats().tallyBatches < published) await new Promise((r) => setImmediate(r));
+        }
+        if (t % TICK_MS === 0) actions.push(...(await a.tick()).map((d) => d.action));
+      }
+      expect(actions).not.toContain('lift');
+      const lastRead = T0 + 12_000 - (12_000 % LUMP_MS);
+      let liftAt: number | undefined;
+      for (now = T0 + 12_000 + TICK_MS; liftAt === undefined && now <= lastRead + 10_000; now += TICK_MS) {
+        if ((await a.tick()).some((d) => d.action === 'lift')) liftAt = now;
+      }
+      expect(liftAt! - lastRead).toBeLessThanOrEqual(WINDOW_MS + TICK_MS + LUMP_MS);
+    } finally {
+      await a.close();
+      await transport.close();
+    }
+  });
+
   it('does not lift a block at the first tick after the aggregator stalled, before it read what the stall held up', async () => {
     let now = T0;
     const transport = new MemoryTransport({ partitions: 1 });
