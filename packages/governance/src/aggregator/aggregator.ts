@@ -38,10 +38,55 @@ interface Owned {
   lagBatches: number;
   lagMs: number;
   mode: ConsumeMode;
+  /** The newest record time read (event timestamp or tally end, at most when it was read), 0 before any. */
+  readUpTo: number;
+  /** When the batch that carried `readUpTo` was read. */
+  readAt: number;
+  /** When a batch was last read (0 before any). */
+  lastReadAt: number;
+  /**
+   * The longest silence between two reads the stream has shown lately (fading as reads go on;
+   * silences over {@link MAX_SILENCE_MS} are idleness, not counted): a silence no longer than
+   * that is the stream's delivery, not the end of the traffic.
+   */
+  silenceMs: number;
   /** Partition lost: in-flight batches are ignored. */
   gone: boolean;
   /** The held values at the last snapshot, to snapshot again as soon as they change. */
   snapshotHolds: string;
+}
+
+/** The longest silence between two reads taken for the stream's delivery; a longer one is idleness. */
+const MAX_SILENCE_MS = 2_000;
+
+/**
+ * The partition's watermark at `now`: the time up to which its stream is known to have been
+ * read. The newest record read was `now - readAt` ago and was then `readAt - readUpTo` old
+ * (the stream's delivery lag); the watermark trails `now` by that lag, so a lagging stream's
+ * windows are judged where they are complete. It moves on with the clock only once the
+ * partition has been silent for longer than its stream's usual silences (`silenceMs`: a
+ * stream that delivers in lumps is not idle between them), and only as far as the aggregator
+ * ran to read: no further than `runningUntil` (a tick after a stall of the process comes
+ * before the reads the stall held up). Before anything was read: `now`.
+ */
+function watermark(o: Owned, now: number, runningUntil = now): number {
+  if (o.readAt === 0) return now;
+  return Math.min(now, runningUntil, o.readUpTo + Math.max(0, now - o.readAt - o.silenceMs));
+}
+
+/** Records that `newest` (a record time) was read at `now`. */
+function read(o: Owned, newest: number, now: number): void {
+  if (o.lastReadAt !== 0) {
+    // The silence since the last read; the longest one fades by half the time read since.
+    const gap = now - o.lastReadAt;
+    o.silenceMs = gap > MAX_SILENCE_MS ? o.silenceMs : Math.max(gap, o.silenceMs - gap / 2);
+  }
+  o.lastReadAt = now;
+  const t = Math.min(newest, now);
+  if (o.readAt === 0 || t >= o.readUpTo) {
+    o.readUpTo = t;
+    o.readAt = now;
+  }
 }
 
 function holdsOf(o: Owned): string {
@@ -127,6 +172,8 @@ export class Aggregator {
   #tickTimer: NodeJS.Timeout | undefined;
   #snapshotTimer: NodeJS.Timeout | undefined;
   #ticking: Promise<void> | undefined;
+  /** When the last evaluation ran (`now()`), if one did. */
+  #lastTickAt: number | undefined;
   #snapshotting: Promise<void> | undefined;
   #started = false;
   #closed = false;
@@ -242,6 +289,10 @@ export class Aggregator {
       lagBatches: 0,
       lagMs: 0,
       mode: 'normal',
+      readUpTo: 0,
+      readAt: 0,
+      lastReadAt: 0,
+      silenceMs: 0,
       gone: false,
       snapshotHolds: '',
     };
@@ -294,7 +345,7 @@ export class Aggregator {
         atMs: this.#o.now(),
       });
     }
-    if (batchKind(batch) === BatchKind.TALLIES) return this.#onTallies(owned, batch);
+    if (batchKind(batch) === BatchKind.TALLIES) return this.#onTallies(owned, batch, info);
     let events: GatewayEvent[];
     try {
       events = decodeEvents(batch);
@@ -307,6 +358,7 @@ export class Aggregator {
     for (const e of events) if (e.timestampMs > newest) newest = e.timestampMs;
     owned.lagBatches = info.lag ?? 0;
     owned.lagMs = events.length === 0 ? 0 : Math.max(0, now - newest);
+    if (events.length > 0) read(owned, newest, now);
     const o = this.#o;
     const mode: ConsumeMode =
       owned.lagBatches >= o.shedLagBatches || owned.lagMs >= o.shedLagMs
@@ -346,9 +398,10 @@ export class Aggregator {
   /**
    * Counts a batch of rejection tallies. Tallies are few (one per block, resource and path per
    * flush) and are what keeps a block in force, so they are counted even while the partition's
-   * events are sampled or shed.
+   * events are sampled or shed. They tell the stream's lag as events do and move the
+   * partition's watermark: while a flood is blocked they are all that flows on its partition.
    */
-  #onTallies(owned: Owned, batch: Uint8Array): Promise<void> {
+  #onTallies(owned: Owned, batch: Uint8Array, info: BatchInfo): Promise<void> {
     let tallies: RejectionTally[];
     try {
       tallies = decodeTallies(batch);
@@ -357,8 +410,16 @@ export class Aggregator {
       return Promise.resolve();
     }
     this.#counters.tallyBatches++;
+    const now = this.#o.now();
+    let newest = 0;
+    for (const t of tallies) if (t.lastMs > newest) newest = t.lastMs;
+    if (tallies.length > 0) {
+      owned.lagBatches = info.lag ?? 0;
+      owned.lagMs = Math.max(0, now - newest);
+      read(owned, newest, now);
+    }
     const before = owned.state.counters.rejected;
-    owned.state.ingestTallies(tallies, this.#o.now());
+    owned.state.ingestTallies(tallies, now, watermark(owned, now));
     this.#counters.rejected += owned.state.counters.rejected - before;
     return Promise.resolve();
   }
@@ -387,10 +448,14 @@ export class Aggregator {
   async tick(): Promise<GovernanceDecision[]> {
     if (this.#closed) return [];
     const now = this.#o.now();
+    // The process ran (and read) until about one period after the last evaluation; a later tick
+    // means it stalled, and what it could not read meanwhile is still to come.
+    const runningUntil = this.#lastTickAt === undefined ? now : this.#lastTickAt + this.#o.tickMs;
+    this.#lastTickAt = now;
     for (const o of this.#owned.values()) {
       if (o.gone) continue;
       const errorsBefore = o.state.counters.expressionErrors;
-      o.state.evaluate(now);
+      o.state.evaluate(now, watermark(o, now, runningUntil));
       this.#counters.expressionErrors += o.state.counters.expressionErrors - errorsBefore;
     }
     const decisions = this.#tracker.update(this.#heldValues(), now);

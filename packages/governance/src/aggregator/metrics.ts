@@ -169,7 +169,7 @@ export function registerAggregatorMetrics(aggregator: Aggregator, options: Aggre
   });
   m.gauge({
     name: 'stream_lag_seconds',
-    help: 'Age of the newest event of the last batch read, per owned partition',
+    help: 'Age of the newest event or rejection tally of the last batch read, per owned partition',
     labelNames: ['partition'] as const,
     collect() {
       this.reset();

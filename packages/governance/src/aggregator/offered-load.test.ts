@@ -211,4 +211,150 @@ describe('Aggregator and rejection tallies', () => {
       await transport.close();
     }
   });
+
+  it('keeps the block while the stream delivers its tallies in lumps, and lifts within windowMs + tickMs + its silences after the last', async () => {
+    const LUMP_MS = 800;
+    let now = T0;
+    const transport = new MemoryTransport({ partitions: 1 });
+    const a = new Aggregator({
+      transport,
+      rules: compileRuleText(RULES, { file: 'rules.yaml' }).governance,
+      ownership: new MemoryOwnershipStore({ now: () => now }),
+      tickMs: 60_000,
+      snapshotMs: 0,
+      now: () => now,
+    });
+    try {
+      await a.start();
+      await transport.publish(0, encodeEvents(Array.from({ length: 201 }, () => event(now))));
+      await vi.waitFor(() => expect(a.stats().events).toBe(201));
+      expect((await a.tick()).map((d) => d.action)).toEqual(['block']);
+      // 600 rejections a second; the stream hands them over every LUMP_MS, all at once.
+      const actions: string[] = [];
+      let published = 0;
+      let lump: number[] = [];
+      for (let t = 10; t <= 12_000; t += 10) {
+        now = T0 + t;
+        lump.push(now);
+        if (t % LUMP_MS === 0) {
+          for (const at of lump) await transport.publish(0, encodeTallies([tally(6, at, 9)]));
+          published += lump.length;
+          lump = [];
+          while (a.stats().tallyBatches < published) await new Promise((r) => setImmediate(r));
+        }
+        if (t % TICK_MS === 0) actions.push(...(await a.tick()).map((d) => d.action));
+      }
+      expect(actions).not.toContain('lift');
+      const lastRead = T0 + 12_000 - (12_000 % LUMP_MS);
+      let liftAt: number | undefined;
+      for (now = T0 + 12_000 + TICK_MS; liftAt === undefined && now <= lastRead + 10_000; now += TICK_MS) {
+        if ((await a.tick()).some((d) => d.action === 'lift')) liftAt = now;
+      }
+      expect(liftAt! - lastRead).toBeLessThanOrEqual(WINDOW_MS + TICK_MS + LUMP_MS);
+    } finally {
+      await a.close();
+      await transport.close();
+    }
+  });
+
+  it('does not lift a block at the first tick after the aggregator stalled, before it read what the stall held up', async () => {
+    let now = T0;
+    const transport = new MemoryTransport({ partitions: 1 });
+    // Every decision broadcast, whichever tick (the test's or the timer's) sent it.
+    const decisions: GovernanceDecision[] = [];
+    await transport.subscribeDecisions((m) => void decisions.push(...decodeDecisions(m)));
+    const a = new Aggregator({
+      transport,
+      rules: compileRuleText(RULES, { file: 'rules.yaml' }).governance,
+      ownership: new MemoryOwnershipStore({ now: () => now }),
+      tickMs: TICK_MS,
+      snapshotMs: 0,
+      now: () => now,
+    });
+    const read = async (n: number) => {
+      while (a.stats().tallyBatches < n) await new Promise((r) => setImmediate(r));
+    };
+    try {
+      await a.start();
+      await transport.publish(0, encodeEvents(Array.from({ length: 201 }, () => event(now))));
+      await vi.waitFor(() => expect(a.stats().events).toBe(201));
+      const actions: string[] = [...(await a.tick()).map((d) => d.action)];
+      let batches = 0;
+      const flood = async (fromMs: number, toMs: number, tickEvery: boolean) => {
+        for (let t = fromMs; t <= toMs; t += 10) {
+          now = T0 + t;
+          await transport.publish(0, encodeTallies([tally(6, now, 9)]));
+          await read(++batches);
+          if (tickEvery && t % TICK_MS === 0) actions.push(...(await a.tick()).map((d) => d.action));
+        }
+      };
+      await flood(10, 6000, true);
+      // The process stalls for 1.5 s (more than the window): the gateways go on rejecting, but
+      // nothing is read or evaluated until it resumes, and its first tick comes before the reads.
+      const stalledAt = now;
+      now = stalledAt + 1500;
+      actions.push(...(await a.tick()).map((d) => d.action));
+      const held: { t: number; n: number }[] = [];
+      for (let t = 10; t <= 1500; t += 10) held.push({ t: stalledAt - T0 + t, n: 6 });
+      for (const h of held) await transport.publish(0, encodeTallies([tally(h.n, T0 + h.t, 9)]));
+      batches += held.length;
+      await read(batches);
+      await flood(now - T0 + 10, 9000, true);
+      await new Promise((r) => setImmediate(r));
+      expect(actions).not.toContain('lift');
+      expect(decisions.filter((d) => d.action === 'lift')).toEqual([]);
+      expect(decisions.length).toBeGreaterThan(5);
+      expect(a.stats().activeBlocks).toBe(1);
+    } finally {
+      await a.close();
+      await transport.close();
+    }
+  });
+
+  it('keeps the block while the stream delivers its tallies later than the window, and lifts once the watermark has passed the window', async () => {
+    const LAG_MS = 1500;
+    let now = T0;
+    const transport = new MemoryTransport({ partitions: 1 });
+    const a = new Aggregator({
+      transport,
+      rules: compileRuleText(RULES, { file: 'rules.yaml' }).governance,
+      ownership: new MemoryOwnershipStore({ now: () => now }),
+      tickMs: 60_000,
+      snapshotMs: 0,
+      now: () => now,
+    });
+    try {
+      await a.start();
+      await transport.publish(0, encodeEvents(Array.from({ length: 201 }, () => event(now))));
+      await vi.waitFor(() => expect(a.stats().events).toBe(201));
+      expect((await a.tick()).map((d) => d.action)).toEqual(['block']);
+      // 600 rejections a second, each tally read LAG_MS after its last rejection: at `now` the
+      // window holds none of them, at the watermark it holds them all.
+      const actions: string[] = [];
+      for (let t = 10; t <= 12_000; t += 10) {
+        now = T0 + t;
+        if (t > LAG_MS) {
+          await transport.publish(0, encodeTallies([tally(6, now - LAG_MS, 9)]));
+          while (a.stats().tallyBatches < (t - LAG_MS) / 10) await new Promise((r) => setImmediate(r));
+        }
+        if (t % TICK_MS === 0) actions.push(...(await a.tick()).map((d) => d.action));
+      }
+      expect(actions).not.toContain('lift');
+      expect(actions.filter((x) => x === 'block').length).toBeGreaterThanOrEqual(10);
+      expect(a.stats()).toMatchObject({ rejected: (12_000 - LAG_MS) * 0.6, lateEvents: 0, activeBlocks: 1 });
+      expect(a.stats().partitions[0]!.lagMs).toBe(LAG_MS);
+      // Nothing more is read: the watermark moves on from the last tally, and the lift comes
+      // within windowMs + tickMs of that tally's reading.
+      const lastRead = now;
+      let liftAt: number | undefined;
+      for (now = lastRead + TICK_MS; liftAt === undefined && now <= lastRead + 10_000; now += TICK_MS) {
+        if ((await a.tick()).some((d) => d.action === 'lift')) liftAt = now;
+      }
+      expect(liftAt! - lastRead).toBeGreaterThan(WINDOW_MS - LAG_MS);
+      expect(liftAt! - lastRead).toBeLessThanOrEqual(WINDOW_MS + TICK_MS);
+    } finally {
+      await a.close();
+      await transport.close();
+    }
+  });
 });

@@ -113,8 +113,12 @@ export class PartitionState {
    * tally knows the resource, the path and the blocked value only, so a rule on another
    * dimension (or with a condition on one) does not count it. Rejections count as requests
    * only: no status class, no error. A tally spanning several slices is spread evenly over them.
+   *
+   * `at` (at most `now`) is the partition's watermark ({@link evaluate}): a tally is late only
+   * when it is older than the window at `at`, so the tallies a lagging stream delivers late
+   * still count for the block they keep.
    */
-  ingestTallies(tallies: readonly RejectionTally[], now: number): void {
+  ingestTallies(tallies: readonly RejectionTally[], now: number, at = now): void {
     const rules = this.#rules;
     const probe: GatewayEvent = { resource: 0, path: 0, user: 0, ip: 0, tenant: 0, timestampMs: 0, status: 0, outcome: 0 };
     for (const t of tallies) {
@@ -138,8 +142,8 @@ export class PartitionState {
         for (let k = 0; k < n; k++) {
           const share = base + (k >= n - extra ? 1 : 0);
           if (share === 0) continue;
-          const at = k === n - 1 ? t.lastMs : (first + k) * r.shape.sliceMs;
-          if (addEvent(w, r.shape, now, at, 0, false, share) === AddResult.ADDED) counted = true;
+          const t0 = k === n - 1 ? t.lastMs : (first + k) * r.shape.sliceMs;
+          if (addEvent(w, r.shape, at, t0, 0, false, share) === AddResult.ADDED) counted = true;
         }
       }
       if (counted) this.counters.rejected += t.count;
@@ -151,22 +155,29 @@ export class PartitionState {
    * Evaluates every rule on every tracked value at `now`: a firing value is held for at least
    * the rule's `blockMs` from when it first fired, and for as long as it keeps firing; a hold
    * whose time is up and whose rule no longer fires ends. Idle values are pruned.
+   *
+   * `at` (at most `now`) is the partition's watermark: the time up to which its stream is known
+   * to have been read. While the stream lags, the window at `now` misses what is still on its
+   * way, so a held value stays held while its rule fires at `now` or at `at`: a block is not
+   * lifted on a window that late deliveries have not filled yet. New holds start only from a
+   * rule firing at `now` (a stream catching up does not block on traffic that has ended).
    */
-  evaluate(now: number): void {
+  evaluate(now: number, at = now): void {
     const firing = new Set<string>();
     for (const r of this.#rules) {
       const table = this.#tables.get(r.id)!;
-      table.prune(now);
+      table.prune(Math.min(now, at));
       for (const [value, w] of table.entries()) {
+        const key = holdKey(r.dimension, value);
+        const held = this.#holds.get(key)?.has(r.id) === true;
         let fires: boolean;
         try {
-          fires = r.fires(w, now);
+          fires = r.fires(w, now) || (held && at < now && r.fires(w, at));
         } catch {
           this.counters.expressionErrors++;
           fires = false;
         }
         if (!fires) continue;
-        const key = holdKey(r.dimension, value);
         firing.add(`${r.id}\u0000${key}`);
         const byRule = this.#holdsOf(key);
         if (!byRule.has(r.id)) byRule.set(r.id, { ruleId: r.id, dimension: r.dimension, value, holdUntil: now + r.blockMs });

@@ -9,7 +9,7 @@ export interface PartitionStats {
   readonly partition: number;
   /** Batches behind, as the transport last reported (0 when it does not know). */
   readonly lagBatches: number;
-  /** Age of the newest event of the last batch, ms. */
+  /** Age of the newest event (or rejection tally) of the last batch when it was read, ms. */
   readonly lagMs: number;
   readonly mode: ConsumeMode;
   readonly trackedValues: number;

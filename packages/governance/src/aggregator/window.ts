@@ -52,7 +52,8 @@ export const AddResult = Object.freeze({ ADDED: 0, TOO_OLD: 1 } as const);
 /**
  * Counts one event (with `weight`, 1 unless sampled) in its slice. An event from the future
  * (a gateway clock ahead of the aggregator's) is counted in the current slice; an event older
- * than the window is not counted ({@link AddResult.TOO_OLD}).
+ * than the window, or than the window of a newer slice already counted, is not counted
+ * ({@link AddResult.TOO_OLD}).
  */
 export function addEvent(
   w: SlidingWindow,
@@ -68,6 +69,8 @@ export function addEvent(
   if (slice <= current - shape.slices) return AddResult.TOO_OLD;
   const pos = slice % shape.slices;
   const base = pos * FIELD_COUNT;
+  // Its ring position holds a slice a whole window newer (counted at a later `now`): too old for it.
+  if (w.sliceIds[pos]! > slice) return AddResult.TOO_OLD;
   if (w.sliceIds[pos] !== slice) {
     // The ring position still holds an older slice: reuse it.
     w.sliceIds[pos] = slice;

@@ -10,6 +10,7 @@
  * stopped reader did not handle are handed back (visible again within a second) so the next
  * owner gets them soon, in order.
  */
+import { randomUUID } from 'node:crypto';
 import { TransportError, TransportErrorCodes } from '../../errors.js';
 import type { Subscription } from '../../transport.js';
 import { backoffMs, sleep, type TransportHooks } from '../common.js';
@@ -175,13 +176,20 @@ export class GroupConsumer {
   private async loop(): Promise<void> {
     const signal = this.abort.signal;
     let attempt = 0;
+    // Lite groups are orderly: while a lite topic's messages are out with one attempt, a receive
+    // of another attempt gets none of that lite topic until they are acknowledged or their
+    // invisibility ends (`invisibleMs`). So a receive that failed (its answer lost to a deadline
+    // or a broken connection) is sent again as the same attempt, which gets those messages back;
+    // a new attempt starts only once a receive has brought its answer.
+    let attemptId = this.s.lite ? randomUUID() : undefined;
     this.lastResync = Date.now();
     while (!signal.aborted) {
       try {
         await this.session.ready();
         await this.resyncIfNeeded();
-        const messages = await this.session.receive(this.queue!, this.s.readCount, this.s.invisibleMs);
+        const messages = await this.session.receive(this.queue!, this.s.readCount, this.s.invisibleMs, attemptId);
         attempt = 0;
+        if (attemptId !== undefined) attemptId = randomUUID();
         await this.dispatch(messages);
       } catch (err) {
         if (signal.aborted) break;

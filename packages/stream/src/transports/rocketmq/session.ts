@@ -263,8 +263,12 @@ export class RocketMqSession {
    * proxy may already have taken messages for it, and a cancelled call would leave them
    * invisible for `invisibleMs` (and, on an orderly lite group, hold their lite topic back as
    * long). A stopping consumer waits for it and hands back what it brought.
+   *
+   * `attemptId` (orderly groups) names the attempt: a receive sent again with the same id after
+   * its answer was lost (the deadline passed) gets the messages the broker had taken for it,
+   * instead of leaving them invisible for `invisibleMs`.
    */
-  receive(queue: MessageQueue, batchSize: number, invisibleMs: number): Promise<Message[]> {
+  receive(queue: MessageQueue, batchSize: number, invisibleMs: number, attemptId?: string): Promise<Message[]> {
     const o = this.o;
     const awaitMs = o.awaitMs ?? 5_000;
     return new Promise<Message[]>((resolve, reject) => {
@@ -279,6 +283,7 @@ export class RocketMqSession {
           invisibleDuration: duration(invisibleMs),
           autoRenew: false,
           longPollingTimeout: duration(awaitMs),
+          ...(attemptId === undefined ? {} : { attemptId }),
         },
         this.metadata(),
         { deadline: Date.now() + awaitMs + o.requestTimeoutMs },

@@ -21,6 +21,11 @@ class FakeProxy {
   readonly calls: Call[] = [];
   readonly telemetry: ServerDuplexStream<unknown, unknown>[] = [];
   private readonly queued: Message[] = [];
+  /** What each receive attempt took, served again to a receive of the same attempt (as the broker does). */
+  private readonly attempts = new Map<string, Message[]>();
+  /** Receives answered only after this long (past a client's deadline), from the next one on. */
+  slowReceives = 0;
+  slowMs = 0;
   private readonly server = new grpc.Server();
   port = 0;
 
@@ -52,7 +57,9 @@ class FakeProxy {
       SendMessage: unary('SendMessage', () => ({ status: OK, entries: [{ status: OK, messageId: 'm' }] })),
       ReceiveMessage: (call: ServerWritableStream<Record<string, unknown>, unknown>) => {
         this.calls.push({ method: 'ReceiveMessage', request: call.request });
-        const batch = this.queued.splice(0, 32);
+        const attemptId = call.request.attemptId as string | undefined;
+        const batch = (attemptId && this.attempts.get(attemptId)) || this.queued.splice(0, 32);
+        if (attemptId) this.attempts.set(attemptId, batch);
         const finish = (): void => {
           if (call.cancelled) return;
           for (const message of batch) call.write({ message });
@@ -60,7 +67,10 @@ class FakeProxy {
           call.end();
         };
         // An empty receive long-polls briefly, as the proxy does.
-        if (batch.length > 0) finish();
+        if (batch.length > 0 && this.slowReceives > 0) {
+          this.slowReceives--;
+          setTimeout(finish, this.slowMs);
+        } else if (batch.length > 0) finish();
         else setTimeout(finish, 50);
       },
     });
@@ -154,6 +164,37 @@ describe('RocketMqTransport against a fake proxy', () => {
     expect(proxy.of('SyncLiteSubscription').at(-1)).toEqual(
       expect.objectContaining({ action: 'PARTIAL_REMOVE', liteTopicSet: ['s-p-2'] }),
     );
+  });
+
+  it('sends a receive whose answer was lost again as the same attempt, and the next one as a new attempt', async () => {
+    const lossy = new RocketMqTransport({
+      partitions: 4,
+      endpoints: `127.0.0.1:${proxy.port}`,
+      prefix: 's',
+      awaitMs: 100,
+      commandTimeoutMs: 100,
+      retryBaseMs: 10,
+    });
+    try {
+      const seen: string[] = [];
+      await lossy.consume(1, 'aggregators', async (batch) => void seen.push(Buffer.from(batch).toString()));
+      // The answer to the receive that takes a and b comes after the client's deadline.
+      proxy.slowReceives = 1;
+      proxy.slowMs = 500;
+      proxy.queue('s-p-1', 'a', 'b');
+      await until(() => seen.length === 2, 'a and b handled');
+      proxy.queue('s-p-1', 'c');
+      await until(() => seen.length === 3, 'c handled');
+      expect(seen).toEqual(['a', 'b', 'c']);
+      const attempts = proxy.of('ReceiveMessage').map((r) => r.attemptId as string);
+      expect(attempts.every((id) => typeof id === 'string' && id.length > 0)).toBe(true);
+      // The lost receive and the one sent again share an attempt; every other receive has its own.
+      const taken = attempts.filter((id) => attempts.indexOf(id) !== attempts.lastIndexOf(id));
+      expect(new Set(taken).size).toBe(1);
+      expect(taken).toHaveLength(2);
+    } finally {
+      await lossy.close();
+    }
   });
 
   it('hands back at once what arrives for a lite topic it does not read', async () => {
