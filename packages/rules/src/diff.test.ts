@@ -70,6 +70,7 @@ describe('diffRuleSets', () => {
       resources: { added: [], removed: [], changed: [] },
       domains: { added: [], removed: [], changed: [] },
       governance: { added: [], removed: [], changed: [] },
+      quota: { added: [], removed: [], changed: [] },
       same: true,
     });
   });

@@ -25,6 +25,8 @@ export interface RuleSetDiff {
   readonly domains: SectionDiff;
   /** Governance rules added, removed and changed, by id. */
   readonly governance: SectionDiff;
+  /** RLQS domains added, removed and changed (their bucket entries, by position). */
+  readonly quota: SectionDiff;
   /** True when nothing differs (the hashes are equal). */
   readonly same: boolean;
 }
@@ -75,7 +77,7 @@ function section(before: Readonly<Record<string, unknown>>, after: Readonly<Reco
 }
 
 /**
- * What changed from `before` to `after`: resources, domains and governance rules added, removed,
+ * What changed from `before` to `after`: resources, domains, governance rules and quota domains added, removed,
  * and changed field by field (domains compare their normalized descriptors).
  */
 export function diffRuleSets(before: RuleSet, after: RuleSet): RuleSetDiff {
@@ -85,6 +87,7 @@ export function diffRuleSets(before: RuleSet, after: RuleSet): RuleSetDiff {
     resources: section(before.resources, after.resources),
     domains: section(descriptors(before), descriptors(after)),
     governance: section(before.governance, after.governance),
+    quota: section(before.quota, after.quota),
     same: before.hash === after.hash,
   };
 }

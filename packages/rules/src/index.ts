@@ -31,6 +31,14 @@ export {
   type AimdSettings,
   type DemandSettings,
 } from './adaptive.js';
+export {
+  QUOTA_BOUNDS,
+  matchQuotaBucket,
+  type QuotaBucketRule,
+  type QuotaDomain,
+  type QuotaMatch,
+  type QuotaRules,
+} from './quota.js';
 export { setLimitInText, type LimitLocation } from './set-limit.js';
 export { diffRuleSets, fieldChanges, type FieldChange, type RuleSetDiff, type SectionDiff } from './diff.js';
 export {

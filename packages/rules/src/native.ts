@@ -14,6 +14,7 @@ import {
 } from '@sluice/core';
 import { z } from 'zod';
 import { adaptiveSchema } from './adaptive.js';
+import { quotaSchema } from './quota.js';
 import { governanceSchema } from './governance.js';
 import { coreIssue, unlistLimits, type Path, type PathIssue } from './issues.js';
 
@@ -250,6 +251,7 @@ export function nativeSchema<D extends z.ZodType>(domain: D) {
     domains: z.array(domain).optional(),
     governance: governanceSchema.optional(),
     adaptive: adaptiveSchema.optional(),
+    quota: quotaSchema.optional(),
   });
 }
 

@@ -9,6 +9,7 @@ import { toGovernanceRules, type GovernanceRules } from './governance.js';
 import { formatPath, toPathIssues, type Path, type PathIssue } from './issues.js';
 import { nativeSchema, toResourceRule, type ResourceRule } from './native.js';
 import { formatOf, parseRuleText, valueIssues, type RuleFormat } from './parse.js';
+import { toQuotaRules, type QuotaRules } from './quota.js';
 
 /**
  * A validated, frozen set of rules: resources for core's `Limiter` and envoy domains with their
@@ -24,7 +25,9 @@ export interface RuleSet {
   readonly governance: GovernanceRules;
   /** Resource name -> how the service moves its limit (see `adaptive` in a rule file). */
   readonly adaptive: AdaptiveRules;
-  /** sha256 (hex) of the canonical JSON of `resources`, `domains`, `governance` and `adaptive`. */
+  /** RLQS domain -> the resources its buckets draw on (see `quota` in a rule file). */
+  readonly quota: QuotaRules;
+  /** sha256 (hex) of the canonical JSON of `resources`, `domains`, `governance`, `adaptive` and `quota`. */
   readonly hash: string;
 }
 
@@ -53,14 +56,16 @@ export function canonicalJson(value: unknown): string {
 }
 
 /**
- * The content a rule set's hash covers, as plain data. `governance` and `adaptive` are left out
- * when empty, so the hash of a rule set without them is what it was before the sections existed.
+ * The content a rule set's hash covers, as plain data. `governance`, `adaptive` and `quota` are
+ * left out when empty, so the hash of a rule set without them is what it was before the sections
+ * existed.
  */
 export function ruleSetContent(
   resources: RuleSet['resources'],
   domains: Readonly<Record<string, { readonly descriptors: readonly EnvoyDescriptor[] }>>,
   governance: GovernanceRules = {},
   adaptive: AdaptiveRules = {},
+  quota: QuotaRules = {},
 ): unknown {
   const content: Record<string, unknown> = {
     resources,
@@ -68,6 +73,7 @@ export function ruleSetContent(
   };
   if (Object.keys(governance).length > 0) content.governance = governance;
   if (Object.keys(adaptive).length > 0) content.adaptive = adaptive;
+  if (Object.keys(quota).length > 0) content.quota = quota;
   return content;
 }
 
@@ -77,15 +83,17 @@ export function makeRuleSet(
   domains: Record<string, EnvoyDomain>,
   governance: GovernanceRules = {},
   adaptive: AdaptiveRules = {},
+  quota: QuotaRules = {},
 ): RuleSet {
   const r = Object.freeze({ ...resources });
   const d = Object.freeze({ ...domains });
   const g = Object.freeze({ ...governance });
   const a = Object.freeze({ ...adaptive });
+  const q = Object.freeze({ ...quota });
   const hash = createHash('sha256')
-    .update(canonicalJson(ruleSetContent(r, d, g, a)))
+    .update(canonicalJson(ruleSetContent(r, d, g, a, q)))
     .digest('hex');
-  return Object.freeze({ resources: r, domains: d, governance: g, adaptive: a, hash });
+  return Object.freeze({ resources: r, domains: d, governance: g, adaptive: a, quota: q, hash });
 }
 
 function attach(file: string, issues: readonly PathIssue[]): RuleIssue[] {
@@ -124,11 +132,12 @@ function parts(
   domains: Record<string, CompiledDomain>,
   governance: GovernanceRules = {},
   adaptive: AdaptiveRules = {},
+  quota: QuotaRules = {},
 ): RuleSetParts {
   const hash = createHash('sha256')
-    .update(canonicalJson(ruleSetContent(resources, domains, governance, adaptive)))
+    .update(canonicalJson(ruleSetContent(resources, domains, governance, adaptive, quota)))
     .digest('hex');
-  return { resources, domains, governance, adaptive, hash };
+  return { resources, domains, governance, adaptive, quota, hash };
 }
 
 /** The rule set of {@link compileRuleParts}'s result (its hash kept, not computed again). */
@@ -139,6 +148,7 @@ export function ruleSetOf(p: RuleSetParts): RuleSet {
     domains: Object.freeze(domains),
     governance: Object.freeze({ ...p.governance }),
     adaptive: Object.freeze({ ...p.adaptive }),
+    quota: Object.freeze({ ...p.quota }),
     hash: p.hash,
   });
 }
@@ -190,8 +200,9 @@ export function compileRuleParts(text: string, options: CompileRulesOptions): Ru
   if (issues.length > 0) throw invalidRules(attach(file, issues));
   const resources = Object.fromEntries(Object.entries(r.data.resources ?? {}).map(([n, res]) => [n, toResourceRule(res)]));
   const adaptive = toAdaptiveRules(r.data.adaptive, resources, issues);
+  const quota = toQuotaRules(r.data.quota, resources, issues);
   if (issues.length > 0) throw invalidRules(attach(file, issues));
-  return parts(resources, domains, toGovernanceRules(r.data.governance), adaptive);
+  return parts(resources, domains, toGovernanceRules(r.data.governance), adaptive, quota);
 }
 
 /**
@@ -227,6 +238,9 @@ export function mergeRuleSets(files: readonly RuleFile[]): RuleSet {
   const ruleFile = new Map<string, string>();
   // An adaptive limit names a resource of its own file, so resource names keep them apart too.
   const adaptive: Record<string, AdaptiveRules[string]> = {};
+  // Quota domains name resources of their own file too; a domain is defined in one file only.
+  const quota: Record<string, QuotaRules[string]> = {};
+  const quotaFile = new Map<string, string>();
   const issues: RuleIssue[] = [];
   for (const { file, ruleSet } of files) {
     for (const [name, rule] of Object.entries(ruleSet.resources)) {
@@ -263,7 +277,16 @@ export function mergeRuleSets(files: readonly RuleFile[]): RuleSet {
     for (const [name, rule] of Object.entries(ruleSet.adaptive)) {
       if (resourceFile.get(name) === file) adaptive[name] = rule;
     }
+    for (const [name, domain] of Object.entries(ruleSet.quota)) {
+      const first = quotaFile.get(name);
+      if (first !== undefined) {
+        issues.push({ file, path: 'quota', message: `duplicate quota domain '${name}', already defined in ${first}` });
+        continue;
+      }
+      quotaFile.set(name, file);
+      quota[name] = domain;
+    }
   }
   if (issues.length > 0) throw invalidRules(issues);
-  return makeRuleSet(resources, domains, governance, adaptive);
+  return makeRuleSet(resources, domains, governance, adaptive, quota);
 }

@@ -16,6 +16,7 @@ import { LatencyWindow } from './stats/latency.js';
 import { buildHttpApp } from './http/app.js';
 import { FairTurns } from './fair-turns.js';
 import { bindGrpc, buildGrpcServer, shutdownGrpc, type GrpcListener } from './grpc/server.js';
+import { quotaService } from './quota/serve-quota.js';
 import { WarningThrottle, createLogger, redactingLogger } from './logging.js';
 import { followRuleFiles, seedRuleStore, watchRuleFiles } from './seed.js';
 import { RateLimitService, type CohortOf } from './service/service.js';
@@ -352,6 +353,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
       access: reporters,
       bounds: { maxBatch: settings.maxBatch, maxKeyLength: settings.maxKeyLength, maxCalls: settings.maxOutcomeCalls },
     },
+    quota: { service: quotaService(rules, service, warnings) },
     token: settings.apiToken,
     maxMessageBytes: settings.maxBodyBytes,
     idleTimeoutMs: settings.idleTimeoutMs,

@@ -28,3 +28,9 @@ export function loadOutcomesDefinition(): protoLoader.ServiceDefinition {
   const pkg = protoLoader.loadSync('sluice/v1/outcomes.proto', PROTO_LOADER_OPTIONS);
   return pkg['sluice.v1.Outcomes'] as protoLoader.ServiceDefinition;
 }
+
+/** The loaded `envoy.service.rate_limit_quota.v3.RateLimitQuotaService` definition. */
+export function loadRlqsDefinition(): protoLoader.ServiceDefinition {
+  const pkg = protoLoader.loadSync('envoy/service/rate_limit_quota/v3/rlqs.proto', PROTO_LOADER_OPTIONS);
+  return pkg['envoy.service.rate_limit_quota.v3.RateLimitQuotaService'] as protoLoader.ServiceDefinition;
+}

@@ -24,7 +24,8 @@ import { decodeRlsRequest } from './codec.js';
 import { UnaryReader, encodeGrpcMessage, frameMessage, parseGrpcTimeout } from './framing.js';
 import { Sessions } from './sessions.js';
 import { decodeOutcomes, encodeOutcomeResults } from './outcomes.js';
-import { OUTCOMES_PATH, RLS_PATH } from './proto.js';
+import { OUTCOMES_PATH, RLQS_PATH, RLS_PATH } from './proto.js';
+import { RlqsStreams, type GrpcQuota } from './rlqs.js';
 import { writeRateLimitResponse } from './wire.js';
 
 /** What the gRPC server is built from. */
@@ -39,6 +40,8 @@ export interface GrpcDeps {
   readonly bounds: RlsBounds;
   /** Serves `sluice.v1.Outcomes/Report`; none: UNIMPLEMENTED. */
   readonly outcomes?: GrpcOutcomes;
+  /** Serves Envoy's `RateLimitQuotaService/StreamRateLimitQuotas` (with `token`, as `ShouldRateLimit`); none: UNIMPLEMENTED. */
+  readonly quota?: GrpcQuota;
   readonly maxMessageBytes: number;
   /** How long a connection may stay open with no call in progress. */
   readonly idleTimeoutMs: number;
@@ -67,6 +70,7 @@ export interface GrpcOutcomes {
 
 const METHOD = 'ShouldRateLimit';
 const OUTCOMES_METHOD = 'Report';
+const RLQS_METHOD = 'StreamRateLimitQuotas';
 
 /**
  * Most concurrent calls on one connection: each may buffer up to `maxMessageBytes`, so this
@@ -90,6 +94,8 @@ export interface GrpcServer {
   /** Plaintext HTTP/2, or HTTP/2 over TLS (ALPN `h2`) when the deps give `tls`. */
   readonly http2: Http2Server | Http2SecureServer;
   readonly sessions: Sessions;
+  /** The open quota streams (when the deps give `quota`). */
+  readonly rlqs: RlqsStreams | undefined;
 }
 
 /** Whether a content-type names gRPC (`application/grpc`, `application/grpc+proto`, `application/grpc;...`). */
@@ -148,6 +154,21 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
     const t0 = startedAt.get(stream);
     deps.metrics.grpcRequest(method, code, t0 === undefined ? 0 : (performance.now() - t0) / 1000);
   };
+  const rlqs =
+    deps.quota === undefined
+      ? undefined
+      : new RlqsStreams({
+          quota: deps.quota,
+          token: deps.token,
+          maxMessageBytes: deps.maxMessageBytes,
+          maxKeyLength: deps.bounds.maxKeyLength,
+          closing: deps.closing,
+          warnings: deps.warnings,
+          ended: (stream, code) => {
+            const t0 = startedAt.get(stream);
+            deps.metrics.grpcRequest(RLQS_METHOD, code, t0 === undefined ? 0 : (performance.now() - t0) / 1000);
+          },
+        });
   http2.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
     startedAt.set(stream, performance.now());
     stream.on('error', () => undefined);
@@ -163,6 +184,10 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
     }
     if (headers[':path'] === OUTCOMES_PATH && deps.outcomes !== undefined) {
       serveCall(stream, headers);
+      return;
+    }
+    if (headers[':path'] === RLQS_PATH && rlqs !== undefined) {
+      rlqs.serve(stream, headers);
       return;
     }
     if (headers[':path'] !== RLS_PATH) {
@@ -356,7 +381,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
     );
   };
 
-  return { http2, sessions };
+  return { http2, sessions, rlqs };
 }
 
 /** A trailers-only answer: the status (and any metadata) in the one HEADERS frame. */
@@ -423,5 +448,7 @@ export async function bindGrpc(
 
 /** Stops taking calls, lets in-flight ones finish within `graceMs`, then cuts the rest. */
 export function shutdownGrpc(server: GrpcServer, graceMs: number): Promise<void> {
+  // Quota streams never end by themselves: they are ended first, for Envoy to reconnect elsewhere.
+  server.rlqs?.endAll();
   return server.sessions.close(graceMs);
 }

@@ -1,0 +1,136 @@
+import { describe, expect, it } from 'vitest';
+import type { AdjustItem, ReserveItem } from '@sluice/core/wire';
+import { compileRules } from '@sluice/rules';
+import { QuotaService, type BucketAction } from './quota-service.js';
+import { capacityOf } from './shares.js';
+
+const RULES = compileRules(
+  `
+resources:
+  api:shared: { limits: { algorithm: sliding-window, limit: 100, windowMs: 1000 } }
+quota:
+  - domain: gateway
+    buckets:
+      - { bucket: { name: shared }, resource: api:shared }
+      - { bucket: { name: user, id: '*' }, perValue: [id], resource: api:shared }
+`,
+  { file: 'rules.yaml' },
+);
+
+/** A store of `free` permits: reservations take from it, adjustments give back or take. */
+function fakeStore(free: number) {
+  const calls: (['reserve', ReserveItem] | ['adjust', AdjustItem])[] = [];
+  let now = 1_000_000;
+  let left = free;
+  const quota = new QuotaService(
+    {
+      rules: () => RULES,
+      reserve: (item) => {
+        calls.push(['reserve', item]);
+        const granted = Math.min(item.max, left);
+        left -= granted;
+        return Promise.resolve({ granted: granted >= item.min ? granted : 0, at: now + (item.holdMs ?? 0) });
+      },
+      adjust: (item) => {
+        calls.push(['adjust', item]);
+        left -= item.delta;
+        return Promise.resolve();
+      },
+      now: () => now,
+    },
+    { maxBuckets: 3 },
+  );
+  return { quota, calls, advance: (ms: number) => (now += ms), left: () => left };
+}
+
+const usage = (bucket: Record<string, string>, allowed: number, denied = 0, elapsedMs = 1000) => ({
+  bucket,
+  elapsedMs,
+  allowed,
+  denied,
+});
+const assigned = (a: BucketAction | undefined) => {
+  if (a?.kind !== 'assign') throw new Error(`not an assignment: ${JSON.stringify(a)}`);
+  return a;
+};
+
+describe('QuotaService', () => {
+  it('takes what an assignment can admit in the store first, and hands out no more', async () => {
+    const { quota, calls } = fakeStore(1000);
+    const s = quota.open();
+    const [a] = await s.report('gateway', [usage({ name: 'shared' }, 0, 20)]);
+    const first = assigned(a);
+    expect(first.ttlMs).toBe(2000);
+    const reserve = calls[0]!;
+    expect(reserve[0]).toBe('reserve');
+    const item = reserve[1] as ReserveItem;
+    expect(item).toMatchObject({ resource: 'api:shared', min: 1, holdMs: 2000 });
+    expect(capacityOf(first.strategy, first.ttlMs)).toBeLessThanOrEqual(item.max);
+    // Demand 20/s with 25% headroom: about 25 a second.
+    expect(first.strategy).toMatchObject({ kind: 'token-bucket' });
+  });
+
+  it('charges admissions beyond what was held, and returns what is no longer needed', async () => {
+    const { quota, calls, left } = fakeStore(1000);
+    const s = quota.open();
+    await s.report('gateway', [usage({ name: 'shared' }, 0, 40)]);
+    const held = 1000 - left();
+    // It admitted more than was held (say, while an assignment was replaced): the rest is charged.
+    calls.length = 0;
+    await s.report('gateway', [usage({ name: 'shared' }, held + 5, 0)]);
+    expect(calls[0]).toEqual(['adjust', { resource: 'api:shared', delta: 5 }]);
+    // Demand falls to nothing: part of what is held goes back, at the newest reservation's stamp.
+    calls.length = 0;
+    await s.report('gateway', [usage({ name: 'shared' }, 0, 0)]);
+    const back = calls.find((c) => c[0] === 'adjust')?.[1];
+    expect(back?.delta).toBeLessThan(0);
+    expect(back?.at).toBeGreaterThan(0);
+  });
+
+  it('shares one key max-min fairly among the streams by their demand', async () => {
+    const { quota } = fakeStore(100_000);
+    const [one, two, three] = [quota.open(), quota.open(), quota.open()];
+    const rate = async (s: typeof one, demand: number) => {
+      const a = assigned((await s.report('gateway', [usage({ name: 'shared' }, 0, demand)]))[0]);
+      return a.strategy.kind === 'token-bucket' ? (a.strategy.tokensPerFill * 1000) / a.strategy.fillIntervalMs : 0;
+    };
+    await rate(one, 10);
+    await rate(two, 10);
+    await rate(three, 300);
+    expect(quota.subscribers('api:shared')).toBe(3);
+    // 100 a second: 12.5 each for the two small ones, the rest (75) for the large one.
+    expect(await rate(one, 10)).toBeCloseTo(12.5, 0);
+    expect(await rate(three, 300)).toBeGreaterThan(70);
+    expect(await rate(three, 300)).toBeLessThanOrEqual(76);
+    one.close();
+    expect(quota.subscribers('api:shared')).toBe(2);
+  });
+
+  it('gives each value its own key, and abandons what no rule matches or is no longer reported', async () => {
+    const { quota, calls, advance } = fakeStore(1000);
+    const s = quota.open();
+    const actions = await s.report('gateway', [usage({ name: 'user', id: '7' }, 0, 1), usage({ name: 'nope' }, 0, 1)]);
+    expect(actions.map((a) => a.kind)).toEqual(['assign', 'abandon']);
+    expect((calls[0]![1] as ReserveItem).key).toBe('2:id1:7');
+    advance(10_000);
+    const later = await s.report('gateway', [usage({ name: 'shared' }, 0, 1)]);
+    expect(later.map((a) => [a.kind, a.bucket])).toEqual([
+      ['assign', { name: 'shared' }],
+      ['abandon', { name: 'user', id: '7' }],
+    ]);
+    expect(s.size).toBe(1);
+  });
+
+  it('refuses a stream without a domain, another domain, a bucket twice, and too many buckets', async () => {
+    const { quota } = fakeStore(1000);
+    await expect(quota.open().report('', [usage({ name: 'shared' }, 0, 1)])).rejects.toThrow(
+      'the first report of a stream must name its domain',
+    );
+    const s = quota.open();
+    await s.report('gateway', [usage({ name: 'shared' }, 0, 1)]);
+    await expect(s.report('edge', [])).rejects.toThrow('a stream keeps the domain of its first report ("gateway")');
+    await expect(s.report('', [usage({ name: 'x' }, 0, 1), usage({ name: 'x' }, 0, 1)])).rejects.toThrow('reported twice');
+    const many = [1, 2, 3].map((i) => usage({ name: 'user', id: String(i) }, 0, 1));
+    await expect(s.report('', many)).rejects.toThrow('a stream may subscribe to at most 3 buckets, this report would make 4');
+  });
+});

@@ -1,0 +1,205 @@
+import { Redis } from 'ioredis';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomPrefix, redisUrl } from '../../../test/env.js';
+import { SimEnvoy, type SimBucket } from './rlqs-client.js';
+import { TOKEN, call, eventually, scratch, spawnServer, writeRules, type ServerProcess } from './support.js';
+
+// Needs Redis (SLUICE_REDIS_URL). Envoy's rate limit quota service on one `sluice serve`: three
+// simulated Envoys (./rlqs-client.ts, built from the vendored protos) and an exact HTTP caller
+// share one limit of 200 in any 2 s.
+
+const LIMIT = 200;
+const WINDOW_MS = 2000;
+const RULES = `
+resources:
+  api:shared:
+    limits: { algorithm: sliding-window, limit: ${LIMIT}, windowMs: ${WINDOW_MS} }
+  api:other:
+    limits: { algorithm: sliding-window, limit: 10, windowMs: 1000 }
+quota:
+  - domain: gateway
+    buckets:
+      - bucket: { name: shared }
+        resource: api:shared
+`;
+
+const auth = `Bearer ${TOKEN}`;
+
+/** The most admissions of `times` (ms, sorted) in any window of `windowMs`. */
+function mostInWindow(times: readonly number[], windowMs: number): number {
+  let most = 0;
+  let from = 0;
+  for (let to = 0; to < times.length; to++) {
+    while (times[to]! - times[from]! >= windowMs) from++;
+    most = Math.max(most, to - from + 1);
+  }
+  return most;
+}
+
+describe('RLQS on one server and Redis', () => {
+  const tmp = scratch();
+  const prefix = randomPrefix('rlqs');
+  let server: ServerProcess;
+  let target: string;
+
+  beforeAll(async () => {
+    server = await spawnServer([
+      '--rules',
+      writeRules(tmp.dir, RULES),
+      '--redis',
+      redisUrl(),
+      '--redis-prefix',
+      prefix,
+      '--api-token',
+      TOKEN,
+      '--store-timeout-ms',
+      '2000',
+    ]);
+    target = `127.0.0.1:${server.grpcPort}`;
+  });
+  afterAll(async () => {
+    await server?.stop();
+    const redis = new Redis(redisUrl());
+    for (const key of await redis.keys(`${prefix}*`)) await redis.del(key);
+    redis.disconnect();
+    tmp.remove();
+  });
+
+  it('hands three Envoys shares that follow their demand, and the limit holds with an HTTP caller on it', async () => {
+    const envoys = [0, 1, 2].map(() => new SimEnvoy(target, 'gateway', auth));
+    const buckets: SimBucket[] = envoys.map((e) => e.bucket(1, { name: 'shared' }));
+    const http: number[] = [];
+    try {
+      // Phase 1: demand 8, 8 and 24 a second (1:1:3), 40 in all, well within the limit (100 a
+      // second over its window) with headroom: each Envoy is served what it asks. Phase 2: the
+      // third asks 200 a second; max-min fairness keeps the first two served, the third gets
+      // what is left.
+      const run = async (rates: readonly number[], ms: number) => {
+        const tickMs = 25;
+        const owed = rates.map(() => 0);
+        const started = Date.now();
+        let httpOwed = 0;
+        while (Date.now() - started < ms) {
+          const now = Date.now();
+          for (const [i, e] of envoys.entries()) {
+            owed[i]! += (rates[i]! * tickMs) / 1000;
+            while (owed[i]! >= 1) {
+              owed[i]!--;
+              e.request(buckets[i]!, now);
+            }
+            e.tick(now, 500);
+          }
+          // An exact caller of 5 a second on the same resource.
+          httpOwed += (5 * tickMs) / 1000;
+          if (httpOwed >= 1) {
+            httpOwed--;
+            const r = await call(server.url, '/v1/check', { resource: 'api:shared' }, { token: TOKEN });
+            if (r.json.allowed === true) http.push(Date.now());
+          }
+          await sleep(tickMs);
+        }
+      };
+      await run([8, 8, 24], 5000);
+      const firstPhase = buckets.map((b) => b.admitted.length);
+      const split = Date.now();
+      await run([8, 8, 200], 6000);
+      const secondPhase = buckets.map((b, i) => b.admitted.length - firstPhase[i]!);
+      const all = [...buckets.flatMap((b) => b.admitted), ...http].sort((a, b) => a - b);
+      const most = mostInWindow(all, WINDOW_MS);
+      const inSecond = all.filter((t) => t >= split).length;
+      if (process.env.SLUICE_TEST_PRINT)
+        console.log(JSON.stringify({ firstPhase, secondPhase, http: http.length, most, inSecond }));
+
+      // Every Envoy was assigned, none abandoned.
+      for (const b of buckets) {
+        expect(b.assignments).toBeGreaterThan(3);
+        expect(b.abandons).toBe(0);
+      }
+      // Phase 1: shares follow demand; the third Envoy admits well over twice what each of the
+      // others does (its demand is three times theirs).
+      expect(firstPhase[2]!).toBeGreaterThan(2 * firstPhase[0]!);
+      expect(firstPhase[2]!).toBeGreaterThan(2 * firstPhase[1]!);
+      // Phase 2: the first two are still served (at least half their demand over the phase),
+      // the third got more than either.
+      expect(secondPhase[0]!).toBeGreaterThan(0.5 * 8 * 6);
+      expect(secondPhase[1]!).toBeGreaterThan(0.5 * 8 * 6);
+      expect(secondPhase[2]!).toBeGreaterThan(2 * secondPhase[0]!);
+
+      // The bound (docs/quota-service.md): Envoys and the HTTP caller together admit at most
+      // the limit in any window of it, plus what Envoys admitted while an assignment was being
+      // replaced (charged at their next report); generously, a quarter of the limit more.
+      expect(most).toBeLessThanOrEqual(1.25 * LIMIT);
+      // And the limit was used: over the 6 s of the second phase, more than the limit's rate
+      // over 2 of them.
+      expect(inSecond).toBeGreaterThan(LIMIT);
+    } finally {
+      for (const e of envoys) e.close();
+    }
+  });
+
+  it('abandons a bucket no rule matches', async () => {
+    const e = new SimEnvoy(target, 'gateway', auth);
+    try {
+      const b = e.bucket(7, { name: 'unknown' });
+      e.request(b, Date.now());
+      await eventually(async () => b.abandons === 1);
+      expect(b.assignments).toBe(0);
+    } finally {
+      e.close();
+    }
+  });
+
+  it('ends the stream of a malformed report with INVALID_ARGUMENT, and goes on serving', async () => {
+    const bad = new SimEnvoy(target, 'gateway', auth);
+    // Field 2 (the usage map) as a varint: not a RateLimitQuotaUsageReports.
+    bad.writeRaw(Buffer.from([0x10, 0x01]));
+    const status = await bad.ended;
+    expect(status).toMatchObject({ code: 3, sluice: 'SLUICE_ERR_MALFORMED_BODY' });
+    bad.close();
+
+    const noElapsed = new SimEnvoy(target, 'gateway', auth);
+    noElapsed.send({ domain: 'gateway', bucket_quota_usages: { '1': { bucket_id: { bucket: { name: 'shared' } } } } });
+    expect(await noElapsed.ended).toMatchObject({ code: 3, sluice: 'SLUICE_ERR_INVALID_REQUEST' });
+    expect((await noElapsed.ended).details).toContain('time_elapsed: is required');
+    noElapsed.close();
+
+    const noDomain = new SimEnvoy(target, '', auth);
+    const b = noDomain.bucket(1, { name: 'shared' });
+    noDomain.request(b, Date.now());
+    expect((await noDomain.ended).details).toContain('the first report of a stream must name its domain');
+    noDomain.close();
+
+    // The server still serves a new stream, and ShouldRateLimit's neighbours.
+    const good = new SimEnvoy(target, 'gateway', auth);
+    try {
+      const g = good.bucket(1, { name: 'shared' });
+      good.request(g, Date.now());
+      await eventually(async () => g.assignments >= 1);
+      expect((await call(server.url, '/v1/check', { resource: 'api:other' }, { token: TOKEN })).json.allowed).toBe(true);
+    } finally {
+      good.close();
+    }
+  });
+
+  it('refuses a stream without the data-plane token with UNAUTHENTICATED', async () => {
+    for (const authorization of [undefined, 'Bearer wrong']) {
+      const e = new SimEnvoy(target, 'gateway', authorization);
+      const b = e.bucket(1, { name: 'shared' });
+      e.request(b, Date.now());
+      expect(await e.ended).toMatchObject({ code: 16, sluice: 'SLUICE_ERR_UNAUTHORIZED' });
+      expect(b.assignments).toBe(0);
+      e.close();
+    }
+  });
+
+  it('ends the stream with OK when the Envoy ends its side', async () => {
+    const e = new SimEnvoy(target, 'gateway', auth);
+    const b = e.bucket(1, { name: 'shared' });
+    e.request(b, Date.now());
+    await eventually(async () => b.assignments >= 1);
+    e.end();
+    expect((await e.ended).code).toBe(0);
+    e.close();
+  });
+});
