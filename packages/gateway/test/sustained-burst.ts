@@ -1,8 +1,8 @@
 /**
- * A sustained burst against a gateway fleet, run on the in-process transport, Redis Streams and
- * NATS JetStream (RocketMQ runs the larger shape of sustained-burst.rocketmq.test.ts, with gateway
- * processes): three gateways (real node:http servers, each with its own connection to the
- * stream) and one aggregator; a rule
+ * A sustained burst against a gateway fleet, run on every transport (RocketMQ also runs the
+ * larger shape of sustained-burst-fleet.rocketmq.test.ts, with gateway processes, by hand): three
+ * gateways (real node:http servers, each with its own connection to the stream) and one
+ * aggregator; a rule
  * blocks /search above 20 requests in 2 s for 1.5 s; the load generator sends ~150 requests a
  * second to /search for 5 s (more than 3x the block time), spread over the gateways.
  *
