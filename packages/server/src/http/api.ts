@@ -187,7 +187,10 @@ export function registerApi(
         }
         // Answered, so the item was decoded.
         const single = (item.ok ? op.single?.(r, q.data, item.value) : undefined) ?? { status: 200, headers: {} };
-        return reply.code(single.status).headers(single.headers).send(op.encode(r, q.data, (item as { value: T }).value));
+        return reply
+          .code(single.status)
+          .headers(single.headers)
+          .send(op.encode(r, q.data, (item as { value: T }).value));
       }
       const items = body.items;
       const settled =
@@ -198,7 +201,9 @@ export function registerApi(
             );
       // A fulfilled item was decoded.
       const results = settled.map((s, i) =>
-        s.status === 'fulfilled' ? op.encode(s.value, q.data, (items[i] as { value: T }).value) : errorReply(s.reason, logger).body,
+        s.status === 'fulfilled'
+          ? op.encode(s.value, q.data, (items[i] as { value: T }).value)
+          : errorReply(s.reason, logger).body,
       );
       return reply.code(200).send({ results });
     });
