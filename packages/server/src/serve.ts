@@ -396,7 +396,6 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   if (httpPort === undefined) {
     logger.warn('no HTTP listener (--port off): no JSON API, /healthz, /readyz, /metrics or dashboard');
   }
-  options.worker?.serving(url, grpcPort);
   logger.info(
     {
       url,
@@ -409,6 +408,8 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     // A worker's line; its primary says `sluice serving` once every worker does.
     options.worker === undefined ? 'sluice serving' : 'worker serving',
   );
+  // After its own line: the primary's `sluice serving` follows every worker's.
+  options.worker?.serving(url, grpcPort);
   // Outcomes steer fleet breakers, rollouts and adaptive limits: say who may send them.
   if (reporters.reporters.length === 0) {
     logger.info(
