@@ -6,12 +6,13 @@
  * clients are counted over both, a worker killed is replaced while the service goes on, SIGHUP
  * reaches both, SIGTERM drains both and exits 0; the embedded store refuses more than one worker.
  */
+import { spawn } from 'node:child_process';
 import { request } from 'node:http';
 import { writeFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomPrefix, redisUrl } from '../../../test/env.js';
-import { deleteRedisKeys, metric } from '../../../test/sluice-serve.js';
+import { SLUICE_BIN, childEnv, deleteRedisKeys, metric } from '../../../test/sluice-serve.js';
 import { call, eventually, loadRlsDefinition, runCli, scratch, spawnServer, writeRules, type ServerProcess } from './support.js';
 
 const rules = (limit: number) => `
@@ -113,6 +114,8 @@ describe('sluice serve --workers 2', () => {
   });
 
   it('serves HTTP and gRPC decisions from both workers, on one port each', async () => {
+    // Each process writes its own lines: a worker's may come after the primary's.
+    await eventually(async () => linesOf(s, 'worker serving').length === 2);
     expect(
       linesOf(s, 'worker serving')
         .map((e) => e.worker)
@@ -165,6 +168,7 @@ describe('sluice serve --workers 2', () => {
         status: 200,
         allowed: true,
       });
+    await eventually(async () => linesOf(s, 'worker serving').filter((e) => e.worker === 1).length === 2);
     const fresh = linesOf(s, 'worker serving')
       .filter((e) => e.worker === 1)
       .at(-1)!;
@@ -194,6 +198,47 @@ describe('sluice serve --workers 2', () => {
     const exits = linesOf(s, 'worker exited');
     expect(exits.map((e) => e.worker).sort()).toEqual([1, 2]);
     expect(exits.every((e) => e.code === 0)).toBe(true);
+  });
+});
+
+describe('sluice serve --workers 2 told to stop while starting', () => {
+  it('stops every worker, those still starting too, and exits 0', async () => {
+    const tmp = scratch();
+    const prefix = randomPrefix('workers-early');
+    try {
+      const file = writeRules(tmp.dir, rules(10));
+      const child = spawn(
+        process.execPath,
+        [
+          SLUICE_BIN,
+          'serve',
+          '--workers',
+          '2',
+          '--rules',
+          file,
+          '--redis',
+          redisUrl(),
+          '--redis-prefix',
+          prefix,
+          '--port',
+          '0',
+          '--grpc-port',
+          '0',
+        ],
+        { env: { ...childEnv(), SLUICE_LOG_FORMAT: 'json' }, stdio: ['ignore', 'pipe', 'inherit'] },
+      );
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      let out = '';
+      child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
+      // As soon as the primary forked its workers, before they serve.
+      await eventually(async () => out.includes('starting workers'), 60_000);
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+      expect(out).not.toContain('"sluice serving"');
+    } finally {
+      await deleteRedisKeys(prefix);
+      tmp.remove();
+    }
   });
 });
 

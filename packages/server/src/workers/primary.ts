@@ -104,6 +104,12 @@ export function runPrimary(settings: Settings, logger: Logger): Promise<number> 
   const receive = (s: Slot, w: Worker, m: WorkerMessage) => {
     switch (m.sluice) {
       case 'serving':
+        // A worker still starting when the primary was told to stop may have missed its
+        // `shutdown` (sent before it listened): it is told again now that it listens.
+        if (stopping) {
+          send(w, { sluice: 'shutdown' });
+          return;
+        }
         s.serving = true;
         live.set(slots.filter((x) => x.serving).length);
         if (!started && slots.every((x) => x.serving)) {
