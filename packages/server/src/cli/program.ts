@@ -61,6 +61,7 @@ export function placeholderOf(name: string): string {
     openOutcomes: 'on|off',
     overridesPerMinute: 'n',
     rateLimitHeaders: 'draft|legacy|both',
+    workers: 'n|auto',
   };
   if (named[name] !== undefined) return named[name];
   if (/Dir$/.test(name)) return 'dir';
