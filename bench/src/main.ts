@@ -245,7 +245,13 @@ function loadTiming(options: BenchOptions, redisUrl: string, runId: string) {
 /** gRPC and HTTP at 16 and 64 in flight, 1,000 keys and one hot key; medians of 3 runs (1 when quick). */
 async function servicePeersPart(options: BenchOptions, redisUrl: string, runId: string): Promise<PeerResult> {
   progress('sluice serve beside envoyproxy/ratelimit...');
-  const settings = { ...loadTiming(options, redisUrl, runId), inFlight: [16, 64], keys: [1000, 1] };
+  const settings = {
+    ...loadTiming(options, redisUrl, runId),
+    inFlight: [16, 64],
+    keys: [1000, 1],
+    workers: options.peerWorkers,
+    ghzConnections: options.ghzConnections,
+  };
   const result = await runServicePeers(settings, progress);
   print(servicePeersTable(result));
   return result;

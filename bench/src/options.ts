@@ -12,6 +12,9 @@
  *                        `none`: Node load processes instead
  *   BENCH_CACHE_DIR      where service-peers and service-tls build ghz and envoyproxy/ratelimit
  *                        (default ~/.cache/sluice-bench)
+ *   BENCH_SLUICE_WORKERS service-peers: `sluice serve --workers N` (default 1)
+ *   BENCH_GHZ_CONNECTIONS service-peers: the connections ghz spreads its calls over, for both
+ *                        peers (default 1, as one Envoy worker talks to its rate limit service)
  */
 
 /** The parts of the benchmark, in the order they run. */
@@ -112,6 +115,18 @@ export interface BenchOptions {
   readonly wrk: string | undefined;
   /** Rewrite docs/benchmarks.md's "Where things stand" section and its chart from this run. */
   readonly writeDocs: boolean;
+  /** service-peers: the worker processes of `sluice serve` (`BENCH_SLUICE_WORKERS`). */
+  readonly peerWorkers: number;
+  /** service-peers: the connections ghz opens to either peer (`BENCH_GHZ_CONNECTIONS`). */
+  readonly ghzConnections: number;
+}
+
+/** A positive count from the variable `name`, else `fallback`; throws naming the variable. */
+function countOf(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const v = env[name];
+  if (v === undefined || v === '') return fallback;
+  if (!/^\d{1,3}$/.test(v) || Number(v) < 1) throw new Error(`${name} must be a positive count (got ${JSON.stringify(v)})`);
+  return Number(v);
 }
 
 const USAGE = `usage: node --expose-gc bench/dist/main.js [--quick | --full] [--redis URL] [--only ${PARTS.join(',')}] [--write-docs]`;
@@ -161,5 +176,7 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv): B
   quick ??= env.BENCH_QUICK === '1' || env.BENCH_QUICK === 'true';
   redisUrl ??= env.SLUICE_REDIS_URL || undefined;
   const wrk = env.BENCH_WRK || undefined;
-  return Object.freeze({ mode: quick ? QUICK : FULL, redisUrl, parts, wrk, writeDocs });
+  const peerWorkers = countOf(env, 'BENCH_SLUICE_WORKERS', 1);
+  const ghzConnections = countOf(env, 'BENCH_GHZ_CONNECTIONS', 1);
+  return Object.freeze({ mode: quick ? QUICK : FULL, redisUrl, parts, wrk, writeDocs, peerWorkers, ghzConnections });
 }

@@ -225,6 +225,7 @@ describe('the Helm chart', () => {
     const env = envOf(ms);
     expect(env.SLUICE_REDIS_CLUSTER).toBe('redis-0.redis:6379,redis-1.redis:6379');
     expect(env.SLUICE_MAX_BATCH).toBe('200');
+    expect(env.SLUICE_WORKERS).toBe('1');
     // OpenTelemetry's standard variables pass through as they are.
     expect(env.OTEL_EXPORTER_OTLP_ENDPOINT).toBe('http://otel-collector:4318');
     expect(env.OTEL_SERVICE_NAME).toBe('edge');
@@ -243,6 +244,15 @@ describe('the Helm chart', () => {
       (m) => m.kind === 'Service' && selects(monitor.spec.selector as Selector, m.metadata.labels ?? {}),
     );
     expect(selected.map((m) => m.metadata.name)).toEqual(['edge-sluice']);
+  });
+
+  it('runs workers in each pod on Redis (sluice serve --workers)', async () => {
+    const redis = { type: 'redis', redis: { url: 'redis://redis:6379' } };
+    expect(envOf(await render({ store: redis, workers: 2 })).SLUICE_WORKERS).toBe('2');
+    expect(envOf(await render({ store: redis, workers: 'auto' })).SLUICE_WORKERS).toBe('auto');
+    expect(await refusal({ workers: 2 })).toContain('store.type memory keeps its counts in one process: workers must be 1');
+    expect(await refusal({ store: redis, workers: 0 })).toMatch(/workers/);
+    expect(await refusal({ store: redis, env: { SLUICE_WORKERS: '2' } })).toContain('env.SLUICE_WORKERS is set by the chart');
   });
 
   it('ships the alert rules of deploy/prometheus as a PrometheusRule when asked', async () => {

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseMachineStat, parseProcStat, type MachineCpu, type ProcCpu } from './service-measure.js';
@@ -95,6 +95,38 @@ export async function procCpu(pid: number | 'self'): Promise<ProcCpu | undefined
   } catch {
     return undefined;
   }
+}
+
+/**
+ * CPU times of a process and its children (`sluice serve --workers`: the primary and its
+ * workers), from /proc (Linux); undefined where there is no /proc.
+ */
+export async function treeCpu(pid: number): Promise<ProcCpu | undefined> {
+  const own = await procCpu(pid);
+  if (own === undefined) return undefined;
+  let user = own.user;
+  let system = own.system;
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let text: string;
+    try {
+      text = await readFile(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue; // ended meanwhile
+    }
+    // Field 4, the parent's PID, follows the state after the parenthesised command name.
+    const ppid = Number(
+      text
+        .slice(text.lastIndexOf(')') + 1)
+        .trim()
+        .split(/\s+/)[1],
+    );
+    if (ppid !== pid) continue;
+    const child = parseProcStat(text);
+    user += child.user;
+    system += child.system;
+  }
+  return { ...own, user, system };
 }
 
 /** CPU times of the whole machine, from /proc/stat (Linux); undefined where there is none. */

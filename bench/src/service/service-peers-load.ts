@@ -20,6 +20,8 @@ export interface LoadRun {
   readonly inFlight: number;
   readonly keys: number;
   readonly seconds: number;
+  /** ghz: the connections its calls are spread over. @default 1 */
+  readonly connections?: number;
 }
 
 /** The Envoy domain and descriptor key of every call (both peers load the same YAML). */
@@ -56,7 +58,7 @@ interface GhzReport {
 
 /**
  * ghz, closed loop: `inFlight` workers on one connection (as one Envoy worker talks to its rate
- * limit service) for `seconds`, each call a ShouldRateLimit of one descriptor whose value cycles
+ * limit service; `connections` spreads them over more) for `seconds`, each call a ShouldRateLimit of one descriptor whose value cycles
  * through `keys` values (the request number modulo keys) or is one hot value. With `caFile`, over
  * TLS trusting that CA (`--cacert`); else in clear.
  */
@@ -81,7 +83,7 @@ export async function runGhz(bin: string, target: string, r: LoadRun, caFile?: s
       '-c',
       String(r.inFlight),
       '--connections',
-      '1',
+      String(r.connections ?? 1),
       '-z',
       `${r.seconds}s`,
       '-O',

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { freePort } from '../harness/redis-server.js';
-import { makeTempDir, procCpu, removeTempDir, startChild, stopChild } from './service-children.js';
+import { makeTempDir, removeTempDir, startChild, stopChild, treeCpu } from './service-children.js';
 import {
   ENVOY_JSON_BODY,
   PEER_DESCRIPTOR_KEY,
@@ -39,6 +39,10 @@ export interface PeerSettings {
   readonly keys: readonly number[];
   /** The wrk binary as asked (`BENCH_WRK`). */
   readonly wrk: string | undefined;
+  /** `sluice serve --workers` (`BENCH_SLUICE_WORKERS`). @default 1 */
+  readonly workers?: number;
+  /** The connections ghz opens to either peer (`BENCH_GHZ_CONNECTIONS`). @default 1 */
+  readonly ghzConnections?: number;
 }
 
 export type PeerApi = 'gRPC' | 'HTTP';
@@ -183,9 +187,9 @@ export async function measure(
   clockTicks: number,
 ): Promise<LoadResult & { cpuUsPerCall: number }> {
   await load(s.warmupSec);
-  const before = await procCpu(pid);
+  const before = await treeCpu(pid);
   const result = await load(s.measureSec);
-  const after = await procCpu(pid);
+  const after = await treeCpu(pid);
   const ticks = before === undefined || after === undefined ? NaN : after.user + after.system - before.user - before.system;
   const calls = result.perSec * s.measureSec;
   return { ...result, cpuUsPerCall: ((ticks / clockTicks) * 1e6) / calls };
@@ -228,16 +232,22 @@ export async function runServicePeers(s: PeerSettings, progress: (line: string) 
   let sluice: ServiceProcess | undefined;
   const cells: PeerCell[] = [];
   try {
-    sluice = await startService({ kind: 'redis', url: s.redisUrl, prefix: `bench:${s.runId}:peers` }, [
-      { name: 'bench.yaml', text: PEER_YAML },
-      { name: 'native.json', text: NATIVE_RULES },
-    ]);
+    sluice = await startService(
+      { kind: 'redis', url: s.redisUrl, prefix: `bench:${s.runId}:peers` },
+      [
+        { name: 'bench.yaml', text: PEER_YAML },
+        { name: 'native.json', text: NATIVE_RULES },
+      ],
+      (s.workers ?? 1) > 1 ? ['--workers', String(s.workers)] : [],
+    );
     const server = sluice;
     // Both servers are warmed up on both APIs first (JIT, connection pools), so the first cell
     // does not measure the warm-up.
     progress('  warming up both servers...');
     for (const target of [server.grpcTarget, envoy.grpcTarget]) {
-      if ('path' in ghz) await runGhz(ghz.path, target, { inFlight: 16, keys: 1000, seconds: WARMUP_SEC });
+      if ('path' in ghz) {
+        await runGhz(ghz.path, target, { inFlight: 16, keys: 1000, seconds: WARMUP_SEC, connections: s.ghzConnections ?? 1 });
+      }
     }
     if ('path' in wrk) {
       await runWrkBodies(wrk.path, `${server.url}/v1/check`, sluiceCheckBody(PEER_RESOURCE), {
@@ -252,7 +262,7 @@ export async function runServicePeers(s: PeerSettings, progress: (line: string) 
       if ('missing' in tool) continue;
       for (const keys of s.keys) {
         for (const inFlight of s.inFlight) {
-          const run = (seconds: number): LoadRun => ({ inFlight, keys, seconds });
+          const run = (seconds: number): LoadRun => ({ inFlight, keys, seconds, connections: s.ghzConnections ?? 1 });
           const loads: Record<PeerName, { pid: number; load: (seconds: number) => Promise<LoadResult> }> =
             api === 'gRPC'
               ? {
@@ -305,7 +315,7 @@ const where = (c: PeerCell) => `${c.api}, ${c.keys === 1 ? 'hot key' : `${fmtInt
 export function servicePeersTable(r: PeerResult): Table {
   const s = r.settings;
   return {
-    title: `sluice serve beside envoyproxy/ratelimit (same Redis, same Envoy YAML; gRPC by ghz, HTTP by wrk; medians of ${s.rounds} runs of ${s.measureSec} s)`,
+    title: `sluice serve${(s.workers ?? 1) > 1 ? ` --workers ${s.workers}` : ''} beside envoyproxy/ratelimit (same Redis, same Envoy YAML; gRPC by ghz over ${s.ghzConnections ?? 1} connection${(s.ghzConnections ?? 1) > 1 ? 's' : ''}, HTTP by wrk; medians of ${s.rounds} runs of ${s.measureSec} s)`,
     header: [
       'cell',
       'Sluice/s',
@@ -334,7 +344,7 @@ export function servicePeersTable(r: PeerResult): Table {
       `${fmtInt(c.sluice.errors)} / ${fmtInt(c.envoy.errors)}`,
     ]),
     notes: [
-      'ratio: Sluice / envoy (requests/s: higher is better; latency: lower is better). CPU: server CPU per call.',
+      'ratio: Sluice / envoy (requests/s: higher is better; latency: lower is better). CPU: server CPU per call (with --workers, the primary and every worker).',
       "local: Sluice's decisions answered without a Redis round trip (pre-filter, leases), of all it made in the cell.",
       ...r.skipped.map((x) => `not run: ${x}`),
       ...r.cells

@@ -13,7 +13,7 @@ import { LiveRules } from './live-rules.js';
 import { readServerOtel, startServerOtel } from './otel.js';
 import { ServerMetrics } from './metrics.js';
 import { LatencyWindow } from './stats/latency.js';
-import { buildHttpApp } from './http/app.js';
+import { buildHttpApp, statsOf, type HttpDeps } from './http/app.js';
 import { FairTurns } from './fair-turns.js';
 import { bindGrpc, buildGrpcServer, shutdownGrpc, type GrpcListener } from './grpc/server.js';
 import { quotaService } from './quota/serve-quota.js';
@@ -24,6 +24,8 @@ import { RolloutRunner } from './rollout/runner.js';
 import { RolloutMetrics } from './metrics.js';
 import { SettingsError, type Settings } from './settings.js';
 import { readTls } from './tls.js';
+import type { WorkerLink } from './workers/link.js';
+import { fleetOf } from './workers/fleet.js';
 
 /** A running `sluice serve`. */
 export interface RunningServer {
@@ -68,6 +70,11 @@ export interface StartOptions {
   outcomes?: OutcomeSource;
   /** The variables OpenTelemetry is set up from (`OTEL_*`, see `otel.ts`). @default process.env */
   env?: Readonly<Record<string, string | undefined>>;
+  /**
+   * This server is one worker of `sluice serve --workers N`: `/metrics` and `/v1/stats` answer
+   * for every worker, and remote clients are counted over every worker. @default a single process
+   */
+  worker?: WorkerLink;
 }
 
 async function waitFor(probe: () => Promise<unknown>, timeoutMs: number, what: string): Promise<void> {
@@ -277,7 +284,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     idleMs: settings.overrideIdleMs,
     onRefused: () => metrics.overrideRefused(),
   });
-  const service = new RateLimitService(limiter, rules, undefined, {
+  const service = new RateLimitService(limiter, rules, options.worker?.clients, {
     bookingClients: new BookingClients({ perClient: settings.maxBookingsPerClient, clients: settings.maxBookingClients }),
     overrides,
     clock,
@@ -323,7 +330,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   // The p99 of decision latency over the last minute, for the health of /v1/stats: the decision
   // histogram's counts are read once a second, never per decision.
   const latency = new LatencyWindow(metrics.decisionDurations).start();
-  const app = buildHttpApp({
+  const httpDeps: HttpDeps = {
     ...(tls === undefined ? {} : { tls }),
     settings,
     service,
@@ -340,7 +347,9 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     turns,
     ...(otel?.tracing === undefined ? {} : { tracing: otel.tracing }),
     ...(rollout === undefined ? {} : { rollout }),
-  });
+  };
+  const fleet = options.worker === undefined ? undefined : fleetOf(options.worker, metrics, (admin) => statsOf(httpDeps, admin));
+  const app = buildHttpApp({ ...httpDeps, ...(fleet === undefined ? {} : { fleet }) });
   // Who may report outcomes over gRPC; the HTTP app decides the same from the same settings.
   const reporters = outcomeAccess(settings);
   const grpcServer = buildGrpcServer({
@@ -398,8 +407,11 @@ export async function startServer(settings: Settings, options: StartOptions = {}
       version: rules.version?.version,
       ...(settings.dashboard && url !== undefined ? { dashboard: `${url}/dashboard` } : {}),
     },
-    'sluice serving',
+    // A worker's line; its primary says `sluice serving` once every worker does.
+    options.worker === undefined ? 'sluice serving' : 'worker serving',
   );
+  // After its own line: the primary's `sluice serving` follows every worker's.
+  options.worker?.serving(url, grpcPort);
   // Outcomes steer fleet breakers, rollouts and adaptive limits: say who may send them.
   if (reporters.reporters.length === 0) {
     logger.info(
@@ -491,6 +503,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
       await drained;
       clearTimeout(cut);
       latency.close();
+      options.worker?.close();
       stopWatch?.();
       await adaptive.close();
       await clock.monitor?.close();

@@ -1,4 +1,5 @@
 import { RATE_LIMIT_HEADER_FORMS, STORE_FAILURE_POLICIES, type RateLimitHeaderForm } from '@sluice/core';
+import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { LOG_FORMATS, type LogFormat } from './logging.js';
 import { RULES_MODES, type RulesMode } from './seed.js';
@@ -81,7 +82,13 @@ export interface Settings {
   readonly rolloutPollMs: number;
   /** How long the rollout decider's leadership lasts unrenewed (ms): another server takes over this long after it stops. */
   readonly rolloutLeadershipMs: number;
+  /** Worker processes sharing the listeners (node:cluster); 1: the process serves itself. */
+  readonly workers: number;
 }
+
+/** Most worker processes (`--workers`). */
+export const MAX_WORKERS = 64;
+const WORKERS_ERROR = `must be a number of workers (1-${MAX_WORKERS}) or auto`;
 
 const int = (min: number, max: number) => z.coerce.number().int('must be an integer').min(min).max(max);
 /** A port, or `off` (undefined): that listener is not opened. */
@@ -434,6 +441,17 @@ export const SETTINGS = {
     schema: int(200, 600_000),
     doc: "How long the rollout decider's leadership lasts unrenewed: if the deciding server stops, another takes over after this long",
   },
+  workers: {
+    flag: '--workers',
+    env: 'SLUICE_WORKERS',
+    default: '1',
+    schema: z.coerce
+      .string()
+      .regex(/^(auto|\d{1,3})$/, WORKERS_ERROR)
+      .transform((v) => (v === 'auto' ? Math.min(MAX_WORKERS, availableParallelism()) : Number(v)))
+      .pipe(z.number().min(1, WORKERS_ERROR).max(MAX_WORKERS, WORKERS_ERROR)),
+    doc: `Worker processes serving the same HTTP and gRPC ports (node:cluster), one per core: \`auto\` starts one per available core (at most ${MAX_WORKERS}). More than 1 needs Redis (\`--redis\` or \`--redis-cluster\`): the embedded store keeps its state in one process. See docs/deploying.md, "Workers"`,
+  },
 } as const satisfies Record<keyof Settings, SettingSpec>;
 
 /** Raw values from the command line, by setting name (strings, or lists for repeatable flags). */
@@ -532,6 +550,11 @@ export function loadSettings(
   if (s.openOutcomes && (s.apiToken !== undefined || s.outcomesToken !== undefined)) {
     throw new SettingsError(
       `${SETTINGS.openOutcomes.flag} on opens outcome reports on an open data plane only: not beside ${SETTINGS.apiToken.flag} or ${SETTINGS.outcomesToken.flag}`,
+    );
+  }
+  if (s.workers > 1 && s.redisUrl === undefined && s.redisCluster === undefined) {
+    throw new SettingsError(
+      `${SETTINGS.workers.flag} ${s.workers} shares limits between worker processes through Redis: give ${SETTINGS.redisUrl.flag} or ${SETTINGS.redisCluster.flag} (the embedded store keeps its state in one process)`,
     );
   }
   return Object.freeze({ ...s, rules: Object.freeze([...(s.rules ?? [])]) });

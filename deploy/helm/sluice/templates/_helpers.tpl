@@ -29,6 +29,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- if or (gt (int .Values.replicaCount) 1) .Values.autoscaling.enabled -}}
 {{- fail "store.type memory keeps each pod's counts apart: with more than one pod (replicaCount > 1 or autoscaling) the fleet would exceed every limit. Set store.type redis or redisCluster." -}}
 {{- end -}}
+{{- if ne (toString .Values.workers) "1" -}}
+{{- fail "store.type memory keeps its counts in one process: workers must be 1. Set store.type redis or redisCluster to run more workers." -}}
+{{- end -}}
 {{- end -}}
 {{- if eq $type "redis" -}}
 {{- if and (not .Values.store.redis.url) (not .Values.store.redis.existingSecret) -}}
@@ -38,7 +41,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- fail "give store.redis.url or store.redis.existingSecret, not both" -}}
 {{- end -}}
 {{- end -}}
-{{- range $name := list "SLUICE_HOST" "SLUICE_PORT" "SLUICE_GRPC_PORT" "SLUICE_RULES" "SLUICE_RULES_DIR" "SLUICE_RULES_MODE" "SLUICE_SHUTDOWN_GRACE_MS" "SLUICE_LOG_LEVEL" "SLUICE_REDIS_URL" "SLUICE_REDIS_CLUSTER" "SLUICE_REDIS_PREFIX" "SLUICE_ADMIN_TOKEN" "SLUICE_API_TOKEN" "SLUICE_OUTCOMES_TOKEN" -}}
+{{- range $name := list "SLUICE_HOST" "SLUICE_PORT" "SLUICE_GRPC_PORT" "SLUICE_RULES" "SLUICE_RULES_DIR" "SLUICE_RULES_MODE" "SLUICE_SHUTDOWN_GRACE_MS" "SLUICE_LOG_LEVEL" "SLUICE_WORKERS" "SLUICE_REDIS_URL" "SLUICE_REDIS_CLUSTER" "SLUICE_REDIS_PREFIX" "SLUICE_ADMIN_TOKEN" "SLUICE_API_TOKEN" "SLUICE_OUTCOMES_TOKEN" -}}
 {{- if hasKey $.Values.env $name -}}
 {{- fail (printf "env.%s is set by the chart from its own values (see values.yaml); set it there" $name) -}}
 {{- end -}}

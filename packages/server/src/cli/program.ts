@@ -17,7 +17,12 @@ import {
 import { runStatus } from './status.js';
 import { addRolloutCommands } from './rollout.js';
 import { effectiveConfig, readConfigFile } from '../config-file.js';
+import cluster from 'node:cluster';
+import { createLogger, redactingLogger } from '../logging.js';
 import { startServer, type RunningServer } from '../serve.js';
+import { WorkerLink } from '../workers/link.js';
+import { runPrimary } from '../workers/primary.js';
+import { WORKER_SLOT_ENV } from '../workers/protocol.js';
 import {
   RENAMED_SETTINGS,
   SETTINGS,
@@ -56,6 +61,7 @@ export function placeholderOf(name: string): string {
     openOutcomes: 'on|off',
     overridesPerMinute: 'n',
     rateLimitHeaders: 'draft|legacy|both',
+    workers: 'n|auto',
   };
   if (named[name] !== undefined) return named[name];
   if (/Dir$/.test(name)) return 'dir';
@@ -88,6 +94,11 @@ async function serve(flags: SettingFlags, config: { file?: string; print: boolea
     out.log(stringifyYaml(effectiveConfig(settings)).trimEnd());
     return;
   }
+  if (settings.workers > 1 && cluster.isPrimary) {
+    const logger = redactingLogger(await createLogger(settings.logLevel, settings.logFormat));
+    process.exit(await runPrimary(settings, logger));
+  }
+  const link = cluster.isWorker ? new WorkerLink(Number(process.env[WORKER_SLOT_ENV])) : undefined;
   // Signals are handled from the start: one that arrives while the server is still starting up
   // (after its first log lines) shuts it down gracefully once it is up.
   const started: { server?: Awaited<ReturnType<typeof startServer>>; pending?: NodeJS.Signals } = {};
@@ -112,16 +123,36 @@ async function serve(flags: SettingFlags, config: { file?: string; print: boolea
       },
     );
   };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
   // SIGHUP reloads (the configuration file, then the rule files) and never ends the process.
   let reloading: Promise<void> = Promise.resolve();
-  process.on('SIGHUP', () => {
+  const hangup = () => {
     const server = started.server;
     if (server === undefined || stopping) return;
     reloading = reloading.then(() => reload(server, settings, flags, config.file));
+  };
+  process.on('SIGTERM', stop);
+  if (link === undefined) {
+    process.on('SIGINT', stop);
+    process.on('SIGHUP', hangup);
+  } else {
+    // A worker drains when its primary says so (and on a SIGTERM of its own); a terminal's SIGINT
+    // or SIGHUP reaches the primary too, which passes it on once: here they are ignored.
+    process.on('SIGINT', () => {});
+    process.on('SIGHUP', () => {});
+    const drain = () => {
+      if (!stopping) stop('SIGTERM');
+    };
+    link.onShutdown = drain;
+    link.onReload = hangup;
+    // The primary is gone (killed): nobody hands this worker connections any more.
+    process.once('disconnect', drain);
+  }
+  const logger =
+    link === undefined ? undefined : (await createLogger(settings.logLevel, settings.logFormat)).child({ worker: link.slot });
+  started.server = await startServer(settings, {
+    ...(logger === undefined ? {} : { logger }),
+    ...(link === undefined ? {} : { worker: link }),
   });
-  started.server = await startServer(settings);
   if (started.pending !== undefined) stop(started.pending);
 }
 

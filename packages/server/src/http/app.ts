@@ -80,6 +80,35 @@ export interface HttpDeps {
   readonly turns?: FairTurns;
   /** A span per decision request (`check`, `acquire`, `book`, `claim`). @default none */
   readonly tracing?: DecisionTracing;
+  /**
+   * The figures of every worker of `sluice serve --workers N`, for `/metrics` and `/v1/stats`.
+   * @default this process' own
+   */
+  readonly fleet?: FleetFigures;
+}
+
+/** What `/metrics` and `/v1/stats` answer when the server is one of several workers. */
+export interface FleetFigures {
+  /** The Prometheus text of every worker, merged. */
+  metrics(): Promise<{ readonly text: string; readonly contentType: string }>;
+  /** The `/v1/stats` body of every worker, merged (`admin`: with the hot keys named). */
+  stats(admin: boolean): Promise<object>;
+}
+
+/** The `/v1/stats` body of this process: its resources' figures, health and hot keys. */
+export async function statsOf(deps: HttpDeps, admin: boolean) {
+  return {
+    at: Date.now(),
+    version: deps.rules.version?.version ?? 0,
+    resources: deps.metrics.stats((r) => deps.rules.has(r)),
+    ...(deps.adaptive === undefined ? {} : { adaptive: await deps.adaptive() }),
+    clockSkew: deps.service.clockSkew(),
+    // The store, what answers while it is away, and the server's own figures (`sluice status`'s first line).
+    health: healthView(deps.service.storeHealth(), deps.service.clients.count(), deps.decisionLatency),
+    // The heaviest keys of resources configuring `hotKeys` (see docs/control-plane.md, "Hot keys").
+    // Keys are the callers' data (user ids, tenants): named only to the admin.
+    hotKeys: hotKeysFor(deps.service.hotKeys(), admin),
+  };
 }
 
 /**
@@ -227,24 +256,17 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     return reply.code(r.ready ? 200 : 503).send({ status: r.status ?? (r.ready ? 'ready' : 'not ready'), ...r.checks });
   });
   app.get('/metrics', async (_request, reply) => {
+    if (deps.fleet !== undefined) {
+      const merged = await deps.fleet.metrics();
+      return reply.header('content-type', merged.contentType).send(merged.text);
+    }
     const text = await metrics.registry.metrics();
     return reply.header('content-type', metrics.registry.contentType).send(text);
   });
-  app.get('/v1/stats', async (request) => ({
-    at: Date.now(),
-    version: deps.rules.version?.version ?? 0,
-    resources: metrics.stats((r) => deps.rules.has(r)),
-    ...(deps.adaptive === undefined ? {} : { adaptive: await deps.adaptive() }),
-    clockSkew: deps.service.clockSkew(),
-    // The store, what answers while it is away, and the server's own figures (`sluice status`'s first line).
-    health: healthView(deps.service.storeHealth(), deps.service.clients.count(), deps.decisionLatency),
-    // The heaviest keys of resources configuring `hotKeys` (see docs/control-plane.md, "Hot keys").
-    // Keys are the callers' data (user ids, tenants): named only to the admin.
-    hotKeys: hotKeysFor(
-      deps.service.hotKeys(),
-      settings.adminToken !== undefined && authorized(request.headers.authorization, settings.adminToken),
-    ),
-  }));
+  app.get('/v1/stats', async (request) => {
+    const admin = settings.adminToken !== undefined && authorized(request.headers.authorization, settings.adminToken);
+    return deps.fleet === undefined ? statsOf(deps, admin) : deps.fleet.stats(admin);
+  });
   // Public and read-only, as /v1/stats: the fleet-wide breakers' states (the dashboard and
   // `sluice status` show them).
   app.get('/v1/breakers', async () => ({ at: Date.now(), breakers: await deps.service.breakers() }));
