@@ -40,7 +40,7 @@ function fakeStore(free: number) {
     },
     { maxBuckets: 3 },
   );
-  return { quota, calls, advance: (ms: number) => (now += ms), left: () => left };
+  return { quota, calls, advance: (ms: number) => (now += ms), left: () => left, refill: (n: number) => (left += n) };
 }
 
 const usage = (bucket: Record<string, string>, allowed: number, denied = 0, elapsedMs = 1000) => ({
@@ -104,6 +104,35 @@ describe('QuotaService', () => {
     expect(await rate(three, 300)).toBeLessThanOrEqual(76);
     one.close();
     expect(quota.subscribers('api:shared')).toBe(2);
+  });
+
+  it('shrinks the larger shares when the store runs short, so the first to reserve does not starve the rest', async () => {
+    // The store frees 60 permits a second (other callers take the rest of the 100), and the
+    // largest subscriber always reports first: served first-come, it would take all of them.
+    const { quota, advance, refill } = fakeStore(0);
+    const [big, one, two] = [quota.open(), quota.open(), quota.open()];
+    const got = new Map<typeof big, number>();
+    const report = async (s: typeof big, demand: number) => {
+      // It admitted its demand, at most what its last assignment allows in one interval (half
+      // its time to live).
+      const allowed = Math.min(demand, Math.floor((got.get(s) ?? 0) / 2));
+      const a = assigned((await s.report('gateway', [usage({ name: 'shared' }, allowed, Math.max(0, demand - allowed))]))[0]);
+      got.set(s, a.strategy.kind === 'token-bucket' ? capacityOf(a.strategy, a.ttlMs) : 0);
+      return got.get(s)!;
+    };
+    const rounds: number[][] = [];
+    for (let round = 0; round < 12; round++) {
+      refill(60);
+      rounds.push([await report(big, 300), await report(one, 10), await report(two, 10)]);
+      advance(1000);
+    }
+    // First-come, the small ones get nothing at first; once the shares shrink, each can admit at
+    // least three quarters of its demand (10 a second, over a 2 s assignment) in every later round.
+    expect(rounds[1]![1]).toBeLessThan(10);
+    for (const [, a, b] of rounds.slice(4)) {
+      expect(a).toBeGreaterThanOrEqual(15);
+      expect(b).toBeGreaterThanOrEqual(15);
+    }
   });
 
   it('gives each value its own key, and abandons what no rule matches or is no longer reported', async () => {

@@ -58,7 +58,24 @@ export const MAX_REPORTED_REQUESTS = 1_000_000_000;
 /** Subscribers of one key of a resource, on this server. */
 interface Pool {
   readonly subs: Set<Subscription>;
+  /**
+   * The rate shared, when the store gave a subscriber less than its assignment needed (other
+   * callers, other servers, or this pool's own holds fill the limit): cut on a shortfall,
+   * recovering toward the resource's rate while none recurs. Undefined: the resource's rate.
+   */
+  storeRate: number | undefined;
+  /** When `storeRate` was last recovered (ms). */
+  storeRateAt: number;
+  /** When it was last cut (ms). */
+  cutAt: number;
 }
+
+/** A shortfall cuts the rate shared to this fraction of what it was (at most once a reporting interval). */
+export const SHORTFALL_CUT = 0.75;
+/** Without shortfalls, the rate shared recovers by this fraction of the resource's rate a second. */
+export const RECOVERY_PER_SECOND = 0.1;
+/** The rate shared is never cut below this fraction of the resource's rate. */
+export const LOWEST_SHARED = 0.05;
 
 /** @internal One stream's subscription to one bucket, and what is held in the store for it. */
 export interface Subscription {
@@ -135,7 +152,7 @@ export class QuotaService {
     const poolKey = JSON.stringify([resource, key]);
     let pool = this.#pools.get(poolKey);
     if (pool === undefined) {
-      pool = { subs: new Set() };
+      pool = { subs: new Set(), storeRate: undefined, storeRateAt: 0, cutAt: -Infinity };
       this.#pools.set(poolKey, pool);
     }
     if (sub !== undefined && sub.pool === pool) return sub;
@@ -187,6 +204,19 @@ export class QuotaService {
     return limits;
   }
 
+  /** The rate a pool shares now: the resource's, or less after a shortfall, recovering with time. */
+  #sharedRate(pool: Pool, rate: number, now: number): number {
+    if (pool.storeRate === undefined) return rate;
+    const recovered = pool.storeRate + (rate * RECOVERY_PER_SECOND * Math.max(0, now - pool.storeRateAt)) / 1000;
+    pool.storeRateAt = Math.max(pool.storeRateAt, now);
+    if (recovered >= rate) {
+      pool.storeRate = undefined;
+      return rate;
+    }
+    pool.storeRate = recovered;
+    return recovered;
+  }
+
   /** @internal A new assignment for `sub` after its report of `allowed` admissions. */
   async assign(sub: Subscription, allowed: number, rules: RuleSet): Promise<BucketAction> {
     const { reserve, adjust } = this.#deps;
@@ -200,9 +230,12 @@ export class QuotaService {
       await adjust({ ...where, delta: over });
     }
     const rate = ratePerSecond(this.limitsOf(rules, sub.resource));
-    const subs = [...sub.pool.subs];
+    const pool = sub.pool;
+    const now = this.#deps.now();
+    const shared = this.#sharedRate(pool, rate, now);
+    const subs = [...pool.subs];
     const shares = fairShares(
-      rate,
+      shared,
       wantsOf(
         rate,
         subs.map((s) => s.demand),
@@ -220,11 +253,19 @@ export class QuotaService {
         sub.lastGranted -= back;
       }
     } else if (sub.held < target) {
-      const r = await reserve({ ...where, min: 1, max: target - sub.held, holdMs: ttlMs });
+      const asked = target - sub.held;
+      const r = await reserve({ ...where, min: 1, max: asked, holdMs: ttlMs });
       if (r.granted > 0) {
         sub.held += r.granted;
         sub.lastAt = r.at;
         sub.lastGranted = r.granted;
+      }
+      if (r.granted < asked && now - pool.cutAt >= sub.intervalMs) {
+        // The store is full: share less, so the larger shares shrink and leave the smaller ones
+        // (the first to be starved when whoever reserves first takes what the window frees) theirs.
+        pool.storeRate = Math.max(rate * LOWEST_SHARED, shared * SHORTFALL_CUT);
+        pool.storeRateAt = now;
+        pool.cutAt = now;
       }
     }
     return { kind: 'assign', bucket: sub.bucket, strategy: strategyFor(share, sub.held, ttlMs), ttlMs };
