@@ -139,7 +139,9 @@ export class SimEnvoy {
     authorization?: string,
   ) {
     const method = loadRlqsDefinition().StreamRateLimitQuotas!;
-    this.#client = new grpc.Client(target, grpc.credentials.createInsecure());
+    // A connection of its own, as each Envoy has (grpc-js would otherwise share one among the
+    // clients of a target, and the server bounds quota streams per connection).
+    this.#client = new grpc.Client(target, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 });
     const metadata = new grpc.Metadata();
     if (authorization !== undefined) metadata.set('authorization', authorization);
     this.#call = this.#client.makeBidiStreamRequest(
@@ -175,6 +177,16 @@ export class SimEnvoy {
   ) {
     const b = new SimBucket(id, bucket, fallback);
     this.buckets.set(id, b);
+    return b;
+  }
+
+  /**
+   * Takes over bucket `b` of another stream (as Envoy does when it reconnects): its assignment
+   * stays in force until it expires, and its next request subscribes on this stream.
+   */
+  adopt(b: SimBucket): SimBucket {
+    b.subscribed = false;
+    this.buckets.set(b.id, b);
     return b;
   }
 
@@ -232,6 +244,17 @@ export class SimEnvoy {
     this.#call.cancel();
     this.#client.close();
   }
+}
+
+/** The most admissions of `times` (ms, sorted) in any window of `windowMs`. */
+export function mostInWindow(times: readonly number[], windowMs: number): number {
+  let most = 0;
+  let from = 0;
+  for (let to = 0; to < times.length; to++) {
+    while (times[to]! - times[from]! >= windowMs) from++;
+    most = Math.max(most, to - from + 1);
+  }
+  return most;
 }
 
 function sameBucket(a: Record<string, string>, b: Record<string, string>): boolean {

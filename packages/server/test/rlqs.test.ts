@@ -2,7 +2,7 @@ import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomPrefix, redisUrl } from '../../../test/env.js';
-import { SimEnvoy, type SimBucket } from './rlqs-client.js';
+import { SimEnvoy, mostInWindow, type SimBucket } from './rlqs-client.js';
 import { TOKEN, call, eventually, scratch, spawnServer, writeRules, type ServerProcess } from './support.js';
 
 // Needs Redis (SLUICE_REDIS_URL). Envoy's rate limit quota service on one `sluice serve`: three
@@ -25,17 +25,6 @@ quota:
 `;
 
 const auth = `Bearer ${TOKEN}`;
-
-/** The most admissions of `times` (ms, sorted) in any window of `windowMs`. */
-function mostInWindow(times: readonly number[], windowMs: number): number {
-  let most = 0;
-  let from = 0;
-  for (let to = 0; to < times.length; to++) {
-    while (times[to]! - times[from]! >= windowMs) from++;
-    most = Math.max(most, to - from + 1);
-  }
-  return most;
-}
 
 describe('RLQS on one server and Redis', () => {
   const tmp = scratch();
