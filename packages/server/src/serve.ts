@@ -232,12 +232,19 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     // Reported outcomes are tallied in the store (for outcomeTotals), when the store keeps tallies.
     tallyOutcomes: stores.limitStore === undefined || isOutcomeStore(stores.limitStore),
   });
+  // The quota service (RLQS), told of each rule version.
+  const quota = quotaService(
+    () => rules,
+    () => service,
+    warnings,
+  );
   const rules = new LiveRules({
     limiter,
     logger,
     onApplied: (e) => {
       metrics.rulesApplied(e.version, e.added.length, e.changed.length, e.removed.length);
       if (rules.version !== undefined) adaptive.applied(rules.version);
+      quota.rulesApplied();
     },
   });
   let stopWatch: (() => void) | undefined;
@@ -362,7 +369,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
       access: reporters,
       bounds: { maxBatch: settings.maxBatch, maxKeyLength: settings.maxKeyLength, maxCalls: settings.maxOutcomeCalls },
     },
-    quota: { service: quotaService(rules, service, warnings) },
+    quota: { service: quota },
     token: settings.apiToken,
     maxMessageBytes: settings.maxBodyBytes,
     idleTimeoutMs: settings.idleTimeoutMs,

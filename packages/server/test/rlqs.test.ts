@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomPrefix, redisUrl } from '../../../test/env.js';
 import { SimEnvoy, mostInWindow, type SimBucket } from './rlqs-client.js';
-import { TOKEN, call, eventually, scratch, spawnServer, writeRules, type ServerProcess } from './support.js';
+import { TOKEN, admin, call, eventually, scratch, spawnServer, writeRules, type ServerProcess } from './support.js';
 
 // Needs Redis (SLUICE_REDIS_URL). Envoy's rate limit quota service on one `sluice serve`: three
 // simulated Envoys (./rlqs-client.ts, built from the vendored protos) and an exact HTTP caller
@@ -11,18 +11,19 @@ import { TOKEN, call, eventually, scratch, spawnServer, writeRules, type ServerP
 
 const LIMIT = 200;
 const WINDOW_MS = 2000;
-const RULES = `
+const rules = (other: number, mapOther = true) => `
 resources:
   api:shared:
     limits: { algorithm: sliding-window, limit: ${LIMIT}, windowMs: ${WINDOW_MS} }
   api:other:
-    limits: { algorithm: sliding-window, limit: 10, windowMs: 1000 }
+    limits: { algorithm: sliding-window, limit: ${other}, windowMs: 1000 }
 quota:
   - domain: gateway
     buckets:
       - bucket: { name: shared }
         resource: api:shared
-`;
+${mapOther ? '      - bucket: { name: other }\n        resource: api:other\n' : ''}`;
+const RULES = rules(40);
 
 const auth = `Bearer ${TOKEN}`;
 
@@ -200,5 +201,32 @@ describe('RLQS on one server and Redis', () => {
     e.end();
     expect((await e.ended).code).toBe(0);
     e.close();
+  });
+
+  it('pushes a rule change to the buckets it moves at once, not at their next report', async () => {
+    const e = new SimEnvoy(target, 'gateway', auth);
+    try {
+      const b = e.bucket(1, { name: 'other' });
+      e.request(b, Date.now());
+      await eventually(async () => b.assignments >= 1);
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a response as @grpc/proto-loader decodes it
+      const rateOf = (response: any) => {
+        const tb = response.bucket_action[0].quota_assignment_action.rate_limit_strategy.token_bucket;
+        const perFill = tb.tokens_per_fill === null ? 1 : Number(tb.tokens_per_fill.value);
+        const fillMs = Number(tb.fill_interval.seconds) * 1000 + Number(tb.fill_interval.nanos) / 1e6;
+        return (perFill * 1000) / fillMs;
+      };
+      expect(rateOf(e.responses[0])).toBeGreaterThan(4);
+      // No report is sent from here on: what arrives is pushed.
+      expect((await admin(server, '/rules', { text: rules(4), author: 'ops', reason: 'lower' })).status).toBe(201);
+      await eventually(async () => e.responses.length >= 2);
+      expect(b.assignments).toBe(2);
+      expect(rateOf(e.responses[1])).toBeLessThanOrEqual(4);
+      expect((await admin(server, '/rules', { text: rules(4, false), author: 'ops', reason: 'unmap' })).status).toBe(201);
+      await eventually(async () => b.abandons === 1);
+    } finally {
+      e.close();
+      await admin(server, '/rules', { text: RULES, author: 'ops', reason: 'restore' });
+    }
   });
 });

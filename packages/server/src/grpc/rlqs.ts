@@ -173,6 +173,9 @@ export class RlqsStreams {
       stream.write(frameMessage(bytes));
     };
 
+    // A rule change's new assignments, pushed between reports.
+    quota.onPush = (actions) => send(writeQuotaResponse(actions));
+
     const next = () => {
       if (busy || ended) return;
       const message = queue.shift();

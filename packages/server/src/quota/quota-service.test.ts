@@ -1,11 +1,10 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { AdjustItem, ReserveItem } from '@sluice/core/wire';
 import { compileRules } from '@sluice/rules';
 import { QuotaService, type BucketAction } from './quota-service.js';
 import { capacityOf } from './shares.js';
 
-const RULES = compileRules(
-  `
+const RULES_TEXT = `
 resources:
   api:shared: { limits: { algorithm: sliding-window, limit: 100, windowMs: 1000 } }
 quota:
@@ -13,18 +12,18 @@ quota:
     buckets:
       - { bucket: { name: shared }, resource: api:shared }
       - { bucket: { name: user, id: '*' }, perValue: [id], resource: api:shared }
-`,
-  { file: 'rules.yaml' },
-);
+`;
+const RULES = compileRules(RULES_TEXT, { file: 'rules.yaml' });
 
 /** A store of `free` permits: reservations take from it, adjustments give back or take. */
 function fakeStore(free: number) {
   const calls: (['reserve', ReserveItem] | ['adjust', AdjustItem])[] = [];
   let now = 1_000_000;
   let left = free;
+  let rules = RULES;
   const quota = new QuotaService(
     {
-      rules: () => RULES,
+      rules: () => rules,
       reserve: (item) => {
         calls.push(['reserve', item]);
         const granted = Math.min(item.max, left);
@@ -40,7 +39,14 @@ function fakeStore(free: number) {
     },
     { maxBuckets: 3 },
   );
-  return { quota, calls, advance: (ms: number) => (now += ms), left: () => left, refill: (n: number) => (left += n) };
+  return {
+    quota,
+    calls,
+    advance: (ms: number) => (now += ms),
+    left: () => left,
+    refill: (n: number) => (left += n),
+    setRules: (text: string) => (rules = compileRules(text, { file: 'rules.yaml' })),
+  };
 }
 
 const usage = (bucket: Record<string, string>, allowed: number, denied = 0, elapsedMs = 1000) => ({
@@ -133,6 +139,47 @@ describe('QuotaService', () => {
       expect(a).toBeGreaterThanOrEqual(15);
       expect(b).toBeGreaterThanOrEqual(15);
     }
+  });
+
+  it('pushes, between reports, a new assignment to the buckets a rule change moves, and abandons the unmatched', async () => {
+    const { quota, setRules } = fakeStore(100_000);
+    const s = quota.open();
+    const pushes: BucketAction[][] = [];
+    s.onPush = (actions) => pushes.push(actions);
+    await s.report('gateway', [usage({ name: 'shared' }, 0, 80), usage({ name: 'user', id: '1' }, 0, 80)]);
+    const before = await s.report('gateway', [usage({ name: 'shared' }, 40, 40)]);
+    const rateOf = (a: BucketAction | undefined) => {
+      const { strategy } = assigned(a);
+      return strategy.kind === 'token-bucket' ? (strategy.tokensPerFill * 1000) / strategy.fillIntervalMs : 0;
+    };
+    expect(rateOf(before[0])).toBeGreaterThan(50);
+
+    // The limit falls to 20 a second: one push, with smaller buckets for both.
+    setRules(RULES_TEXT.replace('limit: 100', 'limit: 20'));
+    quota.rulesApplied();
+    await vi.waitFor(() => expect(pushes).toHaveLength(1));
+    expect(pushes[0]!.map((a) => a.bucket)).toEqual([{ name: 'shared' }, { name: 'user', id: '1' }]);
+    for (const a of pushes[0]!) expect(rateOf(a)).toBeLessThanOrEqual(20);
+
+    // A change that leaves their rate alone pushes nothing; one that drops the per-user entry
+    // abandons that bucket.
+    setRules(
+      RULES_TEXT.replace('limit: 100', 'limit: 20').replace(
+        "      - { bucket: { name: user, id: '*' }, perValue: [id], resource: api:shared }\n",
+        '',
+      ),
+    );
+    quota.rulesApplied();
+    await vi.waitFor(() => expect(pushes).toHaveLength(2));
+    expect(pushes[1]).toEqual([{ kind: 'abandon', bucket: { name: 'user', id: '1' } }]);
+    expect(s.size).toBe(1);
+
+    // A closed stream is not pushed to.
+    s.close();
+    setRules(RULES_TEXT);
+    quota.rulesApplied();
+    await new Promise((r) => setTimeout(r, 10));
+    expect(pushes).toHaveLength(2);
   });
 
   it('gives each value its own key, and abandons what no rule matches or is no longer reported', async () => {

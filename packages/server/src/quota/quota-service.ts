@@ -85,6 +85,8 @@ export interface Subscription {
   key: string;
   /** Requests per second over its last report (allowed and denied). */
   demand: number;
+  /** The resource's rate its last assignment was computed from (a rule change that moves it is pushed). */
+  rate: number;
   intervalMs: number;
   reportedAt: number;
   /** Permits taken in the store for it and not yet reported as admitted (or returned). */
@@ -119,6 +121,7 @@ export class QuotaService {
   readonly #minTtlMs: number;
   readonly #maxTtlMs: number;
   readonly #pools = new Map<string, Pool>();
+  readonly #streams = new Set<QuotaStream>();
   readonly #limits = new WeakMap<object, readonly CompiledLimit[]>();
 
   constructor(deps: QuotaDeps, options: QuotaOptions = {}) {
@@ -139,7 +142,18 @@ export class QuotaService {
 
   /** A new stream's subscriptions; `close()` it when the stream ends. */
   open(): QuotaStream {
-    return new QuotaStream(this);
+    const stream = new QuotaStream(this, () => this.#streams.delete(stream));
+    this.#streams.add(stream);
+    return stream;
+  }
+
+  /**
+   * A new rule version is active: every stream is told, between its reports, of the buckets the
+   * change moves (abandoned when no rule matches them any more, a new assignment when their
+   * resource, key or rate changed), rather than at each bucket's next report.
+   */
+  rulesApplied(): void {
+    for (const stream of this.#streams) stream.refresh();
   }
 
   /** How many streams subscribe to each key (for tests and stats): `resource`, `key` -> count. */
@@ -163,6 +177,7 @@ export class QuotaService {
       resource,
       key,
       demand: 0,
+      rate: 0,
       intervalMs: 0,
       reportedAt: this.#deps.now(),
       held: 0,
@@ -230,6 +245,7 @@ export class QuotaService {
       await adjust({ ...where, delta: over });
     }
     const rate = ratePerSecond(this.limitsOf(rules, sub.resource));
+    sub.rate = rate;
     const pool = sub.pool;
     const now = this.#deps.now();
     const shared = this.#sharedRate(pool, rate, now);
@@ -272,15 +288,25 @@ export class QuotaService {
   }
 }
 
-/** The subscriptions of one RLQS stream. Its reports are taken one at a time. */
+/**
+ * The subscriptions of one RLQS stream. Its reports, and the refreshes a rule change asks for,
+ * are taken one at a time, in order.
+ */
 export class QuotaStream {
   readonly #quota: QuotaService;
+  readonly #onClose: () => void;
   readonly #subs = new Map<string, Subscription>();
   #domain: string | undefined;
   #closed = false;
+  /** The report or refresh in progress (each waits for the one before). */
+  #turn: Promise<unknown> = Promise.resolve();
+  #refreshQueued = false;
+  /** Told of the actions the server pushes between reports (after a rule change). */
+  onPush: ((actions: BucketAction[]) => void) | undefined;
 
-  constructor(quota: QuotaService) {
+  constructor(quota: QuotaService, onClose: () => void) {
     this.#quota = quota;
+    this.#onClose = onClose;
   }
 
   /** How many buckets the stream subscribes to. */
@@ -294,7 +320,66 @@ export class QuotaStream {
    * and abandons the stream's buckets it stopped reporting. Throws a `ServerError` for a report
    * the protocol or the bounds refuse (the stream is then to be closed).
    */
-  async report(domain: string, usages: readonly BucketUsage[]): Promise<BucketAction[]> {
+  report(domain: string, usages: readonly BucketUsage[]): Promise<BucketAction[]> {
+    const run = this.#turn.then(() => this.#report(domain, usages));
+    this.#turn = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * Queues a refresh after a rule change: each subscription the change moves is answered in one
+   * push (`onPush`). At most one refresh waits at a time.
+   */
+  refresh(): void {
+    if (this.#closed || this.#refreshQueued || this.onPush === undefined) return;
+    this.#refreshQueued = true;
+    const run = this.#turn.then(async () => {
+      this.#refreshQueued = false;
+      const actions = await this.#refresh();
+      if (actions.length > 0 && !this.#closed) this.onPush?.(actions);
+    });
+    this.#turn = run.catch((err: unknown) => this.#quota.deps.onError?.(err));
+  }
+
+  async #refresh(): Promise<BucketAction[]> {
+    const quota = this.#quota;
+    const rules = quota.deps.rules();
+    if (this.#closed || rules === undefined || this.#domain === undefined) return [];
+    const actions: Promise<BucketAction>[] = [];
+    for (const [id, sub] of [...this.#subs]) {
+      const match = matchQuotaBucket(rules.quota, this.#domain, sub.bucket);
+      if (match === undefined) {
+        quota.leave(sub);
+        this.#subs.delete(id);
+        actions.push(Promise.resolve({ kind: 'abandon', bucket: sub.bucket }));
+        continue;
+      }
+      const moved = match.resource !== sub.resource || match.key !== sub.key;
+      if (!moved && ratePerSecond(quota.limitsOf(rules, sub.resource)) === sub.rate) continue;
+      const next = quota.join(sub, sub.bucket, match.resource, match.key);
+      if (moved) {
+        // What its last report showed carries over to the new key, until its next report.
+        next.demand = sub.demand;
+        next.intervalMs = sub.intervalMs;
+      }
+      this.#subs.set(id, next);
+      actions.push(this.#assign(next, 0, rules));
+    }
+    return Promise.all(actions);
+  }
+
+  /** A new assignment for `sub`; a failure abandons its bucket. */
+  #assign(sub: Subscription, allowed: number, rules: RuleSet): Promise<BucketAction> {
+    const quota = this.#quota;
+    return quota.assign(sub, allowed, rules).catch((err: unknown): BucketAction => {
+      quota.deps.onError?.(err);
+      quota.leave(sub);
+      this.#subs.delete(bucketKey(sub.bucket));
+      return { kind: 'abandon', bucket: sub.bucket };
+    });
+  }
+
+  async #report(domain: string, usages: readonly BucketUsage[]): Promise<BucketAction[]> {
     if (this.#closed) return [];
     if (this.#domain === undefined) {
       if (domain === '') throw invalid('domain', 'the first report of a stream must name its domain');
@@ -303,7 +388,7 @@ export class QuotaStream {
       throw invalid('domain', `a stream keeps the domain of its first report (${JSON.stringify(this.#domain)})`);
     }
     const quota = this.#quota;
-    const { now: clock, onError } = quota.deps;
+    const { now: clock } = quota.deps;
     const now = clock();
     const rules = quota.deps.rules();
     const seen = new Set<string>();
@@ -342,14 +427,7 @@ export class QuotaStream {
       actions.push(Promise.resolve({ kind: 'abandon', bucket: u.bucket }));
     }
     // Every demand of this report is in before any share is computed.
-    for (const { sub, allowed, at } of reported) {
-      actions[at] = quota.assign(sub, allowed, rules!).catch((err: unknown): BucketAction => {
-        onError?.(err);
-        quota.leave(sub);
-        this.#subs.delete(bucketKey(sub.bucket));
-        return { kind: 'abandon', bucket: sub.bucket };
-      });
-    }
+    for (const { sub, allowed, at } of reported) actions[at] = this.#assign(sub, allowed, rules!);
     // Buckets no longer reported for three of their intervals (and their assignment's time to live) are abandoned.
     for (const [id, sub] of this.#subs) {
       if (seen.has(id)) continue;
@@ -364,6 +442,7 @@ export class QuotaStream {
 
   /** Ends every subscription of the stream. */
   close(): void {
+    if (!this.#closed) this.#onClose();
     this.#closed = true;
     for (const sub of this.#subs.values()) this.#quota.leave(sub);
     this.#subs.clear();
