@@ -43,6 +43,7 @@ import { stopServiceChildren } from './service/service-children.js';
 import { runService, type ServiceCell } from './service/service.js';
 import { runServicePeers, servicePeersTable, type PeerResult } from './service/service-peers.js';
 import { runServiceTls, serviceTlsTable } from './service/service-tls.js';
+import { quotaTable, runQuota } from './service/quota.js';
 import { serviceTable } from './service/service-table.js';
 import { findWrk } from './service/service-wrk.js';
 import { gatewayOverheadTable, runGatewayOverhead } from './stream/gateway-overhead.js';
@@ -263,6 +264,24 @@ async function serviceTlsPart(options: BenchOptions, redisUrl: string, runId: st
   print(serviceTlsTable(await runServiceTls(settings, progress)));
 }
 
+async function quotaPart(options: BenchOptions, redisUrl: string, runId: string): Promise<void> {
+  progress('RLQS beside RLS...');
+  await settle();
+  const quick = options.mode.name === 'quick';
+  const settings = {
+    runId,
+    redisUrl,
+    gateways: 4,
+    perGateway: 250,
+    limit: 200,
+    windowSec: 5,
+    reportingMs: 500,
+    warmupMs: quick ? 3000 : 5000,
+    measureMs: quick ? 10_000 : 20_000,
+  };
+  print(quotaTable(await runQuota(settings, progress)));
+}
+
 async function gatewayPart(options: BenchOptions): Promise<void> {
   progress('gateway middleware overhead...');
   await settle();
@@ -320,6 +339,7 @@ async function main(): Promise<void> {
       'governance',
       'service-peers',
       'service-tls',
+      'quota',
       'abuse',
     ] as const
   ).some((p) => options.parts.has(p));
@@ -373,6 +393,7 @@ async function main(): Promise<void> {
     if (options.parts.has('abuse')) print(await runAbuse(options.mode.accuracyMs, redisUrl!, runId, progress));
     const servicePeers = options.parts.has('service-peers') ? await servicePeersPart(options, redisUrl!, runId) : undefined;
     if (options.parts.has('service-tls')) await serviceTlsPart(options, redisUrl!, runId);
+    if (options.parts.has('quota')) await quotaPart(options, redisUrl!, runId);
     const summary = summaryTable({
       throughput,
       leases,

@@ -6,7 +6,7 @@
  *                        redis-server started (and stopped) by the bench
  *   --only a,b           run only some parts: throughput, policies, leases, accuracy, lease-accuracy, outage,
  *                        cluster, memory, embedded, service, gateway, stream, governance, sustained,
- *                        defaults-under-load, abuse, service-peers, service-tls
+ *                        defaults-under-load, abuse, service-peers, service-tls, quota
  *   --write-docs         rewrite docs/benchmarks.md's "Where things stand" and its chart from the run
  *   BENCH_WRK            the wrk binary of the service part's HTTP load (default: wrk on PATH);
  *                        `none`: Node load processes instead
@@ -37,6 +37,7 @@ export const PARTS = [
   'abuse',
   'service-peers',
   'service-tls',
+  'quota',
 ] as const;
 export type Part = (typeof PARTS)[number];
 
