@@ -244,7 +244,7 @@ export async function startServer(settings: Settings, options: StartOptions = {}
     onApplied: (e) => {
       metrics.rulesApplied(e.version, e.added.length, e.changed.length, e.removed.length);
       if (rules.version !== undefined) adaptive.applied(rules.version);
-      quota.rulesApplied();
+      quota.limitsChanged();
     },
   });
   let stopWatch: (() => void) | undefined;
@@ -279,7 +279,16 @@ export async function startServer(settings: Settings, options: StartOptions = {}
   const storeOutcomes: OutcomeSource = {
     outcomeTotals: (r, windowMs, cohort, read) => limiter.outcomeTotals(r, windowMs, cohort, read),
   };
-  const rollout = startRollouts(stores.ruleStore, limiter, rules, metrics, settings, logger, options.outcomes ?? storeOutcomes);
+  const rollout = startRollouts(
+    stores.ruleStore,
+    limiter,
+    rules,
+    metrics,
+    settings,
+    logger,
+    options.outcomes ?? storeOutcomes,
+    () => quota.limitsChanged(),
+  );
   running.rollout = rollout;
   // Reported outcomes are tallied under the key's rollout cohort too, for the rollout's judge.
   const cohortOf: CohortOf | undefined =
@@ -535,6 +544,8 @@ function startRollouts(
   settings: Settings,
   logger: Logger,
   outcomes: OutcomeSource | undefined,
+  /** Told when the rollout moves (a step, a pause, a promotion, an end). */
+  moved: () => void,
 ): RolloutRunner | undefined {
   if (ruleStore.rolloutStore === undefined) return undefined;
   const figures = new RolloutMetrics(metrics);
@@ -552,6 +563,7 @@ function startRollouts(
       const splitting = state !== undefined && (state.status === 'running' || state.status === 'paused');
       figures.cohorts(baseline, splitting ? state.baseline + 1 : undefined, runner.percent);
       if (rolledBack !== undefined) figures.rolledBack();
+      moved();
     },
   });
   runner.start();

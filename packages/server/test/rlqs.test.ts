@@ -27,6 +27,15 @@ const RULES = rules(40);
 
 const auth = `Bearer ${TOKEN}`;
 
+/** The rate (requests a second) of the token bucket a response's first action assigns. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a response as @grpc/proto-loader decodes it
+function rateOf(response: any): number {
+  const tb = response.bucket_action[0].quota_assignment_action.rate_limit_strategy.token_bucket;
+  const perFill = tb.tokens_per_fill === null ? 1 : Number(tb.tokens_per_fill.value);
+  const fillMs = Number(tb.fill_interval.seconds) * 1000 + Number(tb.fill_interval.nanos) / 1e6;
+  return (perFill * 1000) / fillMs;
+}
+
 describe('RLQS on one server and Redis', () => {
   const tmp = scratch();
   const prefix = randomPrefix('rlqs');
@@ -209,13 +218,6 @@ describe('RLQS on one server and Redis', () => {
       const b = e.bucket(1, { name: 'other' });
       e.request(b, Date.now());
       await eventually(async () => b.assignments >= 1);
-      // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a response as @grpc/proto-loader decodes it
-      const rateOf = (response: any) => {
-        const tb = response.bucket_action[0].quota_assignment_action.rate_limit_strategy.token_bucket;
-        const perFill = tb.tokens_per_fill === null ? 1 : Number(tb.tokens_per_fill.value);
-        const fillMs = Number(tb.fill_interval.seconds) * 1000 + Number(tb.fill_interval.nanos) / 1e6;
-        return (perFill * 1000) / fillMs;
-      };
       expect(rateOf(e.responses[0])).toBeGreaterThan(4);
       // No report is sent from here on: what arrives is pushed.
       expect((await admin(server, '/rules', { text: rules(4), author: 'ops', reason: 'lower' })).status).toBe(201);
@@ -227,6 +229,35 @@ describe('RLQS on one server and Redis', () => {
     } finally {
       e.close();
       await admin(server, '/rules', { text: RULES, author: 'ops', reason: 'restore' });
+    }
+  });
+
+  it('follows a rollout of the limits: the candidate cohort is assigned by the candidate, pushed at each move', async () => {
+    const e = new SimEnvoy(target, 'gateway', auth);
+    try {
+      const b = e.bucket(1, { name: 'other' });
+      e.request(b, Date.now());
+      await eventually(async () => b.assignments >= 1);
+      expect(rateOf(e.responses[0])).toBeGreaterThan(4);
+      // Every key on the candidate (api:other down to 4 a second); the judge kept out of it.
+      const start = await admin(server, '/rollout', {
+        text: rules(4),
+        author: 'ops',
+        reason: 'other down to 4',
+        steps: [{ percent: 100, holdMs: 3_600_000 }],
+        thresholds: { minCalls: 1_000_000 },
+      });
+      expect(start.status).toBe(201);
+      // No report is sent: the assignment that follows the rollout is pushed.
+      await eventually(async () => e.responses.length >= 2, 20_000, 50);
+      expect(rateOf(e.responses.at(-1))).toBeLessThanOrEqual(4);
+      // Aborted: back on the version in force, pushed again.
+      const seen = e.responses.length;
+      expect((await admin(server, '/rollout/abort', { author: 'ops', reason: 'done' })).status).toBe(200);
+      await eventually(async () => e.responses.length > seen, 20_000, 50);
+      expect(rateOf(e.responses.at(-1))).toBeGreaterThan(4);
+    } finally {
+      e.close();
     }
   });
 });

@@ -156,7 +156,7 @@ describe('QuotaService', () => {
 
     // The limit falls to 20 a second: one push, with smaller buckets for both.
     setRules(RULES_TEXT.replace('limit: 100', 'limit: 20'));
-    quota.rulesApplied();
+    quota.limitsChanged();
     await vi.waitFor(() => expect(pushes).toHaveLength(1));
     expect(pushes[0]!.map((a) => a.bucket)).toEqual([{ name: 'shared' }, { name: 'user', id: '1' }]);
     for (const a of pushes[0]!) expect(rateOf(a)).toBeLessThanOrEqual(20);
@@ -169,7 +169,7 @@ describe('QuotaService', () => {
         '',
       ),
     );
-    quota.rulesApplied();
+    quota.limitsChanged();
     await vi.waitFor(() => expect(pushes).toHaveLength(2));
     expect(pushes[1]).toEqual([{ kind: 'abandon', bucket: { name: 'user', id: '1' } }]);
     expect(s.size).toBe(1);
@@ -177,7 +177,7 @@ describe('QuotaService', () => {
     // A closed stream is not pushed to.
     s.close();
     setRules(RULES_TEXT);
-    quota.rulesApplied();
+    quota.limitsChanged();
     await new Promise((r) => setTimeout(r, 10));
     expect(pushes).toHaveLength(2);
   });

@@ -36,6 +36,11 @@ export interface QuotaDeps {
   readonly rules: () => RuleSet | undefined;
   readonly reserve: (item: ReserveItem) => Promise<{ readonly granted: number; readonly at: number }>;
   readonly adjust: (item: AdjustItem) => Promise<unknown>;
+  /**
+   * The limits that decide a key of a resource now (in a rollout's candidate cohort, the
+   * candidate's); without it, or when it has none, the active rules' limits of the resource.
+   */
+  readonly limitsOf?: (resource: string, key: string) => readonly CompiledLimit[] | undefined;
   /** Milliseconds, for how stale a subscription is. */
   readonly now: () => number;
   /** Told of a bucket whose assignment failed (it is abandoned). */
@@ -148,11 +153,11 @@ export class QuotaService {
   }
 
   /**
-   * A new rule version is active: every stream is told, between its reports, of the buckets the
-   * change moves (abandoned when no rule matches them any more, a new assignment when their
-   * resource, key or rate changed), rather than at each bucket's next report.
+   * A new rule version is active, or a rollout moved: every stream is told, between its reports,
+   * of the buckets the change moves (abandoned when no rule matches them any more, a new
+   * assignment when their resource, key or rate changed), rather than at each bucket's next report.
    */
-  rulesApplied(): void {
+  limitsChanged(): void {
     for (const stream of this.#streams) stream.refresh();
   }
 
@@ -207,6 +212,11 @@ export class QuotaService {
     return Math.min(this.#maxTtlMs, Math.max(this.#minTtlMs, Math.ceil(2 * intervalMs)));
   }
 
+  /** @internal The rate (permits a second) of a key of a resource: by the limits deciding it now. */
+  rateOf(rules: RuleSet, resource: string, key: string): number {
+    return ratePerSecond(this.#deps.limitsOf?.(resource, key) ?? this.limitsOf(rules, resource));
+  }
+
   /** @internal The compiled limits of a resource of the rule set. */
   limitsOf(rules: RuleSet, resource: string): readonly CompiledLimit[] {
     const rule = rules.resources[resource];
@@ -244,7 +254,7 @@ export class QuotaService {
       sub.held = 0;
       await adjust({ ...where, delta: over });
     }
-    const rate = ratePerSecond(this.limitsOf(rules, sub.resource));
+    const rate = this.rateOf(rules, sub.resource, sub.key);
     sub.rate = rate;
     const pool = sub.pool;
     const now = this.#deps.now();
@@ -355,7 +365,7 @@ export class QuotaStream {
         continue;
       }
       const moved = match.resource !== sub.resource || match.key !== sub.key;
-      if (!moved && ratePerSecond(quota.limitsOf(rules, sub.resource)) === sub.rate) continue;
+      if (!moved && quota.rateOf(rules, sub.resource, sub.key) === sub.rate) continue;
       const next = quota.join(sub, sub.bucket, match.resource, match.key);
       if (moved) {
         // What its last report showed carries over to the new key, until its next report.

@@ -2,6 +2,7 @@ import {
   ErrorCodes,
   SluiceError,
   checkCohort,
+  type CompiledLimit,
   type Cohort,
   type Decision,
   type Limiter,
@@ -205,6 +206,18 @@ export class RateLimitService {
     return limit === undefined || limit.algorithm === 'concurrency' || !(limit.windowMs > 0)
       ? undefined
       : Math.ceil(limit.windowMs / 1000);
+  }
+
+  /**
+   * The limits that decide `item` now: the version in force's, or, in a rollout's candidate
+   * cohort, the candidate's; undefined for a resource the limiter does not have.
+   */
+  limitsOf(item: { readonly resource: string; readonly key?: string | undefined }): readonly CompiledLimit[] | undefined {
+    try {
+      return this.#limiter.settingsOf(this.#name(item)).limits;
+    } catch {
+      return undefined;
+    }
   }
 
   /** Whose limits decide `item` while a rollout splits its resource (undefined when none does). */
