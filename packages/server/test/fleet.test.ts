@@ -3,7 +3,17 @@
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomPrefix, redisClusterNodes, redisUrl } from '../../../test/env.js';
-import { RlsClient, TOKEN, call, eventually, scratch, spawnServer, writeRules, type ServerProcess } from './support.js';
+import {
+  RlsClient,
+  TOKEN,
+  call,
+  deleteKeys,
+  eventually,
+  scratch,
+  spawnServer,
+  writeRules,
+  type ServerProcess,
+} from './support.js';
 
 // Refills 30 an hour: during a test, the bucket admits its 30 and nothing more.
 const RULES = (limit: number) => `
@@ -19,19 +29,6 @@ domains:
 // The default (50 ms) is made for production; three servers and the test runner sharing two
 // cores can take longer, and a timeout would hand decisions to the local fallback.
 const TIMEOUT = ['--store-timeout-ms', '2000'];
-
-async function deleteKeys(client: Redis | Cluster, prefix: string): Promise<void> {
-  const nodes = client instanceof Cluster ? client.nodes('master') : [client];
-  for (const node of nodes) {
-    let cursor = '0';
-    do {
-      const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-      cursor = next;
-      // One key at a time: in a cluster the keys of one call must share a slot.
-      for (const key of keys) await node.del(key);
-    } while (cursor !== '0');
-  }
-}
 
 /** Sends `n` checks spread over `servers`, all at once; resolves to how many were allowed. */
 async function admitted(servers: readonly ServerProcess[], n: number, key: string): Promise<number> {

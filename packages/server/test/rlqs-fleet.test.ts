@@ -1,14 +1,14 @@
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { randomPrefix, redisUrl } from '../../../test/env.js';
+import { randomPrefix, redisClusterNodes, redisUrl } from '../../../test/env.js';
 import { SimEnvoy, mostInWindow, type SimBucket } from './rlqs-client.js';
-import { admin, call, scratch, spawnServer, writeRules, type ServerProcess } from './support.js';
+import { admin, call, deleteKeys, scratch, spawnServer, writeRules, type ServerProcess } from './support.js';
 
-// Needs Redis (SLUICE_REDIS_URL). Envoy's rate limit quota service on two `sluice serve`
+// Needs Redis and Redis Cluster (SLUICE_REDIS_URL, SLUICE_REDIS_CLUSTER_NODES). Envoy's rate limit quota service on two `sluice serve`
 // sharing one Redis: five simulated Envoys with demand 1:1:1:3:10 spread over both, an exact HTTP
-// caller, an Envoy joining and one leaving, a rule change, and one server killed (its Envoys
-// reconnect to the other). One limit holds over all of it (docs/quota-service.md, "The bound").
+// caller, one far over the limit, a bursty one, an Envoy joining and one leaving, a rule change,
+// and one server killed (its Envoys reconnect to the other). One limit holds over all of it (docs/quota-service.md, "The bound").
 
 const LIMIT = 300;
 const LOWER = 150;
@@ -37,7 +37,22 @@ interface Gateway {
   live: boolean;
 }
 
-describe('RLQS across two servers and Redis', () => {
+/** The store both servers share: its flags, and a client to clear the run's keys with. */
+const STORES = [
+  { name: 'Redis', flags: () => ['--redis', redisUrl()], client: () => new Redis(redisUrl()) },
+  {
+    name: 'Redis Cluster',
+    flags: () => [
+      '--redis-cluster',
+      redisClusterNodes()
+        .map((n) => `${n.host}:${n.port}`)
+        .join(','),
+    ],
+    client: () => new Cluster(redisClusterNodes()),
+  },
+] as const;
+
+describe.each(STORES)('RLQS across two servers on $name', (store) => {
   const tmp = scratch();
   const prefix = randomPrefix('rlqs-fleet');
   let a: ServerProcess;
@@ -46,18 +61,18 @@ describe('RLQS across two servers and Redis', () => {
 
   beforeAll(async () => {
     const file = writeRules(tmp.dir, rules(LIMIT));
-    const flags = ['--rules', file, '--redis', redisUrl(), '--redis-prefix', prefix, '--store-timeout-ms', '2000'];
+    const flags = ['--rules', file, ...store.flags(), '--redis-prefix', prefix, '--store-timeout-ms', '2000'];
     [a, b] = await Promise.all([spawnServer(flags), spawnServer(flags)]);
   });
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop('SIGKILL')]);
-    const redis = new Redis(redisUrl());
-    for (const key of await redis.keys(`${prefix}*`)) await redis.del(key);
-    redis.disconnect();
+    const client = store.client();
+    await deleteKeys(client, prefix);
+    client.disconnect();
     tmp.remove();
   });
 
-  it('shares one limit by demand over both servers, through a join, a leave, a rule change and a killed server', async () => {
+  it('shares one limit by demand over both servers, through skew, bursts, a join, a leave, a rule change and a killed server', async () => {
     const target = (s: ServerProcess) => `127.0.0.1:${s.grpcPort}`;
     const gateways: Gateway[] = [];
     const join = (server: ServerProcess, rate: number): Gateway => {
@@ -132,19 +147,29 @@ describe('RLQS across two servers and Redis', () => {
       expect(envoys[4]!.phaseAdmitted).toBeGreaterThan(2 * envoys[3]!.phaseAdmitted);
       for (const small of envoys.slice(0, 3)) expect(envoys[3]!.phaseAdmitted).toBeGreaterThan(2 * small.phaseAdmitted);
 
-      // Phase 2: the 10 asks 300 a second, far beyond the limit; a sixth Envoy joins on A, and
-      // Envoy 0 leaves. The small ones keep most of their demand.
+      // Phase 2: the 10 asks 300 a second, far beyond the limit; a bursty Envoy on B asks 150 a
+      // second every other second; a seventh joins on A, and Envoy 0 leaves. The small ones keep
+      // most of their demand.
       envoys[4]!.rate = 300;
+      const bursty = join(b, 150);
+      const toggle = setInterval(() => (bursty.rate = bursty.rate === 0 ? 150 : 0), 1000);
       startPhase();
-      await drive(2000);
-      const joined = join(a, 3);
-      await drive(2000);
-      envoys[0]!.live = false;
-      envoys[0]!.envoy.close();
-      await drive(4000);
-      figures.phase2 = gateways.map((g) => [g.phaseAdmitted, g.phaseOffered]);
-      expect(joined.bucket.assignments).toBeGreaterThan(0);
-      expect(joined.phaseAdmitted).toBeGreaterThanOrEqual(0.5 * joined.phaseOffered);
+      try {
+        await drive(2000);
+        const joined = join(a, 3);
+        await drive(2000);
+        envoys[0]!.live = false;
+        envoys[0]!.envoy.close();
+        await drive(4000);
+        figures.phase2 = gateways.map((g) => [g.phaseAdmitted, g.phaseOffered]);
+        expect(joined.bucket.assignments).toBeGreaterThan(0);
+        expect(joined.phaseAdmitted).toBeGreaterThanOrEqual(0.5 * joined.phaseOffered);
+        expect(bursty.phaseAdmitted).toBeGreaterThan(0);
+      } finally {
+        clearInterval(toggle);
+      }
+      bursty.live = false;
+      bursty.envoy.close();
       for (const g of [envoys[1]!, envoys[2]!]) expect(g.phaseAdmitted).toBeGreaterThanOrEqual(0.5 * g.phaseOffered);
       expect(envoys[4]!.phaseAdmitted).toBeGreaterThan(envoys[3]!.phaseAdmitted);
 

@@ -1,12 +1,14 @@
 /* eslint-disable @typescript-eslint/no-explicit-any --
    the assertions read parsed JSON and protobuf answers dynamically */
 import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { RedisServer } from '@sluice/redis/testing';
 import { loadSettings, startServer, type RunningServer, type SettingFlags } from '@sluice/server';
+import { Cluster, type Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll } from 'vitest';
 import { SLUICE_BIN, TOKEN, childEnv, spawnSluice, type Serve } from '../../../test/sluice-serve.js';
@@ -214,4 +216,19 @@ export function serveOnOwnRedis(rules: string): OwnRedisServer {
     tmp.remove();
   });
   return own;
+}
+
+/** Deletes the keys under `prefix` on a Redis or on every master of a cluster (once it is ready). */
+export async function deleteKeys(client: Redis | Cluster, prefix: string): Promise<void> {
+  if (client instanceof Cluster && client.status !== 'ready') await once(client, 'ready');
+  const nodes = client instanceof Cluster ? client.nodes('master') : [client];
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+      cursor = next;
+      // One key at a time: in a cluster the keys of one call must share a slot.
+      for (const key of keys) await node.del(key);
+    } while (cursor !== '0');
+  }
 }
