@@ -129,6 +129,36 @@ async function checkGatewayAlone(app: string): Promise<void> {
 }
 
 /**
+ * Whether a process of group `pgid` runs (from /proc: a zombie, which nobody reaped yet, does not
+ * run; where there is no /proc, whether the group can be signalled).
+ */
+function groupRuns(pgid: number): boolean {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc').filter((e) => /^\d+$/.test(e));
+  } catch {
+    try {
+      process.kill(-pgid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+  for (const pid of entries) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    } catch {
+      continue; // ended meanwhile
+    }
+    // Fields after the command name (in parentheses, which may hold spaces): state, ppid, pgrp.
+    const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (Number(pgrp) === pgid && state !== 'Z') return true;
+  }
+  return false;
+}
+
+/**
  * The server README's first form, as written but on a free port: `npx sluice serve --rules` with
  * the example rules the package ships, a decision over HTTP, then SIGTERM ends it with 0.
  */
@@ -138,10 +168,14 @@ async function checkServerAlone(app: string): Promise<void> {
   const readme = readFileSync(join(app, 'node_modules/@sluice/server/README.md'), 'utf8');
   expect(readme).toContain(`npx sluice serve --rules ${rules}`);
   const port = await freePort();
+  // A process group of its own: npx runs sluice serve as its child, and the test must reach both.
   const child = spawn('npx', ['sluice', 'serve', '--rules', rules, '--port', String(port), '--grpc-port', 'off'], {
     cwd: app,
     stdio: ['ignore', 'ignore', 'pipe'],
+    detached: true,
   });
+  const group = -child.pid!;
+  const groupAlive = () => groupRuns(child.pid!);
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   try {
@@ -161,14 +195,18 @@ async function checkServerAlone(app: string): Promise<void> {
     }
     expect(answer.status).toBe(200);
     expect(await answer.json()).toMatchObject({ allowed: true, source: 'store' });
-    // npx hands SIGTERM to sluice serve, which drains and exits 0, and then ends itself by the
-    // same signal (npm's convention), so npx's own status is the signal.
+    // SIGTERM to the group, as a terminal's Ctrl-C or a process manager's stop sends it: sluice
+    // serve drains and exits, and npx ends too (by the same signal, npm's convention). Nothing of
+    // the group may be left running.
     const exited = once(child, 'exit');
-    child.kill('SIGTERM');
+    process.kill(group, 'SIGTERM');
     const [exitCode, signal] = (await exited) as [number | null, NodeJS.Signals | null];
     expect(exitCode === 0 || signal === 'SIGTERM', `exit ${exitCode}, signal ${signal}: ${stderr}`).toBe(true);
+    const gone = Date.now() + 15_000;
+    while (groupAlive() && Date.now() < gone) await new Promise((r) => setTimeout(r, 100));
+    expect(groupAlive(), 'sluice serve still runs 15 s after SIGTERM').toBe(false);
   } finally {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    if (groupAlive()) process.kill(group, 'SIGKILL');
   }
 }
 
