@@ -1,3 +1,4 @@
+import type { OutgoingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 /**
  * gRPC over HTTP/2 framing (https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md):
  * length-prefixed messages, `grpc-timeout` and `grpc-message`. Pure functions, no I/O.
@@ -5,6 +6,9 @@
 
 /** Bytes before each message: a compressed flag (1 byte) and the message length (4, big-endian). */
 export const PREFIX_BYTES = 5;
+
+/** The content type of every gRPC answer. */
+export const GRPC_CONTENT_TYPE = 'application/grpc+proto';
 
 /** A message framed for a DATA frame: flag 0 (uncompressed), its length, its bytes. */
 export function frameMessage(message: Uint8Array): Buffer {
@@ -97,4 +101,19 @@ export class UnaryReader {
     this.#chunks = [all];
     return all;
   }
+}
+
+/** A trailers-only answer: the status (and any metadata) in the one HEADERS frame. */
+export function trailersOnly(stream: ServerHttp2Stream, code: number, message: string, extra: OutgoingHttpHeaders = {}): void {
+  if (stream.destroyed || stream.closed || stream.headersSent) return;
+  stream.respond(
+    {
+      ':status': 200,
+      'content-type': GRPC_CONTENT_TYPE,
+      'grpc-status': String(code),
+      'grpc-message': encodeGrpcMessage(message),
+      ...extra,
+    },
+    { endStream: true },
+  );
 }

@@ -9,7 +9,7 @@ import { authorized } from '../auth/auth.js';
 import { GrpcStatus, ServerError, ServerErrorCodes, describeError, grpcStatusOf } from '../errors.js';
 import type { WarningThrottle } from '../logging.js';
 import type { QuotaService, QuotaStream } from '../quota/quota-service.js';
-import { encodeGrpcMessage, frameMessage, parseGrpcTimeout } from './framing.js';
+import { GRPC_CONTENT_TYPE, encodeGrpcMessage, frameMessage, parseGrpcTimeout, trailersOnly } from './framing.js';
 import { decodeUsageReports, writeQuotaResponse } from './rlqs-wire.js';
 import { MessageReader } from './stream-reader.js';
 
@@ -36,7 +36,7 @@ export interface RlqsContext {
   readonly warnings: WarningThrottle;
 }
 
-const CONTENT_TYPE = 'application/grpc+proto';
+const CONTENT_TYPE = GRPC_CONTENT_TYPE;
 /** Most pairs of a bucket id a report may carry. */
 export const MAX_BUCKET_PAIRS = 16;
 /** Reports of one stream waiting for the one in progress; more close the stream (the peer sends faster than it is answered). */
@@ -79,7 +79,7 @@ export class RlqsStreams {
       const { body } = describeError(err);
       const code = grpcStatusOf(body.code);
       ctx.ended(stream, code);
-      trailersOnly(stream, code, `${body.code}: ${body.message}`, { 'sluice-error-code': body.code });
+      endAtOnce(stream, code, `${body.code}: ${body.message}`, { 'sluice-error-code': body.code });
     };
     if (!authorized(headers.authorization, ctx.token)) {
       refuse(new ServerError(ServerErrorCodes.UNAUTHORIZED, 'a valid bearer token is required in the authorization metadata'));
@@ -121,7 +121,7 @@ export class RlqsStreams {
         ctx.ended(stream, code);
         if (stream.destroyed || stream.closed) return;
         if (!headersSent) {
-          trailersOnly(stream, code, message, extra);
+          endAtOnce(stream, code, message, extra);
         } else {
           stream.once('wantTrailers', () => {
             stream.sendTrailers({ 'grpc-status': String(code), 'grpc-message': encodeGrpcMessage(message), ...extra });
@@ -251,18 +251,9 @@ export class RlqsStreams {
   }
 }
 
-/** A trailers-only answer: the status in the one HEADERS frame. */
-function trailersOnly(stream: ServerHttp2Stream, code: number, message: string, extra: OutgoingHttpHeaders): void {
+/** A trailers-only answer, then the peer told to stop sending (RST_STREAM NO_ERROR). */
+function endAtOnce(stream: ServerHttp2Stream, code: number, message: string, extra: OutgoingHttpHeaders): void {
   if (stream.destroyed || stream.closed || stream.headersSent) return;
-  stream.respond(
-    {
-      ':status': 200,
-      'content-type': CONTENT_TYPE,
-      'grpc-status': String(code),
-      'grpc-message': encodeGrpcMessage(message),
-      ...extra,
-    },
-    { endStream: true },
-  );
+  trailersOnly(stream, code, message, extra);
   if (!stream.readableEnded) stream.close(h2constants.NGHTTP2_NO_ERROR);
 }

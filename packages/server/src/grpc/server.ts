@@ -21,7 +21,7 @@ import type { WarningThrottle } from '../logging.js';
 import type { RateLimitService } from '../service/service.js';
 import type { TlsMaterial } from '../tls.js';
 import { decodeRlsRequest } from './codec.js';
-import { UnaryReader, encodeGrpcMessage, frameMessage, parseGrpcTimeout } from './framing.js';
+import { GRPC_CONTENT_TYPE, UnaryReader, frameMessage, parseGrpcTimeout, trailersOnly } from './framing.js';
 import { Sessions } from './sessions.js';
 import { decodeOutcomes, encodeOutcomeResults } from './outcomes.js';
 import { OUTCOMES_PATH, RLQS_PATH, RLS_PATH } from './proto.js';
@@ -87,7 +87,7 @@ export const MAX_CONNECTION_AGE_MS = 120_000;
 const KEEPALIVE_MS = 60_000;
 const KEEPALIVE_TIMEOUT_MS = 20_000;
 
-const CONTENT_TYPE = 'application/grpc+proto';
+const CONTENT_TYPE = GRPC_CONTENT_TYPE;
 
 /** The gRPC server: an HTTP/2 server fed the connections of {@link bindGrpc}, and its connections. */
 export interface GrpcServer {
@@ -191,7 +191,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
       return;
     }
     if (headers[':path'] !== RLS_PATH) {
-      status(stream, GrpcStatus.UNIMPLEMENTED, `the server does not implement the method ${String(headers[':path'])}`);
+      trailersOnly(stream, GrpcStatus.UNIMPLEMENTED, `the server does not implement the method ${String(headers[':path'])}`);
       stopReading(stream);
       return;
     }
@@ -204,7 +204,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
     if (internal) deps.warnings.error('grpc_failed', { err }, 'ShouldRateLimit failed');
     const code = grpcStatusOf(body.code);
     counted(stream, code);
-    status(stream, code, `${body.code}: ${body.message}`, { 'sluice-error-code': body.code });
+    trailersOnly(stream, code, `${body.code}: ${body.message}`, { 'sluice-error-code': body.code });
   };
 
   const serveCall = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
@@ -239,7 +239,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
         () =>
           answer(() => {
             counted(stream, GrpcStatus.DEADLINE_EXCEEDED);
-            status(stream, GrpcStatus.DEADLINE_EXCEEDED, 'Deadline exceeded');
+            trailersOnly(stream, GrpcStatus.DEADLINE_EXCEEDED, 'Deadline exceeded');
           }),
         timeoutMs,
       );
@@ -249,7 +249,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
     const refuse = (code: number, message: string, extra: OutgoingHttpHeaders = {}) =>
       answer(() => {
         counted(stream, code);
-        status(stream, code, message, extra);
+        trailersOnly(stream, code, message, extra);
       });
     stream.on('data', (chunk: Buffer) => {
       if (answered) return;
@@ -382,21 +382,6 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
   };
 
   return { http2, sessions, rlqs };
-}
-
-/** A trailers-only answer: the status (and any metadata) in the one HEADERS frame. */
-function status(stream: ServerHttp2Stream, code: number, message: string, extra: OutgoingHttpHeaders = {}): void {
-  if (stream.destroyed || stream.closed || stream.headersSent) return;
-  stream.respond(
-    {
-      ':status': 200,
-      'content-type': CONTENT_TYPE,
-      'grpc-status': String(code),
-      'grpc-message': encodeGrpcMessage(message),
-      ...extra,
-    },
-    { endStream: true },
-  );
 }
 
 /** A plain HTTP answer to a request that is not a gRPC call. */
