@@ -1,5 +1,14 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { FairTurns, LEAD, PAUSE_MS, RETURN_MS, WORK_PER_TURN, type FairTurnsOptions } from './fair-turns.js';
+import {
+  CONNECTION_COST,
+  FairTurns,
+  LEAD,
+  MAX_IN_FLIGHT,
+  PAUSE_MS,
+  RETURN_MS,
+  WORK_PER_TURN,
+  type FairTurnsOptions,
+} from './fair-turns.js';
 
 /** One turn of the loop: the runs scheduled by the turns before it have happened. */
 const turn = () => new Promise<void>((r) => setImmediate(r));
@@ -170,5 +179,78 @@ describe('FairTurns', () => {
     for (let t = 0; t < 40; t++) await advance(0.25);
     expect(started.flood! - before).toBeGreaterThanOrEqual(20);
     turns.close();
+  });
+  it('charges a request its time when its work took longer than its cost says', async () => {
+    const { turns, clock, started, advance } = harness();
+    // Two clients, each with 8 one-unit requests waiting at all times; the slow one's take 50
+    // times as long to run (the clock moves while they run).
+    const backlog = (client: string, runMs: number) => {
+      const next = () =>
+        turns.enter(client, 1, () => {
+          clock.now += runMs;
+          started[client] = (started[client] ?? 0) + 1;
+          next();
+        });
+      for (let i = 0; i < 8; i++) next();
+    };
+    backlog('quick', 0.01);
+    backlog('slow', 0.5);
+    for (let t = 0; t < 1000; t++) await advance(0);
+    // Charged by their size alone, both would start as many; charged their time, the quick
+    // client starts many more (its share of the loop's time, not of the requests).
+    expect(started.quick!).toBeGreaterThan(5 * started.slow!);
+    turns.close();
+  });
+
+  it('charges an address for each connection it opens', async () => {
+    const { turns, started, advance, enter } = harness();
+    const backlog = (client: string) => {
+      const next = () => enter(client, 1, next);
+      for (let i = 0; i < 8; i++) next();
+    };
+    backlog('a');
+    backlog('b');
+    for (let i = 0; i < 10; i++) turns.connected('b');
+    for (let t = 0; t < 200; t++) await advance(0.25);
+    // b's connections count as work given to it: a starts that much more, within the lead.
+    expect(started.a! - started.b!).toBeGreaterThanOrEqual(10 * CONNECTION_COST - LEAD - 2);
+    turns.close();
+  });
+
+  it("bounds a client's requests in flight while another has work, and not while it is alone", async () => {
+    const { turns, started, enter } = harness();
+    const finishers: (() => void)[] = [];
+    const follow = (finish: () => void) => void finishers.push(finish);
+    for (let i = 0; i < 8; i++) turns.enter('flood', 10, () => (started.flood = (started.flood ?? 0) + 10), follow);
+    // Another client with a request in flight (not yet answered) and one waiting.
+    turns.enter(
+      'other',
+      1,
+      () => undefined,
+      () => undefined,
+    );
+    enter('other', 1);
+    for (let t = 0; t < 20; t++) await turn();
+    // Held once MAX_IN_FLIGHT units are out: the request that crosses it is the last to start.
+    expect(started.flood).toBe(Math.ceil(MAX_IN_FLIGHT / 10) * 10);
+    // Two answers out: two more start.
+    finishers.shift()!();
+    finishers.shift()!();
+    for (let t = 0; t < 20; t++) await turn();
+    expect(started.flood).toBe(Math.ceil(MAX_IN_FLIGHT / 10) * 10 + 20);
+    turns.close();
+
+    // Alone, nothing bounds it.
+    const alone = harness();
+    for (let i = 0; i < 8; i++)
+      alone.turns.enter(
+        'flood',
+        10,
+        () => (alone.started.flood = (alone.started.flood ?? 0) + 10),
+        () => undefined,
+      );
+    for (let t = 0; t < 20; t++) await turn();
+    expect(alone.started.flood).toBe(80);
+    alone.turns.close();
   });
 });

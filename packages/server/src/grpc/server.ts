@@ -96,6 +96,8 @@ export interface GrpcServer {
   readonly sessions: Sessions;
   /** The open quota streams (when the deps give `quota`). */
   readonly rlqs: RlqsStreams | undefined;
+  /** Where the calls wait for their address's turn (each connection accepted is charged there too). */
+  readonly turns: FairTurns;
 }
 
 /** Whether a content-type names gRPC (`application/grpc`, `application/grpc+proto`, `application/grpc;...`). */
@@ -293,10 +295,18 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
     const client = stream.session?.socket?.remoteAddress ?? '';
     const outcomes = deps.outcomes !== undefined && outcomeStreams.has(stream) ? deps.outcomes : undefined;
     try {
-      turns.enter(client, requestCost(message.length), () =>
-        outcomes === undefined
-          ? rateLimitCall(client, message, answer, stream)
-          : reportCall(client, message, answer, stream, outcomes),
+      turns.enter(
+        client,
+        requestCost(message.length),
+        () =>
+          outcomes === undefined
+            ? rateLimitCall(client, message, answer, stream)
+            : reportCall(client, message, answer, stream, outcomes),
+        // In flight until the stream closes: see FairTurns' MAX_IN_FLIGHT.
+        (finish) => {
+          if (stream.closed || stream.destroyed) finish();
+          else stream.once('close', finish);
+        },
       );
     } catch (err) {
       answer(() => fail(stream, err));
@@ -381,7 +391,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
     );
   };
 
-  return { http2, sessions, rlqs };
+  return { http2, sessions, rlqs, turns };
 }
 
 /** A plain HTTP answer to a request that is not a gRPC call. */
@@ -416,7 +426,10 @@ export async function bindGrpc(
   const listener: NetServer = createNetServer({ noDelay: true });
   limitConnections(listener, limits, {
     ...events,
-    accept: (socket) => server.http2.emit('connection', socket),
+    accept: (socket) => {
+      server.turns.connected(socket.remoteAddress ?? '');
+      server.http2.emit('connection', socket);
+    },
     // A full listener gives up idle connections of the address holding the most first.
     idle: (socket) => server.sessions.idle(socket),
   });

@@ -26,6 +26,11 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** The route's requests wait for their address's turn before they are parsed (see `FairTurns`). */
     turns?: boolean;
+    /**
+     * The route's requests may wait (for a permit) before they are answered: they are not
+     * counted in flight for `FairTurns`' bound, which is for calls held at the store.
+     */
+    waits?: boolean;
   }
 }
 
@@ -136,7 +141,8 @@ export function registerApi(
   const route = <T, R>(op: Op<T, R>) => {
     const hook = 'onRequest' in op ? op.onRequest : onRequest;
     // Parsed and decided in the address's turn, the calls of one turn together (see FairTurns).
-    const options = hook === undefined ? { config: { turns: true } } : { onRequest: hook, config: { turns: true } };
+    const config = { turns: true, waits: op.waits === true };
+    const options = hook === undefined ? { config } : { onRequest: hook, config };
     // With tracing on, a request's decisions are made in one span (the items' count, resources,
     // outcomes and sources on it), a child of the caller's when its headers carry a traceparent.
     const traced = op.traced === true ? tracing : undefined;

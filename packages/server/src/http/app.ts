@@ -126,6 +126,8 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
   const turns =
     deps.turns ?? new FairTurns(settings.maxClientQueued === undefined ? {} : { maxClientQueued: settings.maxClientQueued });
   const cut = (reason: Parameters<typeof metrics.connectionClosed>[1]) => metrics.connectionClosed('http', reason);
+  /** Each request's response, for following it until its answer is out. */
+  const responses = new WeakMap<IncomingMessage, ServerResponse>();
   // Typed as fastify's logger, so the instance has fastify's default type.
   const fastifyLogger: FastifyBaseLogger = logger;
   const app = Fastify({
@@ -152,8 +154,15 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
     // they still get the error format, after the answers to the requests pipelined before them.
     clientErrorHandler: (err, socket) => answerClientError(err, socket, cut),
   });
-  limitConnections(app.server, limits, { cut, open: (delta) => metrics.connectionsOpen('http', delta) });
-  app.server.on('request', (_req: IncomingMessage, res: ServerResponse) => trackResponse(res));
+  limitConnections(app.server, limits, {
+    cut,
+    open: (delta) => metrics.connectionsOpen('http', delta),
+    accept: (socket) => turns.connected(socket.remoteAddress ?? ''),
+  });
+  app.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    trackResponse(res);
+    responses.set(req, res);
+  });
   if (ownWarnings) app.addHook('onClose', async () => warnings.close());
   if (ownTurns) app.addHook('onClose', async () => turns.close());
 
@@ -196,7 +205,10 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
       return;
     }
     try {
-      turns.enter(request.ip, requestCost(bytes.length), parse);
+      // In flight until its answer is written (or its connection closed): see FairTurns'
+      // MAX_IN_FLIGHT. Not a call that waits for a permit: its wait is bounded by its own maxWaitMs.
+      const res = request.routeOptions.config.waits === true ? undefined : responses.get(request.raw);
+      turns.enter(request.ip, requestCost(bytes.length), parse, res && ((finish) => settledWith(res, finish)));
     } catch (err) {
       done(err as Error, undefined);
     }
@@ -277,6 +289,12 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
 type StatsHotKeys = HotKeyReport & { readonly keysHidden?: true };
 
 /** The hot-key reports with their keys (`admin`), or with the counts only. */
+/** Calls `finish` once `res` is written or its connection closed (at once if it already is). */
+function settledWith(res: ServerResponse, finish: () => void): void {
+  if (res.writableFinished || res.destroyed) finish();
+  else res.once('close', finish);
+}
+
 function hotKeysFor(reports: readonly HotKeyReport[], admin: boolean): readonly StatsHotKeys[] {
   return admin ? reports : reports.map((r) => ({ ...r, keys: [], keysHidden: true }));
 }
