@@ -38,11 +38,12 @@ export function requestCost(bytes: number): number {
 export const ITEM_COST = 1 / 10;
 
 /**
- * What opening a connection costs its address, in cost units: accepting, reading and closing a
- * connection takes the loop about as long as eight one-item checks (measured: an address opening
- * 100 connections a second with one bad request each took 12% of a core, next to about 90 µs per
- * check). Work done before any request reaches a turn is charged here, or a client could take
- * the loop by reconnecting instead of by asking.
+ * What opening a connection costs its address, in cost units. Measured: an address opening 100
+ * connections a second, each with one bad request (and holding 200 more with stalled bodies),
+ * took 12% of the server's CPU, up to 1.2 ms a connection, against 60-90 µs for a one-item check;
+ * eight checks' worth is charged, so that a client reconnecting now and then (behind a load
+ * balancer) is not charged beyond that. Work done before any request reaches a turn is charged
+ * here, or a client could take the loop by reconnecting instead of by asking.
  */
 export const CONNECTION_COST = 8;
 
@@ -230,9 +231,13 @@ export class FairTurns {
     if (c !== undefined) c.given += cost;
   }
 
-  /** Charges `client` for a connection it opened ({@link CONNECTION_COST}). */
+  /**
+   * Charges `client` for a connection it opened ({@link CONNECTION_COST}). The units count as
+   * started work too: the loop's time on the connection is in what a unit is measured to take.
+   */
   connected(client: string): void {
     this.charge(client, CONNECTION_COST);
+    this.#unitsStarted += CONNECTION_COST;
   }
 
   /** Stops the timer; requests still waiting never start. */
@@ -320,16 +325,21 @@ export class FairTurns {
         budget -= w.cost;
         started = true;
         served.push(c);
-        const before = c.given - w.cost;
+        const givenBefore = c.given - w.cost;
         const from = this.#now();
         try {
           w.run();
         } catch (err) {
           this.#onError(err);
         }
-        c.given += this.#overrun(this.#now() - from, c.given - before);
-        this.#unitsStarted += c.given - before;
-        if (w.settled !== undefined) this.#follow(c, c.given - before, w.settled);
+        // Its cost and the items it was charged while it ran, or its time when that is more.
+        const charged = c.given - givenBefore;
+        // (Nothing known of a unit's time yet: its charge alone.)
+        const timed = Number.isNaN(this.#unitMs) ? 0 : (this.#now() - from) / this.#unitMs;
+        const units = Math.max(charged, timed);
+        c.given = givenBefore + units;
+        this.#unitsStarted += units;
+        if (w.settled !== undefined) this.#follow(c, units, w.settled);
       }
     }
     const end = this.#now();
@@ -365,17 +375,6 @@ export class FairTurns {
   }
 
   /**
-   * What a request's run took beyond its charge (`charged` cost units), in cost units: the
-   * charge is a guess made before the work, from size and items; a request whose work alone
-   * took longer than what the loop spends on that many units (some calls cost far more than
-   * their size says) is charged its time instead.
-   */
-  #overrun(tookMs: number, charged: number): number {
-    const units = tookMs / this.#unitMs;
-    return units > charged ? units - charged : 0;
-  }
-
-  /**
    * Measures the loop: whether it is busy, and, when busy enough to say, what a cost unit takes
    * of it (its running time over the units started, measured extras included, so that calls
    * charged by their time do not make the others' units look dearer).
@@ -400,7 +399,9 @@ export class FairTurns {
     for (const c of this.#clients.values()) {
       if (now - c.lastSeen < FORGET_MS) break;
       this.#clients.delete(c.id);
-      if (c.size > 0) {
+      // Kept while it has requests waiting or in flight: a client made anew for its id would
+      // otherwise count its own answers still out as another's work.
+      if (c.size > 0 || c.inFlight > 0) {
         c.lastSeen = now;
         this.#clients.set(c.id, c);
       }

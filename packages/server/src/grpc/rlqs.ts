@@ -36,7 +36,6 @@ export interface RlqsContext {
   readonly warnings: WarningThrottle;
 }
 
-const CONTENT_TYPE = GRPC_CONTENT_TYPE;
 /** Most pairs of a bucket id a report may carry. */
 export const MAX_BUCKET_PAIRS = 16;
 /** Reports of one stream waiting for the one in progress; more close the stream (the peer sends faster than it is answered). */
@@ -160,7 +159,7 @@ export class RlqsStreams {
       if (ended || stream.destroyed || stream.closed) return;
       if (!headersSent) {
         headersSent = true;
-        stream.respond({ ':status': 200, 'content-type': CONTENT_TYPE }, { waitForTrailers: true });
+        stream.respond({ ':status': 200, 'content-type': GRPC_CONTENT_TYPE }, { waitForTrailers: true });
       }
       // A peer that does not take its answers is not buffered for: its stream is cut.
       if (stream.writableLength > 4 * ctx.maxMessageBytes) {

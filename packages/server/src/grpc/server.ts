@@ -87,8 +87,6 @@ export const MAX_CONNECTION_AGE_MS = 120_000;
 const KEEPALIVE_MS = 60_000;
 const KEEPALIVE_TIMEOUT_MS = 20_000;
 
-const CONTENT_TYPE = GRPC_CONTENT_TYPE;
-
 /** The gRPC server: an HTTP/2 server fed the connections of {@link bindGrpc}, and its connections. */
 export interface GrpcServer {
   /** Plaintext HTTP/2, or HTTP/2 over TLS (ALPN `h2`) when the deps give `tls`. */
@@ -346,7 +344,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
         answer(() => {
           counted(stream, GrpcStatus.OK);
           const bytes = writeRateLimitResponse(response);
-          stream.respond({ ':status': 200, 'content-type': CONTENT_TYPE }, { waitForTrailers: true });
+          stream.respond({ ':status': 200, 'content-type': GRPC_CONTENT_TYPE }, { waitForTrailers: true });
           stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' }));
           stream.end(frameMessage(bytes));
           sessions.answered(stream);
@@ -383,7 +381,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
     ).then((results) =>
       answer(() => {
         counted(stream, GrpcStatus.OK);
-        stream.respond({ ':status': 200, 'content-type': CONTENT_TYPE }, { waitForTrailers: true });
+        stream.respond({ ':status': 200, 'content-type': GRPC_CONTENT_TYPE }, { waitForTrailers: true });
         stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' }));
         stream.end(frameMessage(encodeOutcomeResults(results)));
         sessions.answered(stream);

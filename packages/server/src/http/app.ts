@@ -288,13 +288,13 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
 /** A hot-key report as `/v1/stats` gives it: without the keys unless `admin` asks. */
 type StatsHotKeys = HotKeyReport & { readonly keysHidden?: true };
 
-/** The hot-key reports with their keys (`admin`), or with the counts only. */
 /** Calls `finish` once `res` is written or its connection closed (at once if it already is). */
 function settledWith(res: ServerResponse, finish: () => void): void {
   if (res.writableFinished || res.destroyed) finish();
   else res.once('close', finish);
 }
 
+/** The hot-key reports with their keys (`admin`), or with the counts only. */
 function hotKeysFor(reports: readonly HotKeyReport[], admin: boolean): readonly StatsHotKeys[] {
   return admin ? reports : reports.map((r) => ({ ...r, keys: [], keysHidden: true }));
 }
