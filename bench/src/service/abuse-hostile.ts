@@ -1,8 +1,8 @@
 /**
  * The hostile clients of the bench's abuse part, run as a process of their own
- * (`abuse-hostile.js URL GRPC_TARGET`) until the parent sends `stop`: batches of new keys from
- * {@link HOSTILE_ADDRESS}, stalled bodies, garbage requests and a new Envoy limit override per
- * gRPC call, all at once.
+ * (`abuse-hostile.js URL GRPC_TARGET ATTACKS`) until the parent sends `stop`: batches of new keys
+ * from {@link HOSTILE_ADDRESS} and, when ATTACKS is `all`, stalled bodies, garbage requests and a
+ * new Envoy limit override per gRPC call at the same time.
  */
 import { connect as h2connect } from 'node:http2';
 import { connect, type Socket } from 'node:net';
@@ -20,8 +20,11 @@ export const HOSTILE_ADDRESS = '127.0.0.2';
 /** Most connections held with a stalled body. */
 export const STALLED = 200;
 
+/** What the hostile clients send: the batch flood alone, or every attack at once. */
+export type Attacks = 'flood' | 'all';
+
 /** The hostile clients, until `stop` is set; resolves once they have all ended. */
-function hostile(url: string, grpcTarget: string, stop: { done: boolean }): Promise<unknown> {
+function hostile(url: string, grpcTarget: string, attacks: Attacks, stop: { done: boolean }): Promise<unknown> {
   const { port } = new URL(url);
   const flood = new Pool(url, { connections: FLOOD_IN_FLIGHT, localAddress: HOSTILE_ADDRESS });
   let i = 0;
@@ -41,7 +44,7 @@ function hostile(url: string, grpcTarget: string, stop: { done: boolean }): Prom
   });
   const sockets: Socket[] = [];
   const junk = (async () => {
-    while (!stop.done) {
+    while (!stop.done && attacks === 'all') {
       if (sockets.length < STALLED) {
         const s = connect({ port: Number(port), host: '127.0.0.1', localAddress: HOSTILE_ADDRESS }, () =>
           s.write('POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{'),
@@ -56,6 +59,15 @@ function hostile(url: string, grpcTarget: string, stop: { done: boolean }): Prom
       await sleep(10);
     }
   })();
+  const overrides = attacks === 'all' ? grpcOverrides(grpcTarget, stop) : Promise.resolve();
+  return Promise.all([...floods, junk, overrides]).finally(async () => {
+    for (const s of sockets) s.destroy();
+    await flood.close();
+  });
+}
+
+/** A new Envoy limit override on every gRPC call, one call at a time, until `stop` is set. */
+async function grpcOverrides(grpcTarget: string, stop: { done: boolean }): Promise<void> {
   const method = loadRlsMethod(PROTO_DIR);
   // gRPC by hand over node:http2, so that its connection too comes from the hostile address.
   const target = new URL(`http://${grpcTarget}`);
@@ -64,7 +76,7 @@ function hostile(url: string, grpcTarget: string, stop: { done: boolean }): Prom
   });
   session.on('error', () => undefined);
   let o = 0;
-  const overrides = (async () => {
+  try {
     while (!stop.done && !session.destroyed) {
       const n = o++;
       const message = method.requestSerialize({
@@ -89,19 +101,16 @@ function hostile(url: string, grpcTarget: string, stop: { done: boolean }): Prom
         call.end(frame);
       });
     }
-  })();
-  return Promise.all([...floods, junk, overrides]).finally(async () => {
-    for (const s of sockets) s.destroy();
+  } finally {
     session.close();
-    await flood.close();
-  });
+  }
 }
 
 // Run as a child: hostile until told to stop, then exit.
-const [url, grpcTarget] = process.argv.slice(2);
-if (url !== undefined && grpcTarget !== undefined && process.send !== undefined) {
+const [url, grpcTarget, attacks] = process.argv.slice(2);
+if (url !== undefined && grpcTarget !== undefined && (attacks === 'flood' || attacks === 'all') && process.send !== undefined) {
   const stop = { done: false };
-  const running = hostile(url, grpcTarget, stop);
+  const running = hostile(url, grpcTarget, attacks, stop);
   process.on('message', (m) => {
     if (m === 'stop') stop.done = true;
   });

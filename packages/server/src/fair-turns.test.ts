@@ -145,6 +145,22 @@ describe('FairTurns', () => {
     turns.close();
   });
 
+  it('holds a small request for no closed loop that takes many times its time to ask again', async () => {
+    const { turns, started, advance, enter } = harness();
+    // A client with one-unit requests always waiting, beside a closed loop of 20-unit requests
+    // that asks again 5 ms after each start (within RETURN_MS).
+    const next = () => enter('quick', 1, next);
+    for (let i = 0; i < 8; i++) next();
+    const loop = () => enter('loop', 20, () => setTimeout(loop, 5));
+    loop();
+    for (let t = 0; t < 4000; t++) await advance(0.25);
+    // Held for the loop, the quick client would have started about as much as it (20 units
+    // every 5 ms): a one-unit request waits for no one whose gap is HOLD_GAP_FACTOR times its time.
+    expect(started.loop!).toBeGreaterThan(0.9 * 200 * 20);
+    expect(started.quick!).toBeGreaterThan(10 * started.loop!);
+    turns.close();
+  });
+
   it('never holds a lone client back, however much it takes', async () => {
     const { turns, started, advance, flood } = harness();
     flood();
@@ -221,7 +237,7 @@ describe('FairTurns', () => {
     const { turns, started, enter } = harness();
     const finishers: (() => void)[] = [];
     const follow = (finish: () => void) => void finishers.push(finish);
-    for (let i = 0; i < 8; i++) turns.enter('flood', 10, () => (started.flood = (started.flood ?? 0) + 10), follow);
+    for (let i = 0; i < 12; i++) turns.enter('flood', 10, () => (started.flood = (started.flood ?? 0) + 10), follow);
     // Another client with a request in flight (not yet answered) and one waiting.
     turns.enter(
       'other',

@@ -19,7 +19,7 @@ export interface FairTurnsOptions {
 
 /**
  * Work started per turn of the loop, in cost units (one unit: a one-item request; a 100-item
- * batch is about 21); a quarter of it while several clients have requests waiting, so that one
+ * batch is about 34); a quarter of it while several clients have requests waiting, so that one
  * client's batches cannot fill a turn (and the store round trip it makes) ahead of the others'.
  */
 export const WORK_PER_TURN = 64;
@@ -31,11 +31,22 @@ export function requestCost(bytes: number): number {
 
 /**
  * What each decoded item (an HTTP batch item, a gRPC descriptor) adds to its request's cost. A
- * batch of 100 (about 21 units) took 11-21 one-item checks' server time on the embedded store
- * and about 8 on Redis, where a request's own round trip weighs more: a batch is charged as on the
- * embedded store, which gives one-item callers beside it on Redis more than an even share.
+ * batch of 100 (about 34 units) took 11-21 one-item checks' server time on the embedded store
+ * and about 8 on Redis; it is charged more than its time because it holds the loop at once, for
+ * 0.5-0.8 ms, and a closed-loop neighbour's next check waits behind it: charged at 1/10 of a unit
+ * an item, a neighbour beside a batch flood kept 0.50-0.56x of its quiet rate on the embedded
+ * store, at 1/4 0.58-0.62x.
  */
-export const ITEM_COST = 1 / 10;
+export const ITEM_COST = 1 / 4;
+
+/**
+ * What a gRPC call costs beyond its bytes and descriptors, in cost units. HTTP/2 does more for
+ * each call than HTTP/1.1 does for a request (a stream, its headers and trailers), outside any
+ * turn: a `ShouldRateLimit` call sent one at a time took 230-280 µs of the server's loop, with or
+ * without a limit override, where a one-item HTTP check took about 55 µs; a one-descriptor call
+ * is charged about 6.3 units, 4.5 checks' worth.
+ */
+export const GRPC_CALL_COST = 5;
 
 /**
  * What opening a connection costs its address, in cost units. Measured: an address opening 100
@@ -49,11 +60,11 @@ export const CONNECTION_COST = 8;
 
 /**
  * Most cost units of one client's requests started and not yet answered (waiting on the store)
- * while another client has work waiting, in flight or on its way: about two batches of 100 items.
+ * while another client has work waiting, in flight or on its way: two batches of 100 items.
  * The store answers in order, so a client with more out would put its work between the store
  * and everyone else's; alone, a client is not bounded.
  */
-export const MAX_IN_FLIGHT = 32;
+export const MAX_IN_FLIGHT = 64;
 
 /** Share of the time the loop must be running for shares to be kept. */
 export const BUSY = 0.8;
@@ -68,6 +79,14 @@ export const LEAD = 20;
 export const RETURN_MS = 20;
 /** A client back after this long (ms) comes in level with the others: what it did not use is not saved up. */
 export const PAUSE_MS = 50;
+/**
+ * A client is held for a closed loop whose next request is on its way only while that loop
+ * usually asks again, once its answer is out, within this many times the held request's own loop
+ * time: holding trades the held request's wait (the other's turnaround) for the other's (the held
+ * request's time), and leaves the loop idle meanwhile. A batch waits for a quick neighbour; a one-item check does not wait for a
+ * client that takes its time to ask again (whose requests, once there, still share the loop).
+ */
+export const HOLD_GAP_FACTOR = 4;
 /** Clients not seen for this long are forgotten (they start level with the others when back), ms. */
 const FORGET_MS = 1000;
 /**
@@ -98,6 +117,13 @@ class Client {
   lastServed = Number.NEGATIVE_INFINITY;
   /** How soon it usually asks again after being served, in ms (a moving average); NaN: unknown. */
   gap = Number.NaN;
+  /** When the last of its followed answers was written (ms). */
+  lastAnswered = Number.NEGATIVE_INFINITY;
+  /**
+   * How soon it usually asks again once its answer is out, in ms (a moving average): its own
+   * turnaround, without the time its request took at the store. NaN: unknown.
+   */
+  turnaround = Number.NaN;
   /** The cost units of its requests started and not yet answered (those whose answer is followed). */
   inFlight = 0;
 
@@ -112,6 +138,11 @@ class Client {
 
   get size(): number {
     return this.queue.length - this.head;
+  }
+
+  /** The request next in turn (there must be one). */
+  get next(): Waiting {
+    return this.queue[this.head]!;
   }
 
   take(): Waiting {
@@ -136,7 +167,8 @@ class Client {
  * {@link BUSY} of the time), a client may not start work more than {@link LEAD} units ahead of
  * any other client sharing the loop: one with requests waiting, or one that usually asks again
  * within {@link RETURN_MS} of being served and was served that recently (a closed loop whose next
- * request is on its way). So a client flooding batches of 100 gets as much of the loop as a
+ * request is on its way), as long as that is soon beside what the held request will take
+ * ({@link HOLD_GAP_FACTOR}). So a client flooding batches of 100 gets as much of the loop as a
  * neighbour sending one-item checks one after the other, not the neighbour's share while its
  * answer travels (which a scheduler that only orders what waits would give it). A client that
  * comes back after a pause comes in level with the one given least among those waiting, so a
@@ -214,6 +246,9 @@ export class FairTurns {
         if (c.lastServed > Number.NEGATIVE_INFINITY) {
           const gap = now - c.lastServed;
           c.gap = Number.isNaN(c.gap) ? gap : c.gap * 0.75 + gap * 0.25;
+          // From its last answer when that left after its last turn (a store answered it later).
+          const turnaround = now - Math.max(c.lastServed, c.lastAnswered);
+          c.turnaround = Number.isNaN(c.turnaround) ? turnaround : c.turnaround * 0.75 + turnaround * 0.25;
         }
         // Back after a pause: level with the others, what it did not use is not saved up.
         if (now - c.lastServed > PAUSE_MS) c.given = Math.max(c.given, this.#level());
@@ -275,8 +310,11 @@ export class FairTurns {
   #heldFor(c: Client, least: number, now: number): number | undefined {
     if (c.given > least + LEAD) return 0;
     let held: number | undefined;
+    // What c's next request will take of the loop (while a unit's time is unknown: no bound).
+    const worth = Number.isNaN(this.#unitMs) ? Number.POSITIVE_INFINITY : c.next.cost * this.#unitMs * HOLD_GAP_FACTOR;
     for (const other of this.#recent) {
       if (other === c || other.size > 0 || c.given <= other.given + LEAD || !this.#returning(other, now)) continue;
+      if (other.turnaround > worth) continue;
       const left = other.lastServed + RETURN_MS - now;
       held = held === undefined ? left : Math.min(held, left);
     }
@@ -365,6 +403,7 @@ export class FairTurns {
     settled(() => {
       if (finished) return;
       finished = true;
+      c.lastAnswered = this.#now();
       c.inFlight -= units;
       if (c.inFlight <= 1e-9) {
         c.inFlight = 0;

@@ -15,7 +15,7 @@ import { authorized, type OutcomeAccess } from '../auth/auth.js';
 import type { OutcomesBounds, RlsBounds } from '../bounds/bounds.js';
 import { limitConnections, type ConnectionEvents, type ConnectionLimits } from '../clients/connections.js';
 import { GrpcStatus, ServerError, ServerErrorCodes, describeError, grpcStatusOf } from '../errors.js';
-import { ITEM_COST, requestCost, type FairTurns } from '../fair-turns.js';
+import { GRPC_CALL_COST, ITEM_COST, requestCost, type FairTurns } from '../fair-turns.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { WarningThrottle } from '../logging.js';
 import type { RateLimitService } from '../service/service.js';
@@ -295,7 +295,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
     try {
       turns.enter(
         client,
-        requestCost(message.length),
+        requestCost(message.length) + GRPC_CALL_COST,
         () =>
           outcomes === undefined
             ? rateLimitCall(client, message, answer, stream)
