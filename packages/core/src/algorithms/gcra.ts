@@ -46,6 +46,24 @@ export const gcra: RateAlgorithm = {
     };
   },
 
+  admitInPlace(held, at, cost, now, limit) {
+    const T = limit.windowMs / limit.limit;
+    // A state of this algorithm with this emission interval (see compatible), else evaluate.
+    if (held[at] !== ALGORITHM_CODES.gcra || held.length !== at + 3 || held[at + 2] !== T) return undefined;
+    const tau = limit.burst * T;
+    const newTat = Math.max(held[at + 1]!, now) + cost * T;
+    if (!(newTat - now <= tau + EPS_MS)) return undefined;
+    held[at + 1] = newTat;
+    const resetAfterMs = ceilMs(newTat - now);
+    return {
+      allowed: true,
+      remaining: wholePermits((tau - (newTat - now)) / T),
+      retryAfterMs: 0,
+      resetAfterMs,
+      ttlMs: resetAfterMs,
+    };
+  },
+
   adjust(state, delta, now, limit) {
     const T = limit.windowMs / limit.limit;
     const tat = state === undefined ? now : Math.max(state[1]!, now);

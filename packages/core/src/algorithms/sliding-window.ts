@@ -67,6 +67,71 @@ export const slidingWindow: RateAlgorithm = {
     };
   },
 
+  admitInPlace(held, at, cost, now, limit) {
+    // This layout only; the state's own two numbers stay as they are.
+    if (cost <= 0 || held[at] !== ALGORITHM_CODES['sliding-window'] || held[at + 1] !== 0) return undefined;
+    const head = at + 2;
+    const windowMs = limit.windowMs;
+    const length = held.length;
+    let from = head;
+    while (from < length && held[from]! + windowMs <= now) from += 2;
+    let count = 0;
+    for (let i = from + 1; i < length; i += 2) count += held[i]!;
+    const cap = maxGroups(limit);
+    if ((length - from) / 2 > cap || count + cost > limit.limit + EPS_PERMITS) return undefined;
+    // A group stamped after now (a reservation's hold): evaluate puts the charge before it.
+    if (length > from && held[length - 2]! > now) return undefined;
+    const joins = length > from && held[length - 2] === now;
+    // As admitInOneCopy with no hold (the groups gone from the window dropped, the charge joined
+    // to a group stamped now or appended, then the merge), never longer than the array was: a
+    // key's slot keeps its size, and the store holds no spare room in it. Loops by hand:
+    // copyWithin took most of the call.
+    if (joins || from > head) {
+      const drop = from - head;
+      for (let i = from; i < length; i++) held[i - drop] = held[i]!;
+      if (joins) {
+        held.length = length - drop;
+        held[held.length - 1] = held[held.length - 1]! + cost;
+      } else {
+        held.length = length - drop + 2;
+        held[held.length - 2] = now;
+        held[held.length - 1] = cost;
+        mergeAfter(held, head, cap);
+      }
+    } else {
+      // Appended to the live groups: only at the cap, with one merge, is there room for it.
+      if ((length - head) / 2 < cap) return undefined;
+      let best = head;
+      let bestWaste = Infinity;
+      for (let i = head; i + 2 < length; i += 2) {
+        const waste = held[i + 1]! * (held[i + 2]! - held[i]!);
+        if (waste < bestWaste) {
+          bestWaste = waste;
+          best = i;
+        }
+      }
+      // The last group's neighbour is the charge.
+      if (held[length - 1]! * (now - held[length - 2]!) < bestWaste) best = length - 2;
+      if (best === length - 2) {
+        held[best] = now;
+        held[best + 1] = held[best + 1]! + cost;
+      } else {
+        held[best + 3] = held[best + 3]! + held[best + 1]!;
+        for (let i = best + 2; i < length; i++) held[i - 2] = held[i]!;
+        held[length - 2] = now;
+        held[length - 1] = cost;
+      }
+    }
+    const resetAfterMs = ceilMs(held[held.length - 2]! + windowMs - now);
+    return {
+      allowed: true,
+      remaining: wholePermits(limit.limit - count - cost),
+      retryAfterMs: 0,
+      resetAfterMs,
+      ttlMs: resetAfterMs,
+    };
+  },
+
   adjust(state, delta, now, limit, at = 0) {
     const live = liveOf(state, now, limit);
     // As the sliding log: a charge counts at most `limit` permits.

@@ -47,6 +47,18 @@ export const tokenBucket: RateAlgorithm = {
     };
   },
 
+  admitInPlace(held, at, cost, now, limit) {
+    if (held[at] !== ALGORITHM_CODES['token-bucket'] || held.length !== at + 3) return undefined;
+    const rate = limit.limit / limit.windowMs;
+    const stamp = held[at + 2]!;
+    const after = Math.max(0, held[at + 1]! - Math.max(0, now - stamp) * rate) + cost;
+    if (!(after <= limit.burst + EPS_PERMITS)) return undefined;
+    held[at + 1] = after;
+    held[at + 2] = Math.max(now, stamp);
+    const resetAfterMs = ceilMs(after / rate);
+    return { allowed: true, remaining: wholePermits(limit.burst - after), retryAfterMs: 0, resetAfterMs, ttlMs: resetAfterMs };
+  },
+
   adjust(state, delta, now, limit) {
     const rate = limit.limit / limit.windowMs;
     // A charge takes the key at most one window into debt: it admits again within windowMs.

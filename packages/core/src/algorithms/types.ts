@@ -66,6 +66,20 @@ export interface RateAlgorithm extends AlgorithmTraits {
    */
   evaluate(state: RateState | undefined, cost: number, now: number, limit: CompiledLimit, holdMs?: number): LimitVerdict;
   /**
+   * {@link evaluate} of an admitted call that charges `cost` now, on a state held in `held` from
+   * index `at` to its end, written over in place (`held` is the caller's own array: the in-memory
+   * store's packed slot). Decides exactly as `evaluate` and leaves in `held` what `evaluate` gives
+   * as `next`; undefined, with `held` untouched, when `evaluate` must decide (a denial, a state of
+   * another algorithm or layout). Optional: the store falls back to `evaluate`.
+   */
+  admitInPlace?(
+    held: number[],
+    at: number,
+    cost: number,
+    now: number,
+    limit: CompiledLimit,
+  ): Omit<LimitVerdict, 'next'> | undefined;
+  /**
    * Charges `delta` more permits (or refunds `-delta`) without a decision. `at` > 0 names the
    * charge a refund is for (a reservation's stamp, see `evaluate`); the window algorithms refund
    * that charge only, the others ignore it.

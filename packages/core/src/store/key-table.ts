@@ -210,6 +210,19 @@ export class KeyTable {
   }
 
   /**
+   * The packed slot of a key of one rate limit written under `limits` and not at rest, for the
+   * caller to write its state over in place: the state from index {@link HELD_STATE_AT} to the
+   * end (any length), its expiry set with {@link renewHeld}. Undefined otherwise ({@link stateOf}
+   * and {@link write} tell then).
+   */
+  held(key: string, limits: readonly CompiledLimit[], now: number): number[] | undefined {
+    const slot = this.#slots.get(key);
+    if (!Array.isArray(slot) || slot[0]! <= now || slot.length <= HELD_STATE_AT || this.#limitsOf(slot) !== limits)
+      return undefined;
+    return slot;
+  }
+
+  /**
    * True when `key` has a slot, one could be made for it, or (`limits` given, `pinned` false) its
    * states can be kept in its group's summary. False (and counted in `refused`) when none: the
    * caller must then decide as if denied, and write nothing. `pinned`: the key will hold state
@@ -608,4 +621,12 @@ function groupName(key: string): string {
 
 function expiryOf(slot: Slot): number {
   return Array.isArray(slot) ? slot[0]! : slot.expiresAt;
+}
+
+/** Where the state of a slot returned by {@link KeyTable.held} starts. */
+export const HELD_STATE_AT = 2;
+
+/** Keeps a slot returned by {@link KeyTable.held} until `expiry` (ms), as {@link KeyTable.write} would. */
+export function renewHeld(held: number[], expiry: number): void {
+  held[0] = Math.ceil(expiry);
 }
