@@ -1,5 +1,5 @@
 import { ALGORITHM_CODES, POLICY_BOUNDS, type CompiledLimit } from '../shared/limits.js';
-import { EPS_MS, ceilMs, wholePermits, type RateAlgorithm, type RateState } from './types.js';
+import { EPS_MS, admittedInPlace, ceilMs, wholePermits, type RateAlgorithm, type RateState } from './types.js';
 
 /**
  * Generic cell rate algorithm, stored as the theoretical arrival time and the emission interval
@@ -54,14 +54,7 @@ export const gcra: RateAlgorithm = {
     const newTat = Math.max(held[at + 1]!, now) + cost * T;
     if (!(newTat - now <= tau + EPS_MS)) return undefined;
     held[at + 1] = newTat;
-    const resetAfterMs = ceilMs(newTat - now);
-    return {
-      allowed: true,
-      remaining: wholePermits((tau - (newTat - now)) / T),
-      retryAfterMs: 0,
-      resetAfterMs,
-      ttlMs: resetAfterMs,
-    };
+    return admittedInPlace(wholePermits((tau - (newTat - now)) / T), ceilMs(newTat - now));
   },
 
   adjust(state, delta, now, limit) {

@@ -9,7 +9,7 @@ import {
   startOfEntries,
   sumEntries,
 } from './timed-log.js';
-import { EPS_PERMITS, ceilMs, wholePermits, type RateAlgorithm, type RateState } from './types.js';
+import { EPS_PERMITS, admittedInPlace, ceilMs, wholePermits, type RateAlgorithm, type RateState } from './types.js';
 
 /**
  * Sliding window with bounded state, stored as `[3, 0, ts1, cost1, ts2, cost2, ...]`: at most
@@ -122,14 +122,7 @@ export const slidingWindow: RateAlgorithm = {
         held[length - 1] = cost;
       }
     }
-    const resetAfterMs = ceilMs(held[held.length - 2]! + windowMs - now);
-    return {
-      allowed: true,
-      remaining: wholePermits(limit.limit - count - cost),
-      retryAfterMs: 0,
-      resetAfterMs,
-      ttlMs: resetAfterMs,
-    };
+    return admittedInPlace(wholePermits(limit.limit - count - cost), ceilMs(held[held.length - 2]! + windowMs - now));
   },
 
   adjust(state, delta, now, limit, at = 0) {

@@ -1,5 +1,13 @@
 import { ALGORITHM_CODES, POLICY_BOUNDS, type CompiledLimit } from '../shared/limits.js';
-import { EPS_PERMITS, adjustedUsage, ceilMs, wholePermits, type RateAlgorithm, type RateState } from './types.js';
+import {
+  EPS_PERMITS,
+  adjustedUsage,
+  admittedInPlace,
+  ceilMs,
+  wholePermits,
+  type RateAlgorithm,
+  type RateState,
+} from './types.js';
 
 /**
  * Token bucket, stored as the permits *used* and when that was measured: `[1, used, ts]`.
@@ -55,8 +63,7 @@ export const tokenBucket: RateAlgorithm = {
     if (!(after <= limit.burst + EPS_PERMITS)) return undefined;
     held[at + 1] = after;
     held[at + 2] = Math.max(now, stamp);
-    const resetAfterMs = ceilMs(after / rate);
-    return { allowed: true, remaining: wholePermits(limit.burst - after), retryAfterMs: 0, resetAfterMs, ttlMs: resetAfterMs };
+    return admittedInPlace(wholePermits(limit.burst - after), ceilMs(after / rate));
   },
 
   adjust(state, delta, now, limit) {

@@ -153,3 +153,8 @@ export function adjustedUsage(used: number, delta: number, ceiling: number): num
 export function ceilMs(x: number): number {
   return Math.max(0, Math.ceil(x - EPS_MS));
 }
+
+/** What {@link RateAlgorithm.admitInPlace} gives for an admitted call: its state is kept as long as it resets. */
+export function admittedInPlace(remaining: number, resetAfterMs: number): Omit<LimitVerdict, 'next'> {
+  return { allowed: true, remaining, retryAfterMs: 0, resetAfterMs, ttlMs: resetAfterMs };
+}
