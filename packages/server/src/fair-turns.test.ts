@@ -196,6 +196,7 @@ describe('FairTurns', () => {
     expect(started.flood! - before).toBeGreaterThanOrEqual(20);
     turns.close();
   });
+
   it('charges a request its time when its work took longer than its cost says', async () => {
     const { turns, clock, started, advance } = harness();
     // Two clients, each with 8 one-unit requests waiting at all times; the slow one's take 50
@@ -237,7 +238,9 @@ describe('FairTurns', () => {
     const { turns, started, enter } = harness();
     const finishers: (() => void)[] = [];
     const follow = (finish: () => void) => void finishers.push(finish);
-    for (let i = 0; i < 12; i++) turns.enter('flood', 10, () => (started.flood = (started.flood ?? 0) + 10), follow);
+    // More than the bound and the two that start once two answers are out.
+    const queued = Math.ceil(MAX_IN_FLIGHT / 10) + 4;
+    for (let i = 0; i < queued; i++) turns.enter('flood', 10, () => (started.flood = (started.flood ?? 0) + 10), follow);
     // Another client with a request in flight (not yet answered) and one waiting.
     turns.enter(
       'other',
@@ -258,7 +261,7 @@ describe('FairTurns', () => {
 
     // Alone, nothing bounds it.
     const alone = harness();
-    for (let i = 0; i < 8; i++)
+    for (let i = 0; i < queued; i++)
       alone.turns.enter(
         'flood',
         10,
@@ -266,7 +269,7 @@ describe('FairTurns', () => {
         () => undefined,
       );
     for (let t = 0; t < 20; t++) await turn();
-    expect(alone.started.flood).toBe(80);
+    expect(alone.started.flood).toBe(queued * 10);
     alone.turns.close();
   });
 });

@@ -35,7 +35,7 @@ export function requestCost(bytes: number): number {
  * and about 8 on Redis; it is charged more than its time because it holds the loop at once, for
  * 0.5-0.8 ms, and a closed-loop neighbour's next check waits behind it: charged at 1/10 of a unit
  * an item, a neighbour beside a batch flood kept 0.50-0.56x of its quiet rate on the embedded
- * store, at 1/4 0.58-0.62x.
+ * store, at 1/4 0.58-0.62x (two runs each of 5 s; the bench's median since: 0.55x).
  */
 export const ITEM_COST = 1 / 4;
 
@@ -83,8 +83,9 @@ export const PAUSE_MS = 50;
  * A client is held for a closed loop whose next request is on its way only while that loop
  * usually asks again, once its answer is out, within this many times the held request's own loop
  * time: holding trades the held request's wait (the other's turnaround) for the other's (the held
- * request's time), and leaves the loop idle meanwhile. A batch waits for a quick neighbour; a one-item check does not wait for a
- * client that takes its time to ask again (whose requests, once there, still share the loop).
+ * request's time), and leaves the loop idle meanwhile. A batch waits for a quick neighbour; a
+ * one-item check does not wait for a client that takes its time to ask again (whose requests,
+ * once there, still share the loop).
  */
 export const HOLD_GAP_FACTOR = 4;
 /** Clients not seen for this long are forgotten (they start level with the others when back), ms. */
@@ -97,6 +98,8 @@ const UNIT_SAMPLE_BUSY = 0.5;
 const UNIT_SAMPLE_UNITS = 8;
 /** Weight of the newest window in the moving average of a unit's loop time. */
 const UNIT_SAMPLE_WEIGHT = 0.1;
+/** Weight of the newest gap in the moving averages of how soon a client asks again. */
+const GAP_WEIGHT = 0.25;
 
 /** A request waiting for its turn. */
 interface Waiting {
@@ -244,11 +247,9 @@ export class FairTurns {
       c.lastSeen = now;
       if (c.size === 0) {
         if (c.lastServed > Number.NEGATIVE_INFINITY) {
-          const gap = now - c.lastServed;
-          c.gap = Number.isNaN(c.gap) ? gap : c.gap * 0.75 + gap * 0.25;
+          c.gap = movingAverage(c.gap, now - c.lastServed, GAP_WEIGHT);
           // From its last answer when that left after its last turn (a store answered it later).
-          const turnaround = now - Math.max(c.lastServed, c.lastAnswered);
-          c.turnaround = Number.isNaN(c.turnaround) ? turnaround : c.turnaround * 0.75 + turnaround * 0.25;
+          c.turnaround = movingAverage(c.turnaround, now - Math.max(c.lastServed, c.lastAnswered), GAP_WEIGHT);
         }
         // Back after a pause: level with the others, what it did not use is not saved up.
         if (now - c.lastServed > PAUSE_MS) c.given = Math.max(c.given, this.#level());
@@ -423,7 +424,7 @@ export class FairTurns {
     this.#busy = utilization >= BUSY;
     if (Number.isFinite(this.#measuredAt) && utilization >= UNIT_SAMPLE_BUSY && this.#unitsStarted >= UNIT_SAMPLE_UNITS) {
       const unitMs = ((now - this.#measuredAt) * utilization) / this.#unitsStarted;
-      this.#unitMs = Number.isNaN(this.#unitMs) ? unitMs : this.#unitMs * (1 - UNIT_SAMPLE_WEIGHT) + unitMs * UNIT_SAMPLE_WEIGHT;
+      this.#unitMs = movingAverage(this.#unitMs, unitMs, UNIT_SAMPLE_WEIGHT);
     }
     this.#unitsStarted = 0;
     this.#measuredAt = now;
@@ -446,6 +447,24 @@ export class FairTurns {
       }
     }
   }
+}
+
+/**
+ * A `settled` for {@link FairTurns.enter}: calls `finish` once `stream` closes, at once when it is
+ * `done` already (an HTTP response written, a gRPC stream closed).
+ */
+export function finishOnClose(
+  stream: { once(event: 'close', listener: () => void): unknown },
+  done: boolean,
+  finish: () => void,
+): void {
+  if (done) finish();
+  else stream.once('close', finish);
+}
+
+/** `average` moved towards `sample` by `weight`; the sample itself while there is no average (NaN). */
+function movingAverage(average: number, sample: number, weight: number): number {
+  return Number.isNaN(average) ? sample : average * (1 - weight) + sample * weight;
 }
 
 /** The event loop's utilization since the last call, 0-1. */

@@ -56,15 +56,7 @@ export function evaluateKey(
     allowed &&= o.allowed;
     ttlMs = Math.max(ttlMs, o.ttlMs);
     next[i] = o.next;
-    statuses[i] = {
-      id: limit.id,
-      algorithm: limit.algorithm,
-      allowed: o.allowed,
-      limit: limit.limit,
-      remaining: Math.max(0, o.remaining - corePermits),
-      retryAfterMs: o.retryAfterMs,
-      resetAfterMs: o.resetAfterMs,
-    };
+    statuses[i] = limitStatus(limit, o, corePermits);
   }
   if (!allowed) {
     // Nothing was charged, so limits that would have allowed still have the cost in hand.
@@ -143,4 +135,21 @@ export function adjustKey(
     return o.next;
   });
   return { next, ttlMs };
+}
+
+/** A limit's status of a verdict on one key; `corePermits` held back are not offered as remaining. */
+export function limitStatus(
+  limit: CompiledLimit,
+  o: { readonly allowed: boolean; readonly remaining: number; readonly retryAfterMs: number; readonly resetAfterMs: number },
+  corePermits = 0,
+): LimitStatus {
+  return {
+    id: limit.id,
+    algorithm: limit.algorithm,
+    allowed: o.allowed,
+    limit: limit.limit,
+    remaining: Math.max(0, o.remaining - corePermits),
+    retryAfterMs: o.retryAfterMs,
+    resetAfterMs: o.resetAfterMs,
+  };
 }

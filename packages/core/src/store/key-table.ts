@@ -2,7 +2,7 @@ import type { BookingLedger } from './booking.js';
 import type { LimitState } from './evaluate.js';
 import { ExpiryWheel } from './expiry-wheel.js';
 import { GroupSummary } from './key-summary.js';
-import { algorithmOf } from '../algorithms/index.js';
+import { algorithmOf, type LimitVerdict, type RateAlgorithm } from '../algorithms/index.js';
 import { hasConcurrency, type CompiledLimit } from '../shared/policy.js';
 
 /** A key's state as the store works with it: per-limit states aligned with `limits`. */
@@ -210,16 +210,24 @@ export class KeyTable {
   }
 
   /**
-   * The packed slot of a key of one rate limit written under `limits` and not at rest, for the
-   * caller to write its state over in place: the state from index {@link HELD_STATE_AT} to the
-   * end (any length), its expiry set with {@link renewHeld}. Undefined otherwise ({@link stateOf}
-   * and {@link write} tell then).
+   * `algorithm.admitInPlace` on the packed slot of a key of one rate limit written under `limits`
+   * and not at rest: the key's state written over where it lies, its expiry moved on, nothing
+   * allocated. Undefined, the slot untouched, when the key has no such slot or the algorithm
+   * leaves the call to `evaluate` ({@link stateOf} and {@link write} tell then).
    */
-  held(key: string, limits: readonly CompiledLimit[], now: number): number[] | undefined {
+  admitInPlace(
+    key: string,
+    limits: readonly CompiledLimit[],
+    algorithm: RateAlgorithm,
+    cost: number,
+    now: number,
+  ): Omit<LimitVerdict, 'next'> | undefined {
     const slot = this.#slots.get(key);
-    if (!Array.isArray(slot) || slot[0]! <= now || slot.length <= HELD_STATE_AT || this.#limitsOf(slot) !== limits)
-      return undefined;
-    return slot;
+    if (!Array.isArray(slot) || slot[0]! <= now || slot.length <= 2 || this.#limitsOf(slot) !== limits) return undefined;
+    // A packed slot of one limit: its expiry, its policy number, then the state.
+    const o = algorithm.admitInPlace?.(slot, 2, cost, now, limits[0]!);
+    if (o !== undefined) slot[0] = Math.ceil(now + o.ttlMs);
+    return o;
   }
 
   /**
@@ -621,12 +629,4 @@ function groupName(key: string): string {
 
 function expiryOf(slot: Slot): number {
   return Array.isArray(slot) ? slot[0]! : slot.expiresAt;
-}
-
-/** Where the state of a slot returned by {@link KeyTable.held} starts. */
-export const HELD_STATE_AT = 2;
-
-/** Keeps a slot returned by {@link KeyTable.held} until `expiry` (ms), as {@link KeyTable.write} would. */
-export function renewHeld(held: number[], expiry: number): void {
-  held[0] = Math.ceil(expiry);
 }

@@ -1,18 +1,11 @@
 import type { ConcurrencyState } from '../algorithms/index.js';
-import {
-  algorithmOf,
-  concurrency,
-  normalizeState,
-  rateAlgorithm,
-  type LimitVerdict,
-  type RateState,
-} from '../algorithms/index.js';
+import { algorithmOf, concurrency, normalizeState, rateAlgorithm, type RateState } from '../algorithms/index.js';
 import { systemClock, type Clock, type TimerHandle } from '../shared/clock.js';
 import { ErrorCodes, SluiceError, invalid } from '../shared/errors.js';
 import { bookKey, bookingTokenRefused, cancelBooking, openBookings } from './booking.js';
-import { adjustKey, evaluateKey, reserveKey } from './evaluate.js';
+import { adjustKey, evaluateKey, limitStatus, reserveKey } from './evaluate.js';
 import { unjudgedStatuses, type LimitStatus } from '../shared/decision.js';
-import { HELD_STATE_AT, KeyTable, renewHeld } from './key-table.js';
+import { KeyTable } from './key-table.js';
 import type { LimiterObserver } from '../shared/observer.js';
 import { intOption } from '../shared/options.js';
 import { hasConcurrency, type CompiledLimit } from '../shared/policy.js';
@@ -203,20 +196,17 @@ export class MemoryStore implements LimitStore, OutcomeStore {
     const limit = request.limits[0]!;
     const algorithm = rateAlgorithm(limit.code);
     if (algorithm === undefined) return undefined;
-    if (algorithm.admitInPlace !== undefined) {
-      // A state of many numbers (a sliding window's groups), admitted: written over where it is.
-      const held = this.#table.held(request.key, request.limits, now);
-      const o = held === undefined ? undefined : algorithm.admitInPlace(held, HELD_STATE_AT, request.cost, now, limit);
-      if (o !== undefined) {
-        renewHeld(held!, now + o.ttlMs);
-        return { allowed: true, statuses: [statusOf(limit, o)], now };
-      }
-    }
+    // Admitted on the key's slot where it lies (the algorithms that can), else by evaluate.
+    const admitted =
+      algorithm.admitInPlace === undefined
+        ? undefined
+        : this.#table.admitInPlace(request.key, request.limits, algorithm, request.cost, now);
+    if (admitted !== undefined) return { allowed: true, statuses: [limitStatus(limit, admitted)], now };
     const state = this.#table.stateOf(request.key, request.limits, now) as RateState | null | undefined;
     if (state === undefined) return undefined;
     const o = algorithm.evaluate(state === null ? undefined : normalizeState(state, now, limit), request.cost, now, limit, 0);
     if (o.allowed) this.#table.write(request.key, request.limits, [o.next], now + o.ttlMs, now);
-    return { allowed: o.allowed, statuses: [statusOf(limit, o)], now };
+    return { allowed: o.allowed, statuses: [limitStatus(limit, o)], now };
   }
 
   async reserve(request: ReserveRequest): Promise<ReserveResult> {
@@ -384,17 +374,4 @@ export class MemoryStore implements LimitStore, OutcomeStore {
   #checkOpen(): void {
     if (this.#closed) throw new SluiceError(ErrorCodes.CLOSED, 'the memory store is closed');
   }
-}
-
-/** A limit's status of a verdict on one key. */
-function statusOf(limit: CompiledLimit, o: Omit<LimitVerdict, 'next'>): LimitStatus {
-  return {
-    id: limit.id,
-    algorithm: limit.algorithm,
-    allowed: o.allowed,
-    limit: limit.limit,
-    remaining: Math.max(0, o.remaining),
-    retryAfterMs: o.retryAfterMs,
-    resetAfterMs: o.resetAfterMs,
-  };
 }

@@ -15,7 +15,7 @@ import { authorized, type OutcomeAccess } from '../auth/auth.js';
 import type { OutcomesBounds, RlsBounds } from '../bounds/bounds.js';
 import { limitConnections, type ConnectionEvents, type ConnectionLimits } from '../clients/connections.js';
 import { GrpcStatus, ServerError, ServerErrorCodes, describeError, grpcStatusOf } from '../errors.js';
-import { GRPC_CALL_COST, ITEM_COST, requestCost, type FairTurns } from '../fair-turns.js';
+import { GRPC_CALL_COST, ITEM_COST, finishOnClose, requestCost, type FairTurns } from '../fair-turns.js';
 import type { ServerMetrics } from '../metrics.js';
 import type { WarningThrottle } from '../logging.js';
 import type { RateLimitService } from '../service/service.js';
@@ -301,10 +301,7 @@ export function buildGrpcServer(deps: GrpcDeps): GrpcServer {
             ? rateLimitCall(client, message, answer, stream)
             : reportCall(client, message, answer, stream, outcomes),
         // In flight until the stream closes: see FairTurns' MAX_IN_FLIGHT.
-        (finish) => {
-          if (stream.closed || stream.destroyed) finish();
-          else stream.once('close', finish);
-        },
+        (finish) => finishOnClose(stream, stream.closed || stream.destroyed, finish),
       );
     } catch (err) {
       answer(() => fail(stream, err));

@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { limitConnections } from '../clients/connections.js';
 import type { TlsMaterial } from '../tls.js';
 import { ServerError, ServerErrorCodes } from '../errors.js';
-import { FairTurns, requestCost } from '../fair-turns.js';
+import { FairTurns, finishOnClose, requestCost } from '../fair-turns.js';
 import type { LiveRules } from '../live-rules.js';
 import { WarningThrottle } from '../logging.js';
 import type { ServerMetrics } from '../metrics.js';
@@ -208,7 +208,12 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
       // In flight until its answer is written (or its connection closed): see FairTurns'
       // MAX_IN_FLIGHT. Not a call that waits for a permit: its wait is bounded by its own maxWaitMs.
       const res = request.routeOptions.config.waits === true ? undefined : responses.get(request.raw);
-      turns.enter(request.ip, requestCost(bytes.length), parse, res && ((finish) => settledWith(res, finish)));
+      turns.enter(
+        request.ip,
+        requestCost(bytes.length),
+        parse,
+        res && ((finish) => finishOnClose(res, res.writableFinished || res.destroyed, finish)),
+      );
     } catch (err) {
       done(err as Error, undefined);
     }
@@ -287,12 +292,6 @@ export function buildHttpApp(deps: HttpDeps): FastifyInstance {
 
 /** A hot-key report as `/v1/stats` gives it: without the keys unless `admin` asks. */
 type StatsHotKeys = HotKeyReport & { readonly keysHidden?: true };
-
-/** Calls `finish` once `res` is written or its connection closed (at once if it already is). */
-function settledWith(res: ServerResponse, finish: () => void): void {
-  if (res.writableFinished || res.destroyed) finish();
-  else res.once('close', finish);
-}
 
 /** The hot-key reports with their keys (`admin`), or with the counts only. */
 function hotKeysFor(reports: readonly HotKeyReport[], admin: boolean): readonly StatsHotKeys[] {
