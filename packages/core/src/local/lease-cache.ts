@@ -104,6 +104,17 @@ const MIN_HOLD_MS = 10;
 const SWEEP_BATCH = 10_000;
 /** The next batch is taken ahead when a batch is down to this share of its size. */
 const LOW_WATER_SHARE = 0.5;
+/**
+ * A batch taken ahead waits up to this long (ms) for those of other keys, so that they share a
+ * round trip: with many keys, a round trip per refill was most of a leased decision's cost.
+ */
+const AHEAD_GATHER_MS = 1;
+/**
+ * A batch is taken ahead after a wait only while what is left of the current one lasts this many
+ * times the wait and a round trip (a batch is taken ahead with about two round trips of it
+ * left, see #batchSize); a hot key, whose batch lasts about a millisecond, sends at once.
+ */
+const AHEAD_GATHER_MARGIN = 2;
 
 /**
  * Leases: a process takes a batch of permits from the global budget in one round trip and
@@ -124,6 +135,9 @@ export class LeaseCache {
   readonly #oldest = new OldestFirst(this.#held);
   /** Where the sweep goes on from (see `#sweep`). */
   #sweepCursor: Iterator<[string, Held]> | undefined;
+  /** Refills taken ahead waiting for company (see {@link AHEAD_GATHER_MS}), sent together. */
+  #gathered: (() => void)[] = [];
+  #gatherTimer: TimerHandle | undefined;
   readonly #pending = new Set<Promise<unknown>>();
   #sweepTimer: TimerHandle | undefined;
   #closed = false;
@@ -172,7 +186,7 @@ export class LeaseCache {
     if (h.available >= cost && h.granted !== undefined) {
       h.available -= cost;
       if (h.refill === undefined && h.spare === 0 && now >= h.denyUntil && this.#runningOut(h, cost, now, sinceLastMs)) {
-        this.#refillAhead(key, h);
+        this.#refillAhead(key, h, now);
       }
       // What this caller could still get: the store's remaining plus this process's lease.
       return leaseDecision(h.granted, h.granted.remaining + h.available + h.spare, 0);
@@ -212,7 +226,9 @@ export class LeaseCache {
         }
         continue;
       }
-      // Concurrent callers for the same key share one round trip.
+      // Concurrent callers for the same key share one round trip; one gathered (see
+      // #refillAhead) is sent now, as a caller waits for it.
+      this.#sendGathered();
       const d = await h.refill;
       if (!d.allowed && h.available < cost) return d.source === 'fallback' ? d : { ...d, source: 'lease' };
     }
@@ -223,6 +239,8 @@ export class LeaseCache {
     this.#closed = true;
     if (this.#sweepTimer !== undefined) this.clock.clearTimer(this.#sweepTimer);
     this.#sweepTimer = undefined;
+    // Refills still gathering go now; what they bring goes straight back (see #refill).
+    this.#sendGathered();
     for (const [key, h] of this.#held) this.#giveBack(key, h);
     // A refill that lands meanwhile returns its permits at once, adding a refund to wait for.
     while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
@@ -307,12 +325,39 @@ export class LeaseCache {
     return now + Math.max(gapMs, 2 * h.rttMs) >= h.expiresAt;
   }
 
-  /** Starts taking the next batch in the background; callers that run out meanwhile wait for it. */
-  #refillAhead(key: string, h: Held): void {
+  /**
+   * Starts taking the next batch in the background; callers that run out meanwhile wait for it.
+   * While the current batch lasts well beyond it, the refill first waits up to
+   * {@link AHEAD_GATHER_MS} for those of other keys, and they go to the store together (one
+   * round trip); a caller that needs it before then sends it at once (see {@link take}).
+   */
+  #refillAhead(key: string, h: Held, now: number): void {
     if (this.#closed || h.settings === undefined) return;
-    const refill = this.#refill(key, h.limits, h, 1, true).finally(() => (h.refill = undefined));
+    const perMs = this.#demandPerMs(h, now);
+    const lastsMs = Math.min(h.available / perMs, h.expiresAt - now);
+    const gather = lastsMs >= AHEAD_GATHER_MARGIN * (AHEAD_GATHER_MS + h.rttMs);
+    const sent = gather ? new Promise<void>((resolve) => this.#gather(resolve)) : undefined;
+    const refill = (sent === undefined ? this.#refill(key, h.limits, h, 1, true) : sent.then(() => this.#refill(key, h.limits, h, 1, true))).finally(
+      () => (h.refill = undefined),
+    );
     h.refill = refill;
     this.#track(refill);
+  }
+
+  /** Queues a gathered refill's start; the first one queued sets the timer that sends them all. */
+  #gather(send: () => void): void {
+    this.#gathered.push(send);
+    if (this.#gatherTimer === undefined) this.#gatherTimer = this.clock.setTimer(() => this.#sendGathered(), AHEAD_GATHER_MS, true);
+  }
+
+  /** Starts every gathered refill now: in one tick, so the store sends them in one call. */
+  #sendGathered(): void {
+    if (this.#gatherTimer !== undefined) this.clock.clearTimer(this.#gatherTimer);
+    this.#gatherTimer = undefined;
+    const gathered = this.#gathered;
+    if (gathered.length === 0) return;
+    this.#gathered = [];
+    for (const send of gathered) send();
   }
 
   /** The current batch cannot serve the call: its leftovers go back and the spare batch takes over. */
