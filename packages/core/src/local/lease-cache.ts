@@ -337,9 +337,9 @@ export class LeaseCache {
     const lastsMs = Math.min(h.available / perMs, h.expiresAt - now);
     const gather = lastsMs >= AHEAD_GATHER_MARGIN * (AHEAD_GATHER_MS + h.rttMs);
     const sent = gather ? new Promise<void>((resolve) => this.#gather(resolve)) : undefined;
-    const refill = (sent === undefined ? this.#refill(key, h.limits, h, 1, true) : sent.then(() => this.#refill(key, h.limits, h, 1, true))).finally(
-      () => (h.refill = undefined),
-    );
+    const refill = (
+      sent === undefined ? this.#refill(key, h.limits, h, 1, true) : sent.then(() => this.#refill(key, h.limits, h, 1, true))
+    ).finally(() => (h.refill = undefined));
     h.refill = refill;
     this.#track(refill);
   }
@@ -347,7 +347,8 @@ export class LeaseCache {
   /** Queues a gathered refill's start; the first one queued sets the timer that sends them all. */
   #gather(send: () => void): void {
     this.#gathered.push(send);
-    if (this.#gatherTimer === undefined) this.#gatherTimer = this.clock.setTimer(() => this.#sendGathered(), AHEAD_GATHER_MS, true);
+    if (this.#gatherTimer === undefined)
+      this.#gatherTimer = this.clock.setTimer(() => this.#sendGathered(), AHEAD_GATHER_MS, true);
   }
 
   /** Starts every gathered refill now: in one tick, so the store sends them in one call. */
