@@ -412,7 +412,8 @@ async function main(): Promise<void> {
         machine,
         `source: ${sourceVersion()}`,
       ];
-      for (const file of writeStanding({ context, summary, throughput })) progress(`wrote ${file}`);
+      const embeddedCells = embedded === undefined ? undefined : embeddedTable(embedded);
+      for (const file of writeStanding({ context, summary, throughput, embedded: embeddedCells })) progress(`wrote ${file}`);
     }
   } finally {
     await stopServiceChildren();

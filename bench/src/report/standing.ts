@@ -1,6 +1,7 @@
 /**
  * `--write-docs`: the "Where things stand" section of docs/benchmarks.md (between its markers),
- * regenerated from this run's summary and throughput cells, and the chart beside it.
+ * regenerated from this run's summary, its throughput cells (and the chart beside them) and its
+ * embedded-store cells.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -59,6 +60,8 @@ export interface Standing {
   readonly context: readonly string[];
   readonly summary: Table;
   readonly throughput: readonly ThroughputRow[] | undefined;
+  /** The embedded store beside RLF's memory limiter, when that part ran. */
+  readonly embedded?: Table | undefined;
 }
 
 /** Replaces the section between the markers of docs/benchmarks.md and writes the chart. */
@@ -73,6 +76,11 @@ export function writeStanding(standing: Standing): string[] {
       '',
       markdownTable(throughputStanding(standing.throughput)),
     );
+  }
+  const embedded = standing.embedded;
+  if (embedded !== undefined) {
+    parts.push(`**${embedded.title}**`, '', markdownTable(embedded));
+    if (embedded.notes !== undefined && embedded.notes.length > 0) parts.push(embedded.notes.join('\n'), '');
   }
   parts.push(END);
   const doc = readFileSync(DOCS, 'utf8');
