@@ -13,6 +13,20 @@ class CountingStore extends MemoryStore {
   }
 }
 
+/** A MemoryStore that notes when (on its manual clock) each reservation was asked for. */
+class StampingStore extends MemoryStore {
+  readonly sentAt: number[] = [];
+  readonly #clock: ManualClock;
+  constructor(clock: ManualClock) {
+    super({ clock });
+    this.#clock = clock;
+  }
+  override reserve(request: ReserveRequest): Promise<ReserveResult> {
+    this.sentAt.push(this.#clock.now());
+    return super.reserve(request);
+  }
+}
+
 const bucket = { algorithm: 'token-bucket', limit: 10_000, windowMs: 1000 } as const;
 
 describe('leases', () => {
@@ -280,14 +294,8 @@ describe('leases', () => {
 
   it('gathers the batches many keys take ahead into one store call a millisecond', async () => {
     const clock = new ManualClock();
-    const sentAt: number[] = [];
-    class StampingStore extends MemoryStore {
-      override reserve(request: ReserveRequest): Promise<ReserveResult> {
-        sentAt.push(clock.now());
-        return super.reserve(request);
-      }
-    }
-    const store = new StampingStore({ clock });
+    const store = new StampingStore(clock);
+    const sentAt = store.sentAt;
     const window = { algorithm: 'fixed-window', limit: 10_000_000, windowMs: 60_000 } as const;
     const limiter = new Limiter({ resources: { api: { limits: window, lease: true } }, store, clock });
     const keys = Array.from({ length: 100 }, (_, i) => ({ key: `user-${i}` }));
@@ -320,15 +328,9 @@ describe('leases', () => {
 
   it('sends a batch taken ahead at once for a key whose batch lasts about a millisecond', async () => {
     const clock = new ManualClock();
-    const sent: number[] = [];
     const triggered: number[] = [];
-    class StampingStore extends MemoryStore {
-      override reserve(request: ReserveRequest): Promise<ReserveResult> {
-        sent.push(clock.now());
-        return super.reserve(request);
-      }
-    }
-    const store = new StampingStore({ clock });
+    const store = new StampingStore(clock);
+    const sent = store.sentAt;
     const window = { algorithm: 'fixed-window', limit: 10_000_000, windowMs: 60_000 } as const;
     const limiter = new Limiter({ resources: { hot: { limits: window, lease: { maxBatch: 200 } } }, store, clock });
     let misses = 0;
