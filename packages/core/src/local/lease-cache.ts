@@ -110,9 +110,9 @@ const LOW_WATER_SHARE = 0.5;
  */
 const AHEAD_GATHER_MS = 1;
 /**
- * A batch is taken ahead after a wait only while what is left of the current one lasts this many
- * times the wait and a round trip (a batch is taken ahead with about two round trips of it
- * left, see #batchSize); a hot key, whose batch lasts about a millisecond, sends at once.
+ * A batch taken ahead waits only while what is left of the current one lasts at least this many
+ * times (the wait plus a refill round trip). A batch is taken ahead with about two round trips of
+ * it left (see #batchSize); a hot key, whose batch lasts about a millisecond, sends at once.
  */
 const AHEAD_GATHER_MARGIN = 2;
 
