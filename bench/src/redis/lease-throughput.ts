@@ -323,8 +323,8 @@ export function leaseTable(results: readonly LeaseCellResult[], s: LeaseSettings
       'those are longer, at most half the TTL; at most 10,000). The summary judges the trySync loop cells.',
       `Keys of the ${fmtInt(s.manyKeys)}-key cells come in a fixed pseudo-random order, each caller starting at its own point. Each`,
       'key sees a thousandth of the demand, so its batches are small and every key takes its own refill about every',
-      '50 ms; with one caller every refill that misses is a round trip in sequence, with 64 the refills of one tick',
-      'share a script call.',
+      '50 ms. Batches taken ahead wait up to 1 ms for those of other keys and share a script call; a refill a caller',
+      'waits for goes at once (with one caller, in sequence; with 64, the refills of one tick share a call).',
     ],
   };
 }
