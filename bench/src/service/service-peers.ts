@@ -358,15 +358,12 @@ export function servicePeersTable(r: PeerResult): Table {
 }
 
 /**
- * The summary's rows of this part: per cell, Sluice's requests/s at least envoy's and its p99
- * at most envoy's, without errors.
- */
-/**
  * The SPEC's service target, judged in every cell: Sluice's requests/s over envoyproxy/ratelimit's,
  * and its p99 over envoy's (with every core in use: `BENCH_SLUICE_WORKERS`).
  */
 export const SERVICE_PEER_TARGETS = Object.freeze({ throughput: 1.5, p99: 0.75 });
 
+/** The summary's rows of this part: per cell, the SPEC's service target, without errors. */
 export function servicePeersSummaryRows(r: PeerResult | undefined): [string, string, string][] {
   const { throughput, p99 } = SERVICE_PEER_TARGETS;
   const target = `sluice serve vs envoyproxy/ratelimit: requests/s >= ${fmtRatio(throughput)}, p99 <= ${fmtRatio(p99)}`;
