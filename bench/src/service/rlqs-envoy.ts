@@ -57,6 +57,8 @@ export class SimBucket {
   deniedSince = 0;
   /** Every admission's time (ms). */
   readonly admitted: number[] = [];
+  /** Denials by cause: no assignment yet, an expired one, or the assignment's bucket empty. */
+  readonly denied = { none: 0, expired: 0, empty: 0 };
   subscribed = false;
   lastReport = 0;
   local: Local | undefined;
@@ -82,10 +84,10 @@ export class SimBucket {
 
   #decide(now: number): boolean {
     const l = this.local;
-    if (l === undefined) return this.fallback.noAssignment === 'allow';
-    if (now >= l.expiresAt) return this.fallback.expired === 'allow';
+    if (l === undefined) return this.fallback.noAssignment === 'allow' || this.#deny('none');
+    if (now >= l.expiresAt) return this.fallback.expired === 'allow' || this.#deny('expired');
     const s = l.strategy;
-    if (s.strategy === 'blanket_rule') return s.blanket_rule !== 'DENY_ALL';
+    if (s.strategy === 'blanket_rule') return s.blanket_rule !== 'DENY_ALL' || this.#deny('empty');
     if (s.strategy === 'token_bucket') {
       const tb = s.token_bucket;
       const interval = durationMs(tb.fill_interval);
@@ -95,21 +97,26 @@ export class SimBucket {
         l.tokens = Math.min(Number(tb.max_tokens), l.tokens + fills * perFill);
         l.lastFill += fills * interval;
       }
-      if (l.tokens < 1) return false;
+      if (l.tokens < 1) return this.#deny('empty');
       l.tokens--;
       return true;
     }
     const rpu = s.requests_per_time_unit;
     const n = Number(rpu.requests_per_time_unit);
-    if (n === 0) return false;
+    if (n === 0) return this.#deny('empty');
     const unit = UNIT_MS[rpu.time_unit] ?? 1000;
     if (now - l.unitStart >= unit) {
       l.unitStart = now;
       l.unitCount = 0;
     }
-    if (l.unitCount >= n) return false;
+    if (l.unitCount >= n) return this.#deny('empty');
     l.unitCount++;
     return true;
+  }
+
+  #deny(cause: keyof SimBucket['denied']): false {
+    this.denied[cause]++;
+    return false;
   }
 
   /** Applies a `BucketAction` at `now`. */

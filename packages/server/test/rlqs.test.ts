@@ -129,10 +129,18 @@ describe('RLQS on one server and Redis', () => {
       // others does (its demand is three times theirs).
       expect(firstPhase[2]!).toBeGreaterThan(2 * firstPhase[0]!);
       expect(firstPhase[2]!).toBeGreaterThan(2 * firstPhase[1]!);
-      // Phase 2: the first two are still served (at least 70% of what they offered over the
-      // phase), the third got more than either.
-      expect(secondPhase[0]!).toBeGreaterThan(0.7 * secondOffered[0]!);
-      expect(secondPhase[1]!).toBeGreaterThan(0.7 * secondOffered[1]!);
+      // Phase 2: max-min fairness keeps the first two served while the third asks far more than
+      // is left: each small one is served at least half of what it offered, and at least twice
+      // the fraction the third is served; the third still got more than either. (On a quiet
+      // machine the small ones are served 80-100% and the third about a quarter; a loaded one
+      // delays reports and replies, and an assignment that expires before its successor arrives
+      // denies until it does: the denials' causes are in the message.)
+      const served = secondPhase.map((n, i) => n / secondOffered[i]!);
+      const why = JSON.stringify({ served, denied: buckets.map((b) => b.denied) });
+      for (const i of [0, 1]) {
+        expect(served[i]!, why).toBeGreaterThan(0.5);
+        expect(served[i]!, why).toBeGreaterThan(2 * served[2]!);
+      }
       expect(secondPhase[2]!).toBeGreaterThan(2 * secondPhase[0]!);
 
       // The bound (docs/quota-service.md): Envoys and the HTTP caller together admit at most
