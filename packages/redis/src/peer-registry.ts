@@ -15,6 +15,11 @@ export interface RedisPeerRegistryOptions {
   heartbeatMs?: number;
   /** A client missing heartbeats for this long no longer counts, in ms. @default 3 * heartbeatMs */
   ttlMs?: number;
+  /**
+   * Bound on one heartbeat (or leave), in ms: past it the call counts as failed, whatever the
+   * client's own timeouts are. @default heartbeatMs
+   */
+  timeoutMs?: number;
 }
 
 let peersScript: LuaScript | undefined;
@@ -39,6 +44,7 @@ export class RedisPeerRegistry implements PeerCount {
   readonly #key: string;
   readonly #heartbeatMs: number;
   readonly #ttlMs: number;
+  readonly #timeoutMs: number;
   #count = 1;
   #known = false;
   #timer: NodeJS.Timeout | undefined;
@@ -50,6 +56,7 @@ export class RedisPeerRegistry implements PeerCount {
     this.id = options.id ?? randomUUID();
     this.#heartbeatMs = options.heartbeatMs ?? 1000;
     this.#ttlMs = options.ttlMs ?? 3 * this.#heartbeatMs;
+    this.#timeoutMs = options.timeoutMs ?? this.#heartbeatMs;
     if (
       !Number.isInteger(this.#heartbeatMs) ||
       this.#heartbeatMs < 10 ||
@@ -59,6 +66,9 @@ export class RedisPeerRegistry implements PeerCount {
       throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'heartbeatMs must be an integer >= 10 and ttlMs larger than it', {
         field: 'heartbeatMs',
       });
+    }
+    if (!Number.isInteger(this.#timeoutMs) || this.#timeoutMs < 1) {
+      throw new SluiceError(ErrorCodes.INVALID_OPTIONS, 'timeoutMs must be a positive integer', { field: 'timeoutMs' });
     }
     peersScript ??= loadScript('peers.lua', 'peers');
     this.#runner = new ScriptRunner(options.client, peersScript);
@@ -133,10 +143,17 @@ export class RedisPeerRegistry implements PeerCount {
   }
 
   async #call(op: 'beat' | 'leave'): Promise<number> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no reply within ${this.#timeoutMs} ms`)), this.#timeoutMs);
+    });
     try {
-      return Number(await this.#runner.run({ keys: [this.#key], args: [this.id, String(this.#ttlMs), op] }));
+      const reply = this.#runner.run({ keys: [this.#key], args: [this.id, String(this.#ttlMs), op] });
+      return Number(await Promise.race([reply, late]));
     } catch (error) {
       throw new SluiceError(ErrorCodes.STORE_UNAVAILABLE, 'peer registry heartbeat failed', { cause: error });
+    } finally {
+      clearTimeout(timer);
     }
   }
 }

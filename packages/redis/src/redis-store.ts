@@ -133,7 +133,11 @@ export class RedisStore implements LimitStore, OutcomeStore {
     this.#client.on('ready', this.#onReady);
     this.#client.on('close', this.#onClose);
     if (this.options.peerRegistry) {
-      this.peers = new RedisPeerRegistry({ client: this.#client, key: `${this.options.prefix}peers` });
+      this.peers = new RedisPeerRegistry({
+        client: this.#client,
+        key: `${this.options.prefix}peers`,
+        timeoutMs: this.options.commandTimeoutMs ?? this.options.maxCommandTimeoutMs,
+      });
       this.peers.startInBackground();
     }
     if (this.#owned) {
@@ -143,7 +147,11 @@ export class RedisStore implements LimitStore, OutcomeStore {
     }
   }
 
-  /** The ioredis client the store talks through. */
+  /**
+   * The ioredis client the store talks through. The store bounds the calls it sends; a
+   * connection it opened to a standalone Redis has no command timeout of its own, so bound what
+   * you send on it yourself.
+   */
   get client(): Redis | Cluster {
     return this.#client;
   }
@@ -466,7 +474,9 @@ export class RedisStore implements LimitStore, OutcomeStore {
 
 /**
  * Ends a client the store opened: QUIT when connected (Redis answers the commands before it),
- * then waits (bounded) for the socket to close so no handle outlives the store.
+ * then waits (bounded) for the socket to close so no handle outlives the store. The bound covers
+ * the QUIT too: the connection has no command timeout of its own, and a Redis that stopped
+ * answering never answers it.
  */
 async function closeClient(client: Redis | Cluster, boundMs: number): Promise<void> {
   if (client.status === 'end') return;
@@ -474,7 +484,7 @@ async function closeClient(client: Redis | Cluster, boundMs: number): Promise<vo
   let timer: NodeJS.Timeout | undefined;
   const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, boundMs)));
   if (client.status === 'ready') {
-    await client.quit().catch(() => client.disconnect());
+    client.quit().then(undefined, () => client.disconnect());
   } else {
     client.disconnect();
   }

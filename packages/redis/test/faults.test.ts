@@ -6,7 +6,7 @@ import { once } from 'node:events';
 import { createServer, type Socket } from 'node:net';
 import { DEFAULT_BOOKING, ErrorCodes, SluiceError, compileLimits, type CompiledLimit } from '@sluice/core';
 import { Redis } from 'ioredis';
-import { RedisStore, batchScriptSource, keyNames } from '../src/index.js';
+import { RedisPeerRegistry, RedisStore, batchScriptSource, keyNames } from '../src/index.js';
 import { PROTOCOL_VERSION, ScriptCodes } from '../src/codes.js';
 import { MAX_STORAGE_KEY_LENGTH } from '../src/validate.js';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
@@ -163,6 +163,33 @@ describe('an unreachable or broken Redis', () => {
     const { error, ms } = await failure(store.consume(request()));
     expect(error.code).toBe(ErrorCodes.STORE_TIMEOUT);
     expect(ms).toBeLessThan(FAILS_WITHIN_MS);
+  });
+
+  it('closes within its bound when a ready server stops answering: its peer heartbeat is bounded too', async () => {
+    // The store's own connection has no ioredis command timeout (the store bounds what it
+    // sends), so the registry's heartbeat, pending on the silent server, must bound itself or
+    // close() would wait for it forever.
+    const fake = await fakeRedis(handshake);
+    cleanups.push(() => fake.close());
+    const store = new RedisStore({ url: fake.url, commandTimeoutMs: 200 });
+    const { error } = await failure(store.consume(request()));
+    expect(error.code).toBe(ErrorCodes.STORE_TIMEOUT);
+    const started = performance.now();
+    await store.close();
+    expect(performance.now() - started).toBeLessThan(FAILS_WITHIN_MS);
+    expect(store.peers!.known).toBe(false);
+  });
+
+  it("fails a peer heartbeat the server never answers within the registry's own bound", async () => {
+    const fake = await fakeRedis(handshake);
+    cleanups.push(() => fake.close());
+    const client = new Redis(fake.url, { maxRetriesPerRequest: 0 });
+    cleanups.push(async () => void client.disconnect());
+    const registry = new RedisPeerRegistry({ client, heartbeatMs: 1000, timeoutMs: 150 });
+    const { error, ms } = await failure(registry.start());
+    expect(error.code).toBe(ErrorCodes.STORE_UNAVAILABLE);
+    expect(ms).toBeLessThan(FAILS_WITHIN_MS);
+    await registry.close();
   });
 
   it('bounds calls through a client it was given, even one that would queue forever', async () => {
