@@ -43,6 +43,7 @@ async function clearOfWindowEnd(windowMs: number, marginMs: number): Promise<voi
   const left = windowMs - (Date.now() % windowMs);
   if (left < marginMs) await sleep(left + 50);
 }
+
 /** How many of `results` are each booking outcome, or each error code. */
 function tally(results: readonly any[]): Record<string, number> {
   const t: Record<string, number> = {};

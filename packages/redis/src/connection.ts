@@ -25,9 +25,9 @@ export function openConnection(options: CompiledRedisStoreOptions): Connection {
     ...(source.kind === 'url' ? { url: source.url } : { clusterNodes: source.nodes }),
     connectTimeoutMs: options.connectTimeoutMs,
     // The store bounds every call it sends itself (adaptively, on one shared timer), and so does
-    // its peer registry. ioredis' own per-command timer would double that at about 5 µs of CPU
-    // per call. It stays as the cap on a Cluster only, whose node connections queue commands
-    // until they connect whatever the options say.
+    // its peer registry; ioredis' own per-command timer would only double that, at a few µs of
+    // CPU per call (docs/benchmarks.md). It stays as the cap on a Cluster only, whose node
+    // connections queue commands until they connect whatever the options say.
     commandTimeoutMs: source.kind === 'cluster' ? (options.commandTimeoutMs ?? options.maxCommandTimeoutMs) : undefined,
     offlineQueue: false,
     resend: false,

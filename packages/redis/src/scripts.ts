@@ -129,8 +129,9 @@ export class ScriptRunner {
 
   /**
    * Resolves to the program's reply; rejects with what ioredis rejected the call with. Not an
-   * async function: on the path every decision takes, its frame and its await cost a lone caller
-   * about 4 µs a call, so a call that needs no recovery settles as ioredis' promise does.
+   * async function: it is on the path every decision takes, so a call that needs no recovery
+   * settles as ioredis' promise does (with the store's connection losing ioredis' own timer,
+   * about 4 µs less client CPU a call at one in flight: docs/benchmarks.md).
    */
   run(call: ScriptCall): Promise<unknown> {
     if (withoutFunctions.has(this.#client)) return evalScript(this.#client, this.#script, call.keys, call.args);
