@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCodes } from '../shared/errors.js';
 import { resourceKey } from '../store/storage-key.js';
-import { CallKeys } from './call-keys.js';
+import { CallKeys, SPARSE_EVERY } from './call-keys.js';
 
 describe('call keys', () => {
   it('encode a key as storage-key.ts does, the same each time it is seen', () => {
@@ -36,5 +36,29 @@ describe('call keys', () => {
       expect(keys.size).toBeLessThanOrEqual(200);
     }
     expect(keys.of('api', 'flood-999').key).toBe('api|flood-999');
+  });
+
+  it('keep one missed key in SPARSE_EVERY while most lookups miss, and every one again once keys come back', () => {
+    const keys = new CallKeys(256, 100);
+    // The first judgement, at the 101st lookup, finds that none of the 100 before it hit.
+    for (let i = 0; i < 100; i++) keys.of('api', `first-${i}`);
+    expect(keys.sparse).toBe(false);
+    expect(keys.size).toBe(100);
+    for (let i = 0; i <= 10 * SPARSE_EVERY; i++) keys.of('api', `flood-${i}`);
+    expect(keys.sparse).toBe(true);
+    // The 100 first keys (now the old generation) and one in SPARSE_EVERY of the flood's.
+    expect(keys.size).toBe(100 + 10);
+    // Missed or not, a key is encoded as before.
+    expect(keys.of('api', 'flood-3')).toEqual({
+      sub: 'flood-3',
+      key: resourceKey('api', 'flood-3'),
+      parts: { resource: 'api', key: 'flood-3' },
+    });
+
+    // Ten keys called in turn are kept, a few calls each later; the cache then hits and judges itself whole.
+    for (let i = 0; i < 2000; i++) keys.of('api', `back-${i % 10}`);
+    expect(keys.sparse).toBe(false);
+    const fresh = keys.of('api', 'fresh');
+    expect(keys.of('api', 'fresh')).toBe(fresh);
   });
 });
