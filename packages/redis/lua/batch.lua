@@ -28,7 +28,9 @@ ARGV:
        by its text (lib/args.lua).
   then C, the number of groups with permit keys, and those C groups in increasing order
        (so G = #KEYS - 2C)
-  then, as the last argument, the items: one MessagePack array of N (1..MAX_ITEMS) items of 6
+  then, as the last argument, the items: either one op 6 item in decimal, "6,policy,group,cost"
+       (what a call of one one-limit consume sends: a plain string is cheaper for the client
+       than a binary one), or one MessagePack array of N (1..MAX_ITEMS) items of 6
        values each (integers, and strings or floats where said): op, policy (1..P), group
        (1..G), amount, extra, param; or of 4 for op 6: op, policy, group, cost; or of 11 for
        op 7: op, policy, group, cost, id, create, max_ahead_ms, claim_window_ms, max_bookings,
@@ -89,7 +91,7 @@ Returns {code, message} with a positive code when the call is malformed; nothing
 local rcall, rpcall = redis.call, redis.pcall
 local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
 local type, tonumber, tostring, pcall, pairs, ipairs, unpack = type, tonumber, tostring, pcall, pairs, ipairs, unpack
-local byte, sub, find, format = string.byte, string.sub, string.find, string.format
+local byte, sub, find, match, format = string.byte, string.sub, string.find, string.match, string.format
 local tinsert, tremove, tconcat = table.insert, table.remove, table.concat
 local msgpack_pack, msgpack_unpack = cmsgpack.pack, cmsgpack.unpack
 local struct_pack, struct_unpack = struct.pack, struct.unpack

@@ -90,7 +90,20 @@ describe('batch encoding', () => {
 });
 
 describe('consume encoding', () => {
-  const values = (item: ConsumeItem) => unpack(encodeBatch([item]).args.at(-1) as Buffer);
+  // The item's values in a call of two (the second a long consume on another key), which goes as
+  // a MessagePack array.
+  const values = (item: ConsumeItem) =>
+    (unpack(encodeBatch([item, consume('z', 1)]).args.at(-1) as Buffer) as unknown[]).slice(0, -6);
+
+  it('sends a lone one-limit consume as one plain string, "6,policy,group,cost"', () => {
+    const sliding = compileLimits({ algorithm: 'sliding-window', limit: 10 });
+    expect(encodeBatch([consume('k', 7, '', other)])).toEqual({
+      keys: ['p:{k}'],
+      args: [PROTOCOL_VERSION, '1', policyArg(other), '0', '6,1,1,7'],
+    });
+    // Any other lone item still goes as an array.
+    expect(unpack(encodeBatch([consume('k', 7, '', sliding)]).args.at(-1) as Buffer)).toEqual([1, 1, 1, 7, '', 0]);
+  });
 
   it('sends a consume in four values only for one token bucket, GCRA or fixed window, no permit, nothing held back', () => {
     const gcra = compileLimits({ algorithm: 'gcra', limit: 10 });

@@ -31,6 +31,12 @@ export type ItemResult =
  * limit. Items keep their order, which the script applies them in.
  */
 export function encodeBatch(items: readonly BatchItem[]): ScriptCall {
+  const only = items.length === 1 ? items[0]! : undefined;
+  // One one-limit consume (a caller alone, one call in flight): its values go as one plain string,
+  // which the client writes with less work than a binary argument (see the script's header).
+  if (only?.op === 'consume' && isShort(only)) {
+    return { keys: [only.stateKey], args: [PROTOCOL_VERSION, '1', only.policy, '0', `${Ops.consumeOne},1,1,${only.cost}`] };
+  }
   const policies = new Map<string, number>();
   const groups = new Map<string, number>();
   const keys: string[] = [];

@@ -499,6 +499,19 @@ describe('input, lifecycle and foreign data', () => {
       for (const [why, args, k, at] of malformed)
         expect(await call(form, args, k, at), `${form}: ${why}`).toEqual([2, expect.any(String)]);
       expect(await forms[form](keys, [v, ...policy, 'not msgpack'])).toEqual([2, expect.stringContaining('MessagePack')]);
+      // One one-limit consume as a plain string, "6,policy,group,cost": checked as an array's values are.
+      for (const text of [
+        '6,1,1',
+        '6,1,1,1,1',
+        '6,1,1,x',
+        '6,1,1,-1',
+        '6,1,1,1.5',
+        '6,2,1,1',
+        '6,1,2,1',
+        '6,1,1,2000000000',
+        ' 6,1,1,1',
+      ])
+        expect(await forms[form](keys, [v, ...policy, text]), `${form}: '${text}'`).toEqual([2, expect.any(String)]);
       expect(await forms[form](keys, [v, ...policy, packAny([]), packAny(item)])).toEqual([2, expect.stringContaining('last')]);
     }
     // Only rate limits can be booked: refused as an item, the rest of the call decided.
@@ -565,6 +578,18 @@ describe('input, lifecycle and foreign data', () => {
       97,
       expect.any(Number),
     ]);
+    // The same as the plain string a lone one is sent as, as a function and as a script (of cost 0:
+    // nothing charged).
+    for (const form of ['function', 'script'] as const) {
+      expect(await forms[form](keys, [v, ...policy, '6,1,1,0']), form).toEqual([
+        0,
+        expect.any(String),
+        expect.any(String),
+        1,
+        97,
+        expect.any(Number),
+      ]);
+    }
     // A reserve of 0.5 holds back 50 of the 100: 96 - 50 are left to this caller.
     const reserved = [v, ...policy, 1, 1, 1, 1, '', 0.5];
     expect(await call('function', reserved)).toEqual([

@@ -223,9 +223,21 @@ local function parse_args(keys, argv)
   if at ~= #argv then
     return nil, ERR_BAD_ARGUMENT, 'ARGV: the items must be the last argument'
   end
-  local ok, items = pcall(msgpack_unpack, argv[at])
-  if not ok or type(items) ~= 'table' then
-    return nil, ERR_BAD_ARGUMENT, 'items: not a MessagePack array'
+  local items = argv[at]
+  if byte(items, 1) == 54 then
+    -- "6,policy,group,cost": one one-limit consume in decimal (no MessagePack array starts with
+    -- the byte of '6'). The values are checked below, as an array's are.
+    local policy, group, cost = match(items, '^6,(%d+),(%d+),(%d+)$')
+    if policy == nil then
+      return nil, ERR_BAD_ARGUMENT, 'items: "6,policy,group,cost" or a MessagePack array'
+    end
+    items = { 6, tonumber(policy), tonumber(group), tonumber(cost) }
+  else
+    local ok
+    ok, items = pcall(msgpack_unpack, items)
+    if not ok or type(items) ~= 'table' then
+      return nil, ERR_BAD_ARGUMENT, 'items: not a MessagePack array'
+    end
   end
   local at, item_count, last = 1, 0, #items
   while at <= last do
