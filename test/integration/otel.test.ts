@@ -22,6 +22,7 @@ import { attributesOf, startCollector, type Collector, type OtlpMetric } from '.
 import { freePort } from '../prometheus.js';
 import { SLUICE_BIN, childEnv, deleteRedisKeys, metric, rulesFile, spawnSluice, storeFlags } from '../sluice-serve.js';
 import { randomPrefix } from '../env.js';
+import { clearOfWindowEnd } from '../wait-for.js';
 
 const RULES = `
 resources:
@@ -114,6 +115,9 @@ describe('OpenTelemetry export of sluice serve', () => {
       metrics: `${collector.endpoint}/v1/metrics (http/protobuf, every 500 ms)`,
       traces: `${collector.endpoint}/v1/traces (http/protobuf, sampler parentbased_always_on)`,
     });
+    // Every counted call in one window of a minute (Redis' windows run from multiples of a minute
+    // of this machine's clock): across a window's end, the fourth check or third call would pass.
+    await clearOfWindowEnd(60_000, 5_000);
     // HTTP: four single checks (3 a minute: the fourth is denied), in the caller's trace; one batch of two.
     const traceparent = `00-${TRACE_ID}-${CALLER_SPAN}-01`;
     const singles = [];

@@ -2,7 +2,15 @@ import { RemoteLimiter } from '@sluice/client';
 import { isSluiceError, type Decision } from '@sluice/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomPrefix } from '../../../test/env.js';
-import { applyRules, eventually, rulesFile, startServicePair, type Serve, type ServicePair } from './support.js';
+import {
+  applyRules,
+  clearOfWindowEnd,
+  eventually,
+  rulesFile,
+  startServicePair,
+  type Serve,
+  type ServicePair,
+} from './support.js';
 
 const RULES = `
 resources:
@@ -13,6 +21,13 @@ resources:
     tenants: { acme: { limits: { algorithm: fixed-window, limit: 3, windowMs: 600000 } } }
   db:pool: { limits: { algorithm: concurrency, limit: 3, permitTtlMs: 10000 } }
 `;
+
+/**
+ * Before calls counted against one 10-minute window: waits when less than 20 s is left of it.
+ * Redis runs fixed windows from multiples of their length on its clock (this machine's), and
+ * past an end the count starts again.
+ */
+const inOneWindow = () => clearOfWindowEnd(600_000, 20_000);
 
 describe('two clients against two services sharing one Redis', () => {
   const rules = rulesFile(RULES);
@@ -32,6 +47,7 @@ describe('two clients against two services sharing one Redis', () => {
   });
 
   it('keep one global limit', async () => {
+    await inOneWindow();
     const burst = (c: RemoteLimiter, key: string, n: number) =>
       Promise.all(Array.from({ length: n }, () => c.try('api:global', { key })));
     // Concurrent bursts through both services.
@@ -83,6 +99,7 @@ describe('two clients against two services sharing one Redis', () => {
   });
 
   it('lease permits in batches and admit the same total within the lease bound', async () => {
+    await inOneWindow();
     const run = async (c: RemoteLimiter) => {
       const ds: Decision[] = [];
       for (let round = 0; round < 30; round++) {
@@ -105,6 +122,7 @@ describe('two clients against two services sharing one Redis', () => {
   });
 
   it("keep a tenant's quota on a leased resource: its calls go to the service", async () => {
+    await inOneWindow();
     let admitted = 0;
     for (const c of [ca, cb, ca, cb, ca, cb]) {
       const d =

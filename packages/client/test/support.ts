@@ -3,6 +3,7 @@ import { redisUrl } from '../../../test/env.js';
 import { TOKEN, spawnServe, type Serve } from '../../../test/sluice-serve.js';
 
 export { SLUICE_BIN, TOKEN, rulesFile, spawnServe, type Serve } from '../../../test/sluice-serve.js';
+export { clearOfWindowEnd } from '../../../test/wait-for.js';
 
 /** Applies a rule text through the admin API; resolves to the new version. */
 export async function applyRules(url: string, text: string): Promise<number> {

@@ -9,6 +9,7 @@ import { RedisServer, freePort } from '@sluice/redis/testing';
 import { describe, expect, it } from 'vitest';
 import { RedisStore } from '../src/index.js';
 import { randomPrefix } from '../../../test/env.js';
+import { clearOfWindowEnd } from './helpers.js';
 
 const RESOURCES = {
   api: { limits: { algorithm: 'fixed-window' as const, limit: 40, windowMs: 600_000 }, onStoreFailure: 'local' as const },
@@ -47,6 +48,9 @@ describe('a process started while Redis is down', () => {
       expect(lines.some((l) => l.includes("'local' gives each process 1/4 of every limit, failover.maxPeers"))).toBe(true);
       expect(lines.some((l) => l.includes('set failover.maxPeers for a share meanwhile'))).toBe(true);
       // Redis comes: the limit is global again (the fallback's 10 were local, not in Redis).
+      // From the first global call to the last, one window of ten minutes (Redis runs fixed windows
+      // from multiples of their length on its clock): past its end the count starts again.
+      await clearOfWindowEnd(600_000, 20_000);
       redis = await RedisServer.start({ port });
       let global = 0;
       const deadline = Date.now() + 30_000;

@@ -2,6 +2,8 @@ import { Cluster, Redis } from 'ioredis';
 import { RedisStore, type RedisStoreOptions } from '../src/index.js';
 import { randomPrefix, redisClusterNodes, redisUrl } from '../../../test/env.js';
 
+export { clearOfWindowEnd } from '../../../test/wait-for.js';
+
 /** A seeded PRNG (mulberry32): the same seed replays the same test. */
 export function prng(seed: number): () => number {
   let a = seed >>> 0;

@@ -5,7 +5,7 @@ import { Cluster, Redis } from 'ioredis';
 import { keyNames, RedisStore } from '../src/index.js';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { randomPrefix, redisClusterNodes, redisUrl } from '../../../test/env.js';
-import { TEST_COMMAND_TIMEOUT_MS, cleanUp, keysUnder, sleep } from './helpers.js';
+import { TEST_COMMAND_TIMEOUT_MS, cleanUp, clearOfWindowEnd, keysUnder, sleep } from './helpers.js';
 
 const bucket = compileLimits({ algorithm: 'token-bucket', limit: 1000, windowMs: 60_000 });
 
@@ -167,6 +167,9 @@ describe('standalone', () => {
   it('reserves what is left when less than asked for', async () => {
     const store = new RedisStore({ client, prefix, commandTimeoutMs: TEST_COMMAND_TIMEOUT_MS });
     const small = compileLimits({ algorithm: 'fixed-window', limit: 10, windowMs: 60_000 });
+    // The three calls in one window (Redis runs fixed windows from multiples of their length on
+    // its clock): across a window's end the second would find the limit unused.
+    await clearOfWindowEnd(60_000, 5_000);
     expect((await store.reserve({ key: 'reserve', limits: small, min: 1, max: 7 })).granted).toBe(7);
     const rest = await store.reserve({ key: 'reserve', limits: small, min: 1, max: 7 });
     expect(rest).toMatchObject({ allowed: true, granted: 3 });
@@ -202,6 +205,9 @@ describe('cluster', () => {
   it('books, claims and cancels on keys of every slot, one call per slot', async () => {
     const store = new RedisStore({ clusterNodes: redisClusterNodes(), prefix, commandTimeoutMs: 1000, peerRegistry: false });
     const minute = compileLimits({ algorithm: 'fixed-window', limit: 2, windowMs: 60_000 });
+    // Both ticks in one window (Redis runs fixed windows from multiples of their length on its
+    // clock): across a window's end the second would find each key's window unused, and admit.
+    await clearOfWindowEnd(60_000, 5_000);
     const keys = Array.from({ length: 30 }, (_, i) => `booked-${i}`);
     const token = 'this-callers-token-01';
     // Per key, in one tick: the window filled, a claim and a cancel that find nothing.
