@@ -55,10 +55,33 @@ describe('call keys', () => {
       parts: { resource: 'api', key: 'flood-3' },
     });
 
-    // Ten keys called in turn are kept, a few calls each later; the cache then hits and judges itself whole.
-    for (let i = 0; i < 2000; i++) keys.of('api', `back-${i % 10}`);
+    // Ten keys called in turn are kept, a few calls each later. The cache judges itself at the
+    // lookups its young generation cannot answer: such lookups after stretches of hits turn it
+    // whole, and a new key is then kept at once.
+    for (let i = 0; i < 20 * SPARSE_EVERY; i++) keys.of('api', `back-${i % 10}`);
+    for (let j = 0; j < 3; j++) {
+      for (let i = 0; i < 100; i++) keys.of('api', `back-${i % 10}`);
+      keys.of('api', `new-${j}`);
+    }
     expect(keys.sparse).toBe(false);
     const fresh = keys.of('api', 'fresh');
     expect(keys.of('api', 'fresh')).toBe(fresh);
+  });
+
+  it('stay sparse through one stretch of hits, and leave a key found in the old generation where it is', () => {
+    const keys = new CallKeys(256, 100);
+    const first = Array.from({ length: 100 }, (_, i) => keys.of('api', `first-${i}`));
+    // Misses only: sparse from the first judgement. The first key kept then turns the generations,
+    // so the 100 first keys are the old one.
+    for (let i = 0; i < SPARSE_EVERY; i++) keys.of('api', `flood-${i}`);
+    expect(keys.sparse).toBe(true);
+    expect(keys.size).toBe(100 + 1);
+    // A stretch of hits as long as a judgement's lookups, each on the old generation: found there,
+    // not moved to the young one (which would hold them twice).
+    for (let i = 0; i < 100; i++) expect(keys.of('api', `first-${i}`)).toBe(first[i]);
+    expect(keys.size).toBe(100 + 1);
+    // The moving share weighs that stretch a quarter: still sparse once the misses are back.
+    for (let i = 0; i < 200; i++) keys.of('api', `again-${i}`);
+    expect(keys.sparse).toBe(true);
   });
 });

@@ -1,0 +1,53 @@
+/**
+ * One cell of the throughput part, one contender alone in this process, for a profile or a GC
+ * trace of it, e.g.
+ *   node --trace-gc-nvp bench/dist/redis/cell-profile.js try 100000 16 3000
+ *   node --cpu-prof --cpu-prof-dir=/tmp/prof bench/dist/redis/cell-profile.js store 1000 1 3000
+ * (contender: try | store | reference | rlf; keys; calls in flight; milliseconds measured after
+ * 300 ms of warm-up), against $SLUICE_REDIS_URL. `try` is the bench's Sluice contender
+ * (`Limiter.try` on a RedisStore), `store` the store's `consume` alone, without the limiter.
+ * Prints decisions/s and the latency percentiles in µs.
+ */
+import { compileLimits, type LimitPolicy } from '@sluice/core';
+import { rlfDecider, sluiceDecider, type Decider } from '../harness/contenders.js';
+import { referenceDecider } from '../harness/reference.js';
+import { createSluiceStore } from '../harness/sluice-store.js';
+import { closedLoop } from './throughput.js';
+
+const HIGH = 1_000_000_000;
+const [name = 'try', keysArg = '100000', inFlightArg = '16', msArg = '3000'] = process.argv.slice(2);
+const url = process.env.SLUICE_REDIS_URL;
+if (url === undefined) throw new Error('set SLUICE_REDIS_URL to the Redis to measure against');
+// A run of its own: no state of another run is seen.
+const run = `profile-${process.pid}-${Date.now()}`;
+const policy: LimitPolicy = { algorithm: 'token-bucket', limit: HIGH, burst: HIGH, windowMs: 1000 };
+
+async function contender(): Promise<Decider> {
+  switch (name) {
+    case 'try':
+      return sluiceDecider(url!, run, policy);
+    case 'store': {
+      const store = await createSluiceStore(url!);
+      const limits = compileLimits(policy);
+      return {
+        decide: async (key) => (await store.consume({ key: `${run}:${key}`, limits, cost: 1 })).allowed,
+        close: () => store.close(),
+      };
+    }
+    case 'reference':
+      return referenceDecider(url!, `${run}:`, HIGH, 1000, HIGH);
+    case 'rlf':
+      return rlfDecider(url!, run, HIGH, 1);
+    default:
+      throw new Error(`unknown contender ${name}: try | store | reference | rlf`);
+  }
+}
+
+const keys = Array.from({ length: Number(keysArg) }, (_, i) => (keysArg === '1' ? 'hot' : `user-${i}`));
+const decider = await contender();
+const r = await closedLoop(decider, (seq) => keys[seq % keys.length]!, Number(inFlightArg), 300, Number(msArg));
+await decider.close();
+const us = (v: number) => Math.round(v).toLocaleString('en-US');
+process.stdout.write(
+  `${name} ${keysArg} keys x${inFlightArg}: ${us(r.perSec)}/s, p50 ${us(r.p50)} p99 ${us(r.p99)} p99.9 ${us(r.p999)} µs, ${r.errors} errors\n`,
+);
