@@ -11,6 +11,7 @@
 import { compileLimits, type LimitPolicy } from '@sluice/core';
 import { rlfDecider, sluiceDecider, type Decider } from '../harness/contenders.js';
 import { referenceDecider } from '../harness/reference.js';
+import { fmtInt } from '../report/table.js';
 import { createSluiceStore } from '../harness/sluice-store.js';
 import { closedLoop } from './throughput.js';
 
@@ -47,7 +48,6 @@ const keys = Array.from({ length: Number(keysArg) }, (_, i) => (keysArg === '1' 
 const decider = await contender();
 const r = await closedLoop(decider, (seq) => keys[seq % keys.length]!, Number(inFlightArg), 300, Number(msArg));
 await decider.close();
-const us = (v: number) => Math.round(v).toLocaleString('en-US');
 process.stdout.write(
-  `${name} ${keysArg} keys x${inFlightArg}: ${us(r.perSec)}/s, p50 ${us(r.p50)} p99 ${us(r.p99)} p99.9 ${us(r.p999)} µs, ${r.errors} errors\n`,
+  `${name} ${keysArg} keys x${inFlightArg}: ${fmtInt(r.perSec)}/s, p50 ${fmtInt(r.p50)} p99 ${fmtInt(r.p99)} p99.9 ${fmtInt(r.p999)} µs, ${r.errors} errors\n`,
 );

@@ -22,11 +22,7 @@ resources:
   db:pool: { limits: { algorithm: concurrency, limit: 3, permitTtlMs: 10000 } }
 `;
 
-/**
- * Before calls counted against one 10-minute window: waits when less than 20 s is left of it.
- * Redis runs fixed windows from multiples of their length on its clock (this machine's), and
- * past an end the count starts again.
- */
+/** Before calls counted against one 10-minute window (see clearOfWindowEnd). */
 const inOneWindow = () => clearOfWindowEnd(600_000, 20_000);
 
 describe('two clients against two services sharing one Redis', () => {

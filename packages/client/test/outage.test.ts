@@ -50,8 +50,7 @@ describe('the service goes away (SIGKILL) and comes back', () => {
     const client = new RemoteLimiter({ url, clients: 2, checkTimeoutMs: 500, observer, logger });
     expect(await client.ready()).toBe(true);
     // The key 'warm' is counted before the outage and after the restart, in one window of ten
-    // minutes: Redis runs fixed windows from multiples of their length on its clock (this
-    // machine's), and past an end the count starts again.
+    // minutes (see clearOfWindowEnd).
     await clearOfWindowEnd(600_000, 20_000);
     expect((await client.try('api:local', { key: 'warm' })).source).toBe('store');
     expect((await client.try('api:leased', { key: 'hot' })).allowed).toBe(true);

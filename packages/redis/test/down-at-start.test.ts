@@ -48,8 +48,7 @@ describe('a process started while Redis is down', () => {
       expect(lines.some((l) => l.includes("'local' gives each process 1/4 of every limit, failover.maxPeers"))).toBe(true);
       expect(lines.some((l) => l.includes('set failover.maxPeers for a share meanwhile'))).toBe(true);
       // Redis comes: the limit is global again (the fallback's 10 were local, not in Redis).
-      // From the first global call to the last, one window of ten minutes (Redis runs fixed windows
-      // from multiples of their length on its clock): past its end the count starts again.
+      // From the first global call to the last, one window of ten minutes (see clearOfWindowEnd).
       await clearOfWindowEnd(600_000, 20_000);
       redis = await RedisServer.start({ port });
       let global = 0;

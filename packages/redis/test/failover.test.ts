@@ -83,8 +83,7 @@ describe('Redis Cluster failover', () => {
     const limits = compileLimits({ algorithm: 'fixed-window', limit: 1000, windowMs: 600_000 });
     const key = 'failover';
     const consume = () => store.consume({ key, limits, cost: 1, permitId: '' });
-    // Every call in one window of ten minutes, failover included (seconds): Redis runs windows
-    // from multiples of their length on its clock, and past an end the count starts again.
+    // Every call in one window of ten minutes, failover included (see clearOfWindowEnd).
     await clearOfWindowEnd(600_000, 20_000);
     try {
       for (let i = 0; i < 10; i++) await consume();

@@ -167,8 +167,7 @@ describe('standalone', () => {
   it('reserves what is left when less than asked for', async () => {
     const store = new RedisStore({ client, prefix, commandTimeoutMs: TEST_COMMAND_TIMEOUT_MS });
     const small = compileLimits({ algorithm: 'fixed-window', limit: 10, windowMs: 60_000 });
-    // The three calls in one window (Redis runs fixed windows from multiples of their length on
-    // its clock): across a window's end the second would find the limit unused.
+    // The three calls in one window (see clearOfWindowEnd).
     await clearOfWindowEnd(60_000, 5_000);
     expect((await store.reserve({ key: 'reserve', limits: small, min: 1, max: 7 })).granted).toBe(7);
     const rest = await store.reserve({ key: 'reserve', limits: small, min: 1, max: 7 });
@@ -205,8 +204,7 @@ describe('cluster', () => {
   it('books, claims and cancels on keys of every slot, one call per slot', async () => {
     const store = new RedisStore({ clusterNodes: redisClusterNodes(), prefix, commandTimeoutMs: 1000, peerRegistry: false });
     const minute = compileLimits({ algorithm: 'fixed-window', limit: 2, windowMs: 60_000 });
-    // Both ticks in one window (Redis runs fixed windows from multiples of their length on its
-    // clock): across a window's end the second would find each key's window unused, and admit.
+    // Both ticks in one window (see clearOfWindowEnd): across its end the second would admit.
     await clearOfWindowEnd(60_000, 5_000);
     const keys = Array.from({ length: 30 }, (_, i) => `booked-${i}`);
     const token = 'this-callers-token-01';
