@@ -49,18 +49,17 @@ import {
   storeReserveBounds,
 } from './validate.js';
 
-/** A queue naming at least this many keys is sent as two script calls (see RedisStore#chunks). */
-const SPLIT_KEYS = 16;
+/** A queue of at least this many calls is split when no call is in flight (see RedisStore#chunks). */
+const SPLIT_AT = 16;
 
-/** True when `queue` names at least SPLIT_KEYS distinct keys (counted until it knows). */
-function namesManyKeys(queue: readonly Pending[]): boolean {
-  if (queue.length < SPLIT_KEYS) return false;
-  const seen = new Set<string>();
-  for (const p of queue) {
-    seen.add(p.item.stateKey);
-    if (seen.size >= SPLIT_KEYS) return true;
-  }
-  return false;
+/**
+ * How many script calls a queue to split goes as: four when its calls mostly name the key of the
+ * call before them (a hot key: Redis' share is small), two otherwise (see RedisStore#chunks).
+ */
+function splitCount(queue: readonly Pending[]): number {
+  let runs = 1;
+  for (let i = 1; i < queue.length; i++) if (queue[i]!.item.stateKey !== queue[i - 1]!.item.stateKey) runs++;
+  return runs * 4 <= queue.length ? 4 : 2;
 }
 
 interface Pending {
@@ -331,15 +330,16 @@ export class RedisStore implements LimitStore, OutcomeStore {
   };
 
   /**
-   * Splits a queue into script calls: per Cluster slot, at most maxBatchSize items each, and in
-   * two when nothing is in flight and the queue names at least SPLIT_KEYS keys. A script call
-   * costs the client far more than an item (about 150 µs of CPU for the write, the wake-ups and
-   * the reply, against about 2 µs per item on a 2-core host), while Redis' cost grows with the
-   * keys a call names (a GET and a SET each, about 19 µs) more than with its items. So a call on
-   * few keys (a hot key) goes whole, sparing the client a call; a call on many keys is split, and
-   * then the callers of the first reply form the next call while Redis works on the second:
-   * two calls alternate and Node and Redis work at the same time instead of in turn. Splitting
-   * every time would instead shrink the calls call after call.
+   * Splits a queue into script calls: per Cluster slot, at most maxBatchSize items each, and when
+   * no call is in flight and the queue holds at least SPLIT_AT calls, in two, or in four on a hot
+   * key (splitCount). Then the callers of the first reply form the next call while Redis works on
+   * the others: the calls take turns, and Node and Redis work at the same time instead of one
+   * waiting for the other. Splitting every time would instead shrink the calls call after call.
+   * On many keys Redis' share is large (a GET and a SET per key), so a third or fourth call costs
+   * it more than the overlap gains (32 calls in flight on 100,000 keys: 0.83x the decisions per
+   * second of two); on a hot key it is small, and four calls gain (16 to 32 in flight: 1.1-1.2x).
+   * Below SPLIT_AT a second call costs the client more than the overlap saves (4 in flight: 0.9x
+   * of one). Figures: docs/benchmarks.md.
    */
   #chunks(queue: Pending[]): Pending[][] {
     const groups: Pending[][] = [];
@@ -359,7 +359,7 @@ export class RedisStore implements LimitStore, OutcomeStore {
     const idle = this.#inFlight.size === 0;
     const chunks: Pending[][] = [];
     for (const g of groups) {
-      const count = Math.max(Math.ceil(g.length / max), idle && namesManyKeys(g) ? 2 : 1);
+      const count = Math.max(Math.ceil(g.length / max), idle && g.length >= SPLIT_AT ? splitCount(g) : 1);
       if (count === 1) {
         chunks.push(g);
         continue;

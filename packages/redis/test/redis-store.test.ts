@@ -27,11 +27,14 @@ describe('standalone', () => {
     await warmUp(store);
     const fcall = vi.spyOn(client, 'fcall');
     try {
+      // Fewer than 16 calls go whole, on any number of keys.
       const results = await Promise.all(
-        Array.from({ length: 300 }, () => store.consume({ key: 'tick', limits: bucket, cost: 1, permitId: '' })),
+        Array.from({ length: 15 }, (_, i) =>
+          store.consume({ key: i % 3 === 0 ? 'tick' : `tick-${i}`, limits: bucket, cost: 1, permitId: '' }),
+        ),
       );
       expect(fcall).toHaveBeenCalledTimes(1);
-      expect(results.map((r) => r.statuses[0]!.remaining)).toEqual(Array.from({ length: 300 }, (_, i) => 999 - i));
+      expect(results.filter((_, i) => i % 3 === 0).map((r) => r.statuses[0]!.remaining)).toEqual([999, 998, 997, 996, 995]);
       expect(new Set(results.map((r) => r.now)).size).toBe(1);
     } finally {
       fcall.mockRestore();
@@ -39,22 +42,29 @@ describe('standalone', () => {
     }
   });
 
-  it('sends a tick naming many keys as two script calls, so that Node and Redis work at once', async () => {
+  it('sends a tick of many calls as two script calls, or four on a hot key, so that Node and Redis work at once', async () => {
     const store = new RedisStore({ client, prefix, maxBatchSize: 512, commandTimeoutMs: 2000 });
     await warmUp(store);
     const fcall = vi.spyOn(client, 'fcall');
     try {
-      const results = await Promise.all(
+      const many = await Promise.all(
         Array.from({ length: 40 }, (_, i) => store.consume({ key: `many-${i}`, limits: bucket, cost: 1, permitId: '' })),
       );
       expect(fcall).toHaveBeenCalledTimes(2);
-      expect(results.every((r) => r.allowed && r.statuses[0]!.remaining === 999)).toBe(true);
-      // Fewer keys than that go whole, however many calls name them.
+      expect(many.every((r) => r.allowed && r.statuses[0]!.remaining === 999)).toBe(true);
+      // A few keys in turn are many keys to Redis: each call reads and writes each of them.
       fcall.mockClear();
       await Promise.all(
         Array.from({ length: 40 }, (_, i) => store.consume({ key: `few-${i % 4}`, limits: bucket, cost: 1, permitId: '' })),
       );
-      expect(fcall).toHaveBeenCalledTimes(1);
+      expect(fcall).toHaveBeenCalledTimes(2);
+      // One key: four calls, decided in arrival order across them.
+      fcall.mockClear();
+      const hot = await Promise.all(
+        Array.from({ length: 300 }, () => store.consume({ key: 'hot', limits: bucket, cost: 1, permitId: '' })),
+      );
+      expect(fcall).toHaveBeenCalledTimes(4);
+      expect(hot.map((r) => r.statuses[0]!.remaining)).toEqual(Array.from({ length: 300 }, (_, i) => 999 - i));
     } finally {
       fcall.mockRestore();
       await store.close();
@@ -62,18 +72,18 @@ describe('standalone', () => {
   });
 
   it('splits a burst larger than maxBatchSize into calls that keep the order', async () => {
-    const store = new RedisStore({ client, prefix, maxBatchSize: 100, commandTimeoutMs: 2000 });
+    const store = new RedisStore({ client, prefix, maxBatchSize: 50, commandTimeoutMs: 2000 });
     await warmUp(store);
     const fcall = vi.spyOn(client, 'fcall');
-    // 250 calls, at most 100 per script call: three calls.
+    // 250 calls, at most 50 per script call: five calls (more than the four a hot key is split in).
     const calls = Array.from({ length: 250 }, (_, i) =>
       i % 5 === 4
         ? store.adjust({ key: 'split', limits: bucket, delta: 1 }).then(() => undefined)
         : store.consume({ key: 'split', limits: bucket, cost: 1, permitId: '' }),
     );
     const results = (await Promise.all(calls)).filter((r): r is ConsumeResult => r !== undefined);
-    expect(fcall).toHaveBeenCalledTimes(3);
-    // Every fifth call charged one more permit; remaining counts down across the three calls.
+    expect(fcall).toHaveBeenCalledTimes(5);
+    // Every fifth call charged one more permit; remaining counts down across the five calls.
     expect(results.map((r) => r.statuses[0]!.remaining)).toEqual(
       Array.from({ length: 200 }, (_, i) => 999 - i - Math.floor(i / 4)),
     );
