@@ -33,7 +33,6 @@ import { clusterTable, runCluster, type ClusterResult } from './redis/cluster.js
 import { runAbuse } from './service/abuse.js';
 import { runDefaultsUnderLoad } from './accuracy/defaults-under-load.js';
 import { leaseTable, runLeaseThroughput, type LeaseCellResult, type LeaseSettings } from './redis/lease-throughput.js';
-import { rlfDecider, sluiceDecider, type Decider } from './harness/contenders.js';
 import { embeddedTable, runEmbedded, type EmbeddedResult } from './memory/embedded.js';
 import { memoryTable, runMemory, type MemoryResult } from './memory/memory.js';
 import { parseOptions, type BenchOptions } from './options.js';
@@ -52,13 +51,18 @@ import { runStreamThroughput, streamThroughputTable } from './stream/stream-thro
 import { summaryTable } from './report/summary.js';
 import { sustainedBurstPart } from './stream/sustained-burst.js';
 import { policiesTable, runPolicies } from './redis/policies.js';
-import { referenceDecider } from './harness/reference.js';
 import { writeStanding } from './report/standing.js';
 import { renderTable, type Table } from './report/table.js';
-import { coalescingTable, runThroughput, throughputTable, type ThroughputRow } from './redis/throughput.js';
+import {
+  coalescingTable,
+  ContenderProcess,
+  runThroughput,
+  throughputTable,
+  type ThroughputContender,
+  type ThroughputRow,
+} from './redis/throughput.js';
 
 /** The throughput part's limit: generous enough that (nearly) every call is allowed. */
-const GENEROUS = 1_000_000_000;
 
 const ACCURACY = Object.freeze({ processes: 4, inFlight: 64, limit: 1000, burst: 100 });
 
@@ -110,18 +114,19 @@ async function settle(): Promise<void> {
 
 async function throughputPart(options: BenchOptions, redisUrl: string, runId: string): Promise<ThroughputRow[]> {
   progress('throughput and latency...');
-  const resource = `bench:${runId}:tp`;
-  const opened: Decider[] = [];
+  const opened: ContenderProcess[] = [];
   const admin = new Redis(redisUrl, { lazyConnect: true });
   try {
     await admin.connect();
-    const sluice = await sluiceDecider(redisUrl, resource, { algorithm: 'token-bucket', limit: GENEROUS, burst: GENEROUS });
-    opened.push(sluice);
-    const rlf = await rlfDecider(redisUrl, `rlf:${runId}:tp`, GENEROUS, 1);
-    opened.push(rlf);
-    const reference = await referenceDecider(redisUrl, `ref:${runId}:tp:`, GENEROUS, 1000, GENEROUS);
-    opened.push(reference);
-    const rows = await runThroughput({ sluice, rlf, reference, admin }, options.mode, settle, progress);
+    const start = async (name: ThroughputContender): Promise<ContenderProcess> => {
+      const contender = await ContenderProcess.start(name, redisUrl, runId, options.mode.keys);
+      opened.push(contender);
+      return contender;
+    };
+    const sluice = await start('sluice');
+    const rlf = await start('rlf');
+    const reference = await start('reference');
+    const rows = await runThroughput({ sluice, rlf, reference, admin }, options.mode, progress);
     print(throughputTable(rows, options.mode));
     print(coalescingTable(rows));
     return rows;

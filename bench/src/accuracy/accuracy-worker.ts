@@ -7,6 +7,7 @@ import { setImmediate as yieldToLoop, setTimeout as sleep } from 'node:timers/pr
 import { wallNow, type AccuracySpec, type FromWorker, type ToWorker } from './accuracy-protocol.js';
 import { rlfDecider, sluiceDecider, type Decider } from '../harness/contenders.js';
 import { defaultsDecider, type FallbackStats } from './defaults-under-load.js';
+import { errorText } from '../harness/forked.js';
 
 /**
  * The Redis store's command timeout in the accuracy runs. Four processes flooding one key and
@@ -124,6 +125,6 @@ process.once('disconnect', () => process.exit(0));
 
 process.on('message', (message: ToWorker) => {
   handle(message).catch((err: unknown) => {
-    send({ type: 'failed', error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
+    send({ type: 'failed', error: errorText(err) });
   });
 });

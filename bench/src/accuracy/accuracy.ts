@@ -1,7 +1,6 @@
-import { fork, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { wallNow, type AccuracySpec, type FromWorker, type ToWorker } from './accuracy-protocol.js';
+import { ForkedWorker } from '../harness/forked.js';
 import { fmt, fmtInt, type Table } from '../report/table.js';
 import { countBetween, maxInWindow, mergeTimestamps } from './windows.js';
 
@@ -135,49 +134,6 @@ export function leaseAccuracyRuns(s: AccuracySettings): AccuracyRun[] {
   ];
 }
 
-/** A forked worker with a queue of its replies. */
-class Worker {
-  readonly #child: ChildProcess;
-  readonly #inbox: FromWorker[] = [];
-  #wake: (() => void) | undefined;
-  readonly exited: Promise<unknown>;
-
-  constructor(script: string) {
-    this.#child = fork(script, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-    this.exited = once(this.#child, 'exit');
-    this.#child.on('message', (m: FromWorker) => {
-      this.#inbox.push(m);
-      this.#wake?.();
-    });
-    this.#child.on('exit', () => this.#wake?.());
-  }
-
-  send(message: ToWorker): void {
-    this.#child.send(message);
-  }
-
-  /** The next reply; throws if the worker failed or exited. */
-  async next(): Promise<FromWorker> {
-    while (this.#inbox.length === 0) {
-      if (this.#child.exitCode !== null || this.#child.signalCode !== null) throw new Error('accuracy worker exited');
-      await new Promise<void>((resolve) => (this.#wake = resolve));
-      this.#wake = undefined;
-    }
-    const m = this.#inbox.shift()!;
-    if (m.type === 'failed') throw new Error(`accuracy worker failed: ${m.error}`);
-    return m;
-  }
-
-  async stop(): Promise<void> {
-    if (this.#child.exitCode === null && this.#child.signalCode === null) {
-      if (this.#child.connected) this.send({ type: 'quit' });
-      const timer = setTimeout(() => this.#child.kill('SIGKILL'), 5000);
-      await this.exited;
-      clearTimeout(timer);
-    }
-  }
-}
-
 /**
  * Forks `processes` workers and, for each contender in turn, has them share one limit under
  * excess demand; merges the wall-clock times of admitted calls and measures the busiest windows.
@@ -188,7 +144,10 @@ export async function runAccuracy(
   progress: (line: string) => void,
 ): Promise<AccuracyResult[]> {
   const script = fileURLToPath(new URL('./accuracy-worker.js', import.meta.url));
-  const workers = Array.from({ length: settings.processes }, () => new Worker(script));
+  const workers = Array.from(
+    { length: settings.processes },
+    () => new ForkedWorker<ToWorker, FromWorker>('accuracy worker', script),
+  );
   try {
     const results: AccuracyResult[] = [];
     for (const run of runs) {
@@ -200,11 +159,7 @@ export async function runAccuracy(
       const end = startAt + settings.durationMs;
       for (const w of workers) w.send({ type: 'go', startAt, durationMs: settings.durationMs });
       const replies = [];
-      for (const w of workers) {
-        const m = await w.next();
-        if (m.type !== 'result') throw new Error(`unexpected ${m.type} from an accuracy worker`);
-        replies.push(m);
-      }
+      for (const w of workers) replies.push(await w.expect('result'));
       const times = mergeTimestamps(
         replies.map((r) => r.admitted),
         startAt,

@@ -1,12 +1,17 @@
 import { createHistogram } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
 import type { Decider } from '../harness/contenders.js';
+import { ForkedWorker } from '../harness/forked.js';
 import { readRedisStats, redisCost, type RedisCost } from '../harness/redis-stats.js';
 import { fmt, fmtInt, fmtRatio, type Table } from '../report/table.js';
 
 /** How long each contender runs, unmeasured, before the first cell (JIT warm-up). */
-const PRIME_MS = 1000;
+export const PRIME_MS = 1000;
+
+/** Every contender's limit per second (and burst): never reached, every call is admitted and charged. */
+export const THROUGHPUT_LIMIT = 1_000_000_000;
 
 /** What one closed loop measured. Latencies are in microseconds. */
 export interface LoopResult {
@@ -95,12 +100,80 @@ export async function closedLoop(
   };
 }
 
+export type ThroughputContender = 'sluice' | 'reference' | 'rlf';
+
+/** Messages to a contender's process (throughput-worker.ts). */
+export type ToContender =
+  /** Run one cell on `keys` keys (1: the hot key); answered by `result`. */
+  | {
+      readonly type: 'cell';
+      readonly keys: number;
+      readonly inFlight: number;
+      readonly warmupMs: number;
+      readonly measureMs: number;
+    }
+  /** Collect garbage and rest a moment; answered by `settled`. */
+  | { readonly type: 'settle' }
+  | { readonly type: 'quit' };
+
+export type FromContender =
+  | { readonly type: 'ready' }
+  /** `cpuUs`: the process' CPU time over the cell (warm-up included). */
+  | { readonly type: 'result'; readonly loop: LoopResult; readonly cpuUs: number }
+  | { readonly type: 'settled' }
+  | { readonly type: 'failed'; readonly error: string };
+
+/**
+ * A contender of the throughput part in a Node process of its own, as an app calling one
+ * limiter: in one shared process each contender's optimized code (ioredis' above all) also
+ * serves the others' calls, and each collects the others' garbage.
+ */
+export class ContenderProcess {
+  readonly #worker: ForkedWorker<ToContender, FromContender>;
+
+  private constructor(worker: ForkedWorker<ToContender, FromContender>) {
+    this.#worker = worker;
+  }
+
+  /** Starts the process and waits until it has run its contender a while (PRIME_MS). */
+  static async start(name: ThroughputContender, redisUrl: string, runId: string, keys: number): Promise<ContenderProcess> {
+    const script = fileURLToPath(new URL('./throughput-worker.js', import.meta.url));
+    const worker = new ForkedWorker<ToContender, FromContender>(
+      `throughput contender ${name}`,
+      script,
+      [name, redisUrl, runId, String(keys)],
+      ['--expose-gc'],
+    );
+    try {
+      await worker.expect('ready');
+    } catch (error) {
+      await worker.stop();
+      throw error;
+    }
+    return new ContenderProcess(worker);
+  }
+
+  async cell(keys: number, inFlight: number, warmupMs: number, measureMs: number): Promise<{ loop: LoopResult; cpuUs: number }> {
+    this.#worker.send({ type: 'cell', keys, inFlight, warmupMs, measureMs });
+    return this.#worker.expect('result');
+  }
+
+  async settle(): Promise<void> {
+    this.#worker.send({ type: 'settle' });
+    await this.#worker.expect('settled');
+  }
+
+  close(): Promise<void> {
+    return this.#worker.stop();
+  }
+}
+
 /** The contenders of the throughput part, each serving many keys and one hot key. */
 export interface ThroughputContenders {
-  readonly sluice: Decider;
-  readonly rlf: Decider;
+  readonly sluice: ContenderProcess;
+  readonly rlf: ContenderProcess;
   /** The minimal exact limiter of reference.ts: the yardstick. */
-  readonly reference: Decider;
+  readonly reference: ContenderProcess;
   /** A separate connection for reading the server's INFO around each cell. */
   readonly admin: Redis;
 }
@@ -124,36 +197,27 @@ export interface ThroughputSettings {
 
 /**
  * Runs every cell, alternating contenders so slow drift of the machine (thermal, noisy
- * neighbours) falls on both. Calls `between` after each cell (e.g. a GC).
+ * neighbours) falls on both. Each contender collects its garbage and rests after each cell.
  */
 export async function runThroughput(
   contenders: ThroughputContenders,
   settings: ThroughputSettings,
-  between: () => Promise<void>,
   progress: (line: string) => void,
 ): Promise<ThroughputRow[]> {
-  const keys = Array.from({ length: settings.keys }, (_, i) => `user-${i}`);
-  const many = (seq: number) => keys[seq % keys.length]!;
-  const hot = () => 'hot';
-  // Compiling each contender's code would otherwise fall on its first cell: run each a while first.
-  for (const d of [contenders.sluice, contenders.reference, contenders.rlf]) await closedLoop(d, many, 16, PRIME_MS, 0);
-  await between();
   const rows: ThroughputRow[] = [];
   for (const inFlight of settings.inFlight) {
     const variants: ('many' | 'hot')[] = settings.hotInFlight.includes(inFlight) ? ['many', 'hot'] : ['many'];
     for (const variant of variants) {
-      const keyOf = variant === 'many' ? many : hot;
-      const cell = async (d: Decider, name: string): Promise<CellResult> => {
+      const keys = variant === 'many' ? settings.keys : 1;
+      const cell = async (d: ContenderProcess, name: string): Promise<CellResult> => {
         const before = await readRedisStats(contenders.admin);
         const started = performance.now();
-        const cpu = process.cpuUsage();
-        const r = await closedLoop(d, keyOf, inFlight, settings.warmupMs, settings.measureMs);
-        const { user, system } = process.cpuUsage(cpu);
+        const { loop: r, cpuUs } = await d.cell(keys, inFlight, settings.warmupMs, settings.measureMs);
         const seconds = (performance.now() - started) / 1000;
         const redis = redisCost(before, await readRedisStats(contenders.admin), r.completed, seconds);
-        const clientUsecPerDecision = r.completed === 0 ? NaN : (user + system) / r.completed;
+        const clientUsecPerDecision = r.completed === 0 ? NaN : cpuUs / r.completed;
         progress(`  ${name.padEnd(9)} ${variant.padEnd(4)} x${String(inFlight).padEnd(3)} ${fmtInt(r.perSec)}/s`);
-        await between();
+        await d.settle();
         return { ...r, clientUsecPerDecision, redis };
       };
       const sluice = await cell(contenders.sluice, 'sluice');
@@ -241,7 +305,8 @@ export function throughputTable(rows: readonly ThroughputRow[], settings: Throug
       'reference: the least an exact limiter on Redis does (bench/src/harness/reference.ts: GCRA, one number per key, every call',
       'of one event-loop turn in one script call); a yardstick for what this machine allows, not a product.',
       'Throughput ratio > 1 favours Sluice; latency ratio < 1 favours Sluice.',
-      'Cost columns (whole cell, warm-up included): CPU time of the benchmark process per decision; from Redis INFO,',
+      'Each contender runs in a Node process of its own (as an app calling one limiter), the cells interleaved.',
+      "Cost columns (whole cell, warm-up included): CPU time of the contender's process per decision; from Redis INFO,",
       'script calls per decision (FCALL/EVALSHA/EVAL: the round trips that carry decisions), commands per decision (a script',
       "call and each command it runs count), microseconds Redis spent executing per decision, and the server's CPU use",
       '(100% = one core busy).',
@@ -283,9 +348,10 @@ export function coalescingTable(rows: readonly ThroughputRow[]): Table {
     ]),
     notes: [
       'Script calls (FCALL/EVALSHA/EVAL) and commands counted by Redis (INFO commandstats) over each whole cell, divided by the',
-      'decisions completed. Concurrent calls of one tick travel in one script call (per Cluster slot, at most',
-      'maxBatchSize items); in it, the items of one key read and write',
-      'that key once, so a hot key costs a fraction of a command per decision. RLF runs one script per decision.',
+      'decisions completed. Concurrent calls of one tick share script calls (per Cluster slot, at most maxBatchSize',
+      'items; two, four on a hot key, taking turns when none is in flight and the tick holds 16 calls or more); in',
+      'a call, the items of one key read and write that key once, so a hot key costs a fraction of a command per',
+      'decision. RLF runs one script per decision.',
     ],
   };
 }

@@ -1,0 +1,90 @@
+/**
+ * One contender of the throughput part in a process of its own, as an app calling one limiter
+ * (throughput.ts ContenderProcess): `node --expose-gc throughput-worker.js <contender> <redisUrl>
+ * <runId> <keys>`. It builds its contender, runs it a while unmeasured, answers `ready`, then runs the
+ * cells it is sent, one at a time.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { rlfDecider, sluiceDecider, type Decider } from '../harness/contenders.js';
+import { errorText } from '../harness/forked.js';
+import { referenceDecider } from '../harness/reference.js';
+import {
+  closedLoop,
+  PRIME_MS,
+  THROUGHPUT_LIMIT,
+  type FromContender,
+  type ThroughputContender,
+  type ToContender,
+} from './throughput.js';
+
+const [name, redisUrl, runId, keyCount] = process.argv.slice(2) as [ThroughputContender, string, string, string];
+
+async function build(): Promise<Decider> {
+  const limit = THROUGHPUT_LIMIT;
+  switch (name) {
+    case 'sluice':
+      return sluiceDecider(redisUrl, `bench:${runId}:tp`, { algorithm: 'token-bucket', limit, burst: limit });
+    case 'reference':
+      return referenceDecider(redisUrl, `ref:${runId}:tp:`, limit, 1000, limit);
+    case 'rlf':
+      return rlfDecider(redisUrl, `rlf:${runId}:tp`, limit, 1);
+    default:
+      throw new Error(`unknown contender ${String(name)}: sluice | reference | rlf`);
+  }
+}
+
+function send(message: FromContender): void {
+  process.send!(message);
+}
+
+const decider = await build();
+const names = new Map<number, readonly string[]>();
+/** The keys of a cell: `hot`, or `user-0` .. `user-<count - 1>` cycled through. */
+function keysOf(count: number): readonly string[] {
+  let keys = names.get(count);
+  if (keys === undefined) {
+    keys = Array.from({ length: count }, (_, i) => (count === 1 ? 'hot' : `user-${i}`));
+    names.set(count, keys);
+  }
+  return keys;
+}
+
+async function handle(message: ToContender): Promise<void> {
+  switch (message.type) {
+    case 'cell': {
+      const keys = keysOf(message.keys);
+      const cpu = process.cpuUsage();
+      const loop = await closedLoop(
+        decider,
+        (seq) => keys[seq % keys.length]!,
+        message.inFlight,
+        message.warmupMs,
+        message.measureMs,
+      );
+      const { user, system } = process.cpuUsage(cpu);
+      const firstError = loop.firstError === undefined ? undefined : errorText(loop.firstError);
+      send({ type: 'result', loop: { ...loop, firstError }, cpuUs: user + system });
+      return;
+    }
+    case 'settle':
+      (globalThis as { gc?: () => void }).gc?.();
+      await sleep(100);
+      send({ type: 'settled' });
+      return;
+    case 'quit':
+      await decider.close();
+      process.disconnect();
+      return;
+  }
+}
+
+// The parent went away (killed mid-run): nothing left to report to.
+process.once('disconnect', () => process.exit(0));
+process.on('message', (message: ToContender) => {
+  handle(message).catch((err: unknown) => send({ type: 'failed', error: errorText(err) }));
+});
+
+// Compiling the contender's code would otherwise fall on its first cell: run it a while first.
+const many = keysOf(Number(keyCount));
+await closedLoop(decider, (seq) => many[seq % many.length]!, 16, PRIME_MS, 0);
+send({ type: 'ready' });
