@@ -337,7 +337,7 @@ export class RedisStore implements LimitStore, OutcomeStore {
    * waiting for the other. Splitting every time would instead shrink the calls call after call.
    * On many keys Redis' share is large (a GET and a SET per key), so a third or fourth call costs
    * it more than the overlap gains (32 calls in flight on 100,000 keys: 0.82-0.88x the decisions per
-   * second of two); on a hot key it is small, and four calls gain (16 to 32 in flight: 1.1-1.2x).
+   * second of two); on a hot key it is small, and four calls gain (16 to 32 in flight: 1.1-1.3x).
    * Below SPLIT_AT a second call costs the client more than the overlap saves (4 in flight: 0.9x
    * of one). Figures: docs/benchmarks.md.
    */
