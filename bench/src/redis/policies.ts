@@ -7,7 +7,7 @@ import { Limiter, type ResourceConfig } from '@sluice/core';
 import type { Decider } from '../harness/contenders.js';
 import { createSluiceStore, type StoreTarget } from '../harness/sluice-store.js';
 import { fmt, fmtInt, type Table } from '../report/table.js';
-import { closedLoop, type LoopResult } from './throughput.js';
+import { cycledLoop, type LoopResult } from './throughput.js';
 
 const GENEROUS = 1_000_000_000;
 
@@ -63,16 +63,8 @@ export async function runPolicies(
   for (const [i, p] of POLICIES.entries()) {
     const decider = await policyDecider(target, `bench:${runId}:policy${i}`, p.policy, p.release === true);
     try {
-      const cpu = process.cpuUsage();
-      const r = await closedLoop(
-        decider,
-        (seq) => keys[seq % keys.length]!,
-        settings.inFlight,
-        settings.warmupMs,
-        settings.measureMs,
-      );
-      const { user, system } = process.cpuUsage(cpu);
-      cells.push({ ...r, name: p.name, clientUsecPerDecision: r.completed === 0 ? NaN : (user + system) / r.completed });
+      const { loop: r, cpuUs } = await cycledLoop(decider, keys, settings.inFlight, settings.warmupMs, settings.measureMs);
+      cells.push({ ...r, name: p.name, clientUsecPerDecision: r.completed === 0 ? NaN : cpuUs / r.completed });
       progress(`  ${p.name}: ${fmtInt(r.perSec)}/s`);
     } finally {
       await decider.close();

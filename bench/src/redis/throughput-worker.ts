@@ -10,6 +10,7 @@ import { errorText } from '../harness/forked.js';
 import { referenceDecider } from '../harness/reference.js';
 import {
   closedLoop,
+  cycledLoop,
   PRIME_MS,
   THROUGHPUT_LIMIT,
   type FromContender,
@@ -52,18 +53,15 @@ function keysOf(count: number): readonly string[] {
 async function handle(message: ToContender): Promise<void> {
   switch (message.type) {
     case 'cell': {
-      const keys = keysOf(message.keys);
-      const cpu = process.cpuUsage();
-      const loop = await closedLoop(
+      const { loop, cpuUs } = await cycledLoop(
         decider,
-        (seq) => keys[seq % keys.length]!,
+        keysOf(message.keys),
         message.inFlight,
         message.warmupMs,
         message.measureMs,
       );
-      const { user, system } = process.cpuUsage(cpu);
       const firstError = loop.firstError === undefined ? undefined : errorText(loop.firstError);
-      send({ type: 'result', loop: { ...loop, firstError }, cpuUs: user + system });
+      send({ type: 'result', loop: { ...loop, firstError }, cpuUs });
       return;
     }
     case 'settle':

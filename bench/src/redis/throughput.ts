@@ -100,6 +100,20 @@ export async function closedLoop(
   };
 }
 
+/** {@link closedLoop} over `keys` in turn, with this process' CPU time over it, in µs. */
+export async function cycledLoop(
+  decider: Decider,
+  keys: readonly string[],
+  inFlight: number,
+  warmupMs: number,
+  measureMs: number,
+): Promise<{ loop: LoopResult; cpuUs: number }> {
+  const cpu = process.cpuUsage();
+  const loop = await closedLoop(decider, (seq) => keys[seq % keys.length]!, inFlight, warmupMs, measureMs);
+  const { user, system } = process.cpuUsage(cpu);
+  return { loop, cpuUs: user + system };
+}
+
 export type ThroughputContender = 'sluice' | 'reference' | 'rlf';
 
 /** Messages to a contender's process (throughput-worker.ts). */
