@@ -418,7 +418,8 @@ async function main(): Promise<void> {
         `source: ${sourceVersion()}`,
       ];
       const embeddedCells = embedded === undefined ? undefined : embeddedTable(embedded);
-      for (const file of writeStanding({ context, summary, throughput, embedded: embeddedCells })) progress(`wrote ${file}`);
+      for (const file of await writeStanding({ context, summary, throughput, embedded: embeddedCells }))
+        progress(`wrote ${file}`);
     }
   } finally {
     await stopServiceChildren();

@@ -5,6 +5,7 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { format, resolveConfig } from 'prettier';
 import { throughputSvg } from './chart.js';
 import type { Table } from './table.js';
 import { fmtInt, fmtRatio } from './table.js';
@@ -64,8 +65,12 @@ export interface Standing {
   readonly embedded?: Table | undefined;
 }
 
-/** Replaces the section between the markers of docs/benchmarks.md and writes the chart. */
-export function writeStanding(standing: Standing): string[] {
+/**
+ * Replaces the section between the markers of docs/benchmarks.md and writes the chart. The
+ * document is written as the repository's Prettier settings format it (its tables padded), so
+ * it passes `npm run lint` as written.
+ */
+export async function writeStanding(standing: Standing): Promise<string[]> {
   const written: string[] = [];
   const parts = [START, '', ...standing.context.map((l) => `${l}  `), '', markdownTable(standing.summary)];
   if (standing.throughput !== undefined && standing.throughput.length > 0) {
@@ -87,7 +92,8 @@ export function writeStanding(standing: Standing): string[] {
   const from = doc.indexOf(START);
   const to = doc.indexOf(END);
   if (from < 0 || to < from) throw new Error(`${DOCS}: the where-things-stand markers are missing`);
-  writeFileSync(DOCS, doc.slice(0, from) + parts.join('\n') + doc.slice(to + END.length));
+  const text = doc.slice(0, from) + parts.join('\n') + doc.slice(to + END.length);
+  writeFileSync(DOCS, await format(text, { ...(await resolveConfig(DOCS)), filepath: DOCS }));
   written.push(DOCS);
   return written;
 }
