@@ -8,37 +8,34 @@
  * (`Limiter.try` on a RedisStore), `store` the store's `consume` alone, without the limiter.
  * Prints decisions/s and the latency percentiles in µs.
  */
-import { compileLimits, type LimitPolicy } from '@sluice/core';
-import { rlfDecider, sluiceDecider, type Decider } from '../harness/contenders.js';
-import { referenceDecider } from '../harness/reference.js';
+import { compileLimits } from '@sluice/core';
+import type { Decider } from '../harness/contenders.js';
 import { fmtInt } from '../report/table.js';
 import { createSluiceStore } from '../harness/sluice-store.js';
-import { closedLoop } from './throughput.js';
+import { closedLoop, THROUGHPUT_LIMIT, throughputDecider } from './throughput.js';
 
-const HIGH = 1_000_000_000;
 const [name = 'try', keysArg = '100000', inFlightArg = '16', msArg = '3000'] = process.argv.slice(2);
 const url = process.env.SLUICE_REDIS_URL;
 if (url === undefined) throw new Error('set SLUICE_REDIS_URL to the Redis to measure against');
 // A run of its own: no state of another run is seen.
 const run = `profile-${process.pid}-${Date.now()}`;
-const policy: LimitPolicy = { algorithm: 'token-bucket', limit: HIGH, burst: HIGH, windowMs: 1000 };
 
 async function contender(): Promise<Decider> {
   switch (name) {
     case 'try':
-      return sluiceDecider(url!, run, policy);
+      return throughputDecider('sluice', url!, run);
     case 'store': {
+      // The same policy as the Sluice contender's, through the store alone.
       const store = await createSluiceStore(url!);
-      const limits = compileLimits(policy);
+      const limits = compileLimits({ algorithm: 'token-bucket', limit: THROUGHPUT_LIMIT, burst: THROUGHPUT_LIMIT });
       return {
         decide: async (key) => (await store.consume({ key: `${run}:${key}`, limits, cost: 1 })).allowed,
         close: () => store.close(),
       };
     }
     case 'reference':
-      return referenceDecider(url!, `${run}:`, HIGH, 1000, HIGH);
     case 'rlf':
-      return rlfDecider(url!, run, HIGH, 1);
+      return throughputDecider(name, url!, run);
     default:
       throw new Error(`unknown contender ${name}: try | store | reference | rlf`);
   }

@@ -5,14 +5,11 @@
  * cells it is sent, one at a time.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { rlfDecider, sluiceDecider, type Decider } from '../harness/contenders.js';
 import { errorText } from '../harness/forked.js';
-import { referenceDecider } from '../harness/reference.js';
 import {
-  closedLoop,
   cycledLoop,
   PRIME_MS,
-  THROUGHPUT_LIMIT,
+  throughputDecider,
   type FromContender,
   type ThroughputContender,
   type ToContender,
@@ -20,25 +17,11 @@ import {
 
 const [name, redisUrl, runId, keyCount] = process.argv.slice(2) as [ThroughputContender, string, string, string];
 
-async function build(): Promise<Decider> {
-  const limit = THROUGHPUT_LIMIT;
-  switch (name) {
-    case 'sluice':
-      return sluiceDecider(redisUrl, `bench:${runId}:tp`, { algorithm: 'token-bucket', limit, burst: limit });
-    case 'reference':
-      return referenceDecider(redisUrl, `ref:${runId}:tp:`, limit, 1000, limit);
-    case 'rlf':
-      return rlfDecider(redisUrl, `rlf:${runId}:tp`, limit, 1);
-    default:
-      throw new Error(`unknown contender ${String(name)}: sluice | reference | rlf`);
-  }
-}
-
 function send(message: FromContender): void {
   process.send!(message);
 }
 
-const decider = await build();
+const decider = await throughputDecider(name, redisUrl, runId);
 const names = new Map<number, readonly string[]>();
 /** The keys of a cell: `hot`, or `user-0` .. `user-<count - 1>` cycled through. */
 function keysOf(count: number): readonly string[] {
@@ -83,6 +66,5 @@ process.on('message', (message: ToContender) => {
 });
 
 // Compiling the contender's code would otherwise fall on its first cell: run it a while first.
-const many = keysOf(Number(keyCount));
-await closedLoop(decider, (seq) => many[seq % many.length]!, 16, PRIME_MS, 0);
+await cycledLoop(decider, keysOf(Number(keyCount)), 16, PRIME_MS, 0);
 send({ type: 'ready' });

@@ -2,9 +2,10 @@ import { createHistogram } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
-import type { Decider } from '../harness/contenders.js';
+import { rlfDecider, sluiceDecider, type Decider } from '../harness/contenders.js';
 import { ForkedWorker } from '../harness/forked.js';
 import { readRedisStats, redisCost, type RedisCost } from '../harness/redis-stats.js';
+import { referenceDecider } from '../harness/reference.js';
 import { fmt, fmtInt, fmtRatio, type Table } from '../report/table.js';
 
 /** How long each contender runs, unmeasured, before the first cell (JIT warm-up). */
@@ -115,6 +116,24 @@ export async function cycledLoop(
 }
 
 export type ThroughputContender = 'sluice' | 'reference' | 'rlf';
+
+/**
+ * A contender as the throughput part sets it up, under keys of run `runId` only: Sluice's
+ * `try` (one token bucket), the reference or RLF, each with THROUGHPUT_LIMIT.
+ */
+export function throughputDecider(name: ThroughputContender, redisUrl: string, runId: string): Promise<Decider> {
+  const limit = THROUGHPUT_LIMIT;
+  switch (name) {
+    case 'sluice':
+      return sluiceDecider(redisUrl, `bench:${runId}:tp`, { algorithm: 'token-bucket', limit, burst: limit });
+    case 'reference':
+      return referenceDecider(redisUrl, `ref:${runId}:tp:`, limit, 1000, limit);
+    case 'rlf':
+      return rlfDecider(redisUrl, `rlf:${runId}:tp`, limit, 1);
+    default:
+      throw new Error(`unknown contender ${String(name)}: sluice | reference | rlf`);
+  }
+}
 
 /** Messages to a contender's process (throughput-worker.ts). */
 export type ToContender =

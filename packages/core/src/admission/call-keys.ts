@@ -54,9 +54,10 @@ export const SPARSE_EVERY = 256;
 
 /**
  * Caller keys by resource, in two generations: a key is looked up in the young one, then in the
- * old (and moved back into the young, unless the cache is sparse: below). When the young generation holds `max` keys it becomes the
- * old one and the oldest is dropped, so at most `2 * max` keys are held, the keys in use survive a
- * turn, and a flood of distinct keys costs one lookup more per call than no cache.
+ * old (and moved back into the young, unless the cache is sparse: below). When the young
+ * generation holds `max` keys it becomes the old one and the oldest is dropped, so at most
+ * `2 * max` keys are held, the keys in use survive a turn, and a flood of distinct keys costs one
+ * lookup more per call than no cache.
  *
  * A cache that mostly misses costs more than it saves: each key it keeps, and each table its
  * maps grow into, outlives a few young-generation collections and is copied by each, then
