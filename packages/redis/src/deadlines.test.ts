@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { Deadlines } from './deadlines.js';
+import { Deadlines, type Deadline } from './deadlines.js';
 
 describe('Deadlines', () => {
   beforeEach(() => {
@@ -13,11 +13,11 @@ describe('Deadlines', () => {
     const d = new Deadlines();
     const fired: string[] = [];
     d.add(30, () => fired.push('a'));
-    const cancelB = d.add(10, () => fired.push('b'));
+    const b = d.add(10, () => fired.push('b'));
     d.add(20, () => fired.push('c'));
     vi.advanceTimersByTime(9);
     expect(fired).toEqual([]);
-    cancelB();
+    d.cancel(b);
     vi.advanceTimersByTime(11);
     expect(fired).toEqual(['c']);
     vi.advanceTimersByTime(10);
@@ -30,10 +30,30 @@ describe('Deadlines', () => {
     const d = new Deadlines();
     const fired: number[] = [];
     d.add(50, () => fired.push(0));
-    for (let i = 1; i <= 100; i++) d.add(50 + i, () => fired.push(i))();
+    for (let i = 1; i <= 100; i++) d.cancel(d.add(50 + i, () => fired.push(i)));
     expect(vi.getTimerCount()).toBe(1);
     vi.advanceTimersByTime(200);
     expect(fired).toEqual([0]);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('fires deadlines due together oldest first; one may cancel another due with it, or add one', () => {
+    const d = new Deadlines();
+    const fired: string[] = [];
+    const handles: Deadline[] = [];
+    d.add(5, () => {
+      fired.push('first');
+      d.cancel(handles[0]!);
+      d.add(50, () => fired.push('added'));
+    });
+    handles.push(d.add(5, () => fired.push('cancelled')));
+    d.add(5, () => fired.push('third'));
+    vi.advanceTimersByTime(20);
+    expect(fired).toEqual(['first', 'third']);
+    vi.advanceTimersByTime(50);
+    expect(fired).toEqual(['first', 'third', 'added']);
+    // Cancelling again, or after firing, changes nothing.
+    d.cancel(handles[0]!);
     expect(vi.getTimerCount()).toBe(0);
   });
 

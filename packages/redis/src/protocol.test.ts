@@ -95,11 +95,12 @@ describe('consume encoding', () => {
   const values = (item: ConsumeItem) =>
     (unpack(encodeBatch([item, consume('z', 1)]).args.at(-1) as Buffer) as unknown[]).slice(0, -6);
 
-  it('sends a lone one-limit consume as one plain string, "6,policy,group,cost"', () => {
+  it('sends a lone one-limit consume to the lean entry, as its policy and cost', () => {
     const sliding = compileLimits({ algorithm: 'sliding-window', limit: 10 });
     expect(encodeBatch([consume('k', 7, '', other)])).toEqual({
       keys: ['p:{k}'],
-      args: [PROTOCOL_VERSION, '1', policyArg(other), '0', '6,1,1,7'],
+      args: [policyArg(other), '7'],
+      entry: 'consume_one',
     });
     // Any other lone item still goes as an array.
     expect(unpack(encodeBatch([consume('k', 7, '', sliding)]).args.at(-1) as Buffer)).toEqual([1, 1, 1, 7, '', 0]);

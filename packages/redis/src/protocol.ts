@@ -32,10 +32,11 @@ export type ItemResult =
  */
 export function encodeBatch(items: readonly BatchItem[]): ScriptCall {
   const only = items.length === 1 ? items[0]! : undefined;
-  // One one-limit consume (a caller alone, one call in flight): its values go as one plain string,
-  // which the client writes with less work than a binary argument (see the script's header).
+  // One one-limit consume (a caller alone, one call in flight) goes to the lean entry
+  // consume_one: its policy and cost as plain strings, which Redis reads in less time than the
+  // batch protocol's counts and items (see the script's header).
   if (only?.op === 'consume' && isShort(only)) {
-    return { keys: [only.stateKey], args: [PROTOCOL_VERSION, '1', only.policy, '0', `${Ops.consumeOne},1,1,${only.cost}`] };
+    return { keys: [only.stateKey], args: [only.policy, String(only.cost)], entry: 'consume_one' };
   }
   const policies = new Map<string, number>();
   const groups = new Map<string, number>();

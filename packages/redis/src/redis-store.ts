@@ -20,13 +20,13 @@ import { readMemoryPolicy, type MemoryPolicy } from './memory-policy.js';
 import { openConnection } from './connection.js';
 import { redisAddress } from './kit.js';
 import { Deadlines } from './deadlines.js';
-import { toStoreError, type StoreFailure } from './errors.js';
+import { toStoreError } from './errors.js';
 import { slotOf, stateKey } from './keys.js';
 import { compileRedisStoreOptions, type CompiledRedisStoreOptions, type RedisStoreOptions } from './options.js';
 import { RedisPeerRegistry } from './peer-registry.js';
 import type { BatchItem, ItemValue } from './items.js';
 import { decodeReply, encodeBatch, type ReserveRequest, type ReserveResult } from './protocol.js';
-import { batchScriptSource, ScriptRunner } from './scripts.js';
+import { batchScriptSource, ScriptRunner, type ScriptCall } from './scripts.js';
 import { parseRedisTime } from './time.js';
 import { decodeRead, decodeReport, encodeRead, encodeReport, outcomesScriptSource } from './outcomes.js';
 import {
@@ -101,7 +101,10 @@ export class RedisStore implements LimitStore, OutcomeStore {
   #scheduled = false;
   #closed = false;
   #closing: Promise<void> | undefined;
-  readonly #inFlight = new Set<Promise<void>>();
+  /** Script calls sent (or waiting for the connection) and not yet settled. */
+  #inFlight = 0;
+  /** Called when #inFlight drops to 0 (close() waits for that). */
+  #drained: (() => void) | undefined;
   /** Dispatches waiting for the connection to become ready. */
   readonly #readyWaiters = new Set<() => void>();
   readonly #timeout: AdaptiveTimeout;
@@ -322,11 +325,9 @@ export class RedisStore implements LimitStore, OutcomeStore {
     const queue = this.#queue;
     if (queue.length === 0) return;
     this.#queue = [];
-    for (const chunk of this.#chunks(queue)) {
-      const dispatch = this.#dispatch(chunk);
-      this.#inFlight.add(dispatch);
-      void dispatch.then(() => this.#inFlight.delete(dispatch));
-    }
+    // A caller alone (the common case at low load) has nothing to group or split.
+    if (queue.length === 1) this.#dispatch(queue);
+    else for (const chunk of this.#chunks(queue)) this.#dispatch(chunk);
   };
 
   /**
@@ -356,7 +357,7 @@ export class RedisStore implements LimitStore, OutcomeStore {
       groups.push(queue);
     }
     const max = this.options.maxBatchSize;
-    const idle = this.#inFlight.size === 0;
+    const idle = this.#inFlight === 0;
     const chunks: Pending[][] = [];
     for (const g of groups) {
       const count = Math.max(Math.ceil(g.length / max), idle && g.length >= SPLIT_AT ? splitCount(g) : 1);
@@ -370,69 +371,113 @@ export class RedisStore implements LimitStore, OutcomeStore {
     return chunks;
   }
 
-  /** Sends one chunk as one script call and settles its items; never rejects. */
-  async #dispatch(chunk: Pending[]): Promise<void> {
+  /** Sends one chunk as one script call and settles its items. */
+  #dispatch(chunk: Pending[]): void {
     const items = chunk.map((p) => p.item);
+    let call: ScriptCall;
     try {
-      const call = encodeBatch(items);
-      const reply = await this.#bounded(() => this.#runner.run(call));
-      decodeReply(reply, items).forEach((outcome, i) => {
-        const p = chunk[i]!;
-        if (outcome.ok) p.resolve(outcome.value as never);
-        else p.reject(toStoreError(outcome.failure));
-      });
+      call = encodeBatch(items);
     } catch (error) {
       for (const p of chunk) p.reject(error as Error);
+      return;
     }
+    this.#inFlight++;
+    this.#exchange<unknown>(
+      (onReply, onError) => this.#runner.send(call, onReply, onError),
+      (error, reply) => {
+        if (--this.#inFlight === 0) this.#drained?.();
+        let failure: Error | undefined = error;
+        if (failure === undefined) {
+          try {
+            const outcomes = decodeReply(reply, items);
+            for (let i = 0; i < chunk.length; i++) {
+              const outcome = outcomes[i]!;
+              if (outcome.ok) chunk[i]!.resolve(outcome.value as never);
+              else chunk[i]!.reject(toStoreError(outcome.failure));
+            }
+            return;
+          } catch (thrown) {
+            // No item is left unsettled, and nothing escapes into the reply's promise.
+            failure = thrown instanceof Error ? thrown : new Error(String(thrown));
+          }
+        }
+        // A promise already settled ignores the rejection.
+        for (const p of chunk) p.reject(failure);
+      },
+    );
+  }
+
+  /** {@link #exchange} for a call that gives a promise: settles as the exchange ends. */
+  #bounded<T>(send: () => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.#exchange<T>(
+        (onValue, onError) => {
+          try {
+            send().then(onValue, onError);
+          } catch (error) {
+            onError(error);
+          }
+        },
+        (error, value) => (error === undefined ? resolve(value as T) : reject(error)),
+      );
+    });
   }
 
   /**
-   * Runs `send` once the connection is ready, and settles within one command timeout from now
-   * whatever Redis does: rejects with STORE_UNAVAILABLE if the connection did not become ready
-   * in time, STORE_TIMEOUT if the reply did not come in time.
+   * Runs `send` once the connection is ready, and calls `done` exactly once, within one command
+   * timeout from now whatever Redis does: with STORE_UNAVAILABLE if the connection did not
+   * become ready in time, STORE_TIMEOUT if the reply did not come in time, a client error if
+   * ioredis failed the call, else with no error and the reply. Callbacks rather than promises:
+   * this is the path of every decision (see ScriptRunner.send).
    */
-  #bounded<T>(send: () => Promise<T>): Promise<T> {
+  #exchange<T>(
+    send: (onValue: (value: T) => void, onError: (error: unknown) => void) => void,
+    done: (error: Error | undefined, value?: T) => void,
+  ): void {
     const budget = this.#timeout.currentMs;
-    return new Promise<T>((resolve, reject) => {
-      let finished = false;
-      let sent = false;
-      const settle = (outcome: () => void): void => {
-        if (finished) return;
-        finished = true;
-        cancel();
-        this.#readyWaiters.delete(start);
-        outcome();
-      };
-      const fail = (failure: StoreFailure) => settle(() => reject(toStoreError(failure)));
-      const cancel = this.#deadlines.add(budget, () => {
-        this.#timeout.timedOut(budget);
-        fail(sent ? { kind: 'timeout', ms: budget } : { kind: 'not-ready', status: this.#client.status, cause: this.#lastError });
-      });
-      const start = (): void => {
-        if (finished || sent) return;
-        sent = true;
-        const sentAt = performance.now();
-        send().then(
-          (value) => {
-            // Late replies count too: they are the latency Redis really has right now.
-            this.#timeout.observe(performance.now() - sentAt, finished);
-            settle(() => resolve(value));
-          },
-          (error: unknown) => fail({ kind: 'client', error }),
-        );
-      };
-      const status = this.#client.status;
-      if (status === 'ready') {
-        start();
-      } else if (status === 'end') {
-        fail({ kind: 'not-ready', status, cause: this.#lastError });
-      } else {
-        this.#readyWaiters.add(start);
-        // A lazy client given to the store connects on its first command, which is not sent
-        // before it is ready: connect it now, as that command would have.
-        if (status === 'wait') this.#client.connect().catch(this.#onError);
-      }
+    let finished = false;
+    /** When the call was sent (performance.now()); -1 while it waits for the connection. */
+    let sentAt = -1;
+    const finish = (error: Error | undefined, value?: T): void => {
+      if (finished) return;
+      finished = true;
+      this.#deadlines.cancel(deadline);
+      if (sentAt < 0) this.#readyWaiters.delete(start);
+      done(error, value);
+    };
+    const deadline = this.#deadlines.add(budget, () => {
+      this.#timeout.timedOut(budget);
+      finish(
+        toStoreError(
+          sentAt >= 0
+            ? { kind: 'timeout', ms: budget }
+            : { kind: 'not-ready', status: this.#client.status, cause: this.#lastError },
+        ),
+      );
     });
+    const start = (): void => {
+      if (finished || sentAt >= 0) return;
+      sentAt = performance.now();
+      send(
+        (value) => {
+          // Late replies count too: they are the latency Redis really has right now.
+          this.#timeout.observe(performance.now() - sentAt, finished);
+          finish(undefined, value);
+        },
+        (error) => finish(toStoreError({ kind: 'client', error })),
+      );
+    };
+    const status = this.#client.status;
+    if (status === 'ready') {
+      start();
+    } else if (status === 'end') {
+      finish(toStoreError({ kind: 'not-ready', status, cause: this.#lastError }));
+    } else {
+      this.#readyWaiters.add(start);
+      // A lazy client given to the store connects on its first command, which is not sent
+      // before it is ready: connect it now, as that command would have.
+      if (status === 'wait') this.#client.connect().catch(this.#onError);
+    }
   }
 
   readonly #onReady = (): void => {
@@ -462,7 +507,8 @@ export class RedisStore implements LimitStore, OutcomeStore {
   async #shutdown(): Promise<void> {
     this.#closed = true;
     this.#flush();
-    while (this.#inFlight.size > 0) await Promise.all(this.#inFlight);
+    while (this.#inFlight > 0) await new Promise<void>((resolve) => (this.#drained = resolve));
+    this.#drained = undefined;
     this.#deadlines.clear();
     await this.peers?.close();
     this.#client.off('ready', this.#onReady);

@@ -56,12 +56,27 @@ describe('the batch script', () => {
     const lines = built.library.split('\n');
     expect(lines[0]).toBe(`#!lua name=${built.functionName}`);
     // The file runs inside a function, so loading the library touches no global but redis.
-    expect(built.library).toContain(`local function program()\n${body}\nreturn main\nend\n`);
+    expect(built.library).toContain(`local function program()\n${body}\nreturn { main }\nend\n`);
     expect(built.library).toContain(`redis.register_function{ function_name = '${built.functionName}', flags = {}`);
+    expect(built.more).toEqual({});
     // Other code, another library: processes running different code never replace each other's.
     expect(buildScript('main.lua', `${body}\n`, 'main').functionName).not.toBe(built.functionName);
     expect(script.functionName).toMatch(new RegExp(`^sluice_batch_v${PROTOCOL_VERSION}_[0-9a-f]{12}$`));
     expect(loadScript('peers.lua', 'peers').functionName).toMatch(/^sluice_peers_v/);
+  });
+
+  it('registers further entries as functions of their own, each with a script form', () => {
+    const body = 'local function main(keys, argv)\n  return 1\nend\nlocal function lean(keys, argv)\n  return 2\nend';
+    const built = buildScript('main.lua', body, 'main', ['lean']);
+    const lean = built.more.lean!;
+    expect(lean.functionName).toBe(`${built.functionName}_lean`);
+    expect(lean.source).toBe(`${body}\nreturn lean(KEYS, ARGV)\n`);
+    expect(lean.sha).toBe(createHash('sha1').update(lean.source).digest('hex'));
+    expect(built.library).toContain(`return { main, lean }`);
+    expect(built.library).toContain(
+      `function_name = '${lean.functionName}', flags = {}, callback = function(keys, args)\n  run = run or program()\n  return run[2](keys, args)`,
+    );
+    expect(script.more.consume_one?.functionName).toBe(`${script.functionName}_consume_one`);
   });
 
   it('speaks the protocol version the client sends', () => {

@@ -7,26 +7,35 @@ import { PROTOCOL_VERSION } from './codes.js';
 import { isNotLoaded, lacksFunctions } from './errors.js';
 import { evalScript } from './kit.js';
 
-/**
- * A Lua program in the two forms Redis runs: a Redis Functions library (FCALL, Redis 7+) and a
- * script (EVALSHA, older servers). Both are the same file, with every include resolved; the file
- * defines one entry function of (KEYS, ARGV) and calls nothing itself.
- */
-export interface LuaScript {
-  /** Versioned name, for logs and metrics: the script's file and protocol version. */
-  readonly name: string;
+/** One entry function of a Lua program, in the two forms Redis runs. */
+export interface LuaEntry {
   /** The script form: the file, then `return <entry>(KEYS, ARGV)`. */
   readonly source: string;
   /** SHA1 of `source`, what EVALSHA names it by. */
   readonly sha: string;
-  /** The library form: `#!lua name=<functionName>`, registering the entry as `functionName`. */
+  /** The name the library registers the entry under, what FCALL names it by. */
+  readonly functionName: string;
+}
+
+/**
+ * A Lua program in the two forms Redis runs: a Redis Functions library (FCALL, Redis 7+) and a
+ * script (EVALSHA, older servers). Both are the same file, with every include resolved; the file
+ * defines one main entry function of (KEYS, ARGV), maybe more, and calls nothing itself.
+ */
+export interface LuaScript extends LuaEntry {
+  /** Versioned name, for logs and metrics: the script's file and protocol version. */
+  readonly name: string;
+  /** The library form: `#!lua name=<functionName>`, registering each entry. */
   readonly library: string;
   /**
-   * Name of the library and of the function it registers: `sluice_<file>_v<protocol>_<hash>`,
-   * the hash taken from the code, so processes running different code never replace each
-   * other's library (each runs exactly its own, as with EVALSHA).
+   * Name of the library and of the function it registers for the main entry:
+   * `sluice_<file>_v<protocol>_<hash>`, the hash taken from the code, so processes running
+   * different code never replace each other's library (each runs exactly its own, as with
+   * EVALSHA). A further entry `e` is registered as `<functionName>_e`.
    */
   readonly functionName: string;
+  /** The further entries, by their Lua names (a script form of their own each). */
+  readonly more: Readonly<Record<string, LuaEntry>>;
 }
 
 const INCLUDE = /^--@include "([^"]+)"\s*$/;
@@ -59,50 +68,65 @@ const sha1 = (text: string): string => createHash('sha1').update(text).digest('h
 
 /**
  * Builds both forms of a Lua program from `body` (includes resolved), whose function `entry`
- * takes (KEYS, ARGV).
+ * takes (KEYS, ARGV), as do the functions named in `more`, its further entries.
  *
  * A library's top level may use nothing but `redis.register_function` (not even `math`), so the
- * library wraps the file in a function run once, at its first call: from then on a call only
- * runs `entry`, where EVALSHA runs the whole file (creating every one of its functions) each
- * time.
+ * library wraps the file in a function run once, at the first call of any entry: from then on a
+ * call only runs its entry, where EVALSHA runs the whole file (creating every one of its
+ * functions) each time.
  */
-export function buildScript(file: string, body: string, entry: string): LuaScript {
+export function buildScript(file: string, body: string, entry: string, more: readonly string[] = []): LuaScript {
   const base = file.replace(/\.lua$/, '');
-  const source = `${body}\nreturn ${entry}(KEYS, ARGV)\n`;
+  const form = (e: string): { source: string; sha: string } => {
+    const source = `${body}\nreturn ${e}(KEYS, ARGV)\n`;
+    return { source, sha: sha1(source) };
+  };
   const functionName = `sluice_${base}_v${PROTOCOL_VERSION}_${sha1(body).slice(0, 12)}`;
+  const entries = [entry, ...more];
   const library = [
     `#!lua name=${functionName}`,
     'local function program()',
     body,
-    `return ${entry}`,
+    `return { ${entries.join(', ')} }`,
     'end',
     'local run',
-    `redis.register_function{ function_name = '${functionName}', flags = {}, callback = function(keys, args)`,
-    '  run = run or program()',
-    '  return run(keys, args)',
-    'end }',
+    ...entries.flatMap((e, i) => [
+      `redis.register_function{ function_name = '${i === 0 ? functionName : `${functionName}_${e}`}', flags = {}, callback = function(keys, args)`,
+      '  run = run or program()',
+      `  return run[${i + 1}](keys, args)`,
+      'end }',
+    ]),
     '',
   ].join('\n');
-  return Object.freeze({ name: `sluice:${base}:v${PROTOCOL_VERSION}`, source, sha: sha1(source), library, functionName });
+  const extra = Object.fromEntries(more.map((e) => [e, Object.freeze({ ...form(e), functionName: `${functionName}_${e}` })]));
+  return Object.freeze({
+    name: `sluice:${base}:v${PROTOCOL_VERSION}`,
+    ...form(entry),
+    library,
+    functionName,
+    more: Object.freeze(extra),
+  });
 }
 
 /** Loads a Lua program from `lua/` (a sibling of both `src/` and `dist/`). */
-export function loadScript(file: string, entry: string): LuaScript {
-  return buildScript(file, resolveIncludes(fileURLToPath(new URL(`../lua/${file}`, import.meta.url))), entry);
+export function loadScript(file: string, entry: string, more: readonly string[] = []): LuaScript {
+  return buildScript(file, resolveIncludes(fileURLToPath(new URL(`../lua/${file}`, import.meta.url))), entry, more);
 }
 
 let batchScript: LuaScript | undefined;
 
-/** The batch program (`lua/batch.lua`), loaded on first use. */
+/** The batch program (`lua/batch.lua`, with its lean entry `consume_one`), loaded on first use. */
 export function batchScriptSource(): LuaScript {
-  batchScript ??= loadScript('batch.lua', 'batch');
+  batchScript ??= loadScript('batch.lua', 'batch', ['consume_one']);
   return batchScript;
 }
 
-/** One call of a Lua program: its keys and arguments. */
+/** One call of a Lua program: its keys and arguments, and the entry it calls when not the main one. */
 export interface ScriptCall {
   readonly keys: readonly string[];
   readonly args: readonly (string | Buffer)[];
+  /** A further entry's Lua name (see {@link LuaScript.more}). */
+  readonly entry?: string;
 }
 
 /** Connections found to have no Redis Functions (Redis < 7, or FCALL not permitted). */
@@ -127,21 +151,30 @@ export class ScriptRunner {
     this.#script = script;
   }
 
-  /**
-   * Resolves to the program's reply; rejects with what ioredis rejected the call with. Not an
-   * async function: it is on the path every decision takes, so a call that needs no recovery
-   * settles as ioredis' promise does (with the store's connection losing ioredis' own timer,
-   * about 4 µs less client CPU a call at one in flight: docs/benchmarks.md).
-   */
+  /** Resolves to the program's reply; rejects with what ioredis rejected the call with. */
   run(call: ScriptCall): Promise<unknown> {
-    if (withoutFunctions.has(this.#client)) return evalScript(this.#client, this.#script, call.keys, call.args);
+    return new Promise((resolve, reject) => this.send(call, resolve, reject));
+  }
+
+  /**
+   * Sends one call and hands its reply, or what ioredis rejected it with, to one of the
+   * callbacks, never synchronously. The path of every decision: a call that needs no recovery
+   * costs one reaction on ioredis' own promise, where an async function and the promises of the
+   * layers around it took several, each a microtask and an allocation (docs/benchmarks.md).
+   */
+  send(call: ScriptCall, onReply: (reply: unknown) => void, onError: (error: unknown) => void): void {
+    if (withoutFunctions.has(this.#client)) {
+      evalScript(this.#client, this.#entry(call), call.keys, call.args).then(onReply, onError);
+      return;
+    }
     let sent: Promise<unknown>;
     try {
       sent = this.#fcall(call);
     } catch (error) {
-      return this.#recover(call, error);
+      this.#recover(call, error).then(onReply, onError);
+      return;
     }
-    return sent.catch((error: unknown) => this.#recover(call, error));
+    sent.then(onReply, (error: unknown) => this.#recover(call, error).then(onReply, onError));
   }
 
   /** After a failed FCALL: EVALSHA where functions are missing, or load the library and call again. */
@@ -178,7 +211,15 @@ export class ScriptRunner {
     if (refused) throw refused.reason;
   }
 
-  #fcall({ keys, args }: ScriptCall): Promise<unknown> {
-    return this.#client.fcall(this.#script.functionName, keys.length, ...keys, ...args);
+  #fcall(call: ScriptCall): Promise<unknown> {
+    const { keys, args } = call;
+    return this.#client.fcall(this.#entry(call).functionName, keys.length, ...keys, ...args);
+  }
+
+  #entry(call: ScriptCall): LuaEntry {
+    if (call.entry === undefined) return this.#script;
+    const entry = this.#script.more[call.entry];
+    if (entry === undefined) throw new Error(`${this.#script.name} has no entry ${call.entry}`);
+    return entry;
   }
 }

@@ -395,8 +395,11 @@ describe('input, lifecycle and foreign data', () => {
 
   it('falls back to EVALSHA on a Redis without functions, and sends the script again after SCRIPT FLUSH', async () => {
     const old = new Redis(redisUrl());
-    // Start with the script cached, whatever ran before on this server.
-    await old.script('LOAD', batchScriptSource().source);
+    // Start with the scripts cached (the batch's, and its lean entry's that a lone consume is
+    // sent to), whatever ran before on this server.
+    const { source, more } = batchScriptSource();
+    await old.script('LOAD', source);
+    await old.script('LOAD', more.consume_one!.source);
     const fcall = vi
       .spyOn(old, 'fcall')
       .mockRejectedValue(
@@ -422,6 +425,11 @@ describe('input, lifecycle and foreign data', () => {
       expect(evalCalls).toHaveBeenCalledTimes(1);
       expect((await store.consume(request('old'))).statuses[0]!.remaining).toBe(6);
       expect(evalCalls).toHaveBeenCalledTimes(1);
+      // Two calls at once go as one batch: its script was flushed too.
+      const both = await Promise.all([store.consume(request('old')), store.consume(request('old'))]);
+      expect(both.map((r) => r.statuses[0]!.remaining)).toEqual([5, 4]);
+      expect(evalCalls).toHaveBeenCalledTimes(2);
+      expect(evalsha).toHaveBeenCalledTimes(5);
       expect(fcall).toHaveBeenCalledTimes(1);
     } finally {
       await store.close();
@@ -430,8 +438,10 @@ describe('input, lifecycle and foreign data', () => {
   });
 
   it('the program refuses malformed calls without writing anything, as a function and as a script', async () => {
-    const { sha, source, library, functionName } = batchScriptSource();
+    const { sha, source, library, functionName, more } = batchScriptSource();
+    const lean = more.consume_one!;
     await client.script('LOAD', source);
+    await client.script('LOAD', lean.source);
     await client.call('FUNCTION', 'LOAD', 'REPLACE', library);
     const key = keyNames(target.prefix, 'direct');
     const keys = [key.state];
@@ -446,6 +456,11 @@ describe('input, lifecycle and foreign data', () => {
     const forms = {
       function: (k: string[], args: (string | Buffer)[]) => client.fcall(functionName, k.length, ...k, ...args),
       script: (k: string[], args: (string | Buffer)[]) => client.evalsha(sha, k.length, ...k, ...args),
+    };
+    // The lean entry for a one-limit consume alone: policy, cost.
+    const leanForms = {
+      function: (k: string[], args: string[]) => client.fcall(lean.functionName, k.length, ...k, ...args),
+      script: (k: string[], args: string[]) => client.evalsha(lean.sha, k.length, ...k, ...args),
     };
     // Everything after the permit groups is the items, packed as the store packs them.
     const call = (form: keyof typeof forms, args: (string | number)[], k = keys, itemsAt = args.length - w) =>
@@ -500,19 +515,30 @@ describe('input, lifecycle and foreign data', () => {
       for (const [why, args, k, at] of malformed)
         expect(await call(form, args, k, at), `${form}: ${why}`).toEqual([2, expect.any(String)]);
       expect(await forms[form](keys, [v, ...policy, 'not msgpack'])).toEqual([2, expect.stringContaining('MessagePack')]);
-      // One one-limit consume as a plain string, "6,policy,group,cost": checked as an array's values are.
-      for (const text of [
-        '6,1,1',
-        '6,1,1,1,1',
-        '6,1,1,x',
-        '6,1,1,-1',
-        '6,1,1,1.5',
-        '6,2,1,1',
-        '6,1,2,1',
-        '6,1,1,2000000000',
-        ' 6,1,1,1',
-      ])
-        expect(await forms[form](keys, [v, ...policy, text]), `${form}: '${text}'`).toEqual([2, expect.any(String)]);
+      // The batch entry takes its items as a MessagePack array only.
+      expect(await forms[form](keys, [v, ...policy, '6,1,1,1'])).toEqual([2, expect.stringContaining('MessagePack')]);
+      // The lean entry: one key, a policy of one token bucket, GCRA or fixed window, a decimal cost.
+      const text = one(limit);
+      const leanMalformed: [string, string[], string[]?][] = [
+        ['no arguments', []],
+        ['no cost', [text]],
+        ['a third argument', [text, '1', '1']],
+        ['cost not a number', [text, 'x']],
+        ['negative cost', [text, '-1']],
+        ['fractional cost', [text, '1.5']],
+        ['cost in exponent form', [text, '1e3']],
+        ['cost with a space', [text, ' 1']],
+        ['cost too large', [text, '2000000000']],
+        ['empty policy', ['', '1']],
+        ['policy cut short', [one(limit.slice(0, 6)), '1']],
+        ['a sliding window', ['3,100,1000,100,10,30000,sw', '1']],
+        ['two limits', [one(limit, [...limit.slice(0, 6), 'b']), '1']],
+        ['a concurrency limit', ['6,1,1,1,1,10,c', '1']],
+        ['two keys', [text, '1'], [key.state, key.permits]],
+        ['no key', [text, '1'], []],
+      ];
+      for (const [why, args, k = keys] of leanMalformed)
+        expect(await leanForms[form](k, args), `${form} consume_one: ${why}`).toEqual([2, expect.any(String)]);
       expect(await forms[form](keys, [v, ...policy, packAny([]), packAny(item)])).toEqual([2, expect.stringContaining('last')]);
     }
     // Only rate limits can be booked: refused as an item, the rest of the call decided.
@@ -579,10 +605,10 @@ describe('input, lifecycle and foreign data', () => {
       97,
       expect.any(Number),
     ]);
-    // The same as the plain string a lone one is sent as, as a function and as a script (of cost 0:
-    // nothing charged).
+    // The same through the lean entry a lone one is sent to, as a function and as a script (of
+    // cost 0: nothing charged).
     for (const form of ['function', 'script'] as const) {
-      expect(await forms[form](keys, [v, ...policy, '6,1,1,0']), form).toEqual([
+      expect(await leanForms[form](keys, [one(limit), '0']), form).toEqual([
         0,
         expect.any(String),
         expect.any(String),

@@ -2,7 +2,7 @@
 import { DEFAULT_BOOKING, MemoryStore, compileLimits, type ConsumeResult } from '@sluice/core';
 import calculateSlot from 'cluster-key-slot';
 import { Cluster, Redis } from 'ioredis';
-import { keyNames, RedisStore } from '../src/index.js';
+import { batchScriptSource, keyNames, RedisStore } from '../src/index.js';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { randomPrefix, redisClusterNodes, redisUrl } from '../../../test/env.js';
 import { TEST_COMMAND_TIMEOUT_MS, cleanUp, clearOfWindowEnd, keysUnder, sleep } from './helpers.js';
@@ -36,6 +36,40 @@ describe('standalone', () => {
       expect(fcall).toHaveBeenCalledTimes(1);
       expect(results.filter((_, i) => i % 3 === 0).map((r) => r.statuses[0]!.remaining)).toEqual([999, 998, 997, 996, 995]);
       expect(new Set(results.map((r) => r.now)).size).toBe(1);
+    } finally {
+      fcall.mockRestore();
+      await store.close();
+    }
+  });
+
+  it('sends a one-limit consume alone to the lean entry, and decides it as a batch would', async () => {
+    const store = new RedisStore({ client, prefix, commandTimeoutMs: 2000 });
+    await warmUp(store);
+    const { functionName, more } = batchScriptSource();
+    const fcall = vi.spyOn(client, 'fcall');
+    const gcra = compileLimits({ algorithm: 'gcra', limit: 3, windowMs: 60_000 });
+    const sliding = compileLimits({ algorithm: 'sliding-window', limit: 3, windowMs: 60_000 });
+    try {
+      const alone = [];
+      for (let i = 0; i < 4; i++) alone.push(await store.consume({ key: 'lean', limits: gcra, cost: 1 }));
+      expect(fcall.mock.calls.map((c) => c[0])).toEqual(Array(4).fill(more.consume_one!.functionName));
+      expect(alone.map((r) => [r.allowed, r.statuses[0]!.remaining])).toEqual([
+        [true, 2],
+        [true, 1],
+        [true, 0],
+        [false, 0],
+      ]);
+      expect(alone[3]!.statuses[0]!.retryAfterMs).toBeGreaterThan(0);
+      // Two at once, or a policy the lean entry does not take, go to the batch entry, which reads
+      // the same key as the lean entry left it.
+      fcall.mockClear();
+      const both = await Promise.all([
+        store.consume({ key: 'lean', limits: gcra, cost: 0 }),
+        store.consume({ key: 'lean-2', limits: gcra, cost: 1 }),
+      ]);
+      expect(both.map((r) => r.statuses[0]!.remaining)).toEqual([0, 2]);
+      await store.consume({ key: 'lean-3', limits: sliding, cost: 1 });
+      expect(fcall.mock.calls.map((c) => c[0])).toEqual([functionName, functionName]);
     } finally {
       fcall.mockRestore();
       await store.close();

@@ -167,6 +167,25 @@ end
 local policy_cache, policy_cache_size = {}, 0
 local MAX_CACHED_POLICIES = 1000
 
+-- The policy of a policy argument: read once, then found in policy_cache; or nil and the index
+-- (1..L) of the limit at fault (0: the argument as a whole).
+local function cached_policy(text)
+  local policy = policy_cache[text]
+  if policy ~= nil then
+    return policy
+  end
+  local fault
+  policy, fault = parse_policy(text)
+  if policy == nil then
+    return nil, fault
+  end
+  if policy_cache_size >= MAX_CACHED_POLICIES then
+    policy_cache, policy_cache_size = {}, 0
+  end
+  policy_cache[text], policy_cache_size = policy, policy_cache_size + 1
+  return policy
+end
+
 -- Returns the policies, the keys index of each group's permit keys (by group; nil when not
 -- declared) and the items (a flat array, ITEM_WIDTH, FAST_ITEM_WIDTH or booking_width values
 -- each); or nil, a code and a message.
@@ -185,20 +204,12 @@ local function parse_args(keys, argv)
     if text == nil then
       return nil, ERR_BAD_ARGUMENT, 'policy ' .. p .. ': missing'
     end
-    local policy = policy_cache[text]
+    local policy, fault = cached_policy(text)
     if policy == nil then
-      local fault
-      policy, fault = parse_policy(text)
-      if policy == nil then
-        if fault == 0 then
-          return nil, ERR_BAD_ARGUMENT, 'policy ' .. p .. ': 7 fields per limit, 1 to ' .. MAX_LIMITS .. ' limits'
-        end
-        return nil, ERR_BAD_ARGUMENT, 'policy ' .. p .. ', limit ' .. fault
+      if fault == 0 then
+        return nil, ERR_BAD_ARGUMENT, 'policy ' .. p .. ': 7 fields per limit, 1 to ' .. MAX_LIMITS .. ' limits'
       end
-      if policy_cache_size >= MAX_CACHED_POLICIES then
-        policy_cache, policy_cache_size = {}, 0
-      end
-      policy_cache[text], policy_cache_size = policy, policy_cache_size + 1
+      return nil, ERR_BAD_ARGUMENT, 'policy ' .. p .. ', limit ' .. fault
     end
     policies[p] = policy
     at = at + 1
@@ -223,21 +234,9 @@ local function parse_args(keys, argv)
   if at ~= #argv then
     return nil, ERR_BAD_ARGUMENT, 'ARGV: the items must be the last argument'
   end
-  local items = argv[at]
-  if byte(items, 1) == 54 then
-    -- "6,policy,group,cost": one one-limit consume in decimal (no MessagePack array starts with
-    -- the byte of '6'). The values are checked below, as an array's are.
-    local policy, group, cost = match(items, '^6,(%d+),(%d+),(%d+)$')
-    if policy == nil then
-      return nil, ERR_BAD_ARGUMENT, 'items: "6,policy,group,cost" or a MessagePack array'
-    end
-    items = { 6, tonumber(policy), tonumber(group), tonumber(cost) }
-  else
-    local ok
-    ok, items = pcall(msgpack_unpack, items)
-    if not ok or type(items) ~= 'table' then
-      return nil, ERR_BAD_ARGUMENT, 'items: not a MessagePack array'
-    end
+  local ok, items = pcall(msgpack_unpack, argv[at])
+  if not ok or type(items) ~= 'table' then
+    return nil, ERR_BAD_ARGUMENT, 'items: not a MessagePack array'
   end
   local at, item_count, last = 1, 0, #items
   while at <= last do
