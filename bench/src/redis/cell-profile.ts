@@ -12,7 +12,7 @@ import { compileLimits } from '@sluice/core';
 import type { Decider } from '../harness/contenders.js';
 import { fmtInt } from '../report/table.js';
 import { createSluiceStore } from '../harness/sluice-store.js';
-import { closedLoop, THROUGHPUT_LIMIT, throughputDecider } from './throughput.js';
+import { closedLoop, THROUGHPUT_POLICY, throughputDecider } from './throughput.js';
 
 const [name = 'try', keysArg = '100000', inFlightArg = '16', msArg = '3000'] = process.argv.slice(2);
 const url = process.env.SLUICE_REDIS_URL;
@@ -27,7 +27,7 @@ async function contender(): Promise<Decider> {
     case 'store': {
       // The same policy as the Sluice contender's, through the store alone.
       const store = await createSluiceStore(url!);
-      const limits = compileLimits({ algorithm: 'token-bucket', limit: THROUGHPUT_LIMIT, burst: THROUGHPUT_LIMIT });
+      const limits = compileLimits(THROUGHPUT_POLICY);
       return {
         decide: async (key) => (await store.consume({ key: `${run}:${key}`, limits, cost: 1 })).allowed,
         close: () => store.close(),

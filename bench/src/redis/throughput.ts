@@ -117,6 +117,13 @@ export async function cycledLoop(
 
 export type ThroughputContender = 'sluice' | 'reference' | 'rlf';
 
+/** Sluice's policy in the throughput part: a token bucket that is never exhausted. */
+export const THROUGHPUT_POLICY = Object.freeze({
+  algorithm: 'token-bucket',
+  limit: THROUGHPUT_LIMIT,
+  burst: THROUGHPUT_LIMIT,
+} as const);
+
 /**
  * A contender as the throughput part sets it up, under keys of run `runId` only: Sluice's
  * `try` (one token bucket), the reference or RLF, each with THROUGHPUT_LIMIT.
@@ -125,7 +132,7 @@ export function throughputDecider(name: ThroughputContender, redisUrl: string, r
   const limit = THROUGHPUT_LIMIT;
   switch (name) {
     case 'sluice':
-      return sluiceDecider(redisUrl, `bench:${runId}:tp`, { algorithm: 'token-bucket', limit, burst: limit });
+      return sluiceDecider(redisUrl, `bench:${runId}:tp`, THROUGHPUT_POLICY);
     case 'reference':
       return referenceDecider(redisUrl, `ref:${runId}:tp:`, limit, 1000, limit);
     case 'rlf':

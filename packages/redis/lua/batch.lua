@@ -36,11 +36,11 @@ ARGV:
        max_booked, token; or of 7 for op 8: op, policy, group, 0, id, 0, token
        param: for a consume, its core share, the share of each limit kept for core traffic (a
        float in 0..MAX_CORE_SHARE: the cost must fit with floor(core share * capacity) more,
-       where capacity is the burst of a token bucket or gcra, else the limit); for a reserve, the hold in ms (an
-       integer in 0..MAX_HOLD_MS: sliding windows and logs count the permits as taken that long
-       after now, when the lease that takes them stops serving them); for an adjust, the stamp
-       of the charge a refund is for (a reservation's now + hold, epoch ms, or 0 for the
-       newest charges made by now); 0 for every other op
+       where capacity is the burst of a token bucket or gcra, else the limit); for a reserve,
+       the hold in ms (an integer in 0..MAX_HOLD_MS: sliding windows and logs count the permits
+       as taken that long after now, when the lease that takes them stops serving them); for
+       an adjust, the stamp of the charge a refund is for (a reservation's now + hold, epoch
+       ms, or 0 for the newest charges made by now); 0 for every other op
        op 1 consume  amount = cost (0..1e9); extra = the permit id a concurrency limit takes
        op 2 adjust   amount = delta (-1e9..1e9, negative refunds); extra = ""
        op 3 renew    amount = the permit's new lifetime in ms (1..86400000); extra = permit id
@@ -133,6 +133,13 @@ local MAX_BOOKINGS = 10000
 --@include "lib/operations.lua"
 --@include "lib/fast.lua"
 
+-- The decision time, now in ms on Redis' clock (TIME), and the reply begun with it: {OK,
+-- seconds, microseconds}, the figures as TIME gave them (see the header's Returns).
+local function reply_head()
+  local time = rcall('TIME')
+  return tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000, { OK, time[1], time[2] }
+end
+
 -- Decides one batch: KEYS and ARGV as in the header above.
 local function batch(keys, argv)
   local policies, permit_keys, items = parse_args(keys, argv)
@@ -141,41 +148,27 @@ local function batch(keys, argv)
     return { permit_keys, items }
   end
 
-  local time = rcall('TIME')
-  local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
+  local now, out = reply_head()
 
   -- By group: an entry, or a fast-path record (lib/fast.lua).
   local entries = {}
-  local out = { OK, time[1], time[2] }
   local at, last = 1, #items
   while at <= last do
     local op, policy, group = items[at], policies[items[at + 1]], items[at + 2]
     local entry = entries[group]
     if op == 6 then
-      local fast = policy.fast
-      if entry == nil then
-        local raw
-        entry, raw = fast_open(keys[group], fast)
+      if entry == nil or (entry.fast and entry.limit ~= policy.fast) then
+        local permit_at = permit_keys[group]
+        local lkey, ckey = permit_at and keys[permit_at], permit_at and keys[permit_at + 1]
         if entry == nil then
-          local permit_at = permit_keys[group]
-          entry = entry_from(raw, keys[group], permit_at and keys[permit_at], permit_at and keys[permit_at + 1])
+          entry = fast_open_any(keys[group], policy, lkey, ckey)
+        else
+          -- A record of another policy's limit: this item needs the key's whole entry.
+          entry = fast_to_entry(entry, lkey, ckey)
         end
         entries[group] = entry
       end
-      if entry.limit == fast then
-        fast_consume(entry, fast, items[at + 3], now, out)
-      else
-        local permit_at = permit_keys[group]
-        if entry.fast then
-          entry = fast_to_entry(entry, permit_at and keys[permit_at], permit_at and keys[permit_at + 1])
-          entries[group] = entry
-        end
-        if entry.corrupt then
-          out[#out + 1] = ERR_CORRUPT_STATE
-        else
-          fast_consume_entry(entry, policy, items[at + 3], now, out)
-        end
-      end
+      fast_item(entry, policy, items[at + 3], now, out)
       at = at + FAST_ITEM_WIDTH
     elseif op >= 7 and policy.concurrency ~= nil then
       -- Only rate limits can be booked (bookKey throws): nothing is read or applied.
@@ -212,11 +205,7 @@ local function batch(keys, argv)
   end
 
   for _, entry in pairs(entries) do
-    if entry.fast then
-      fast_flush(entry, now)
-    else
-      entry_flush(entry, now)
-    end
+    flush_any(entry, now)
   end
 
   return out
@@ -239,22 +228,9 @@ local function consume_one(keys, argv)
     return { ERR_BAD_ARGUMENT, 'consume_one: a policy of one token bucket, GCRA or fixed window, a cost in 0..' .. MAX_COST }
   end
 
-  local time = rcall('TIME')
-  local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
-  local out = { OK, time[1], time[2] }
-  local fast = policy.fast
-  local record, raw = fast_open(skey, fast)
-  if record ~= nil then
-    fast_consume(record, fast, cost, now, out)
-    fast_flush(record, now)
-    return out
-  end
-  local entry = entry_from(raw, skey, nil, nil)
-  if entry.corrupt then
-    out[4] = ERR_CORRUPT_STATE
-  else
-    fast_consume_entry(entry, policy, cost, now, out)
-  end
-  entry_flush(entry, now)
+  local now, out = reply_head()
+  local entry = fast_open_any(skey, policy, nil, nil)
+  fast_item(entry, policy, cost, now, out)
+  flush_any(entry, now)
   return out
 end

@@ -325,9 +325,7 @@ export class RedisStore implements LimitStore, OutcomeStore {
     const queue = this.#queue;
     if (queue.length === 0) return;
     this.#queue = [];
-    // A caller alone (the common case at low load) has nothing to group or split.
-    if (queue.length === 1) this.#dispatch(queue);
-    else for (const chunk of this.#chunks(queue)) this.#dispatch(chunk);
+    for (const chunk of this.#chunks(queue)) this.#dispatch(chunk);
   };
 
   /**
@@ -343,6 +341,8 @@ export class RedisStore implements LimitStore, OutcomeStore {
    * of one). Figures: docs/benchmarks.md.
    */
   #chunks(queue: Pending[]): Pending[][] {
+    // A caller alone (the common case at low load) has nothing to group or split.
+    if (queue.length === 1) return [queue];
     const groups: Pending[][] = [];
     if (this.#cluster) {
       const bySlot = new Map<number, Pending[]>();

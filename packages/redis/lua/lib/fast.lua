@@ -147,3 +147,34 @@ local function fast_flush(record, now)
   local gc, px = entry_gc(record.exp, record.gc, now)
   entry_set(record.skey, record_value(record, gc), px)
 end
+
+-- Opens skey for an op 6 item of `policy`: a record, or else the entry of what the key holds,
+-- with its permit keys (lkey, ckey) when declared.
+local function fast_open_any(skey, policy, lkey, ckey)
+  local record, raw = fast_open(skey, policy.fast)
+  if record ~= nil then
+    return record
+  end
+  return entry_from(raw, skey, lkey, ckey)
+end
+
+-- An op 6 item on what fast_open_any opened (a record of this policy's limit, or an entry),
+-- answered in the short form.
+local function fast_item(entry, policy, cost, now, out)
+  if entry.limit == policy.fast then
+    fast_consume(entry, policy.fast, cost, now, out)
+  elseif entry.corrupt then
+    out[#out + 1] = ERR_CORRUPT_STATE
+  else
+    fast_consume_entry(entry, policy, cost, now, out)
+  end
+end
+
+-- Writes back a record or an entry.
+local function flush_any(entry, now)
+  if entry.fast then
+    fast_flush(entry, now)
+  else
+    entry_flush(entry, now)
+  end
+end
