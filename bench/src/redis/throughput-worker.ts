@@ -65,6 +65,8 @@ process.on('message', (message: ToContender) => {
   handle(message).catch((err: unknown) => send({ type: 'failed', error: errorText(err) }));
 });
 
-// Compiling the contender's code would otherwise fall on its first cell: run it a while first.
-await cycledLoop(decider, keysOf(Number(keyCount)), 16, PRIME_MS, 0);
+// Compiling the contender's code would otherwise fall on its first cell: run it a while first,
+// one call at a time and 16 at once, since a lone call and calls sent together may take paths of
+// their own (Sluice's lone consume goes to a lean entry, calls at once to the batch).
+for (const inFlight of [1, 16]) await cycledLoop(decider, keysOf(Number(keyCount)), inFlight, PRIME_MS, 0);
 send({ type: 'ready' });

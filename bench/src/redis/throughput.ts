@@ -8,7 +8,7 @@ import { readRedisStats, redisCost, type RedisCost } from '../harness/redis-stat
 import { referenceDecider } from '../harness/reference.js';
 import { fmt, fmtInt, fmtRatio, type Table } from '../report/table.js';
 
-/** How long each contender runs, unmeasured, before the first cell (JIT warm-up). */
+/** How long each contender runs, unmeasured, at 1 and at 16 calls in flight, before the first cell (JIT warm-up). */
 export const PRIME_MS = 1000;
 
 /** Every contender's limit per second (and burst): never reached, every call is admitted and charged. */
@@ -345,7 +345,8 @@ export function throughputTable(rows: readonly ThroughputRow[], settings: Throug
       'reference: the least an exact limiter on Redis does (bench/src/harness/reference.ts: GCRA, one number per key, every call',
       'of one event-loop turn in one script call); a yardstick for what this machine allows, not a product.',
       'Throughput ratio > 1 favours Sluice; latency ratio < 1 favours Sluice.',
-      'Each contender runs in a Node process of its own (as an app calling one limiter), the cells interleaved.',
+      'Each contender runs in a Node process of its own (as an app calling one limiter), the cells interleaved; before',
+      `its first cell it runs ${fmtInt(PRIME_MS)} ms at 1 and ${fmtInt(PRIME_MS)} ms at 16 calls in flight, unmeasured (JIT warm-up).`,
       "Cost columns (whole cell, warm-up included): CPU time of the contender's process per decision; from Redis INFO,",
       'script calls per decision (FCALL/EVALSHA/EVAL: the round trips that carry decisions), commands per decision (a script',
       "call and each command it runs count), microseconds Redis spent executing per decision, and the server's CPU use",
