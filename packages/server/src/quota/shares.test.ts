@@ -1,6 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import { compileLimits } from '@sluice/core';
-import { capacityOf, fairShares, permitsFor, ratePerSecond, strategyFor, wantsOf } from './shares.js';
+import {
+  BURST_SECONDS,
+  capacityOf,
+  DEFAULT_SHARE_SETTINGS,
+  fairShares,
+  MIN_BURST,
+  permitsFor,
+  ratePerSecond,
+  strategyFor,
+  wantsOf,
+  type Strategy,
+} from './shares.js';
 
 describe('fairShares', () => {
   it('gives each what it wants when all fit', () => {
@@ -54,7 +65,8 @@ describe('strategyFor', () => {
         if (full.kind === 'token-bucket') {
           // About the rate: within a tenth plus one fill of it.
           expect((full.tokensPerFill * 1000) / full.fillIntervalMs).toBeGreaterThanOrEqual(rate * 0.99);
-          expect(full.maxTokens).toBeLessThanOrEqual(Math.max(1, Math.ceil(rate / 10)));
+          // The burst: a quarter of a second of the rate, or MIN_BURST tokens, or one refill.
+          expect(full.maxTokens).toBeLessThanOrEqual(Math.max(MIN_BURST, Math.ceil(rate * BURST_SECONDS), full.tokensPerFill));
         }
         for (const held of [0, 1, Math.floor(need / 3), need - 1]) {
           expect(capacityOf(strategyFor(rate, held, ttlMs), ttlMs)).toBeLessThanOrEqual(held);
@@ -63,4 +75,59 @@ describe('strategyFor', () => {
     }
     expect(strategyFor(10, 0, 1000)).toEqual({ kind: 'deny-all' });
   });
+
+  it('holds no more for a share under 1 a second than its rate over MIN_BURST seconds', () => {
+    expect(permitsFor(0.1, 1000)).toBe(1);
+    expect(permitsFor(0.5, 1000)).toBe(2);
+    expect(permitsFor(1, 1000)).toBe(MIN_BURST + 1);
+  });
+
+  it('admits random (Poisson) arrivals at the demand its share was sized for, not only evenly spaced ones', () => {
+    for (const demand of [1, 3, 9, 30, 100, 1000]) {
+      for (const ttlMs of [1000, 2500]) {
+        const rate = demand * DEFAULT_SHARE_SETTINGS.headroom;
+        const s = strategyFor(rate, permitsFor(rate, ttlMs), ttlMs);
+        const admitted = poissonAdmitted(s, demand, 20_000, seeded(demand * 7919 + ttlMs));
+        expect(admitted, `demand ${demand}/s, ttl ${ttlMs} ms`).toBeGreaterThanOrEqual(0.93);
+      }
+    }
+  });
 });
+
+/** A PRNG in [0, 1) from a seed (mulberry32), so the arrivals are the same each run. */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * The fraction of `n` Poisson arrivals at `perSecond` that the bucket `s` admits, filled as
+ * Envoy's data plane of these tests fills it (whole refills), starting full, assignments of the
+ * same strategy extending it.
+ */
+function poissonAdmitted(s: Strategy, perSecond: number, n: number, random: () => number): number {
+  if (s.kind !== 'token-bucket') return 0;
+  let t = 0;
+  let tokens = s.maxTokens;
+  let lastFill = 0;
+  let admitted = 0;
+  for (let i = 0; i < n; i++) {
+    t += (-Math.log(1 - random()) * 1000) / perSecond;
+    const fills = Math.floor((t - lastFill) / s.fillIntervalMs);
+    if (fills > 0) {
+      tokens = Math.min(s.maxTokens, tokens + fills * s.tokensPerFill);
+      lastFill += fills * s.fillIntervalMs;
+    }
+    if (tokens >= 1) {
+      tokens--;
+      admitted++;
+    }
+  }
+  return admitted / n;
+}

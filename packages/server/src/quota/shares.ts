@@ -72,6 +72,17 @@ export type Strategy = TokenBucketStrategy | DenyAllStrategy;
 /** The most refills an assignment's bucket gets a second (each of at least one token). */
 export const FILLS_PER_SECOND = 10;
 
+/** An assignment's bucket holds at least this many seconds of its rate. */
+export const BURST_SECONDS = 0.25;
+
+/**
+ * An assignment's bucket holds at least this many tokens, or this many seconds of its rate when
+ * that is less (a share under 1 a second is not made large by its burst). Requests do not arrive
+ * evenly: a bucket of one token denies about 30% of random (Poisson) arrivals at 0.8 of its rate,
+ * one of 4 tokens about 4% (docs/quota-service.md, "Bursts").
+ */
+export const MIN_BURST = 4;
+
 /**
  * The most a token bucket admits within `ttlMs` of its start: it starts full, and is filled
  * `floor(ttlMs / fillIntervalMs)` times before the assignment expires.
@@ -83,12 +94,15 @@ export function capacityOf(s: Strategy, ttlMs: number): number {
 
 /**
  * The bucket for `rate` per second: `rate / 10` tokens (at least 1) every `1000 * tokens / rate`
- * ms, holding one fill, so it admits about `rate` a second and bursts no more than a tenth of it.
+ * ms, so it admits about `rate` a second. It holds a quarter of a second of the rate, at least
+ * one refill, and at least {@link MIN_BURST} tokens (or seconds of the rate, when less).
  */
 function bucketFor(rate: number): TokenBucketStrategy {
   const perFill = Math.max(1, Math.round(rate / FILLS_PER_SECOND));
   const fillIntervalMs = Math.max(1, Math.floor((1000 * perFill) / rate));
-  return { kind: 'token-bucket', maxTokens: perFill, tokensPerFill: perFill, fillIntervalMs };
+  const least = Math.min(MIN_BURST, Math.ceil(rate * MIN_BURST));
+  const maxTokens = Math.max(perFill, least, Math.ceil(rate * BURST_SECONDS));
+  return { kind: 'token-bucket', maxTokens, tokensPerFill: perFill, fillIntervalMs };
 }
 
 /** The permits a share of `rate` per second needs for an assignment of `ttlMs` (what {@link strategyFor} admits at most). */
