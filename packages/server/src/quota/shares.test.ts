@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { compileLimits } from '@sluice/core';
+import { rng } from '../../test/rng.js';
 import {
   BURST_SECONDS,
   capacityOf,
@@ -87,24 +88,12 @@ describe('strategyFor', () => {
       for (const ttlMs of [1000, 2500]) {
         const rate = demand * DEFAULT_SHARE_SETTINGS.headroom;
         const s = strategyFor(rate, permitsFor(rate, ttlMs), ttlMs);
-        const admitted = poissonAdmitted(s, demand, 20_000, seeded(demand * 7919 + ttlMs));
+        const admitted = poissonAdmitted(s, demand, 20_000, rng(demand * 7919 + ttlMs));
         expect(admitted, `demand ${demand}/s, ttl ${ttlMs} ms`).toBeGreaterThanOrEqual(0.93);
       }
     }
   });
 });
-
-/** A PRNG in [0, 1) from a seed (mulberry32), so the arrivals are the same each run. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * The fraction of `n` Poisson arrivals at `perSecond` that the bucket `s` admits, filled as
