@@ -98,7 +98,7 @@ describe.each(STORES)('RLQS across two servers on $name', (store) => {
     // Demand is owed by wall time, each Envoy reports every INTERVAL_MS, and an exact HTTP caller
     // asks 5 times a second. A turn of the loop that comes late (a busy machine) offers what fell
     // due since the last at the times it fell due, as the Envoy would have met it, not as one burst
-    // that a bucket of a tenth of a second's tokens would mostly deny.
+    // beyond what a bucket sized for the demand holds.
     const drive = async (ms: number) => {
       const owed = new Map<Gateway, number>();
       const started = Date.now();
