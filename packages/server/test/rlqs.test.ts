@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomPrefix, redisUrl } from '../../../test/env.js';
 import { SimEnvoy, mostInWindow, type SimBucket } from './rlqs-client.js';
+import { rng } from './rng.js';
 import { TOKEN, admin, call, eventually, scratch, spawnServer, writeRules, type ServerProcess } from './support.js';
 
 // Needs Redis (SLUICE_REDIS_URL). Envoy's rate limit quota service on one `sluice serve`: three
@@ -17,11 +18,15 @@ resources:
     limits: { algorithm: sliding-window, limit: ${LIMIT}, windowMs: ${WINDOW_MS} }
   api:other:
     limits: { algorithm: sliding-window, limit: ${other}, windowMs: 1000 }
+  api:random:
+    limits: { algorithm: sliding-window, limit: 40, windowMs: 2000 }
 quota:
   - domain: gateway
     buckets:
       - bucket: { name: shared }
         resource: api:shared
+      - bucket: { name: random }
+        resource: api:random
 ${mapOther ? '      - bucket: { name: other }\n        resource: api:other\n' : ''}`;
 const RULES = rules(40);
 
@@ -152,6 +157,43 @@ describe('RLQS on one server and Redis', () => {
       expect(inSecond).toBeGreaterThan(LIMIT);
     } finally {
       for (const e of envoys) e.close();
+    }
+  });
+
+  it("admits an Envoy's random (Poisson) requests below the limit, not only evenly spaced ones", async () => {
+    // 8 a second at random against a limit of 20 a second: a share of 10 a second (demand with
+    // headroom). A bucket of one token denied about 30% of such arrivals; each request is decided
+    // at the time it fell due, however late the loop's turn.
+    const envoy = new SimEnvoy(target, 'gateway', auth);
+    const bucket = envoy.bucket(1, { name: 'random' });
+    const random = rng(8);
+    const perSecond = 8;
+    const measureFrom = Date.now() + 2000;
+    const end = measureFrom + 10_000;
+    let next = Date.now();
+    let offered = 0;
+    let admitted = 0;
+    try {
+      while (Date.now() < end) {
+        const now = Date.now();
+        for (; next <= now; next += (-Math.log(1 - random()) * 1000) / perSecond) {
+          const ok = envoy.request(bucket, next);
+          if (next >= measureFrom) {
+            offered++;
+            if (ok) admitted++;
+          }
+        }
+        envoy.tick(now, 500);
+        await sleep(20);
+      }
+      if (process.env.SLUICE_TEST_PRINT) console.log(JSON.stringify({ admitted, offered, denied: bucket.denied }));
+      expect(bucket.assignments).toBeGreaterThan(3);
+      expect(offered).toBeGreaterThan(40);
+      expect(admitted, `${admitted} of ${offered}, denied ${JSON.stringify(bucket.denied)}`).toBeGreaterThanOrEqual(
+        0.85 * offered,
+      );
+    } finally {
+      envoy.close();
     }
   });
 
