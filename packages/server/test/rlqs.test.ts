@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomPrefix, redisUrl } from '../../../test/env.js';
 import { SimEnvoy, mostInWindow, type SimBucket } from './rlqs-client.js';
-import { rng } from './rng.js';
+import { arrivalGapMs, rng } from './rng.js';
 import { TOKEN, admin, call, eventually, scratch, spawnServer, writeRules, type ServerProcess } from './support.js';
 
 // Needs Redis (SLUICE_REDIS_URL). Envoy's rate limit quota service on one `sluice serve`: three
@@ -176,7 +176,7 @@ describe('RLQS on one server and Redis', () => {
     try {
       while (Date.now() < end) {
         const now = Date.now();
-        for (; next <= now; next += (-Math.log(1 - random()) * 1000) / perSecond) {
+        for (; next <= now; next += arrivalGapMs(random, perSecond)) {
           const ok = envoy.request(bucket, next);
           if (next >= measureFrom) {
             offered++;

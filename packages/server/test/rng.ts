@@ -9,3 +9,8 @@ export function rng(seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
+
+/** Milliseconds to the next of random (Poisson) arrivals at `perSecond` a second, drawn from `random`. */
+export function arrivalGapMs(random: () => number, perSecond: number): number {
+  return (-Math.log(1 - random()) * 1000) / perSecond;
+}

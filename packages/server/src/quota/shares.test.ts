@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { compileLimits } from '@sluice/core';
-import { rng } from '../../test/rng.js';
+import { SimBucket } from '../../test/rlqs-client.js';
+import { arrivalGapMs, rng } from '../../test/rng.js';
 import {
   BURST_SECONDS,
   capacityOf,
@@ -96,27 +97,36 @@ describe('strategyFor', () => {
 });
 
 /**
- * The fraction of `n` Poisson arrivals at `perSecond` that the bucket `s` admits, filled as
- * Envoy's data plane of these tests fills it (whole refills), starting full, assignments of the
- * same strategy extending it.
+ * The fraction of `n` Poisson arrivals at `perSecond` that an Envoy admits under an assignment of
+ * `s` that never expires: decided by the tests' simulated Envoy (its bucket starts full and is
+ * filled in whole refills).
  */
 function poissonAdmitted(s: Strategy, perSecond: number, n: number, random: () => number): number {
-  if (s.kind !== 'token-bucket') return 0;
+  const bucket = new SimBucket(1, { name: 'poisson' }, { noAssignment: 'deny', expired: 'deny' });
+  bucket.apply({ bucket_action: 'quota_assignment_action', quota_assignment_action: assignmentOf(s) }, 0);
   let t = 0;
-  let tokens = s.maxTokens;
-  let lastFill = 0;
-  let admitted = 0;
   for (let i = 0; i < n; i++) {
-    t += (-Math.log(1 - random()) * 1000) / perSecond;
-    const fills = Math.floor((t - lastFill) / s.fillIntervalMs);
-    if (fills > 0) {
-      tokens = Math.min(s.maxTokens, tokens + fills * s.tokensPerFill);
-      lastFill += fills * s.fillIntervalMs;
-    }
-    if (tokens >= 1) {
-      tokens--;
-      admitted++;
-    }
+    t += arrivalGapMs(random, perSecond);
+    bucket.decide(t);
   }
-  return admitted / n;
+  return bucket.allowedSince / n;
+}
+
+/** `s` as a `QuotaAssignmentAction` decodes (@grpc/proto-loader's form), with no time to live. */
+function assignmentOf(s: Strategy): object {
+  if (s.kind === 'deny-all') {
+    return { assignment_time_to_live: null, rate_limit_strategy: { strategy: 'blanket_rule', blanket_rule: 'DENY_ALL' } };
+  }
+  const ms = s.fillIntervalMs;
+  return {
+    assignment_time_to_live: null,
+    rate_limit_strategy: {
+      strategy: 'token_bucket',
+      token_bucket: {
+        max_tokens: s.maxTokens,
+        tokens_per_fill: { value: s.tokensPerFill },
+        fill_interval: { seconds: Math.floor(ms / 1000), nanos: (ms % 1000) * 1e6 },
+      },
+    },
+  };
 }
