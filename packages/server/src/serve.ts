@@ -461,6 +461,9 @@ export async function startServer(settings: Settings, options: StartOptions = {}
           const r = await followRuleFiles(stores.ruleStore, settings.rules, logger, why === 'SIGHUP' ? undefined : followedHash);
           followedHash = r.hash;
           if (r.outcome === 'unchanged') logger.info({ version: r.version, why }, 'rule files read again: no change');
+          if (r.outcome === 'converged') {
+            logger.info({ version: r.version, why }, 'rule files read again: another server applied them first');
+          }
           if (r.outcome === 'same-files') logger.info({ why }, 'rule files read again: content as last followed');
         } else {
           await seedRuleStore(stores.ruleStore, settings.rules, logger);

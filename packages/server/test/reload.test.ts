@@ -21,6 +21,8 @@ afterAll(async () => {
 });
 const rules = (limit: number) =>
   `resources:\n  api:r:\n    limits: { algorithm: fixed-window, limit: ${limit}, windowMs: 60000 }\n`;
+/** A server's log line for each time it followed the rule files (applied them, or found them in force). */
+const FOLLOWED = /rule files (applied as a new version|read again: (no change|another server applied them first))/;
 const limitOf = async (s: ServerProcess) =>
   (await call(s.url, '/v1/check', { resource: 'api:r', key: `k${Math.random()}` })).json.limit as number;
 const start = async (args: string[], env: Record<string, string> = {}) => {
@@ -59,8 +61,17 @@ describe('reload and rules as code', () => {
     let history = (await admin(a, '/rules/history')).json;
     expect(history.versions).toHaveLength(1);
 
+    // Each server polls the file itself, and one may see the change after the other's new version
+    // reached it: an admin change made before that late poll would be undone by it (the files win
+    // when their content changes). So wait until both have followed the change.
+    const follows = (s: ServerProcess) => s.logs.filter((l) => FOLLOWED.test(l)).length;
+    const before = [follows(a), follows(b)];
     writeFileSync(file, rules(25));
-    await eventually(async () => (await limitOf(a)) === 25 && (await limitOf(b)) === 25, 30_000, 100);
+    await eventually(
+      async () => (await limitOf(a)) === 25 && (await limitOf(b)) === 25 && follows(a) > before[0]! && follows(b) > before[1]!,
+      30_000,
+      100,
+    );
     history = (await admin(a, '/rules/history')).json;
     expect(history.versions).toHaveLength(2);
     expect(history.versions[0].author).toBe('rule files: fleet.yaml');
