@@ -34,6 +34,24 @@ export async function readRedisStats(client: Redis): Promise<RedisStats | undefi
   }
 }
 
+/** Counters at zero: the start of a sum of {@link addGrowth}. */
+export const ZERO_STATS: RedisStats = Object.freeze({ calls: 0, scripts: 0, usec: 0, cpuSec: 0 });
+
+/** `sum` plus the counters' growth from `before` to `after`; undefined when any of them is. */
+export function addGrowth(
+  sum: RedisStats | undefined,
+  before: RedisStats | undefined,
+  after: RedisStats | undefined,
+): RedisStats | undefined {
+  if (sum === undefined || before === undefined || after === undefined) return undefined;
+  return {
+    calls: sum.calls + after.calls - before.calls,
+    scripts: sum.scripts + after.scripts - before.scripts,
+    usec: sum.usec + after.usec - before.usec,
+    cpuSec: sum.cpuSec + after.cpuSec - before.cpuSec,
+  };
+}
+
 /** Redis work per decision and the server's CPU use over a stretch of `seconds`. */
 export interface RedisCost {
   readonly callsPerDecision: number;

@@ -2,12 +2,13 @@
  * One contender of the throughput part in a process of its own, as an app calling one limiter
  * (throughput.ts ContenderProcess): `node --expose-gc throughput-worker.js <contender> <redisUrl>
  * <runId> <keys>`. It builds its contender, runs it a while unmeasured, answers `ready`, then runs the
- * cells it is sent, one at a time.
+ * slices of cells it is sent, one at a time.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { errorText } from '../harness/forked.js';
 import {
   cycledLoop,
+  LoopTally,
   PRIME_MS,
   throughputDecider,
   type FromContender,
@@ -33,15 +34,20 @@ function keysOf(count: number): readonly string[] {
   return keys;
 }
 
+/** The current cell's figures, its slices added in turn. */
+let tally = new LoopTally();
+
 async function handle(message: ToContender): Promise<void> {
   switch (message.type) {
     case 'cell': {
+      if (message.first) tally = new LoopTally();
       const { loop, cpuUs } = await cycledLoop(
         decider,
         keysOf(message.keys),
         message.inFlight,
         message.warmupMs,
         message.measureMs,
+        tally,
       );
       const firstError = loop.firstError === undefined ? undefined : errorText(loop.firstError);
       send({ type: 'result', loop: { ...loop, firstError }, cpuUs });

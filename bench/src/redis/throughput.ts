@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
 import { rlfDecider, sluiceDecider, type Decider } from '../harness/contenders.js';
 import { ForkedWorker } from '../harness/forked.js';
-import { readRedisStats, redisCost, type RedisCost } from '../harness/redis-stats.js';
+import { addGrowth, readRedisStats, redisCost, ZERO_STATS, type RedisCost, type RedisStats } from '../harness/redis-stats.js';
 import { referenceDecider } from '../harness/reference.js';
 import { fmt, fmtInt, fmtRatio, type Table } from '../report/table.js';
 
@@ -38,11 +38,44 @@ export interface CellResult extends LoopResult {
 }
 
 /**
+ * What a closed loop has measured so far. A cell run in slices (see {@link runThroughput}) adds
+ * each slice into the same tally: one histogram of latencies, one count, and the keys taken up
+ * where the last slice left them.
+ */
+export class LoopTally {
+  readonly histogram = createHistogram({ lowest: 1, highest: 60_000_000_000, figures: 3 });
+  /** The next call's sequence number (which key it takes). */
+  seq = 0;
+  decisions = 0;
+  completed = 0;
+  allowed = 0;
+  errors = 0;
+  firstError: unknown;
+  measuredMs = 0;
+
+  result(): LoopResult {
+    const h = this.histogram;
+    const us = (p: number) => (h.count === 0 ? NaN : h.percentile(p) / 1000);
+    return {
+      decisions: this.decisions,
+      completed: this.completed,
+      allowed: this.allowed,
+      errors: this.errors,
+      firstError: this.firstError,
+      perSec: this.decisions / (this.measuredMs / 1000),
+      p50: us(50),
+      p99: us(99),
+      p999: us(99.9),
+    };
+  }
+}
+
+/**
  * Runs `inFlight` callers, each calling `decide` again as soon as its previous call settles, for
  * `warmupMs` unmeasured and then `measureMs` measured. Calls that complete inside the measured
  * window count, wherever they started. The loop reads the clock instead of using timers, so a
  * decider that never yields to the event loop still stops. A caller whose call failed pauses
- * 1 ms before the next.
+ * 1 ms before the next. Adds into `tally` and answers what it holds then.
  */
 export async function closedLoop(
   decider: Decider,
@@ -50,27 +83,22 @@ export async function closedLoop(
   inFlight: number,
   warmupMs: number,
   measureMs: number,
+  tally = new LoopTally(),
 ): Promise<LoopResult> {
-  const histogram = createHistogram({ lowest: 1, highest: 60_000_000_000, figures: 3 });
+  const t = tally;
   const start = performance.now();
   const measureFrom = start + warmupMs;
   const end = measureFrom + measureMs;
-  let seq = 0;
-  let decisions = 0;
-  let completed = 0;
-  let allowed = 0;
-  let errors = 0;
-  let firstError: unknown;
   const caller = async (): Promise<void> => {
     for (;;) {
       const t0 = performance.now();
       if (t0 >= end) return;
       let ok: boolean;
       try {
-        ok = await decider.decide(keyOf(seq++));
+        ok = await decider.decide(keyOf(t.seq++));
       } catch (err) {
-        errors++;
-        firstError ??= err;
+        t.errors++;
+        t.firstError ??= err;
         // A fault may be answered without I/O (e.g. a fallback decision while the store is
         // marked down): pause, or the callers would loop on microtasks alone and starve the
         // event loop, including the limiter's health probe that ends the fallback.
@@ -78,27 +106,17 @@ export async function closedLoop(
         continue;
       }
       const t1 = performance.now();
-      completed++;
+      t.completed++;
       if (t1 >= measureFrom && t1 < end) {
-        decisions++;
-        if (ok) allowed++;
-        histogram.record(Math.max(1, Math.round((t1 - t0) * 1e6)));
+        t.decisions++;
+        if (ok) t.allowed++;
+        t.histogram.record(Math.max(1, Math.round((t1 - t0) * 1e6)));
       }
     }
   };
   await Promise.all(Array.from({ length: inFlight }, caller));
-  const us = (p: number) => (histogram.count === 0 ? NaN : histogram.percentile(p) / 1000);
-  return {
-    decisions,
-    completed,
-    allowed,
-    errors,
-    firstError,
-    perSec: decisions / (measureMs / 1000),
-    p50: us(50),
-    p99: us(99),
-    p999: us(99.9),
-  };
+  t.measuredMs += measureMs;
+  return t.result();
 }
 
 /** {@link closedLoop} over `keys` in turn, with this process' CPU time over it, in µs. */
@@ -108,9 +126,10 @@ export async function cycledLoop(
   inFlight: number,
   warmupMs: number,
   measureMs: number,
+  tally?: LoopTally,
 ): Promise<{ loop: LoopResult; cpuUs: number }> {
   const cpu = process.cpuUsage();
-  const loop = await closedLoop(decider, (seq) => keys[seq % keys.length]!, inFlight, warmupMs, measureMs);
+  const loop = await closedLoop(decider, (seq) => keys[seq % keys.length]!, inFlight, warmupMs, measureMs, tally);
   const { user, system } = process.cpuUsage(cpu);
   return { loop, cpuUs: user + system };
 }
@@ -144,13 +163,18 @@ export function throughputDecider(name: ThroughputContender, redisUrl: string, r
 
 /** Messages to a contender's process (throughput-worker.ts). */
 export type ToContender =
-  /** Run one cell on `keys` keys (1: the hot key); answered by `result`. */
+  /**
+   * Run a slice of a cell on `keys` keys (1: the hot key); answered by `result`, the cell's
+   * figures so far. `first`: the cell's first slice (its tally starts afresh); a later slice adds
+   * to the tally of the one before.
+   */
   | {
       readonly type: 'cell';
       readonly keys: number;
       readonly inFlight: number;
       readonly warmupMs: number;
       readonly measureMs: number;
+      readonly first: boolean;
     }
   /** Collect garbage and rest a moment; answered by `settled`. */
   | { readonly type: 'settle' }
@@ -158,7 +182,7 @@ export type ToContender =
 
 export type FromContender =
   | { readonly type: 'ready' }
-  /** `cpuUs`: the process' CPU time over the cell (warm-up included). */
+  /** `cpuUs`: the process' CPU time over the slice (warm-up included). */
   | { readonly type: 'result'; readonly loop: LoopResult; readonly cpuUs: number }
   | { readonly type: 'settled' }
   | { readonly type: 'failed'; readonly error: string };
@@ -193,8 +217,14 @@ export class ContenderProcess {
     return new ContenderProcess(worker);
   }
 
-  async cell(keys: number, inFlight: number, warmupMs: number, measureMs: number): Promise<{ loop: LoopResult; cpuUs: number }> {
-    this.#worker.send({ type: 'cell', keys, inFlight, warmupMs, measureMs });
+  async slice(
+    keys: number,
+    inFlight: number,
+    warmupMs: number,
+    measureMs: number,
+    first: boolean,
+  ): Promise<{ loop: LoopResult; cpuUs: number }> {
+    this.#worker.send({ type: 'cell', keys, inFlight, warmupMs, measureMs, first });
     return this.#worker.expect('result');
   }
 
@@ -235,9 +265,18 @@ export interface ThroughputSettings {
   readonly keys: number;
 }
 
+/** Slices each cell's measured time is split into, the contenders taking turns slice by slice. */
+export const CELL_SLICES = 5;
+
+/** Unmeasured time before each slice but a cell's first (which has the cell's warm-up). */
+export const SLICE_WARMUP_MS = 100;
+
 /**
- * Runs every cell, alternating contenders so slow drift of the machine (thermal, noisy
- * neighbours) falls on both. Each contender collects its garbage and rests after each cell.
+ * Runs every cell. A cell's measured time is cut into CELL_SLICES slices and the contenders take
+ * turns slice by slice, the order turning each slice, so a disturbance of the machine (a noisy
+ * neighbour, a stall of the host) falls on all three alike instead of on whichever contender had
+ * the cell then: a p99 at one call in flight is the slowest 1% of some 15,000 calls, and one stall
+ * of a few milliseconds moves it. Each contender collects its garbage and rests after each cell.
  */
 export async function runThroughput(
   contenders: ThroughputContenders,
@@ -245,25 +284,48 @@ export async function runThroughput(
   progress: (line: string) => void,
 ): Promise<ThroughputRow[]> {
   const rows: ThroughputRow[] = [];
+  const order = [
+    ['sluice', contenders.sluice],
+    ['reference', contenders.reference],
+    ['rlf', contenders.rlf],
+  ] as const;
   for (const inFlight of settings.inFlight) {
     const variants: ('many' | 'hot')[] = settings.hotInFlight.includes(inFlight) ? ['many', 'hot'] : ['many'];
     for (const variant of variants) {
       const keys = variant === 'many' ? settings.keys : 1;
-      const cell = async (d: ContenderProcess, name: string): Promise<CellResult> => {
-        const before = await readRedisStats(contenders.admin);
-        const started = performance.now();
-        const { loop: r, cpuUs } = await d.cell(keys, inFlight, settings.warmupMs, settings.measureMs);
-        const seconds = (performance.now() - started) / 1000;
-        const redis = redisCost(before, await readRedisStats(contenders.admin), r.completed, seconds);
-        const clientUsecPerDecision = r.completed === 0 ? NaN : cpuUs / r.completed;
+      /** Each contender's CPU time, time and Redis work over its slices so far. */
+      const spent = new Map<string, { cpuUs: number; seconds: number; redis: RedisStats | undefined }>(
+        order.map(([name]) => [name, { cpuUs: 0, seconds: 0, redis: ZERO_STATS }]),
+      );
+      const last = new Map<string, LoopResult>();
+      for (let s = 0; s < CELL_SLICES; s++) {
+        for (let i = 0; i < order.length; i++) {
+          const [name, d] = order[(i + s) % order.length]!;
+          const sum = spent.get(name)!;
+          const before = await readRedisStats(contenders.admin);
+          const started = performance.now();
+          const warmupMs = s === 0 ? settings.warmupMs : SLICE_WARMUP_MS;
+          const { loop, cpuUs } = await d.slice(keys, inFlight, warmupMs, settings.measureMs / CELL_SLICES, s === 0);
+          sum.seconds += (performance.now() - started) / 1000;
+          sum.redis = addGrowth(sum.redis, before, await readRedisStats(contenders.admin));
+          sum.cpuUs += cpuUs;
+          last.set(name, loop);
+        }
+      }
+      // After the cell, not between its slices: a forced collection leaves the collector's
+      // threads sweeping for a while after it, beside the next slice.
+      for (const [, d] of order) await d.settle();
+      const result = (name: ThroughputContender): CellResult => {
+        const r = last.get(name)!;
+        const sum = spent.get(name)!;
         progress(`  ${name.padEnd(9)} ${variant.padEnd(4)} x${String(inFlight).padEnd(3)} ${fmtInt(r.perSec)}/s`);
-        await d.settle();
-        return { ...r, clientUsecPerDecision, redis };
+        return {
+          ...r,
+          clientUsecPerDecision: r.completed === 0 ? NaN : sum.cpuUs / r.completed,
+          redis: redisCost(ZERO_STATS, sum.redis, r.completed, sum.seconds),
+        };
       };
-      const sluice = await cell(contenders.sluice, 'sluice');
-      const reference = await cell(contenders.reference, 'reference');
-      const rlf = await cell(contenders.rlf, 'rlf');
-      rows.push({ keys: variant, inFlight, sluice, rlf, reference });
+      rows.push({ keys: variant, inFlight, sluice: result('sluice'), reference: result('reference'), rlf: result('rlf') });
     }
   }
   return rows;
@@ -340,12 +402,13 @@ export function throughputTable(rows: readonly ThroughputRow[], settings: Throug
     ],
     rows: out,
     notes: [
-      `Each cell: ${settings.warmupMs} ms warm-up, then ${settings.measureMs} ms measured; many keys cycle through ` +
-        `${fmtInt(settings.keys)} keys, hot key is one key.`,
+      `Each cell: ${fmtInt(settings.measureMs)} ms measured in ${CELL_SLICES} slices, the contenders taking turns slice by slice ` +
+        `(${fmtInt(settings.warmupMs)} ms unmeasured before the first, ${SLICE_WARMUP_MS} ms before each other);`,
+      `many keys cycle through ${fmtInt(settings.keys)} keys, hot key is one key.`,
       'reference: the least an exact limiter on Redis does (bench/src/harness/reference.ts: GCRA, one number per key, every call',
       'of one event-loop turn in one script call); a yardstick for what this machine allows, not a product.',
       'Throughput ratio > 1 favours Sluice; latency ratio < 1 favours Sluice.',
-      'Each contender runs in a Node process of its own (as an app calling one limiter), the cells interleaved; before',
+      'Each contender runs in a Node process of its own (as an app calling one limiter); before',
       `its first cell it runs ${fmtInt(PRIME_MS)} ms at 1 and ${fmtInt(PRIME_MS)} ms at 16 calls in flight, unmeasured (JIT warm-up).`,
       "Cost columns (whole cell, warm-up included): CPU time of the contender's process per decision; from Redis INFO,",
       'script calls per decision (FCALL/EVALSHA/EVAL: the round trips that carry decisions), commands per decision (a script',
