@@ -4,7 +4,7 @@
  *   node --trace-gc-nvp bench/dist/redis/cell-profile.js try 100000 16 3000
  *   node --cpu-prof --cpu-prof-dir=/tmp/prof bench/dist/redis/cell-profile.js store 1000 1 3000
  * (contender: try | store | reference | rlf; keys; calls in flight; milliseconds measured after
- * 300 ms of warm-up), against $SLUICE_REDIS_URL. `try` is the bench's Sluice contender
+ * a warm-up of 300 ms, or of the milliseconds given next), against $SLUICE_REDIS_URL. `try` is the bench's Sluice contender
  * (`Limiter.try` on a RedisStore), `store` the store's `consume` alone, without the limiter.
  * Prints decisions/s and the latency percentiles in µs.
  */
@@ -14,7 +14,7 @@ import { fmtInt } from '../report/table.js';
 import { createSluiceStore } from '../harness/sluice-store.js';
 import { closedLoop, THROUGHPUT_POLICY, throughputDecider } from './throughput.js';
 
-const [name = 'try', keysArg = '100000', inFlightArg = '16', msArg = '3000'] = process.argv.slice(2);
+const [name = 'try', keysArg = '100000', inFlightArg = '16', msArg = '3000', warmupArg = '300'] = process.argv.slice(2);
 const url = process.env.SLUICE_REDIS_URL;
 if (url === undefined) throw new Error('set SLUICE_REDIS_URL to the Redis to measure against');
 // A run of its own: no state of another run is seen.
@@ -43,7 +43,7 @@ async function contender(): Promise<Decider> {
 
 const keys = Array.from({ length: Number(keysArg) }, (_, i) => (keysArg === '1' ? 'hot' : `user-${i}`));
 const decider = await contender();
-const r = await closedLoop(decider, (seq) => keys[seq % keys.length]!, Number(inFlightArg), 300, Number(msArg));
+const r = await closedLoop(decider, (seq) => keys[seq % keys.length]!, Number(inFlightArg), Number(warmupArg), Number(msArg));
 await decider.close();
 process.stdout.write(
   `${name} ${keysArg} keys x${inFlightArg}: ${fmtInt(r.perSec)}/s, p50 ${fmtInt(r.p50)} p99 ${fmtInt(r.p99)} p99.9 ${fmtInt(r.p999)} µs, ${r.errors} errors\n`,
