@@ -151,7 +151,11 @@ wait_listening() {
   local port="$1" role="$2" deadline="$3" other
   until port_in_use "$port"; do
     ((SECONDS < deadline)) || fail_start "$role did not listen on $HOST:$port in time"
-    live_pid "$role" >/dev/null || return 1
+    # The role's own JVM, launched just now: alive while its pid runs. live_pid would also want
+    # its command line to name the role, which it does only once the launch has exec'd java;
+    # checked before that, a JVM still starting looked as if it had exited, was launched a
+    # second time beside itself, and the second could not bind the port.
+    is_running "$(tr -dc '0-9' <"$MQ_DIR/$role.pid")" || return 1
     for other in namesrv broker proxy; do
       [[ "$other" != "$role" && -f "$MQ_DIR/$other.pid" ]] && ! live_pid "$other" >/dev/null && fail_start "$other exited"
     done
