@@ -85,7 +85,6 @@ export async function closedLoop(
   measureMs: number,
   tally = new LoopTally(),
 ): Promise<LoopResult> {
-  const t = tally;
   const start = performance.now();
   const measureFrom = start + warmupMs;
   const end = measureFrom + measureMs;
@@ -95,10 +94,10 @@ export async function closedLoop(
       if (t0 >= end) return;
       let ok: boolean;
       try {
-        ok = await decider.decide(keyOf(t.seq++));
+        ok = await decider.decide(keyOf(tally.seq++));
       } catch (err) {
-        t.errors++;
-        t.firstError ??= err;
+        tally.errors++;
+        tally.firstError ??= err;
         // A fault may be answered without I/O (e.g. a fallback decision while the store is
         // marked down): pause, or the callers would loop on microtasks alone and starve the
         // event loop, including the limiter's health probe that ends the fallback.
@@ -106,17 +105,17 @@ export async function closedLoop(
         continue;
       }
       const t1 = performance.now();
-      t.completed++;
+      tally.completed++;
       if (t1 >= measureFrom && t1 < end) {
-        t.decisions++;
-        if (ok) t.allowed++;
-        t.histogram.record(Math.max(1, Math.round((t1 - t0) * 1e6)));
+        tally.decisions++;
+        if (ok) tally.allowed++;
+        tally.histogram.record(Math.max(1, Math.round((t1 - t0) * 1e6)));
       }
     }
   };
   await Promise.all(Array.from({ length: inFlight }, caller));
-  t.measuredMs += measureMs;
-  return t.result();
+  tally.measuredMs += measureMs;
+  return tally.result();
 }
 
 /** {@link closedLoop} over `keys` in turn, with this process' CPU time over it, in µs. */
@@ -298,16 +297,19 @@ export async function runThroughput(
         order.map(([name]) => [name, { cpuUs: 0, seconds: 0, redis: ZERO_STATS }]),
       );
       const last = new Map<string, LoopResult>();
+      // Nothing runs between two slices: the counters read after one are those before the next.
+      let counters = await readRedisStats(contenders.admin);
       for (let s = 0; s < CELL_SLICES; s++) {
         for (let i = 0; i < order.length; i++) {
           const [name, d] = order[(i + s) % order.length]!;
           const sum = spent.get(name)!;
-          const before = await readRedisStats(contenders.admin);
           const started = performance.now();
           const warmupMs = s === 0 ? settings.warmupMs : SLICE_WARMUP_MS;
           const { loop, cpuUs } = await d.slice(keys, inFlight, warmupMs, settings.measureMs / CELL_SLICES, s === 0);
           sum.seconds += (performance.now() - started) / 1000;
-          sum.redis = addGrowth(sum.redis, before, await readRedisStats(contenders.admin));
+          const after = await readRedisStats(contenders.admin);
+          sum.redis = addGrowth(sum.redis, counters, after);
+          counters = after;
           sum.cpuUs += cpuUs;
           last.set(name, loop);
         }
